@@ -203,11 +203,14 @@ impl ProducerStateEntry {
             .copied()
     }
 
-    fn maybe_update_producer_epoch(&mut self, epoch: i16) {
-        if self.producer_epoch != epoch {
+    /// Returns whether the epoch changed (and the cache was cleared).
+    fn maybe_update_producer_epoch(&mut self, epoch: i16) -> bool {
+        let changed = self.producer_epoch != epoch;
+        if changed {
             self.batch_metadata.clear();
             self.producer_epoch = epoch;
         }
+        changed
     }
 
     fn add_batch_metadata(&mut self, batch: BatchMetadata) {
@@ -217,10 +220,11 @@ impl ProducerStateEntry {
         self.batch_metadata.push_back(batch);
     }
 
-    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) {
-        self.maybe_update_producer_epoch(epoch);
+    fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) -> bool {
+        let changed = self.maybe_update_producer_epoch(epoch);
         self.last_timestamp = batch.timestamp;
         self.add_batch_metadata(batch);
+        changed
     }
 
     /// Kafka `ProducerStateEntry.update(next)`: maybe bump the epoch (clearing the cache), take
@@ -323,6 +327,9 @@ pub struct ProducerAppendInfo {
     updated_entry: ProducerStateEntry,
     started_transactions: Vec<TxnMetadata>,
     warnings: Vec<ProducerStateWarning>,
+    /// The epoch changed at least once during this update, so the current entry's cached batches
+    /// belong to an older epoch even if the final epoch equals the current one.
+    epoch_changed: bool,
 }
 
 impl ProducerAppendInfo {
@@ -337,6 +344,7 @@ impl ProducerAppendInfo {
             updated_entry,
             started_transactions: Vec::new(),
             warnings: Vec::new(),
+            epoch_changed: false,
         }
     }
 
@@ -508,7 +516,7 @@ impl ProducerAppendInfo {
                 txn_first_offset,
             });
         }
-        self.updated_entry.add_batch(
+        self.epoch_changed |= self.updated_entry.add_batch(
             epoch,
             BatchMetadata {
                 last_seq,
@@ -527,6 +535,19 @@ impl ProducerAppendInfo {
         }
         self.warnings.append(&mut warnings);
         Ok(())
+    }
+
+    /// Kafka `currentEntry.update(updatedEntry)`, with one deliberate difference: if the epoch
+    /// changed during this update, the current entry's cached batches are dropped even when the
+    /// final epoch equals the current one. Kafka compares only the final epochs, so an epoch
+    /// bump followed by a regression within one append (possible only under REPLICATION, i.e.
+    /// with colliding producer ids) would keep stale batches there while batch-by-batch recovery
+    /// would not; here both agree.
+    fn merge_into(&self, current: &mut ProducerStateEntry) {
+        if self.epoch_changed {
+            current.batch_metadata.clear();
+        }
+        current.update(&self.updated_entry);
     }
 
     /// Kafka `appendEndTxnMarker` (transaction version 0/1 rules).
@@ -568,7 +589,7 @@ impl ProducerAppendInfo {
                 is_aborted: !commit,
             });
         let e = &mut self.updated_entry;
-        e.maybe_update_producer_epoch(producer_epoch);
+        self.epoch_changed |= e.maybe_update_producer_epoch(producer_epoch);
         e.current_txn_first_offset = None;
         e.coordinator_epoch = coordinator_epoch;
         e.last_timestamp = timestamp;
@@ -713,7 +734,7 @@ impl ProducerStateManager {
             return Err(ProducerStateError::NoProducerId);
         }
         match self.producers.get_mut(&info.producer_id) {
-            Some(current) => current.update(&info.updated_entry),
+            Some(current) => info.merge_into(current),
             None => {
                 self.producers.insert(info.producer_id, info.updated_entry);
             }
@@ -873,7 +894,7 @@ impl ProducerStateManager {
                             let mut e = base
                                 .cloned()
                                 .unwrap_or_else(|| ProducerStateEntry::empty(pid));
-                            e.update(&info.updated_entry);
+                            info.merge_into(&mut e);
                             e.find_duplicate_batch(batch)
                         }
                     };
