@@ -989,3 +989,47 @@ impl ProducerStateManager {
 pub(crate) fn is_producer_expired(e: &ProducerStateEntry, now_ms: i64, expiration_ms: i64) -> bool {
     e.current_txn_first_offset.is_none() && now_ms.saturating_sub(e.last_timestamp) >= expiration_ms
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sequence_arithmetic_matches_kafka_and_never_overflows() {
+        assert_eq!(increment_sequence(5, 3), 8);
+        assert_eq!(increment_sequence(i32::MAX, 0), i32::MAX);
+        assert_eq!(increment_sequence(i32::MAX - 2, 5), 2);
+        assert_eq!(decrement_sequence(8, 3), 5);
+        assert_eq!(decrement_sequence(2, 5), i32::MAX - 2);
+        for (a, b) in [
+            (i32::MIN, i32::MAX),
+            (i32::MAX, i32::MIN),
+            (i32::MIN, i32::MIN),
+        ] {
+            let _ = increment_sequence(a, b);
+            let _ = decrement_sequence(a, b);
+            let _ = in_sequence(a, b);
+        }
+        assert!(
+            !in_sequence(i32::MAX, i32::MIN),
+            "computed in i64: no wrap to MIN"
+        );
+    }
+
+    #[test]
+    fn entry_keeps_at_most_five_batches_and_clears_on_epoch_change() {
+        let b = |i: i64| BatchMetadata {
+            last_seq: i as i32,
+            last_offset: i,
+            offset_delta: 0,
+            timestamp: i,
+        };
+        let mut e = ProducerStateEntry::new(1, 0, -1, -1, None, (0..7).map(b));
+        assert_eq!(e.batch_metadata().len(), NUM_BATCHES_TO_RETAIN);
+        assert_eq!((e.first_seq(), e.last_seq()), (2, 6));
+        assert!(e.add_batch(1, b(7)));
+        assert_eq!(e.batch_metadata().len(), 1);
+        assert!(!e.add_batch(1, b(8)));
+        assert_eq!(e.last_timestamp(), 8);
+    }
+}

@@ -612,3 +612,34 @@ impl ProducerStateManager {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_constants_match_kafka() {
+        assert_eq!((CRC_OFFSET, COUNT_OFFSET, ENTRIES_OFFSET), (2, 6, 10));
+        assert_eq!(ENTRY_SIZE, 46);
+        assert_eq!(ENTRY_TXN_FIRST_OFFSET_OFFSET, 38);
+    }
+
+    #[test]
+    fn decode_never_panics_on_prefixes_of_a_valid_file() {
+        let e = SnapshotEntry {
+            producer_id: 1,
+            producer_epoch: 2,
+            last_sequence: 3,
+            last_offset: 4,
+            offset_delta: 5,
+            timestamp: 6,
+            coordinator_epoch: 7,
+            current_txn_first_offset: 8,
+        };
+        let bytes = encode_snapshot(&[e, e]);
+        for n in 0..bytes.len() {
+            assert!(decode_snapshot(&bytes[..n]).is_err(), "prefix {n}");
+        }
+        assert_eq!(decode_snapshot(&bytes).unwrap(), vec![e, e]);
+    }
+}

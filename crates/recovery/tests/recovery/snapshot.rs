@@ -450,3 +450,39 @@ fn latest_at_or_below_and_truncate_and_reload() {
     assert_eq!(psm.map_end_offset(), 10);
     assert_eq!(names(dir.path()), vec!["00000000000000000010.snapshot"]);
 }
+
+/// A storage seam that fails every write: taking a snapshot reports the I/O error and does not
+/// pretend the snapshot exists.
+#[test]
+fn failed_snapshot_write_is_reported_and_not_recorded() {
+    struct FailingWrites;
+    impl recovery::SnapshotIo for FailingWrites {
+        fn read(&self, p: &Path) -> std::io::Result<Vec<u8>> {
+            fs::read(p)
+        }
+        fn write_atomically(&self, _: &Path, _: &[u8]) -> std::io::Result<()> {
+            Err(std::io::Error::other("disk full"))
+        }
+        fn list(&self, _: &Path) -> std::io::Result<Vec<String>> {
+            Ok(Vec::new())
+        }
+        fn rename(&self, a: &Path, b: &Path) -> std::io::Result<()> {
+            fs::rename(a, b)
+        }
+        fn exists(&self, p: &Path) -> bool {
+            p.exists()
+        }
+        fn remove(&self, p: &Path) -> std::io::Result<()> {
+            fs::remove_file(p)
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut psm = ProducerStateManager::default();
+    apply_ok(&mut psm, &[data(1, 0, 0, 0, 1)], Replication);
+    let err = psm
+        .take_snapshot_with(&FailingWrites, dir.path())
+        .unwrap_err();
+    assert!(matches!(err, SnapshotError::Io { .. }), "{err}");
+    assert_eq!(psm.last_snapshot_offset(), 0);
+    assert!(psm.take_snapshot(dir.path()).unwrap().is_some());
+}
