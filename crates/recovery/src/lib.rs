@@ -1,1 +1,48 @@
 //! Producer state, snapshots, log loading, and the KIP-1279 `MIRROR_PID_RESET` barrier.
+//!
+//! * [`producer_state`]: Kafka's `ProducerStateManager` rules (epochs, sequences, duplicates,
+//!   transactions, LSO, expiry) over [`BatchSummary`] inputs;
+//! * [`barrier`]: what a `MIRROR_PID_RESET` batch does to producer state, and why;
+//! * [`snapshot`]: version-1 `.snapshot` files, byte for byte, and loading with fallback;
+//! * [`error`]: typed errors.
+//!
+//! No `unsafe`, no panics on any input.
+#![forbid(unsafe_code)]
+#![deny(
+    clippy::indexing_slicing,
+    clippy::unwrap_used,
+    clippy::panic,
+    clippy::expect_used
+)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::indexing_slicing,
+        clippy::panic,
+        clippy::expect_used
+    )
+)]
+#![warn(missing_docs)]
+
+pub mod barrier;
+pub mod error;
+pub mod producer_state;
+pub mod snapshot;
+pub mod summary;
+
+pub use barrier::BarrierOutcome;
+pub use error::{
+    CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
+    SnapshotError,
+};
+pub use producer_state::{
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,
+    ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
+    ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+};
+pub use snapshot::{
+    read_snapshot, write_snapshot, SetAsideSnapshot, SnapshotEntry, SnapshotFile, SnapshotIo,
+    SnapshotLoad, StdIo,
+};
+pub use summary::{BatchSummary, ControlInfo, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};

@@ -1,0 +1,8 @@
+//! Integration tests of the recovery crate: one binary, one module per subsystem.
+#![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+
+mod barrier;
+mod common;
+mod prop;
+mod rules;
+mod snapshot;
