@@ -622,6 +622,55 @@ fn lz4_block_sizes_that_lie() {
     assert!(is_too_large(&r, l, 100_000), "{r:?}");
 }
 
+/// Regression: a block's scratch used to be sized and zeroed per block (up to 4 MiB each), so a
+/// 1 MiB frame of tiny blocks cost hundreds of GB of memset. Cost must follow the input and output.
+#[test]
+fn many_tiny_blocks_and_frames_stay_cheap() {
+    // lz4: 4 MiB maximum block size, 100k blocks of one literal byte each.
+    let tiny = lz4_flex::block::compress(b"x");
+    let mut body = Vec::new();
+    for _ in 0..100_000 {
+        body.extend_from_slice(&le32(tiny.len() as u32));
+        body.extend_from_slice(&tiny);
+    }
+    body.extend_from_slice(&[0; 4]);
+    let frame = lz4_frame(0x60, 0x70, None, &body);
+    let start = Instant::now();
+    let out = decompress(CompressionType::Lz4, &frame, &DecodeLimits::default()).unwrap();
+    assert_eq!(out.len(), 100_000);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "lz4 took {:?}",
+        start.elapsed()
+    );
+
+    // zstd: 100k one-byte frames, each a separate read from the decoder.
+    let one = compress(CompressionType::Zstd, b"x");
+    let many: Vec<u8> = one
+        .iter()
+        .copied()
+        .cycle()
+        .take(one.len() * 100_000)
+        .collect();
+    let start = Instant::now();
+    let out = decompress(CompressionType::Zstd, &many, &DecodeLimits::default()).unwrap();
+    assert_eq!(out.len(), 100_000);
+    assert!(
+        start.elapsed() < Duration::from_secs(2),
+        "zstd took {:?}",
+        start.elapsed()
+    );
+
+    // snappy: a preamble within the 256 MiB budget that a 10-byte block cannot fill is refused
+    // before the output is allocated.
+    let mut lie = uvarint(200 * MIB as u64);
+    lie.extend_from_slice(&[0x08, b'a', b'b', b'c']);
+    let r = cheaply("snappy 200 MiB preamble", || {
+        decompress(CompressionType::Snappy, &lie, &DecodeLimits::default())
+    });
+    assert!(is_corrupt(&r, CompressionType::Snappy), "{r:?}");
+}
+
 #[test]
 fn lz4_header_checks() {
     let l = CompressionType::Lz4;

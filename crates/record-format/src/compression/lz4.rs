@@ -131,6 +131,8 @@ pub(super) fn decompress(input: &[u8], out: &mut BoundedOutput) -> Result<(), Fo
         .and_then(|b| b.first_chunk::<8>())
         .map(|b| u64_le(*b));
 
+    // One block of scratch for compressed blocks, allocated (and zeroed) on first use.
+    let mut scratch: Vec<u8> = Vec::new();
     loop {
         let Some((word, after)) = read_u32_le(rest) else {
             return Err(out.corrupt("truncated lz4 frame (no end mark)"));
@@ -160,7 +162,7 @@ pub(super) fn decompress(input: &[u8], out: &mut BoundedOutput) -> Result<(), Fo
         if stored {
             out.extend(data)?;
         } else {
-            decompress_block(data, max_block, out)?;
+            decompress_block(data, max_block, &mut scratch, out)?;
         }
     }
 
@@ -181,17 +183,24 @@ pub(super) fn decompress(input: &[u8], out: &mut BoundedOutput) -> Result<(), Fo
     Ok(())
 }
 
-/// Decompresses one block into the output, writing at most `max_block` bytes and never past the
-/// limit.
+/// Decompresses one block through `scratch` (at most `max_block` bytes, and never more than the
+/// output may still take) into the output.
 fn decompress_block(
     data: &[u8],
     max_block: usize,
+    scratch: &mut Vec<u8>,
     out: &mut BoundedOutput,
 ) -> Result<(), FormatErrorKind> {
-    let room = out.remaining();
-    let cap = max_block.min(room);
-    match out.fill(cap, |tail| decompress_into(data, tail)) {
-        Ok(_) => Ok(()),
+    let cap = max_block.min(out.remaining());
+    if scratch.len() < cap {
+        // Only the first compressed block allocates: `remaining` shrinks from here on.
+        *scratch = vec![0u8; cap];
+    }
+    let Some(window) = scratch.get_mut(..cap) else {
+        return Err(out.corrupt("internal: lz4 scratch"));
+    };
+    match decompress_into(data, window) {
+        Ok(n) => out.extend(window.get(..n).unwrap_or(window)),
         Err(DecompressError::OutputTooSmall { .. }) if cap < max_block => Err(out.too_large()),
         Err(DecompressError::OutputTooSmall { .. }) => {
             Err(out.corrupt("lz4 block decompresses past the frame's maximum block size"))

@@ -265,28 +265,29 @@ impl BoundedOutput {
         }
     }
 
-    /// Reads `reader` to its end. Once the limit is reached, one more byte is asked for: if the
-    /// reader has it, the output is too large (the `Read::take(limit + 1)` idea, without ever
-    /// holding the extra byte in the output).
+    /// Reads `reader` to its end through one scratch buffer of at most [`READ_CHUNK`] bytes
+    /// (allocated and zeroed once, so a reader that returns a few bytes per call costs no more than
+    /// the bytes it returns). Once the limit is reached, one more byte is asked for: if the reader
+    /// has it, the output is too large (the `Read::take(limit + 1)` idea, without ever holding the
+    /// extra byte in the output).
     fn read_to_end<R: Read>(
         &mut self,
         mut reader: R,
         map_err: impl Fn(io::Error) -> FormatErrorKind,
     ) -> Result<(), FormatErrorKind> {
+        let mut scratch = vec![0u8; self.remaining().saturating_add(1).min(READ_CHUNK)];
         loop {
-            if self.remaining() == 0 {
-                let mut probe = [0u8; 1];
-                match reader.read(&mut probe) {
-                    Ok(0) => return Ok(()),
-                    Ok(_) => return Err(self.too_large()),
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(map_err(e)),
-                }
-            }
-            let want = self.remaining().min(READ_CHUNK);
-            match self.fill(want, |tail| reader.read(tail)) {
+            let want = self.remaining().clamp(1, READ_CHUNK);
+            let Some(window) = scratch.get_mut(..want) else {
+                return Err(self.corrupt("internal: read window"));
+            };
+            match reader.read(window) {
                 Ok(0) => return Ok(()),
-                Ok(_) => {}
+                Ok(n) => {
+                    // A conforming reader returns n <= want; never trust more.
+                    let got = window.get(..n).unwrap_or(window);
+                    self.extend(got)?;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(map_err(e)),
             }
@@ -344,6 +345,15 @@ mod tests {
             Err(FormatErrorKind::DecompressedTooLarge { limit: 10, .. })
         ));
         assert!(o.buf.capacity() <= 10);
+
+        let mut o = out(0);
+        o.read_to_end(&[][..], |_| corrupt(CompressionType::Gzip, "io"))
+            .unwrap();
+        let r = o.read_to_end(&[1u8][..], |_| corrupt(CompressionType::Gzip, "io"));
+        assert!(matches!(
+            r,
+            Err(FormatErrorKind::DecompressedTooLarge { limit: 0, .. })
+        ));
     }
 
     #[test]

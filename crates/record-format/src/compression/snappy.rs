@@ -32,6 +32,9 @@ pub const XERIAL_HEADER: [u8; 16] = [
 /// Uncompressed bytes per chunk in what Kafka writes (snappy-java's default block size).
 pub const XERIAL_BLOCK_SIZE: usize = 32 * 1024;
 
+/// No snappy block expands more than this (see `raw_block`).
+const MAX_EXPANSION: usize = 32;
+
 /// snappy-java's `MINIMUM_COMPATIBLE_VERSION`: streams declaring an older version are refused.
 const MIN_VERSION: i32 = 1;
 
@@ -124,6 +127,12 @@ fn raw_block(
     let len = decompress_len(block).map_err(|_| out.corrupt("invalid snappy length preamble"))?;
     if len > out.remaining() {
         return Err(out.too_large());
+    }
+    // A preamble within the budget can still lie: the output is allocated (and zeroed) before
+    // decoding, so refuse lengths the block cannot possibly expand to. The densest snappy op is a
+    // 3-byte copy of 64 bytes (21.3x); 32x leaves room to spare.
+    if len > block.len().saturating_mul(MAX_EXPANSION) {
+        return Err(out.corrupt("snappy length preamble exceeds what the block can hold"));
     }
     let written = out
         .fill(len, |tail| decoder.decompress(block, tail))
