@@ -1,1 +1,305 @@
-//! (in progress)
+//! Iterating the batches of a `.log` file's bytes, following Kafka's `FileLogInputStream.nextBatch`:
+//!
+//! 1. fewer than or exactly 17 bytes left → stop (end, or an incomplete trailing batch);
+//! 2. `size` (int32 at 8) < 14 → `BadLength` (hard error);
+//! 3. `12 + size` past the end → stop: incomplete trailing batch (not an error);
+//! 4. magic (byte 16) 0/1 → [`LegacyEntry`], 2 → [`RecordBatch`], anything else → `BadMagic`;
+//!    a v2 entry smaller than the 61-byte header → `BadLength`;
+//! 5. optionally ([`BatchIterator::validate_crc`]) the CRC (CRC-32C for v2, CRC-32 for legacy) is
+//!    checked: `CrcMismatch`.
+//!
+//! **Errors from the iterator are positioned at the start of the offending batch** (so
+//! `error.position == valid_prefix_end()`, the truncation point). The iterator yields an error
+//! once and then ends.
+
+use crate::batch::RecordBatch;
+use crate::error::{FormatError, FormatErrorKind, Result};
+use crate::wire::{
+    HEADER_SIZE_UP_TO_MAGIC, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CRC_OFFSET, LEGACY_MAGIC_OFFSET,
+    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0,
+    SIZE_OFFSET,
+};
+
+/// Namespace for creating a [`BatchIterator`].
+#[derive(Debug, Clone, Copy)]
+pub struct Batches;
+
+impl Batches {
+    /// An iterator over the batches in `bytes`, whose first byte is at absolute `base_position`
+    /// (e.g. 0 for a whole `.log` file). CRCs are not checked unless
+    /// [`BatchIterator::validate_crc`] is set.
+    #[allow(clippy::new_ret_no_self)]
+    pub fn new(bytes: &[u8], base_position: u64) -> BatchIterator<'_> {
+        BatchIterator {
+            data: bytes,
+            base: base_position,
+            pos: 0,
+            validate_crc: false,
+            end: None,
+        }
+    }
+}
+
+/// Why and where iteration stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IterEnd {
+    /// Every byte belonged to a complete batch.
+    Complete,
+    /// `bytes` trailing bytes starting at `position` do not form a complete batch (Kafka stops
+    /// silently there; recovery truncates them).
+    IncompleteTrailing {
+        /// Absolute position of the first trailing byte.
+        position: u64,
+        /// Number of trailing bytes.
+        bytes: u64,
+    },
+    /// A hard error at the start of a batch.
+    Error(FormatError),
+}
+
+/// A legacy (magic 0 or 1) message-set entry, recognised but not interpreted further.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LegacyEntry<'a> {
+    bytes: &'a [u8],
+    position: u64,
+}
+
+fn be<const N: usize>(bytes: &[u8], off: usize) -> [u8; N] {
+    let mut out = [0u8; N];
+    if let Some(s) = bytes.get(off..off + N) {
+        out.copy_from_slice(s);
+    }
+    out
+}
+
+impl<'a> LegacyEntry<'a> {
+    /// The log `offset` field (for a compressed wrapper: the last inner offset).
+    pub fn offset(&self) -> i64 {
+        i64::from_be_bytes(be(self.bytes, 0))
+    }
+
+    /// The `size` field (bytes after it).
+    pub fn size(&self) -> i32 {
+        i32::from_be_bytes(be(self.bytes, SIZE_OFFSET))
+    }
+
+    /// The magic byte (0 or 1).
+    pub fn magic(&self) -> i8 {
+        i8::from_be_bytes(be(self.bytes, LEGACY_MAGIC_OFFSET))
+    }
+
+    /// The attributes byte.
+    pub fn attributes(&self) -> i8 {
+        i8::from_be_bytes(be(self.bytes, LEGACY_ATTRIBUTES_OFFSET))
+    }
+
+    /// The stored CRC-32.
+    pub fn crc(&self) -> u32 {
+        u32::from_be_bytes(be(self.bytes, LEGACY_CRC_OFFSET))
+    }
+
+    /// CRC-32 (not -32C) of the bytes from the magic byte to the end.
+    pub fn compute_crc(&self) -> u32 {
+        crc32fast::hash(self.bytes.get(LEGACY_MAGIC_OFFSET..).unwrap_or(&[]))
+    }
+
+    /// Whether the stored CRC matches.
+    pub fn is_valid(&self) -> bool {
+        self.crc() == self.compute_crc()
+    }
+
+    /// `CrcMismatch` at the CRC field when the CRC does not match.
+    pub fn validate(&self) -> Result<()> {
+        let stored = self.crc();
+        let computed = self.compute_crc();
+        if stored == computed {
+            Ok(())
+        } else {
+            Err(FormatError::new(
+                FormatErrorKind::CrcMismatch { stored, computed },
+                self.position + LEGACY_CRC_OFFSET as u64,
+            ))
+        }
+    }
+
+    /// Entry size (`12 + size`).
+    pub fn size_in_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The entry's bytes.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Absolute position of the entry.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+}
+
+/// One entry of a log file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogEntry<'a> {
+    /// A v2 record batch.
+    V2(RecordBatch<'a>),
+    /// A legacy v0/v1 entry.
+    Legacy(LegacyEntry<'a>),
+}
+
+impl<'a> LogEntry<'a> {
+    /// Absolute position of the entry.
+    pub fn position(&self) -> u64 {
+        match self {
+            LogEntry::V2(b) => b.position(),
+            LogEntry::Legacy(l) => l.position(),
+        }
+    }
+
+    /// Size in bytes (`12 + size`).
+    pub fn size_in_bytes(&self) -> usize {
+        match self {
+            LogEntry::V2(b) => b.size_in_bytes(),
+            LogEntry::Legacy(l) => l.size_in_bytes(),
+        }
+    }
+
+    /// The magic byte.
+    pub fn magic(&self) -> i8 {
+        match self {
+            LogEntry::V2(b) => b.magic(),
+            LogEntry::Legacy(l) => l.magic(),
+        }
+    }
+
+    /// Last offset (v2: `baseOffset + lastOffsetDelta`; legacy: the entry's offset field).
+    pub fn last_offset(&self) -> i64 {
+        match self {
+            LogEntry::V2(b) => b.last_offset(),
+            LogEntry::Legacy(l) => l.offset(),
+        }
+    }
+
+    /// The entry's bytes.
+    pub fn as_bytes(&self) -> &'a [u8] {
+        match self {
+            LogEntry::V2(b) => b.as_bytes(),
+            LogEntry::Legacy(l) => l.as_bytes(),
+        }
+    }
+
+    /// The v2 batch, if this is one.
+    pub fn as_v2(&self) -> Option<&RecordBatch<'a>> {
+        match self {
+            LogEntry::V2(b) => Some(b),
+            LogEntry::Legacy(_) => None,
+        }
+    }
+
+    /// Checks the CRC (CRC-32C for v2, CRC-32 for legacy); the error is at the CRC field.
+    pub fn validate(&self) -> Result<()> {
+        match self {
+            LogEntry::V2(b) => b.validate(),
+            LogEntry::Legacy(l) => l.validate(),
+        }
+    }
+}
+
+/// Iterator over the entries of a log file; see the module docs for the rules.
+#[derive(Debug, Clone)]
+pub struct BatchIterator<'a> {
+    data: &'a [u8],
+    base: u64,
+    pos: usize,
+    validate_crc: bool,
+    end: Option<IterEnd>,
+}
+
+impl<'a> BatchIterator<'a> {
+    /// Whether to check every entry's CRC while iterating (default `false`). A mismatch is a
+    /// `CrcMismatch` error at the entry's start.
+    #[must_use]
+    pub fn validate_crc(mut self, validate: bool) -> Self {
+        self.validate_crc = validate;
+        self
+    }
+
+    /// Absolute position just after the last entry returned successfully (the end of the valid
+    /// prefix; the truncation point for recovery).
+    pub fn valid_prefix_end(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+
+    /// Why iteration stopped, or `None` while it has not.
+    pub fn stopped_at(&self) -> Option<&IterEnd> {
+        self.end.as_ref()
+    }
+
+    fn fail(&mut self, kind: FormatErrorKind) -> Option<Result<LogEntry<'a>>> {
+        let e = FormatError::new(kind, self.valid_prefix_end());
+        self.end = Some(IterEnd::Error(e.clone()));
+        Some(Err(e))
+    }
+
+    fn read_entry(&mut self) -> Option<Result<LogEntry<'a>>> {
+        let rest = self.data.get(self.pos..).unwrap_or(&[]);
+        if rest.len() <= HEADER_SIZE_UP_TO_MAGIC {
+            self.end = Some(if rest.is_empty() {
+                IterEnd::Complete
+            } else {
+                IterEnd::IncompleteTrailing {
+                    position: self.valid_prefix_end(),
+                    bytes: rest.len() as u64,
+                }
+            });
+            return None;
+        }
+        let size = i32::from_be_bytes(be(rest, SIZE_OFFSET));
+        if size < RECORD_OVERHEAD_V0 as i32 {
+            return self.fail(FormatErrorKind::BadLength(i64::from(size)));
+        }
+        let total = LOG_OVERHEAD + size as usize;
+        let Some(bytes) = rest.get(..total) else {
+            self.end = Some(IterEnd::IncompleteTrailing {
+                position: self.valid_prefix_end(),
+                bytes: rest.len() as u64,
+            });
+            return None;
+        };
+        let position = self.valid_prefix_end();
+        let magic = i8::from_be_bytes(be(rest, MAGIC_OFFSET));
+        let entry = match magic {
+            MAGIC_V2 => {
+                if total < RECORD_BATCH_OVERHEAD {
+                    return self.fail(FormatErrorKind::BadLength(i64::from(size)));
+                }
+                match RecordBatch::new(bytes, position) {
+                    Ok(b) => LogEntry::V2(b),
+                    Err(e) => return self.fail(e.kind),
+                }
+            }
+            0..=MAGIC_V1 => LogEntry::Legacy(LegacyEntry { bytes, position }),
+            _ => return self.fail(FormatErrorKind::BadMagic(magic)),
+        };
+        if self.validate_crc {
+            if let Err(e) = entry.validate() {
+                return self.fail(e.kind);
+            }
+        }
+        self.pos += total;
+        Some(Ok(entry))
+    }
+}
+
+impl<'a> Iterator for BatchIterator<'a> {
+    type Item = Result<LogEntry<'a>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.end.is_some() {
+            return None;
+        }
+        self.read_entry()
+    }
+}
+
+impl std::iter::FusedIterator for BatchIterator<'_> {}
