@@ -181,6 +181,24 @@ mod offset_index {
             Some(op(15, 100))
         );
         assert_eq!(idx.fetch_upper_bound_offset(op(12, 0), 250), None);
+        // Kafka quirk kept on purpose: when the whole index is the warm section and the target
+        // equals the first entry's key, the search range collapses to slot 0 without comparing it
+        // and SMALLEST_UPPER_BOUND answers slot 1.
+        assert_eq!(
+            idx.fetch_upper_bound_offset(op(12, 0), 0),
+            Some(op(15, 100))
+        );
+    }
+
+    #[test]
+    fn lookup_every_offset_in_an_index_larger_than_the_warm_section() {
+        let (dir, lock) = temp_lock();
+        let offsets: Vec<i64> = (0..3000).map(|i| 2 * i + 1).collect();
+        let idx = build(&lock, dir.path(), 0, &offsets);
+        for t in 0..6002 {
+            let (offset, position) = reference_lookup(0, &offsets, t);
+            assert_eq!(idx.lookup(t), op(offset, position), "target {t}");
+        }
     }
 
     #[test]
@@ -235,6 +253,10 @@ mod offset_index {
             "{e}"
         );
         assert!(e.to_string().contains("00000000000000000000.index"), "{e}");
+        assert!(
+            e.to_string().contains("not a multiple of the entry size 8"),
+            "{e}"
+        );
         drop(idx);
 
         // Last relative offset negative: last offset < base offset.

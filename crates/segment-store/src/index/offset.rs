@@ -192,7 +192,8 @@ impl OffsetIndex {
     }
 
     /// Kafka's `fetchUpperBoundOffset`: the first entry whose position is at least
-    /// `fetch_offset.position + fetch_size`, if any.
+    /// `fetch_offset.position + fetch_size`, if any. Kafka's search quirks are kept: with at most
+    /// 1025 entries and a target equal to the first entry's position, the answer is slot 1.
     pub fn fetch_upper_bound_offset(
         &self,
         fetch_offset: OffsetPosition,
