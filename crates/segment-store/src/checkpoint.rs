@@ -1,0 +1,313 @@
+//! Kafka's text checkpoint files (`CheckpointFile`, `OffsetCheckpointFile`,
+//! `LeaderEpochCheckpointFile`), read and written byte for byte.
+//!
+//! ```text
+//! <version>\n          always 0 for the files here
+//! <entry count>\n
+//! <entry>\n            × count; fields separated by one space when written
+//! ```
+//!
+//! Reading follows Kafka: an empty file (or one with only a version line) holds no entries; lines
+//! end at `\n`, `\r` or `\r\n`; entries are split on runs of whitespace (Java's `\s+`, keeping a
+//! leading empty field); a wrong version, a bad count, a malformed entry or a count mismatch is an
+//! error ([`SegmentError::MalformedCheckpoint`] with the 1-based line).
+//!
+//! Writing is atomic through [`crate::io::Storage`]: write `<file>.tmp`, fsync it, rename it over
+//! `<file>`, fsync the directory. A crash at any point leaves either the old or the new content.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{CheckpointProblem, Result, SegmentError};
+use crate::file_name::{is_java_whitespace, CHECKPOINT_TMP_SUFFIX};
+use crate::io::{OpenMode, Storage};
+
+/// The checkpoint format version written and accepted.
+pub const CURRENT_VERSION: i32 = 0;
+
+/// A topic and partition (Kafka `TopicPartition`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TopicPartition {
+    /// Topic name.
+    pub topic: String,
+    /// Partition number.
+    pub partition: i32,
+}
+
+impl TopicPartition {
+    /// Builds a topic-partition.
+    pub fn new(topic: impl Into<String>, partition: i32) -> Self {
+        TopicPartition {
+            topic: topic.into(),
+            partition,
+        }
+    }
+}
+
+impl fmt::Display for TopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.topic, self.partition)
+    }
+}
+
+/// A leader epoch and the first offset written in it (Kafka `EpochEntry`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct EpochEntry {
+    /// Leader epoch.
+    pub epoch: i32,
+    /// First offset of the epoch.
+    pub start_offset: i64,
+}
+
+/// An entry type of a checkpoint file: one line, formatted and parsed.
+pub trait CheckpointEntry: Sized {
+    /// Parses the whitespace-separated fields of one line; `None` if malformed.
+    fn parse(fields: &[&str]) -> Option<Self>;
+    /// Writes the line (without the newline).
+    fn format(&self, out: &mut String);
+}
+
+impl CheckpointEntry for (TopicPartition, i64) {
+    fn parse(fields: &[&str]) -> Option<Self> {
+        let [topic, partition, offset] = fields else {
+            return None;
+        };
+        Some((
+            TopicPartition::new(*topic, partition.parse().ok()?),
+            offset.parse().ok()?,
+        ))
+    }
+    fn format(&self, out: &mut String) {
+        use fmt::Write;
+        let _ = write!(out, "{} {} {}", self.0.topic, self.0.partition, self.1);
+    }
+}
+
+impl CheckpointEntry for EpochEntry {
+    fn parse(fields: &[&str]) -> Option<Self> {
+        let [epoch, start_offset] = fields else {
+            return None;
+        };
+        Some(EpochEntry {
+            epoch: epoch.parse().ok()?,
+            start_offset: start_offset.parse().ok()?,
+        })
+    }
+    fn format(&self, out: &mut String) {
+        use fmt::Write;
+        let _ = write!(out, "{} {}", self.epoch, self.start_offset);
+    }
+}
+
+/// A checkpoint file of entries `E`.
+pub struct CheckpointFile<E> {
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
+    version: i32,
+    _entries: PhantomData<fn() -> E>,
+}
+
+impl<E> fmt::Debug for CheckpointFile<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointFile")
+            .field("path", &self.path)
+            .field("version", &self.version)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
+/// `replication-offset-checkpoint`, `cleaner-offset-checkpoint`: `topic partition offset`.
+pub type OffsetCheckpointFile = CheckpointFile<(TopicPartition, i64)>;
+/// `leader-epoch-checkpoint`: `epoch startOffset`.
+pub type LeaderEpochCheckpointFile = CheckpointFile<EpochEntry>;
+
+impl<E: CheckpointEntry> CheckpointFile<E> {
+    /// A handle on the checkpoint at `path` (nothing is touched on disk).
+    pub fn new(storage: Arc<dyn Storage>, path: &Path) -> Self {
+        CheckpointFile {
+            storage,
+            path: path.to_path_buf(),
+            version: CURRENT_VERSION,
+            _entries: PhantomData,
+        }
+    }
+
+    /// Like [`Self::new`], and creates the file empty if it is missing, as Kafka's constructor
+    /// does (the creation is not synced).
+    pub fn open(storage: Arc<dyn Storage>, path: &Path) -> Result<Self> {
+        let file = Self::new(storage, path);
+        if !file.storage.exists(path)? {
+            file.storage.open(path, OpenMode::Create)?;
+        }
+        Ok(file)
+    }
+
+    /// The checkpoint file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reads and parses the file. A missing file is an I/O error (`NotFound`).
+    pub fn read(&self) -> Result<Vec<E>> {
+        let bytes = self.storage.read(&self.path)?;
+        decode(&self.path, self.version, &bytes)
+    }
+
+    /// Replaces the file's content atomically: `<file>.tmp`, fsync, rename, fsync the
+    /// directory.
+    pub fn write(&self, entries: &[E]) -> Result<()> {
+        let bytes = encode(self.version, entries);
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(CHECKPOINT_TMP_SUFFIX);
+        let tmp = PathBuf::from(tmp);
+        {
+            let h = self.storage.open(&tmp, OpenMode::CreateTruncate)?;
+            h.write_at(0, bytes.as_bytes())?;
+            h.sync_all()?;
+        }
+        self.storage.rename(&tmp, &self.path)?;
+        let dir = match self.path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        self.storage.sync_dir(dir)
+    }
+}
+
+/// The file content for `entries`.
+pub fn encode<E: CheckpointEntry>(version: i32, entries: &[E]) -> String {
+    let mut out = format!("{version}\n{}\n", entries.len());
+    for e in entries {
+        e.format(&mut out);
+        out.push('\n');
+    }
+    out
+}
+
+/// Lines as Java's `BufferedReader.readLine` sees them: terminated by `\n`, `\r` or `\r\n`; a
+/// last line without terminator counts; no empty line after a final terminator.
+fn java_lines(bytes: &[u8]) -> Vec<&[u8]> {
+    let mut lines = Vec::new();
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
+            None => {
+                lines.push(rest);
+                break;
+            }
+            Some(i) => {
+                let (line, tail) = rest.split_at(i);
+                lines.push(line);
+                rest = match tail {
+                    [b'\r', b'\n', t @ ..] => t,
+                    [_, t @ ..] => t,
+                    [] => &[],
+                };
+            }
+        }
+    }
+    lines
+}
+
+/// Java's `Pattern.compile("\\s+").split(line)`: a leading empty field is kept when the line
+/// starts with whitespace, trailing empty fields are dropped, an empty line is one empty field.
+fn java_split_whitespace(line: &str) -> Vec<&str> {
+    if line.is_empty() {
+        return vec![""];
+    }
+    let mut fields = Vec::new();
+    let mut field_start = Some(0);
+    for (i, c) in line.char_indices() {
+        if is_java_whitespace(c) {
+            if let Some(s) = field_start.take() {
+                fields.push(line.get(s..i).unwrap_or_default());
+            }
+        } else if field_start.is_none() {
+            field_start = Some(i);
+        }
+    }
+    if let Some(s) = field_start {
+        fields.push(line.get(s..).unwrap_or_default());
+    }
+    while fields.last() == Some(&"") {
+        fields.pop();
+    }
+    fields
+}
+
+/// Parses checkpoint content the way Kafka's `CheckpointReadBuffer.read` does.
+pub fn decode<E: CheckpointEntry>(path: &Path, version: i32, bytes: &[u8]) -> Result<Vec<E>> {
+    let malformed = |line: usize, reason| SegmentError::MalformedCheckpoint {
+        path: path.to_path_buf(),
+        line,
+        reason,
+    };
+    let mut lines = Vec::new();
+    for (i, raw) in java_lines(bytes).into_iter().enumerate() {
+        lines.push(
+            std::str::from_utf8(raw)
+                .map_err(|_| malformed(i + 1, CheckpointProblem::InvalidUtf8))?,
+        );
+    }
+    let mut lines = lines.into_iter();
+    let Some(version_line) = lines.next() else {
+        return Ok(Vec::new());
+    };
+    let found: i32 = version_line
+        .parse()
+        .map_err(|_| malformed(1, CheckpointProblem::NotAnInteger))?;
+    if found != version {
+        return Err(malformed(
+            1,
+            CheckpointProblem::UnsupportedVersion {
+                found,
+                expected: version,
+            },
+        ));
+    }
+    let Some(count_line) = lines.next() else {
+        return Ok(Vec::new());
+    };
+    let expected: i32 = count_line
+        .parse()
+        .map_err(|_| malformed(2, CheckpointProblem::NotAnInteger))?;
+    let mut entries = Vec::new();
+    for (i, line) in lines.enumerate() {
+        let entry = E::parse(&java_split_whitespace(line))
+            .ok_or_else(|| malformed(i + 3, CheckpointProblem::BadEntry))?;
+        entries.push(entry);
+    }
+    if i32::try_from(entries.len()).ok() != Some(expected) {
+        return Err(malformed(
+            2,
+            CheckpointProblem::CountMismatch {
+                expected,
+                found: entries.len(),
+            },
+        ));
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn java_line_and_split_rules() {
+        assert_eq!(
+            java_lines(b"a\nb\r\nc\rd"),
+            vec![&b"a"[..], b"b", b"c", b"d"]
+        );
+        assert_eq!(java_lines(b"a\n"), vec![&b"a"[..]]);
+        assert_eq!(java_lines(b"a\n\n"), vec![&b"a"[..], b""]);
+        assert!(java_lines(b"").is_empty());
+        assert_eq!(java_split_whitespace("a  b\tc "), vec!["a", "b", "c"]);
+        assert_eq!(java_split_whitespace(" a b"), vec!["", "a", "b"]);
+        assert_eq!(java_split_whitespace(""), vec![""]);
+        assert!(java_split_whitespace("   ").is_empty());
+    }
+}

@@ -1,0 +1,367 @@
+//! Typed errors for everything in this crate, each carrying the path it concerns.
+//!
+//! Callers match on the variant to choose between "rebuild this index", "treat the checkpoint as
+//! empty" and "fail", so variants are data, not prose. `Display` says what went wrong and where.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use record_format::FormatError;
+
+/// Result alias used throughout this crate.
+pub type Result<T, E = SegmentError> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in `segment-store`.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SegmentError {
+    /// An operating-system (or simulated) I/O call failed.
+    Io {
+        /// The file or directory the call was about.
+        path: PathBuf,
+        /// The operation, e.g. `"open"`, `"write_at"`, `"sync_dir"`.
+        op: &'static str,
+        /// The underlying error.
+        source: io::Error,
+    },
+    /// An index file fails Kafka's sanity checks (Kafka: `CorruptIndexException`).
+    CorruptIndex {
+        /// The index file.
+        path: PathBuf,
+        /// Which check failed.
+        reason: IndexCorruption,
+    },
+    /// An offset was appended out of order (Kafka: `InvalidOffsetException`, or the
+    /// transaction index's `IllegalArgumentException`).
+    InvalidOffset {
+        /// The index file.
+        path: PathBuf,
+        /// The offset that was rejected.
+        offset: i64,
+        /// The last offset already in the index.
+        last_offset: i64,
+    },
+    /// The offset does not fit in the index's 32-bit relative offset:
+    /// `0 <= offset - base_offset <= i32::MAX` is violated (Kafka: `IndexOffsetOverflowException`).
+    OffsetOverflow {
+        /// The index file.
+        path: PathBuf,
+        /// The offset that was rejected.
+        offset: i64,
+        /// The index's base offset.
+        base_offset: i64,
+    },
+    /// A file position larger than `i32::MAX` (Kafka stores positions as `int`).
+    PositionOverflow {
+        /// The index file.
+        path: PathBuf,
+        /// The rejected position.
+        position: u64,
+    },
+    /// A time-index append with a timestamp below the last one (Kafka: `IllegalStateException`).
+    TimestampDecreasing {
+        /// The index file.
+        path: PathBuf,
+        /// The rejected timestamp.
+        timestamp: i64,
+        /// The last timestamp in the index.
+        last_timestamp: i64,
+    },
+    /// An append to an index with no free slot (Kafka: `IllegalArgumentException`).
+    IndexFull {
+        /// The index file.
+        path: PathBuf,
+        /// Entries in the index.
+        entries: usize,
+    },
+    /// A resize that would cut off live entries, or a max index size below one entry.
+    InvalidIndexSize {
+        /// The index file.
+        path: PathBuf,
+        /// The requested size in bytes.
+        requested: u64,
+        /// The smallest size allowed.
+        minimum: u64,
+    },
+    /// A write through a map or index opened read-only.
+    ReadOnly {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A file name that is not `<20 digits><suffix>[<temp suffix>]`.
+    NotASegmentFile {
+        /// The name as found in the directory.
+        name: OsString,
+    },
+    /// A directory name that is not `<topic>-<partition>` (optionally with a
+    /// `.<id>-delete`/`-future`/`-stray` suffix).
+    NotAPartitionDir {
+        /// The name as found in the log directory.
+        name: OsString,
+    },
+    /// A checkpoint file Kafka would refuse to read.
+    MalformedCheckpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// 1-based line number of the problem.
+        line: usize,
+        /// What was wrong.
+        reason: CheckpointProblem,
+    },
+    /// The directory (or file) is locked by another holder.
+    Locked {
+        /// The lock file (or the mapped file).
+        path: PathBuf,
+    },
+    /// A file was to be mapped outside the directory whose lock the caller holds.
+    NotUnderLock {
+        /// The file to be mapped.
+        path: PathBuf,
+        /// The directory that is locked.
+        lock_dir: PathBuf,
+    },
+    /// A record-format parse error in a file.
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The parse error (its position is the byte offset in the file).
+        error: FormatError,
+    },
+}
+
+/// Which index sanity check failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum IndexCorruption {
+    /// The file length is not a multiple of the entry size.
+    LengthNotMultiple {
+        /// File length in bytes.
+        len: u64,
+        /// Entry size in bytes.
+        entry_size: usize,
+    },
+    /// The last entry's offset is below the base offset (a negative relative offset).
+    LastOffsetBelowBase {
+        /// The last entry's offset.
+        last_offset: i64,
+        /// The index's base offset.
+        base_offset: i64,
+    },
+    /// The last timestamp of a time index is below its first.
+    LastTimestampBelowFirst {
+        /// First entry's timestamp.
+        first: i64,
+        /// Last entry's timestamp.
+        last: i64,
+    },
+    /// An aborted-transaction entry with a version newer than 0.
+    UnsupportedTxnVersion {
+        /// The version found.
+        version: i16,
+        /// Byte position of the entry.
+        position: u64,
+    },
+    /// An aborted-transaction entry whose last offset is below the segment's base offset.
+    TxnBelowStart {
+        /// The entry's last offset.
+        last_offset: i64,
+        /// The segment's base offset.
+        start_offset: i64,
+    },
+}
+
+/// Why a checkpoint file was rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CheckpointProblem {
+    /// The version line holds a version this reader does not know.
+    UnsupportedVersion {
+        /// The version found.
+        found: i32,
+        /// The version expected.
+        expected: i32,
+    },
+    /// The version or count line is not a 32-bit decimal integer.
+    NotAnInteger,
+    /// An entry line has the wrong number of fields or a field that does not parse.
+    BadEntry,
+    /// The number of entry lines differs from the count line.
+    CountMismatch {
+        /// Entries announced on line 2.
+        expected: i32,
+        /// Entry lines found.
+        found: usize,
+    },
+    /// A line is not valid UTF-8.
+    InvalidUtf8,
+}
+
+impl SegmentError {
+    /// Builds an [`SegmentError::Io`].
+    pub fn io(path: impl Into<PathBuf>, op: &'static str, source: io::Error) -> Self {
+        SegmentError::Io {
+            path: path.into(),
+            op,
+            source,
+        }
+    }
+
+    /// The I/O error kind, if this is an I/O error.
+    pub fn io_kind(&self) -> Option<io::ErrorKind> {
+        match self {
+            SegmentError::Io { source, .. } => Some(source.kind()),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for IndexCorruption {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            IndexCorruption::LengthNotMultiple { len, entry_size } => write!(
+                f,
+                "length {len} bytes is not a multiple of the entry size {entry_size}"
+            ),
+            IndexCorruption::LastOffsetBelowBase {
+                last_offset,
+                base_offset,
+            } => write!(
+                f,
+                "last offset {last_offset} is less than the base offset {base_offset}"
+            ),
+            IndexCorruption::LastTimestampBelowFirst { first, last } => write!(
+                f,
+                "last timestamp {last} is less than the first timestamp {first}"
+            ),
+            IndexCorruption::UnsupportedTxnVersion { version, position } => write!(
+                f,
+                "aborted transaction entry at byte {position} has version {version}, expected 0"
+            ),
+            IndexCorruption::TxnBelowStart {
+                last_offset,
+                start_offset,
+            } => write!(
+                f,
+                "aborted transaction last offset {last_offset} is less than the start offset {start_offset}"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for CheckpointProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CheckpointProblem::UnsupportedVersion { found, expected } => {
+                write!(f, "unrecognized version {found} (expected {expected})")
+            }
+            CheckpointProblem::NotAnInteger => write!(f, "not a 32-bit integer"),
+            CheckpointProblem::BadEntry => write!(f, "malformed entry"),
+            CheckpointProblem::CountMismatch { expected, found } => {
+                write!(f, "expected {expected} entries, found {found}")
+            }
+            CheckpointProblem::InvalidUtf8 => write!(f, "invalid UTF-8"),
+        }
+    }
+}
+
+impl fmt::Display for SegmentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SegmentError::Io { path, op, source } => {
+                write!(f, "{op} failed on {}: {source}", path.display())
+            }
+            SegmentError::CorruptIndex { path, reason } => {
+                write!(f, "corrupt index {}: {reason}", path.display())
+            }
+            SegmentError::InvalidOffset {
+                path,
+                offset,
+                last_offset,
+            } => write!(
+                f,
+                "attempt to append offset {offset} to {}, which is not larger than the last offset {last_offset}",
+                path.display()
+            ),
+            SegmentError::OffsetOverflow {
+                path,
+                offset,
+                base_offset,
+            } => write!(
+                f,
+                "offset {offset} does not fit a 32-bit offset relative to base offset {base_offset} in {}",
+                path.display()
+            ),
+            SegmentError::PositionOverflow { path, position } => write!(
+                f,
+                "position {position} exceeds i32::MAX in {}",
+                path.display()
+            ),
+            SegmentError::TimestampDecreasing {
+                path,
+                timestamp,
+                last_timestamp,
+            } => write!(
+                f,
+                "attempt to append timestamp {timestamp} to {}, which is less than the last timestamp {last_timestamp}",
+                path.display()
+            ),
+            SegmentError::IndexFull { path, entries } => write!(
+                f,
+                "attempt to append to full index {} ({entries} entries)",
+                path.display()
+            ),
+            SegmentError::InvalidIndexSize {
+                path,
+                requested,
+                minimum,
+            } => write!(
+                f,
+                "invalid size {requested} bytes for index {} (minimum {minimum})",
+                path.display()
+            ),
+            SegmentError::ReadOnly { path } => {
+                write!(f, "{} is open read-only", path.display())
+            }
+            SegmentError::NotASegmentFile { name } => {
+                write!(f, "{name:?} is not a segment file name")
+            }
+            SegmentError::NotAPartitionDir { name } => write!(
+                f,
+                "{name:?} is not in the form topic-partition or topic-partition.uniqueId-delete/-future/-stray"
+            ),
+            SegmentError::MalformedCheckpoint { path, line, reason } => write!(
+                f,
+                "malformed checkpoint file {} at line {line}: {reason}",
+                path.display()
+            ),
+            SegmentError::Locked { path } => {
+                write!(f, "{} is locked by another holder", path.display())
+            }
+            SegmentError::NotUnderLock { path, lock_dir } => write!(
+                f,
+                "{} is not inside the locked directory {}",
+                path.display(),
+                lock_dir.display()
+            ),
+            SegmentError::Format { path, error } => write!(
+                f,
+                "invalid data in {} at byte {}: {}",
+                path.display(),
+                error.position,
+                error.kind
+            ),
+        }
+    }
+}
+
+impl std::error::Error for SegmentError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SegmentError::Io { source, .. } => Some(source),
+            SegmentError::Format { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,267 @@
+//! Segment indexes: the memory-mapped offset and time indexes (Kafka's `AbstractIndex`,
+//! `OffsetIndex`, `TimeIndex`) and the plain-file transaction index (`TransactionIndex`).
+//!
+//! The mapped indexes work on real files only (see [`crate::io`] for why that is fine for crash
+//! testing: Kafka rebuilds them during recovery). Entries are decoded with `from_be_bytes` on byte
+//! slices of the map; nothing is cast to a struct.
+
+use std::cmp::Ordering;
+use std::io;
+use std::path::Path;
+
+use crate::error::{Result, SegmentError};
+use crate::lock::DirLock;
+use crate::mmap::MmapFile;
+
+pub mod offset;
+pub mod time;
+pub mod txn;
+
+pub use offset::{FilePosition, OffsetIndex, OffsetPosition};
+pub use time::{TimeIndex, TimestampOffset, NO_TIMESTAMP};
+pub use txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
+
+/// Kafka's warm section: the last 8192 bytes of entries (`AbstractIndex.warmEntries`).
+pub const WARM_SECTION_BYTES: usize = 8192;
+
+/// Default `segment.index.bytes` (10 MiB).
+pub const DEFAULT_MAX_INDEX_SIZE: u64 = 10 * 1024 * 1024;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SearchResult {
+    LargestLowerBound,
+    SmallestUpperBound,
+}
+
+/// The entry-format-agnostic part of Kafka's `AbstractIndex`.
+#[derive(Debug)]
+pub(crate) struct IndexCore {
+    map: MmapFile,
+    base_offset: i64,
+    max_index_size: u64,
+    entry_size: usize,
+    entries: usize,
+    max_entries: usize,
+}
+
+pub(crate) fn round_down(n: u64, multiple: usize) -> u64 {
+    n - n % multiple as u64
+}
+
+impl IndexCore {
+    /// Kafka's `AbstractIndex` constructor: a missing file is created (writable only) with length
+    /// `round_down(max_index_size, entry_size)` and 0 entries; an existing file is mapped whole
+    /// with `entries = len / entry_size` (no scan for zeros).
+    pub(crate) fn open(
+        lock: &DirLock,
+        path: &Path,
+        base_offset: i64,
+        max_index_size: u64,
+        writable: bool,
+        entry_size: usize,
+    ) -> Result<IndexCore> {
+        let exists = path
+            .try_exists()
+            .map_err(|e| SegmentError::io(path, "open", e))?;
+        let (map, newly_created) = if exists {
+            (MmapFile::open(lock, path, writable)?, false)
+        } else if writable {
+            if max_index_size < entry_size as u64 {
+                return Err(SegmentError::InvalidIndexSize {
+                    path: path.to_path_buf(),
+                    requested: max_index_size,
+                    minimum: entry_size as u64,
+                });
+            }
+            let len = round_down(max_index_size, entry_size);
+            (MmapFile::create(lock, path, len)?, true)
+        } else {
+            return Err(SegmentError::io(
+                path,
+                "open",
+                io::Error::from(io::ErrorKind::NotFound),
+            ));
+        };
+        let max_entries = usize::try_from(map.len() / entry_size as u64).unwrap_or(usize::MAX);
+        Ok(IndexCore {
+            map,
+            base_offset,
+            max_index_size,
+            entry_size,
+            entries: if newly_created { 0 } else { max_entries },
+            max_entries,
+        })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.map.path()
+    }
+    pub(crate) fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    pub(crate) fn entries(&self) -> usize {
+        self.entries
+    }
+    pub(crate) fn max_entries(&self) -> usize {
+        self.max_entries
+    }
+    pub(crate) fn max_index_size(&self) -> u64 {
+        self.max_index_size
+    }
+    pub(crate) fn length(&self) -> u64 {
+        self.map.len()
+    }
+    pub(crate) fn size_in_bytes(&self) -> usize {
+        self.entries * self.entry_size
+    }
+
+    /// The bytes of slot `n`, if `n < entries`.
+    pub(crate) fn slot(&self, n: usize) -> Option<&[u8]> {
+        if n >= self.entries {
+            return None;
+        }
+        self.map.read(n * self.entry_size, self.entry_size)
+    }
+
+    /// `0 <= offset - base <= i32::MAX` (Kafka `toRelative`).
+    pub(crate) fn to_relative(&self, offset: i64) -> Option<i32> {
+        offset
+            .checked_sub(self.base_offset)
+            .and_then(|r| i32::try_from(r).ok())
+            .filter(|&r| r >= 0)
+    }
+
+    pub(crate) fn relative_offset(&self, offset: i64) -> Result<i32> {
+        self.to_relative(offset)
+            .ok_or_else(|| SegmentError::OffsetOverflow {
+                path: self.path().to_path_buf(),
+                offset,
+                base_offset: self.base_offset,
+            })
+    }
+
+    /// Writes `entry` into the next slot. The caller has checked ordering and fullness.
+    pub(crate) fn push(&mut self, entry: &[u8]) -> Result<()> {
+        debug_assert_eq!(entry.len(), self.entry_size);
+        if self.entries >= self.max_entries {
+            return Err(SegmentError::IndexFull {
+                path: self.path().to_path_buf(),
+                entries: self.entries,
+            });
+        }
+        self.map.write_at(self.entries * self.entry_size, entry)?;
+        self.entries += 1;
+        Ok(())
+    }
+
+    pub(crate) fn truncate_to_entries(&mut self, entries: usize) {
+        self.entries = entries.min(self.entries);
+    }
+
+    /// Kafka's `resize`: round down, no-op if unchanged, else unmap, `set_len`, remap. Refuses to
+    /// cut off live entries (Kafka fails the same way, from `mmap.position(position)`).
+    pub(crate) fn resize(&mut self, new_size: u64) -> Result<bool> {
+        let rounded = round_down(new_size, self.entry_size);
+        if self.map.len() == rounded {
+            return Ok(false);
+        }
+        let needed = self.size_in_bytes() as u64;
+        if rounded < needed {
+            return Err(SegmentError::InvalidIndexSize {
+                path: self.path().to_path_buf(),
+                requested: new_size,
+                minimum: needed,
+            });
+        }
+        self.map.resize(rounded)?;
+        self.max_entries = usize::try_from(rounded / self.entry_size as u64).unwrap_or(usize::MAX);
+        Ok(true)
+    }
+
+    pub(crate) fn flush(&self) -> Result<()> {
+        self.map.flush()
+    }
+
+    /// Kafka's `indexSlotRangeFor`: search the warm section (the last `8192 / entry_size`
+    /// entries) first, then the rest. `key(n)` is the searched field of slot `n`.
+    pub(crate) fn search(
+        &self,
+        target: i64,
+        key: impl Fn(&[u8]) -> i64,
+        kind: SearchResult,
+    ) -> Option<usize> {
+        if self.entries == 0 {
+            return None;
+        }
+        let key_at = |n: usize| self.slot(n).map(&key).unwrap_or(i64::MAX);
+        let warm_entries = WARM_SECTION_BYTES / self.entry_size;
+        let first_hot = self.entries.saturating_sub(1 + warm_entries);
+        if key_at(first_hot) < target {
+            return self.binary_search(target, &key_at, kind, first_hot, self.entries - 1);
+        }
+        if key_at(0) > target {
+            return match kind {
+                SearchResult::LargestLowerBound => None,
+                SearchResult::SmallestUpperBound => Some(0),
+            };
+        }
+        self.binary_search(target, &key_at, kind, 0, first_hot)
+    }
+
+    fn binary_search(
+        &self,
+        target: i64,
+        key_at: &impl Fn(usize) -> i64,
+        kind: SearchResult,
+        begin: usize,
+        end: usize,
+    ) -> Option<usize> {
+        let (mut lo, mut hi) = (begin, end);
+        while lo < hi {
+            // Kafka: (lo + hi + 1) >>> 1; entries fit in i32, so this cannot overflow usize.
+            let mid = (lo + hi).div_ceil(2);
+            match key_at(mid).cmp(&target) {
+                Ordering::Greater => hi = mid - 1,
+                Ordering::Less => lo = mid,
+                Ordering::Equal => return Some(mid),
+            }
+        }
+        match kind {
+            SearchResult::LargestLowerBound => Some(lo),
+            SearchResult::SmallestUpperBound if lo == self.entries - 1 => None,
+            SearchResult::SmallestUpperBound => Some(lo + 1),
+        }
+    }
+
+    /// The `truncateTo` slot rule shared by both indexes: find the largest entry whose offset is
+    /// `<= offset`; drop it too if it is exactly `offset`.
+    pub(crate) fn truncate_to_offset(&mut self, offset: i64, offset_of: impl Fn(&[u8]) -> i64) {
+        let new_entries = match self.search(offset, &offset_of, SearchResult::LargestLowerBound) {
+            None => 0,
+            Some(slot) if self.slot(slot).map(&offset_of) == Some(offset) => slot,
+            Some(slot) => slot + 1,
+        };
+        self.truncate_to_entries(new_entries);
+    }
+}
+
+/// Big-endian `i32` at `at` in `b` (0 if out of range; callers pass whole entries).
+pub(crate) fn be_i32(b: &[u8], at: usize) -> i32 {
+    b.get(at..at + 4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
+/// Big-endian `u32` at `at` in `b`.
+pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
+    b.get(at..at + 4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, u32::from_be_bytes)
+}
+
+/// Big-endian `i64` at `at` in `b`.
+pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
+    b.get(at..at + 8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map_or(0, i64::from_be_bytes)
+}

@@ -1,0 +1,299 @@
+//! The transaction index (`.txnindex`), Kafka's `TransactionIndex` and `AbortedTxn`.
+//!
+//! A plain (not mapped, not preallocated) file of 34-byte entries, one per aborted
+//! transaction whose ABORT marker is in the segment, in increasing `last_offset` order. The file
+//! is created lazily on the first append. All I/O goes through [`crate::io::Storage`], so crashes
+//! can be simulated.
+//!
+//! ```text
+//! entry (34 bytes, big-endian):
+//!   0  2  version            (0; a larger version is corruption)
+//!   2  8  producer id
+//!  10  8  first offset       (first offset of the aborted transaction)
+//!  18  8  last offset        (offset of the ABORT marker)
+//!  26  8  last stable offset (LSO when the marker was appended)
+//! ```
+//!
+//! A trailing partial entry (fewer than 34 bytes) is ignored, as Kafka's iterator does.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{IndexCorruption, Result, SegmentError};
+use crate::index::{be_i64, round_down};
+use crate::io::{FileHandle, OpenMode, Storage};
+
+const VERSION_OFFSET: usize = 0;
+const PRODUCER_ID_OFFSET: usize = VERSION_OFFSET + 2;
+const FIRST_OFFSET_OFFSET: usize = PRODUCER_ID_OFFSET + 8;
+const LAST_OFFSET_OFFSET: usize = FIRST_OFFSET_OFFSET + 8;
+const LAST_STABLE_OFFSET_OFFSET: usize = LAST_OFFSET_OFFSET + 8;
+/// Size of one entry.
+pub const ENTRY_SIZE: usize = LAST_STABLE_OFFSET_OFFSET + 8;
+const _: () = assert!(ENTRY_SIZE == 34);
+
+/// The only entry version.
+pub const CURRENT_VERSION: i16 = 0;
+
+/// One aborted transaction (Kafka `AbortedTxn`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct AbortedTxn {
+    /// Entry version (0 when written by this crate or Kafka; negative values are read as is).
+    pub version: i16,
+    /// The producer.
+    pub producer_id: i64,
+    /// First offset of the transaction.
+    pub first_offset: i64,
+    /// Offset of the ABORT marker.
+    pub last_offset: i64,
+    /// Last stable offset when the marker was written.
+    pub last_stable_offset: i64,
+}
+
+impl AbortedTxn {
+    /// A version-0 entry.
+    pub fn new(
+        producer_id: i64,
+        first_offset: i64,
+        last_offset: i64,
+        last_stable_offset: i64,
+    ) -> Self {
+        AbortedTxn {
+            version: CURRENT_VERSION,
+            producer_id,
+            first_offset,
+            last_offset,
+            last_stable_offset,
+        }
+    }
+
+    /// The 34 on-disk bytes.
+    pub fn to_bytes(&self) -> [u8; ENTRY_SIZE] {
+        let mut out = [0u8; ENTRY_SIZE];
+        let fields: [&[u8]; 5] = [
+            &self.version.to_be_bytes(),
+            &self.producer_id.to_be_bytes(),
+            &self.first_offset.to_be_bytes(),
+            &self.last_offset.to_be_bytes(),
+            &self.last_stable_offset.to_be_bytes(),
+        ];
+        for (dst, src) in out.iter_mut().zip(fields.into_iter().flatten()) {
+            *dst = *src;
+        }
+        out
+    }
+
+    /// Decodes 34 bytes (version unchecked).
+    pub fn from_bytes(b: &[u8; ENTRY_SIZE]) -> Self {
+        AbortedTxn {
+            version: i16::from_be_bytes([b[0], b[1]]),
+            producer_id: be_i64(b, PRODUCER_ID_OFFSET),
+            first_offset: be_i64(b, FIRST_OFFSET_OFFSET),
+            last_offset: be_i64(b, LAST_OFFSET_OFFSET),
+            last_stable_offset: be_i64(b, LAST_STABLE_OFFSET_OFFSET),
+        }
+    }
+}
+
+/// Result of [`TransactionIndex::collect_aborted_txns`] (Kafka `TxnIndexSearchResult`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TxnIndexSearchResult {
+    /// Aborted transactions overlapping the fetch range, in index order.
+    pub aborted_transactions: Vec<AbortedTxn>,
+    /// Whether the search can stop at this segment (an entry's LSO reached the upper bound).
+    pub is_complete: bool,
+}
+
+/// The transaction index of one segment.
+#[derive(Debug)]
+pub struct TransactionIndex {
+    storage: Arc<dyn Storage>,
+    path: PathBuf,
+    start_offset: i64,
+    handle: Option<Box<dyn FileHandle>>,
+    last_offset: Option<i64>,
+}
+
+impl TransactionIndex {
+    /// Opens the index of the segment starting at `start_offset`. The file is opened now if it
+    /// exists, otherwise created on the first [`Self::append`].
+    ///
+    /// Unlike Kafka (which starts with no last offset after a reopen), the last complete entry's
+    /// `last_offset` is loaded, so the increasing-offset rule also holds across reopens.
+    pub fn open(storage: Arc<dyn Storage>, path: &Path, start_offset: i64) -> Result<Self> {
+        let handle = if storage.exists(path)? {
+            Some(storage.open(path, OpenMode::ReadWrite)?)
+        } else {
+            None
+        };
+        let mut idx = TransactionIndex {
+            storage,
+            path: path.to_path_buf(),
+            start_offset,
+            handle,
+            last_offset: None,
+        };
+        if let Some(h) = &idx.handle {
+            let complete = round_down(h.len()?, ENTRY_SIZE);
+            if complete > 0 {
+                let mut b = [0u8; ENTRY_SIZE];
+                h.read_exact_at(complete - ENTRY_SIZE as u64, &mut b)?;
+                idx.last_offset = Some(AbortedTxn::from_bytes(&b).last_offset);
+            }
+        }
+        Ok(idx)
+    }
+
+    /// The index file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The segment's base offset.
+    pub fn start_offset(&self) -> i64 {
+        self.start_offset
+    }
+
+    /// Appends `txn`; its `last_offset` must be larger than the previous entry's
+    /// ([`SegmentError::InvalidOffset`]). Creates the file if needed. Not synced: see
+    /// [`Self::flush`].
+    pub fn append(&mut self, txn: &AbortedTxn) -> Result<()> {
+        if let Some(last) = self.last_offset {
+            if last >= txn.last_offset {
+                return Err(SegmentError::InvalidOffset {
+                    path: self.path.clone(),
+                    offset: txn.last_offset,
+                    last_offset: last,
+                });
+            }
+        }
+        let handle = match &mut self.handle {
+            Some(h) => h,
+            h @ None => h.insert(self.storage.open(&self.path, OpenMode::Create)?),
+        };
+        handle.append(&txn.to_bytes())?;
+        self.last_offset = Some(txn.last_offset);
+        Ok(())
+    }
+
+    /// Every complete entry with its byte position, checking versions.
+    fn read_entries(&self) -> Result<Vec<(u64, AbortedTxn)>> {
+        let Some(h) = &self.handle else {
+            return Ok(Vec::new());
+        };
+        let bytes = h.read_to_end()?;
+        let mut out = Vec::with_capacity(bytes.len() / ENTRY_SIZE);
+        for (i, chunk) in bytes.chunks_exact(ENTRY_SIZE).enumerate() {
+            let position = (i * ENTRY_SIZE) as u64;
+            let b: &[u8; ENTRY_SIZE] =
+                chunk.try_into().map_err(|_| SegmentError::CorruptIndex {
+                    path: self.path.clone(),
+                    reason: IndexCorruption::LengthNotMultiple {
+                        len: bytes.len() as u64,
+                        entry_size: ENTRY_SIZE,
+                    },
+                })?;
+            let txn = AbortedTxn::from_bytes(b);
+            if txn.version > CURRENT_VERSION {
+                return Err(SegmentError::CorruptIndex {
+                    path: self.path.clone(),
+                    reason: IndexCorruption::UnsupportedTxnVersion {
+                        version: txn.version,
+                        position,
+                    },
+                });
+            }
+            out.push((position, txn));
+        }
+        Ok(out)
+    }
+
+    /// All aborted transactions in the index.
+    pub fn all_aborted_txns(&self) -> Result<Vec<AbortedTxn>> {
+        Ok(self.read_entries()?.into_iter().map(|(_, t)| t).collect())
+    }
+
+    /// Kafka's `collectAbortedTxns`: entries with `last_offset >= fetch_offset` and
+    /// `first_offset < upper_bound_offset`; complete as soon as an entry's last stable offset is
+    /// `>= upper_bound_offset` (that entry is included if it matches).
+    pub fn collect_aborted_txns(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<TxnIndexSearchResult> {
+        let mut aborted_transactions = Vec::new();
+        for (_, txn) in self.read_entries()? {
+            if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound_offset {
+                aborted_transactions.push(txn);
+            }
+            if txn.last_stable_offset >= upper_bound_offset {
+                return Ok(TxnIndexSearchResult {
+                    aborted_transactions,
+                    is_complete: true,
+                });
+            }
+        }
+        Ok(TxnIndexSearchResult {
+            aborted_transactions,
+            is_complete: false,
+        })
+    }
+
+    /// Truncates the file at the first entry with `last_offset >= offset`; no-op if there is
+    /// none (a trailing partial entry then stays, as in Kafka).
+    pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
+        let mut new_last = None;
+        for (position, txn) in self.read_entries()? {
+            if txn.last_offset >= offset {
+                if let Some(h) = &self.handle {
+                    h.set_len(position)?;
+                }
+                self.last_offset = new_last;
+                return Ok(());
+            }
+            new_last = Some(txn.last_offset);
+        }
+        Ok(())
+    }
+
+    /// Removes all entries (truncates the file to 0 if it exists).
+    pub fn reset(&mut self) -> Result<()> {
+        if let Some(h) = &self.handle {
+            h.set_len(0)?;
+        }
+        self.last_offset = None;
+        Ok(())
+    }
+
+    /// Kafka's `sanityCheck`: every entry's `last_offset` must be `>= start_offset`.
+    pub fn sanity_check(&self) -> Result<()> {
+        for (_, txn) in self.read_entries()? {
+            if txn.last_offset < self.start_offset {
+                return Err(SegmentError::CorruptIndex {
+                    path: self.path.clone(),
+                    reason: IndexCorruption::TxnBelowStart {
+                        last_offset: txn.last_offset,
+                        start_offset: self.start_offset,
+                    },
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the entries durable (Kafka: `channel.force(true)`).
+    pub fn flush(&self) -> Result<()> {
+        match &self.handle {
+            Some(h) => h.sync_all(),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the index has no complete entry.
+    pub fn is_empty(&self) -> Result<bool> {
+        match &self.handle {
+            Some(h) => Ok(h.len()? < ENTRY_SIZE as u64),
+            None => Ok(true),
+        }
+    }
+}

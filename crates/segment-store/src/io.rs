@@ -1,0 +1,854 @@
+//! The one file abstraction every write path in this crate goes through, so that crashes can be
+//! simulated.
+//!
+//! [`Storage`] is the directory-level API (open, rename, remove, list, `sync_dir`) and
+//! [`FileHandle`] the per-file API (`read_at`, `write_at`/`append`, `set_len`, `sync_data`).
+//! [`StdFs`] implements them over `std::fs`; [`SimulatedFs`] keeps, per file, the *live* bytes
+//! (what reads see) and the *durable* bytes (what survives a crash), and per directory the live
+//! and durable names. [`SimulatedFs::crash`] throws away everything not made durable:
+//!
+//! | operation                | live       | durable after                                     |
+//! |--------------------------|------------|---------------------------------------------------|
+//! | `write_at`, `set_len`    | at once    | `sync_data`/`sync_all` of that file               |
+//! | create, rename, remove   | at once    | `sync_dir` of the parent (of both parents for rename) |
+//! | `create_dir_all`         | at once    | `sync_dir` of each new directory's parent         |
+//!
+//! Memory-mapped indexes ([`crate::mmap`]) cannot go through this seam: a map writes to the page
+//! cache without a call we could intercept. That is acceptable because Kafka treats the offset and
+//! time indexes as non-durable: everything above the recovery point is re-indexed by
+//! `LogSegment.recover`. A crash harness built on [`SimulatedFs`] must therefore treat `.index`
+//! and `.timeindex` files as rebuilt, not as part of the durable image. The transaction index and
+//! the checkpoint files do go through this seam.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ffi::OsString;
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::error::{Result, SegmentError};
+
+/// How to open a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenMode {
+    /// Read only; the file must exist.
+    Read,
+    /// Read and write; the file must exist.
+    ReadWrite,
+    /// Read and write; created empty if missing.
+    Create,
+    /// Read and write; created if missing, truncated to 0 if present.
+    CreateTruncate,
+    /// Read and write; fails with `AlreadyExists` if present.
+    CreateNew,
+}
+
+impl OpenMode {
+    fn writable(self) -> bool {
+        !matches!(self, OpenMode::Read)
+    }
+}
+
+/// An open file. All methods take `&self`; a handle is used by one owner at a time.
+pub trait FileHandle: Send + Sync + fmt::Debug {
+    /// The path the file was opened at.
+    fn path(&self) -> &Path;
+    /// Current length in bytes.
+    fn len(&self) -> Result<u64>;
+    /// Whether the file is empty.
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
+    /// Reads up to `buf.len()` bytes at `offset`; returns fewer only at end of file.
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize>;
+    /// Writes all of `data` at `offset`, extending the file (with zeros) if needed.
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()>;
+    /// Writes `data` at the end of the file and returns the position it was written at.
+    fn append(&self, data: &[u8]) -> Result<u64> {
+        let pos = self.len()?;
+        self.write_at(pos, data)?;
+        Ok(pos)
+    }
+    /// Truncates or zero-extends the file to `len` bytes.
+    fn set_len(&self, len: u64) -> Result<()>;
+    /// Makes the file's data durable (`fdatasync`).
+    fn sync_data(&self) -> Result<()>;
+    /// Makes the file's data and metadata durable (`fsync`). Does not make its name durable:
+    /// that takes [`Storage::sync_dir`] of the parent.
+    fn sync_all(&self) -> Result<()>;
+
+    /// Reads exactly `buf.len()` bytes at `offset` (`UnexpectedEof` if the file is shorter).
+    fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let n = self.read_at(offset, buf)?;
+        if n < buf.len() {
+            return Err(SegmentError::io(
+                self.path(),
+                "read_exact_at",
+                io::Error::from(io::ErrorKind::UnexpectedEof),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Reads the whole file.
+    fn read_to_end(&self) -> Result<Vec<u8>> {
+        let len = usize::try_from(self.len()?).map_err(|_| {
+            SegmentError::io(
+                self.path(),
+                "read_to_end",
+                io::Error::from(io::ErrorKind::OutOfMemory),
+            )
+        })?;
+        let mut buf = vec![0u8; len];
+        let n = self.read_at(0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
+/// A file system: the directory-level operations.
+pub trait Storage: Send + Sync + fmt::Debug {
+    /// Opens (or creates) the file at `path`.
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn FileHandle>>;
+    /// Whether a file exists at `path`.
+    fn exists(&self, path: &Path) -> Result<bool>;
+    /// Atomically renames a file, replacing `to` if it exists.
+    fn rename(&self, from: &Path, to: &Path) -> Result<()>;
+    /// Removes a file.
+    fn remove_file(&self, path: &Path) -> Result<()>;
+    /// Names of the entries of `dir` (files and directories), sorted.
+    fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>>;
+    /// Creates `dir` and its missing ancestors.
+    fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Makes the entries of `dir` (creations, renames, removals) durable.
+    fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Reads a whole file.
+    fn read(&self, path: &Path) -> Result<Vec<u8>> {
+        self.open(path, OpenMode::Read)?.read_to_end()
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// std::fs
+
+/// [`Storage`] over `std::fs`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StdFs;
+
+/// A [`FileHandle`] over `std::fs::File`.
+#[derive(Debug)]
+pub struct StdFile {
+    file: fs::File,
+    path: PathBuf,
+}
+
+impl StdFile {
+    fn err(&self, op: &'static str) -> impl FnOnce(io::Error) -> SegmentError + '_ {
+        move |e| SegmentError::io(&self.path, op, e)
+    }
+}
+
+#[cfg(unix)]
+fn pread(file: &fs::File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    std::os::unix::fs::FileExt::read_at(file, buf, offset)
+}
+#[cfg(unix)]
+fn pwrite_all(file: &fs::File, offset: u64, data: &[u8]) -> io::Result<()> {
+    std::os::unix::fs::FileExt::write_all_at(file, data, offset)
+}
+#[cfg(windows)]
+fn pread(file: &fs::File, offset: u64, buf: &mut [u8]) -> io::Result<usize> {
+    std::os::windows::fs::FileExt::seek_read(file, buf, offset)
+}
+#[cfg(windows)]
+fn pwrite_all(file: &fs::File, mut offset: u64, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        let n = std::os::windows::fs::FileExt::seek_write(file, data, offset)?;
+        if n == 0 {
+            return Err(io::Error::from(io::ErrorKind::WriteZero));
+        }
+        data = data.get(n..).unwrap_or_default();
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+impl FileHandle for StdFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn len(&self) -> Result<u64> {
+        Ok(self.file.metadata().map_err(self.err("metadata"))?.len())
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut done = 0;
+        while let Some(rest) = buf.get_mut(done..) {
+            if rest.is_empty() {
+                break;
+            }
+            match pread(&self.file, offset + done as u64, rest) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SegmentError::io(&self.path, "read_at", e)),
+            }
+        }
+        Ok(done)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        pwrite_all(&self.file, offset, data).map_err(self.err("write_at"))
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.file.set_len(len).map_err(self.err("set_len"))
+    }
+    fn sync_data(&self) -> Result<()> {
+        self.file.sync_data().map_err(self.err("sync_data"))
+    }
+    fn sync_all(&self) -> Result<()> {
+        self.file.sync_all().map_err(self.err("sync_all"))
+    }
+}
+
+impl Storage for StdFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn FileHandle>> {
+        let mut o = fs::OpenOptions::new();
+        o.read(true);
+        match mode {
+            OpenMode::Read => {}
+            OpenMode::ReadWrite => {
+                o.write(true);
+            }
+            OpenMode::Create => {
+                o.write(true).create(true);
+            }
+            OpenMode::CreateTruncate => {
+                o.write(true).create(true).truncate(true);
+            }
+            OpenMode::CreateNew => {
+                o.write(true).create_new(true);
+            }
+        }
+        let file = o
+            .open(path)
+            .map_err(|e| SegmentError::io(path, "open", e))?;
+        Ok(Box::new(StdFile {
+            file,
+            path: path.to_path_buf(),
+        }))
+    }
+    fn exists(&self, path: &Path) -> Result<bool> {
+        path.try_exists()
+            .map_err(|e| SegmentError::io(path, "exists", e))
+    }
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        fs::rename(from, to).map_err(|e| SegmentError::io(from, "rename", e))
+    }
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        fs::remove_file(path).map_err(|e| SegmentError::io(path, "remove_file", e))
+    }
+    fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>> {
+        let mut names = Vec::new();
+        for entry in fs::read_dir(dir).map_err(|e| SegmentError::io(dir, "read_dir", e))? {
+            names.push(
+                entry
+                    .map_err(|e| SegmentError::io(dir, "read_dir", e))?
+                    .file_name(),
+            );
+        }
+        names.sort();
+        Ok(names)
+    }
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, "create_dir_all", e))
+    }
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        #[cfg(unix)]
+        {
+            fs::File::open(dir)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| SegmentError::io(dir, "sync_dir", e))
+        }
+        #[cfg(not(unix))]
+        {
+            // Windows cannot open a directory for fsync; NTFS journals metadata.
+            let _ = dir;
+            Ok(())
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// SimulatedFs
+
+/// What survives of the last unsynced write when [`SimulatedFs::crash`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TornWrite {
+    /// Nothing unsynced survives.
+    #[default]
+    None,
+    /// The first `n` bytes (clamped to the write's length) of the last unsynced write survive,
+    /// laid over the durable image at the write's offset; if the durable image is shorter than
+    /// that offset the gap reads as zeros (as a file system may expose unwritten blocks). Applied
+    /// only if the file's name is durable.
+    Prefix(usize),
+}
+
+/// Counters of the mutating calls made on a [`SimulatedFs`] since it was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SimStats {
+    /// Every mutating call (write, set_len, sync, create, rename, remove, mkdir, sync_dir).
+    pub io_points: u64,
+    /// `write_at`/`append` calls.
+    pub writes: u64,
+    /// `sync_data`/`sync_all`/`sync_dir` calls.
+    pub syncs: u64,
+}
+
+/// An in-memory [`Storage`] that models what a crash keeps. Cheap to clone (shared state).
+///
+/// Paths are used as given: use absolute, normalised paths. Directories must exist (see
+/// [`SimulatedFs::create_durable_dir_all`] to set up a tree that survives crashes) before files
+/// are created in them. Only files can be renamed.
+///
+/// Crash at a chosen point: [`SimulatedFs::fail_after`]`(n)` lets `n` more mutating calls through
+/// and fails every later one with an I/O error. A write that fails that way is still recorded as
+/// the last unsynced write, so `crash(TornWrite::Prefix(k))` can persist part of the write that
+/// was in flight. Handles opened before a crash fail afterwards.
+#[derive(Clone, Default)]
+pub struct SimulatedFs {
+    state: Arc<Mutex<SimState>>,
+}
+
+impl fmt::Debug for SimulatedFs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.lock();
+        f.debug_struct("SimulatedFs")
+            .field("files", &st.live_files.keys().collect::<Vec<_>>())
+            .field("stats", &st.stats)
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Inode {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+}
+
+struct PendingWrite {
+    inode: u64,
+    offset: u64,
+    data: Vec<u8>,
+}
+
+#[derive(Default)]
+struct SimState {
+    epoch: u64,
+    next_inode: u64,
+    inodes: HashMap<u64, Inode>,
+    live_files: BTreeMap<PathBuf, u64>,
+    durable_files: BTreeMap<PathBuf, u64>,
+    live_dirs: BTreeSet<PathBuf>,
+    durable_dirs: BTreeSet<PathBuf>,
+    /// Unsynced writes in order; the last one is what a torn crash may keep part of.
+    pending: Vec<PendingWrite>,
+    stats: SimStats,
+    fail_at: Option<u64>,
+}
+
+fn sim_err(path: &Path, op: &'static str, kind: io::ErrorKind, msg: &str) -> SegmentError {
+    SegmentError::io(path, op, io::Error::new(kind, msg.to_owned()))
+}
+
+fn is_root(p: &Path) -> bool {
+    p.as_os_str().is_empty() || p.parent().is_none()
+}
+
+fn write_into(buf: &mut Vec<u8>, offset: u64, data: &[u8]) {
+    let start = usize::try_from(offset).unwrap_or(usize::MAX);
+    let end = start.saturating_add(data.len());
+    if buf.len() < end {
+        buf.resize(end, 0);
+    }
+    if let Some(dst) = buf.get_mut(start..end) {
+        dst.copy_from_slice(data);
+    }
+}
+
+impl SimState {
+    /// Counts a mutating call; fails it if the fail point has been reached.
+    fn tick(&mut self, path: &Path, op: &'static str) -> Result<()> {
+        if let Some(at) = self.fail_at {
+            if self.stats.io_points >= at {
+                return Err(sim_err(path, op, io::ErrorKind::Other, "simulated crash"));
+            }
+        }
+        self.stats.io_points += 1;
+        Ok(())
+    }
+
+    fn dir_exists(&self, dir: &Path) -> bool {
+        is_root(dir) || self.live_dirs.contains(dir)
+    }
+
+    fn check_parent(&self, path: &Path, op: &'static str) -> Result<()> {
+        match path.parent() {
+            Some(p) if !self.dir_exists(p) => Err(sim_err(
+                path,
+                op,
+                io::ErrorKind::NotFound,
+                "parent directory does not exist",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn inode(&mut self, h: &SimFile, op: &'static str) -> Result<&mut Inode> {
+        if h.epoch != self.epoch {
+            return Err(sim_err(
+                &h.path,
+                op,
+                io::ErrorKind::Other,
+                "stale handle: opened before a simulated crash",
+            ));
+        }
+        self.inodes
+            .get_mut(&h.inode)
+            .ok_or_else(|| sim_err(&h.path, op, io::ErrorKind::NotFound, "no such inode"))
+    }
+}
+
+impl SimulatedFs {
+    /// An empty file system with no durable state.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, SimState> {
+        // A panic while holding the lock leaves consistent-enough state for a test harness.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Creates `dir` and its ancestors as already durable (test setup; not an I/O point).
+    pub fn create_durable_dir_all(&self, dir: &Path) {
+        let mut st = self.lock();
+        for a in dir.ancestors().filter(|a| !is_root(a)) {
+            st.live_dirs.insert(a.to_path_buf());
+            st.durable_dirs.insert(a.to_path_buf());
+        }
+    }
+
+    /// Counters of mutating calls so far.
+    pub fn stats(&self) -> SimStats {
+        self.lock().stats
+    }
+
+    /// Lets `n` more mutating calls succeed, then fails all later ones until [`Self::crash`].
+    pub fn fail_after(&self, n: u64) {
+        let mut st = self.lock();
+        st.fail_at = Some(st.stats.io_points.saturating_add(n));
+    }
+
+    /// The live contents of every file (what reads see now).
+    pub fn live_image(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let st = self.lock();
+        st.live_files
+            .iter()
+            .filter_map(|(p, i)| st.inodes.get(i).map(|n| (p.clone(), n.live.clone())))
+            .collect()
+    }
+
+    /// The contents every file would have after `crash(TornWrite::None)`.
+    pub fn durable_image(&self) -> BTreeMap<PathBuf, Vec<u8>> {
+        let st = self.lock();
+        st.durable_files
+            .iter()
+            .filter_map(|(p, i)| st.inodes.get(i).map(|n| (p.clone(), n.durable.clone())))
+            .collect()
+    }
+
+    /// Simulates a power loss: only durable names and durable bytes remain (plus a torn prefix
+    /// of the last unsynced write if asked). Clears the fail point, invalidates open handles and
+    /// returns the surviving files.
+    pub fn crash(&self, torn: TornWrite) -> BTreeMap<PathBuf, Vec<u8>> {
+        {
+            let mut st = self.lock();
+            if let (TornWrite::Prefix(n), Some(w)) = (torn, st.pending.pop()) {
+                let named = st.durable_files.values().any(|&i| i == w.inode);
+                if let (true, Some(inode)) = (named, st.inodes.get_mut(&w.inode)) {
+                    let keep = w.data.get(..n.min(w.data.len())).unwrap_or_default();
+                    write_into(&mut inode.durable, w.offset, keep);
+                }
+            }
+            st.pending.clear();
+            // A durable name inside a directory whose own entry is not durable is lost too.
+            let dirs = st.durable_dirs.clone();
+            let reachable_dir = |d: &Path| d.ancestors().all(|a| is_root(a) || dirs.contains(a));
+            st.durable_files
+                .retain(|p, _| p.parent().is_none_or(reachable_dir));
+            st.durable_dirs
+                .retain(|d| d.parent().is_none_or(reachable_dir));
+            st.live_files = st.durable_files.clone();
+            st.live_dirs = st.durable_dirs.clone();
+            let reachable: BTreeSet<u64> = st.durable_files.values().copied().collect();
+            st.inodes.retain(|i, _| reachable.contains(i));
+            for inode in st.inodes.values_mut() {
+                inode.live = inode.durable.clone();
+            }
+            st.epoch += 1;
+            st.fail_at = None;
+        }
+        self.durable_image()
+    }
+}
+
+/// A handle into a [`SimulatedFs`].
+#[derive(Debug)]
+pub struct SimFile {
+    fs: SimulatedFs,
+    inode: u64,
+    epoch: u64,
+    path: PathBuf,
+    writable: bool,
+}
+
+impl SimFile {
+    fn check_writable(&self, op: &'static str) -> Result<()> {
+        if self.writable {
+            Ok(())
+        } else {
+            Err(sim_err(
+                &self.path,
+                op,
+                io::ErrorKind::PermissionDenied,
+                "opened read-only",
+            ))
+        }
+    }
+}
+
+impl FileHandle for SimFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+    fn len(&self) -> Result<u64> {
+        let mut st = self.fs.lock();
+        Ok(st.inode(self, "len")?.live.len() as u64)
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let mut st = self.fs.lock();
+        let live = &st.inode(self, "read_at")?.live;
+        let start = usize::try_from(offset)
+            .unwrap_or(usize::MAX)
+            .min(live.len());
+        let src = live.get(start..).unwrap_or_default();
+        let n = src.len().min(buf.len());
+        if let (Some(dst), Some(src)) = (buf.get_mut(..n), src.get(..n)) {
+            dst.copy_from_slice(src);
+        }
+        Ok(n)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> Result<()> {
+        self.check_writable("write_at")?;
+        let mut st = self.fs.lock();
+        st.inode(self, "write_at")?;
+        st.stats.writes += 1;
+        let pending = PendingWrite {
+            inode: self.inode,
+            offset,
+            data: data.to_vec(),
+        };
+        if let Err(e) = st.tick(&self.path, "write_at") {
+            // The write was in flight when the "crash" happened: a torn crash may keep part of it.
+            st.pending.push(pending);
+            return Err(e);
+        }
+        write_into(&mut st.inode(self, "write_at")?.live, offset, data);
+        st.pending.push(pending);
+        Ok(())
+    }
+    fn set_len(&self, len: u64) -> Result<()> {
+        self.check_writable("set_len")?;
+        let mut st = self.fs.lock();
+        st.inode(self, "set_len")?;
+        st.tick(&self.path, "set_len")?;
+        let len = usize::try_from(len).map_err(|_| {
+            sim_err(
+                &self.path,
+                "set_len",
+                io::ErrorKind::InvalidInput,
+                "too large",
+            )
+        })?;
+        st.inode(self, "set_len")?.live.resize(len, 0);
+        Ok(())
+    }
+    fn sync_data(&self) -> Result<()> {
+        let mut st = self.fs.lock();
+        st.inode(self, "sync_data")?;
+        st.stats.syncs += 1;
+        st.tick(&self.path, "sync_data")?;
+        let inode = st.inode(self, "sync_data")?;
+        inode.durable = inode.live.clone();
+        let id = self.inode;
+        st.pending.retain(|w| w.inode != id);
+        Ok(())
+    }
+    fn sync_all(&self) -> Result<()> {
+        self.sync_data()
+    }
+}
+
+impl Storage for SimulatedFs {
+    fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn FileHandle>> {
+        let mut st = self.lock();
+        let existing = st.live_files.get(path).copied();
+        let inode = match (existing, mode) {
+            (Some(_), OpenMode::CreateNew) => {
+                return Err(sim_err(
+                    path,
+                    "open",
+                    io::ErrorKind::AlreadyExists,
+                    "file exists",
+                ))
+            }
+            (Some(i), OpenMode::CreateTruncate) => {
+                st.tick(path, "open")?;
+                if let Some(n) = st.inodes.get_mut(&i) {
+                    n.live.clear();
+                }
+                i
+            }
+            (Some(i), _) => i,
+            (None, OpenMode::Read | OpenMode::ReadWrite) => {
+                return Err(sim_err(
+                    path,
+                    "open",
+                    io::ErrorKind::NotFound,
+                    "no such file",
+                ))
+            }
+            (None, _) => {
+                st.check_parent(path, "open")?;
+                st.tick(path, "open")?;
+                let i = st.next_inode;
+                st.next_inode += 1;
+                st.inodes.insert(i, Inode::default());
+                st.live_files.insert(path.to_path_buf(), i);
+                i
+            }
+        };
+        Ok(Box::new(SimFile {
+            fs: self.clone(),
+            inode,
+            epoch: st.epoch,
+            path: path.to_path_buf(),
+            writable: mode.writable(),
+        }))
+    }
+
+    fn exists(&self, path: &Path) -> Result<bool> {
+        Ok(self.lock().live_files.contains_key(path))
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.tick(from, "rename")?;
+        st.check_parent(to, "rename")?;
+        let inode = st
+            .live_files
+            .remove(from)
+            .ok_or_else(|| sim_err(from, "rename", io::ErrorKind::NotFound, "no such file"))?;
+        st.live_files.insert(to.to_path_buf(), inode);
+        Ok(())
+    }
+
+    fn remove_file(&self, path: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.tick(path, "remove_file")?;
+        st.live_files
+            .remove(path)
+            .map(|_| ())
+            .ok_or_else(|| sim_err(path, "remove_file", io::ErrorKind::NotFound, "no such file"))
+    }
+
+    fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>> {
+        let st = self.lock();
+        if !st.dir_exists(dir) {
+            return Err(sim_err(
+                dir,
+                "read_dir",
+                io::ErrorKind::NotFound,
+                "no such directory",
+            ));
+        }
+        let mut names: Vec<OsString> = st
+            .live_files
+            .keys()
+            .chain(st.live_dirs.iter())
+            .filter(|p| p.parent() == Some(dir))
+            .filter_map(|p| p.file_name().map(|n| n.to_os_string()))
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn create_dir_all(&self, dir: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.tick(dir, "create_dir_all")?;
+        for a in dir.ancestors().filter(|a| !is_root(a)) {
+            st.live_dirs.insert(a.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn sync_dir(&self, dir: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.stats.syncs += 1;
+        st.tick(dir, "sync_dir")?;
+        if !st.dir_exists(dir) {
+            return Err(sim_err(
+                dir,
+                "sync_dir",
+                io::ErrorKind::NotFound,
+                "no such directory",
+            ));
+        }
+        let in_dir = |p: &PathBuf| p.parent() == Some(dir);
+        st.durable_files.retain(|p, _| !in_dir(p));
+        let live: Vec<(PathBuf, u64)> = st
+            .live_files
+            .iter()
+            .filter(|(p, _)| in_dir(p))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
+        st.durable_files.extend(live);
+        st.durable_dirs.retain(|p| !in_dir(p));
+        let dirs: Vec<PathBuf> = st.live_dirs.iter().filter(|p| in_dir(p)).cloned().collect();
+        st.durable_dirs.extend(dirs);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn setup() -> (SimulatedFs, PathBuf) {
+        let fs = SimulatedFs::new();
+        let dir = PathBuf::from("/data/t-0");
+        fs.create_durable_dir_all(&dir);
+        (fs, dir)
+    }
+
+    #[test]
+    fn unsynced_data_is_lost() {
+        let (fs, dir) = setup();
+        let p = dir.join("f");
+        let f = fs.open(&p, OpenMode::Create).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        f.append(b"hello").unwrap();
+        f.sync_data().unwrap();
+        f.append(b" world").unwrap();
+        assert_eq!(fs.read(&p).unwrap(), b"hello world");
+        let img = fs.crash(TornWrite::None);
+        assert_eq!(img.get(&p).unwrap(), b"hello");
+        assert_eq!(fs.read(&p).unwrap(), b"hello");
+        // Old handles are stale after a crash.
+        assert!(f.len().is_err());
+    }
+
+    #[test]
+    fn torn_tail_keeps_prefix_of_last_write() {
+        let (fs, dir) = setup();
+        let p = dir.join("f");
+        let f = fs.open(&p, OpenMode::Create).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        f.append(b"abc").unwrap();
+        f.sync_data().unwrap();
+        f.append(b"defgh").unwrap();
+        let img = fs.crash(TornWrite::Prefix(2));
+        assert_eq!(img.get(&p).unwrap(), b"abcde");
+        // Prefix larger than the write is clamped.
+        let f = fs.open(&p, OpenMode::ReadWrite).unwrap();
+        f.append(b"XY").unwrap();
+        let img = fs.crash(TornWrite::Prefix(100));
+        assert_eq!(img.get(&p).unwrap(), b"abcdeXY");
+    }
+
+    #[test]
+    fn create_and_rename_need_dir_sync() {
+        let (fs, dir) = setup();
+        let a = dir.join("a");
+        let b = dir.join("b");
+        let f = fs.open(&a, OpenMode::Create).unwrap();
+        f.append(b"x").unwrap();
+        f.sync_all().unwrap();
+        // File data synced but the name is not durable.
+        assert!(fs.crash(TornWrite::None).is_empty());
+        assert!(!fs.exists(&a).unwrap());
+
+        let f = fs.open(&a, OpenMode::Create).unwrap();
+        f.append(b"x").unwrap();
+        f.sync_all().unwrap();
+        fs.sync_dir(&dir).unwrap();
+        fs.rename(&a, &b).unwrap();
+        assert!(fs.exists(&b).unwrap());
+        // Rename not durable without sync_dir: the old name comes back.
+        let img = fs.crash(TornWrite::None);
+        assert_eq!(img.keys().collect::<Vec<_>>(), vec![&a]);
+
+        fs.rename(&a, &b).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        let img = fs.crash(TornWrite::None);
+        assert_eq!(img.keys().collect::<Vec<_>>(), vec![&b]);
+        assert_eq!(img.get(&b).unwrap(), b"x");
+
+        fs.remove_file(&b).unwrap();
+        assert_eq!(
+            fs.crash(TornWrite::None).len(),
+            1,
+            "remove needs dir sync too"
+        );
+        fs.remove_file(&b).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        assert!(fs.crash(TornWrite::None).is_empty());
+    }
+
+    #[test]
+    fn fail_after_stops_io_and_torn_keeps_inflight_write() {
+        let (fs, dir) = setup();
+        let p = dir.join("f");
+        let f = fs.open(&p, OpenMode::Create).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        let before = fs.stats();
+        fs.fail_after(1);
+        f.append(b"12").unwrap();
+        assert!(f.append(b"3456").is_err());
+        assert!(f.sync_data().is_err());
+        assert_eq!(fs.stats().io_points, before.io_points + 1);
+        assert_eq!(fs.stats().writes, before.writes + 2);
+        // The in-flight write lands after the durable (empty) image at offset 2: a zero gap.
+        let img = fs.crash(TornWrite::Prefix(3));
+        assert_eq!(img.get(&p).unwrap(), &[0, 0, b'3', b'4', b'5']);
+    }
+
+    #[test]
+    fn set_len_and_dirs() {
+        let (fs, dir) = setup();
+        let sub = dir.join("sub");
+        fs.create_dir_all(&sub).unwrap();
+        assert_eq!(fs.list_dir(&dir).unwrap(), vec![OsString::from("sub")]);
+        let p = sub.join("f");
+        let f = fs.open(&p, OpenMode::CreateNew).unwrap();
+        assert!(fs.open(&p, OpenMode::CreateNew).is_err());
+        f.set_len(4).unwrap();
+        assert_eq!(fs.read(&p).unwrap(), vec![0; 4]);
+        assert!(fs.open(&dir.join("nope/x"), OpenMode::Create).is_err());
+        // Neither sub nor f was made durable.
+        fs.crash(TornWrite::None);
+        assert!(fs.list_dir(&dir).unwrap().is_empty());
+    }
+}
