@@ -96,3 +96,122 @@ impl BatchSummary {
         i32::try_from(delta).map_err(|_| invalid(InvalidBatchReason::OffsetDeltaTooLarge))
     }
 }
+
+impl BatchSummary {
+    /// The summary of a parsed v2 batch, as Kafka's `ProducerAppendInfo` reads it: header fields,
+    /// and for a control batch with records its first control record (key type; the marker's
+    /// coordinator epoch; the barrier's source cluster id).
+    ///
+    /// A control batch whose first key says `MIRROR_PID_RESET` is a barrier even when its value
+    /// does not decode (the fork detects the barrier by key type alone); the source cluster id is
+    /// then empty. An ABORT/COMMIT marker whose value does not decode is an error, as in Kafka.
+    pub fn from_batch(
+        batch: &record_format::RecordBatch<'_>,
+    ) -> Result<Self, record_format::FormatError> {
+        use record_format::{
+            ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker,
+            MirrorPidResetRecord,
+        };
+        let control = if batch.is_control() && batch.records_count() > 0 {
+            let records = batch.records(&DecodeLimits::default())?;
+            match records.iter().next() {
+                None => None,
+                Some(record) => {
+                    let record = record?;
+                    let key = record.key().unwrap_or(&[]);
+                    let (_, record_type) = ControlRecordKey::parse(key, record.key_position())?;
+                    let value = record.value().unwrap_or(&[]);
+                    Some(match record_type {
+                        ControlRecordType::Abort | ControlRecordType::Commit => {
+                            let marker = EndTransactionMarker::parse(
+                                record_type,
+                                value,
+                                record.value_position(),
+                            )?;
+                            ControlInfo::EndTxn {
+                                commit: record_type == ControlRecordType::Commit,
+                                coordinator_epoch: marker.coordinator_epoch,
+                            }
+                        }
+                        ControlRecordType::MirrorPidReset => ControlInfo::MirrorPidReset {
+                            source_cluster_id: MirrorPidResetRecord::parse(
+                                value,
+                                record.value_position(),
+                            )
+                            .map(|r| r.source_cluster_id)
+                            .unwrap_or_default(),
+                        },
+                        other => ControlInfo::Other(other.id()),
+                    })
+                }
+            }
+        } else {
+            None
+        };
+        Ok(BatchSummary {
+            base_offset: batch.base_offset(),
+            last_offset: batch.last_offset(),
+            producer_id: batch.producer_id(),
+            producer_epoch: batch.producer_epoch(),
+            base_sequence: batch.base_sequence(),
+            last_sequence: batch.last_sequence(),
+            max_timestamp: batch.max_timestamp(),
+            is_transactional: batch.is_transactional(),
+            is_control: batch.is_control(),
+            records_count: batch.records_count(),
+            control,
+            size_in_bytes: u32::try_from(batch.size_in_bytes()).unwrap_or(u32::MAX),
+        })
+    }
+}
+
+#[cfg(test)]
+mod from_batch_tests {
+    use super::*;
+    use record_format::{
+        end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatch,
+        RecordBatchBuilder,
+    };
+
+    #[test]
+    fn barrier_batch_summarises_as_mirror_pid_reset() {
+        let bytes = mirror_pid_reset_batch(42, 1_700_000_000_000, 5, "abc");
+        let s = BatchSummary::from_batch(&RecordBatch::new(&bytes, 0).unwrap()).unwrap();
+        assert!(s.is_mirror_pid_reset());
+        assert_eq!(
+            s.control,
+            Some(ControlInfo::MirrorPidReset {
+                source_cluster_id: "abc".into()
+            })
+        );
+        assert_eq!((s.base_offset, s.last_offset, s.producer_id), (42, 42, -1));
+        assert_eq!(s.size_in_bytes, 79);
+    }
+
+    #[test]
+    fn marker_and_data_batches_summarise_their_fields() {
+        let m = end_txn_marker_batch(7, 1_000, 0, 55, 3, ControlRecordType::Abort, 9);
+        let s = BatchSummary::from_batch(&RecordBatch::new(&m, 0).unwrap()).unwrap();
+        assert_eq!(
+            s.control,
+            Some(ControlInfo::EndTxn {
+                commit: false,
+                coordinator_epoch: 9
+            })
+        );
+        assert_eq!((s.producer_id, s.producer_epoch), (55, 3));
+
+        let mut b = RecordBatchBuilder::new(100)
+            .producer(5, 1, i32::MAX - 1)
+            .transactional(true);
+        for i in 0..3 {
+            b.append(2_000 + i, None, Some(b"v"), &[]).unwrap();
+        }
+        let bytes = b.build();
+        let s = BatchSummary::from_batch(&RecordBatch::new(&bytes, 0).unwrap()).unwrap();
+        assert_eq!((s.base_offset, s.last_offset), (100, 102));
+        assert_eq!((s.base_sequence, s.last_sequence), (i32::MAX - 1, 0));
+        assert!(s.is_transactional && !s.is_control && s.control.is_none());
+        assert_eq!(s.max_timestamp, 2_002);
+    }
+}
