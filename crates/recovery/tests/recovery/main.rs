@@ -3,6 +3,7 @@
 
 mod barrier;
 mod common;
+mod mirror;
 mod prop;
 mod rules;
 mod snapshot;
