@@ -761,6 +761,10 @@ impl<L: MirrorLog, S: MirrorStateStore> MirrorPartition<L, S> {
 
     /// Continues an interrupted stop from its persisted step (after reopening, or after an error
     /// from [`stop`](Self::stop)); does nothing in other states. Returns the state reached.
+    ///
+    /// A stop that failed before `Stopping{FeedStopped}` was persisted left `Mirroring`: nothing
+    /// was changed, and the coordinator (whose desired state is still "stopped") calls
+    /// [`stop`](Self::stop) again.
     pub fn resume(&mut self) -> Result<&MirrorPartitionState, MirrorError<L::Error>> {
         if matches!(self.state, MirrorPartitionState::Stopping { .. }) {
             self.continue_stopping()?;
