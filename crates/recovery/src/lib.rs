@@ -2,8 +2,11 @@
 //!
 //! * [`producer_state`]: Kafka's `ProducerStateManager` rules (epochs, sequences, duplicates,
 //!   transactions, LSO, expiry) over [`BatchSummary`] inputs;
+//! * [`audit`]: the producer-id collision audit behind `seglog producers --audit`;
 //! * [`barrier`]: what a `MIRROR_PID_RESET` batch does to producer state, and why;
 //! * [`snapshot`]: version-1 `.snapshot` files, byte for byte, and loading with fallback;
+//! * [`mirror`]: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
+//!   STOPPING steps that write the barrier;
 //! * [`error`]: typed errors.
 //!
 //! No `unsafe`, no panics on any input.
@@ -25,16 +28,23 @@
 )]
 #![warn(missing_docs)]
 
+pub mod audit;
 pub mod barrier;
 pub mod error;
+pub mod mirror;
 pub mod producer_state;
 pub mod snapshot;
 pub mod summary;
 
+pub use audit::{audit_batches, AuditFinding, ProducerAudit, Severity};
 pub use barrier::BarrierOutcome;
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,
+};
+pub use mirror::{
+    MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState, MirrorStateError,
+    MirrorStateFile, MirrorStateKind, MirrorStateStore, StoppingStep,
 };
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,

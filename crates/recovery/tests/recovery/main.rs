@@ -1,8 +1,10 @@
 //! Integration tests of the recovery crate: one binary, one module per subsystem.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
+mod audit;
 mod barrier;
 mod common;
+mod mirror;
 mod prop;
 mod rules;
 mod snapshot;
