@@ -34,8 +34,13 @@ pub fn sample_log(min_bytes: usize) -> Vec<u8> {
             } else {
                 &[]
             };
-            b.append(1_700_000_000_000 + offset + i, Some(key.as_bytes()), Some(&value), headers)
-                .expect("append");
+            b.append(
+                1_700_000_000_000 + offset + i,
+                Some(key.as_bytes()),
+                Some(&value),
+                headers,
+            )
+            .expect("append");
         }
         log.extend_from_slice(&b.build());
         offset += 10;
