@@ -3,6 +3,7 @@
 //! (a) `walk_validate`: walk every batch of a ≥100 MB `.log` buffer of 10-record batches and
 //!     CRC-32C-validate each one, against one `crc32c` call over the whole buffer (the physical
 //!     floor: validation must read every byte once).
+//!     Also `scan_log` with 2 threads (header walk, then CRCs on both cores), as recovery uses it.
 //! (b) `iterate_records`: validate and iterate every record (offset, timestamp, key, value,
 //!     headers) of the same buffer, against `kafka-protocol` 0.18's
 //!     `RecordBatchDecoder::decode_all` over the same bytes.
@@ -95,6 +96,13 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("seglog_walk_validate", |b| {
         b.iter(|| walk_validate(black_box(&log)))
+    });
+    g.bench_function("seglog_scan_log_2_threads", |b| {
+        b.iter(|| {
+            let s = record_format::scan_log(black_box(&log), 0, 2);
+            assert!(s.error().is_none());
+            s.valid_prefix_end
+        })
     });
     g.finish();
 

@@ -41,6 +41,7 @@ pub mod control;
 pub mod cursor;
 pub mod error;
 pub mod record;
+pub mod scan;
 pub mod wire;
 
 pub use batch::{RecordBatch, TimestampType};
@@ -53,3 +54,4 @@ pub use control::{
 };
 pub use error::{FormatError, FormatErrorKind};
 pub use record::{Header, Record, Records};
+pub use scan::{scan_log, LogScan, ScannedBatch};
