@@ -122,6 +122,52 @@ pub enum SegmentError {
         /// The directory that is locked.
         lock_dir: PathBuf,
     },
+    /// A fetch or lookup below the log start offset or above the log end offset (Kafka:
+    /// `OffsetOutOfRangeException`).
+    OffsetOutOfRange {
+        /// The requested offset.
+        offset: i64,
+        /// The log start offset.
+        log_start_offset: i64,
+        /// The log end offset.
+        log_end_offset: i64,
+    },
+    /// Appended records start below the log end offset (Kafka: `UnexpectedAppendOffsetException`),
+    /// or their offsets do not increase from batch to batch.
+    UnexpectedAppendOffset {
+        /// The segment's `.log` (or the partition directory).
+        path: PathBuf,
+        /// The offending batch's base offset.
+        first_offset: i64,
+        /// The smallest offset that would have been accepted.
+        expected: i64,
+    },
+    /// Appended records larger than a whole segment (Kafka: `RecordBatchTooLargeException`).
+    RecordsTooLarge {
+        /// Size of the records in bytes.
+        size: u64,
+        /// `segment.bytes`.
+        max: u64,
+    },
+    /// A `.log` truncation to a size larger than the file or a negative offset (Kafka:
+    /// `KafkaException` in `FileRecords.truncateTo`, `IllegalArgumentException` in
+    /// `UnifiedLog.truncateTo`).
+    InvalidTruncation {
+        /// The file or directory.
+        path: PathBuf,
+        /// The requested target (bytes for a file, an offset for a log).
+        target: i64,
+        /// The current size (bytes) or log end offset.
+        current: i64,
+    },
+    /// A roll to a base offset where a non-empty segment (or a later segment) already exists
+    /// (Kafka: `KafkaException` in `LocalLog.roll`).
+    SegmentExists {
+        /// The `.log` of the existing segment.
+        path: PathBuf,
+        /// The base offset the new segment would have had.
+        base_offset: i64,
+    },
     /// A record-format parse error in a file.
     Format {
         /// The file.
@@ -344,6 +390,41 @@ impl fmt::Display for SegmentError {
                 "{} is not inside the locked directory {}",
                 path.display(),
                 lock_dir.display()
+            ),
+            SegmentError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            } => write!(
+                f,
+                "offset {offset} is out of range [{log_start_offset}, {log_end_offset}]"
+            ),
+            SegmentError::UnexpectedAppendOffset {
+                path,
+                first_offset,
+                expected,
+            } => write!(
+                f,
+                "unexpected append offset {first_offset} in {} (expected at least {expected})",
+                path.display()
+            ),
+            SegmentError::RecordsTooLarge { size, max } => write!(
+                f,
+                "records of {size} bytes exceed the maximum segment size {max}"
+            ),
+            SegmentError::InvalidTruncation {
+                path,
+                target,
+                current,
+            } => write!(
+                f,
+                "cannot truncate {} to {target} (current {current})",
+                path.display()
+            ),
+            SegmentError::SegmentExists { path, base_offset } => write!(
+                f,
+                "cannot roll a new segment at {base_offset}: {} already exists",
+                path.display()
             ),
             SegmentError::Format { path, error } => write!(
                 f,

@@ -155,6 +155,20 @@ pub fn segment_file_path(dir: &Path, base: i64, kind: FileKind) -> PathBuf {
     dir.join(file_name(base, kind, None))
 }
 
+/// Infix of the quarantine file [`LogSegment::recover`](crate::LogSegment::recover) writes the
+/// bytes it cuts to: `<20-digit base>.log.cut-<position>`. Not a Kafka name; the loader ignores
+/// it (it does not parse as a segment file).
+pub const QUARANTINE_INFIX: &str = ".cut-";
+
+/// `<20-digit base>.log.cut-<position>`: where recovery keeps the bytes it cut from the `.log` of
+/// the segment at `base`, starting at byte `position`.
+pub fn quarantine_file_name(base: i64, position: u64) -> String {
+    format!(
+        "{}{QUARANTINE_INFIX}{position}",
+        offset_file_name(base, LOG_FILE_SUFFIX)
+    )
+}
+
 /// Parses `<exactly 20 ASCII digits><kind suffix>[<temp suffix>]`. Never panics; non-UTF-8 names
 /// are rejected like any other non-matching name.
 pub fn parse_file_name(name: &OsStr) -> Result<ParsedName> {

@@ -124,6 +124,12 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Whether paths name real files of the operating system, so that they may be
+    /// memory-mapped (see [`crate::mmap`]). `false` for simulated storage, whose files exist
+    /// only in memory.
+    fn supports_mmap(&self) -> bool {
+        false
+    }
     /// Reads a whole file.
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
         self.open(path, OpenMode::Read)?.read_to_end()
@@ -212,6 +218,9 @@ impl FileHandle for StdFile {
 }
 
 impl Storage for StdFs {
+    fn supports_mmap(&self) -> bool {
+        true
+    }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn FileHandle>> {
         let mut o = fs::OpenOptions::new();
         o.read(true);

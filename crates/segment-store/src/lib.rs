@@ -10,6 +10,10 @@
 //! - [`mmap`]: the only module with `unsafe`; [`mmap::MmapFile`] and its invariants.
 //! - [`index`]: [`OffsetIndex`], [`TimeIndex`] (`AbstractIndex` and subclasses) and
 //!   [`TransactionIndex`].
+//! - [`file_records`]: [`FileRecords`], the append-only `.log` (`FileRecords`).
+//! - [`segment`]: [`LogSegment`], a `.log` with its three indexes (`LogSegment`).
+//! - [`log`]: [`LocalLog`], the segments of a partition directory (`LocalLog`, retention from
+//!   `UnifiedLog`).
 //! - [`checkpoint`]: Kafka's text checkpoint files (`CheckpointFile`), written atomically.
 //! - [`lock`]: [`DirLock`], the exclusive `.lock` of a log or partition directory.
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
@@ -22,21 +26,32 @@
 pub mod checkpoint;
 pub mod error;
 pub mod file_name;
+pub mod file_records;
 pub mod index;
 pub mod io;
 pub mod lock;
+pub mod log;
 #[allow(unsafe_code)]
 pub mod mmap;
+pub mod segment;
 
 pub use checkpoint::{
     CheckpointFile, EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition,
 };
 pub use error::{CheckpointProblem, IndexCorruption, Result, SegmentError};
 pub use file_name::{FileKind, ParsedName, TempSuffix};
+pub use file_records::{
+    BatchHeader, FileBatches, FileRecords, HeaderIter, LogOffsetPosition, TimestampAndOffset,
+};
 pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult,
 };
 pub use io::{FileHandle, OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
 pub use lock::DirLock;
+pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
+pub use segment::{
+    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock, RecoveryOutcome, RollParams,
+    RollReason, SegmentConfig, SegmentContext, SystemClock,
+};

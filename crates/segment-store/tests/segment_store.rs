@@ -10,6 +10,8 @@ use std::sync::Arc;
 use segment_store::file_name::{segment_file_path, FileKind};
 use segment_store::{DirLock, SegmentError};
 
+mod log;
+
 fn temp_lock() -> (tempfile::TempDir, DirLock) {
     let dir = tempfile::tempdir().unwrap();
     let lock = DirLock::acquire(dir.path()).unwrap();

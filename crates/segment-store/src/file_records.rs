@@ -1,0 +1,483 @@
+//! The append-only `.log` of one segment (Kafka's `FileRecords`).
+//!
+//! Every write (append, truncate, sync) goes through a [`FileHandle`] from a [`Storage`], so crash
+//! tests can run it on [`crate::SimulatedFs`].
+//!
+//! **Reads.** A sealed segment (one that will not be appended to again, see
+//! [`FileRecords::map_read_only`]) on a real file system is memory-mapped read-only and reads are
+//! zero-copy `&[u8]` slices of the map ([`Cow::Borrowed`]). The active segment is read with
+//! `read_at` into a fresh buffer ([`Cow::Owned`]): mapping a file that grows would need remapping
+//! on every append, and a copy of a fetch-sized range is cheap next to the append itself. A map
+//! is dropped before any call that changes the file (append, truncate), which the borrow checker
+//! enforces: reads borrow `&self`, mutations take `&mut self` (invariant 3 of
+//! [`MmapFile`]).
+//!
+//! **Walking batches.** [`FileRecords::headers_from`] follows Kafka's `FileLogInputStream.nextBatch`
+//! (see `record_format::batches`) but reads only each batch's header, so searching from an index
+//! entry costs a few small reads, not a read of the rest of the file.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use record_format::wire::{
+    HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1,
+    MAGIC_V2, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, PARTITION_LEADER_EPOCH_OFFSET,
+    RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET,
+};
+use record_format::{BatchIterator, Batches, DecodeLimits, FormatError, FormatErrorKind, LogEntry};
+
+use crate::error::{Result, SegmentError};
+use crate::index::TimestampOffset;
+use crate::io::{FileHandle, OpenMode, Storage};
+use crate::lock::DirLock;
+use crate::mmap::MmapFile;
+
+/// Legacy v1 wrapper timestamp: after the 12-byte log overhead, the CRC (4), magic (1) and
+/// attributes (1).
+const LEGACY_V1_TIMESTAMP_OFFSET: usize = LOG_OVERHEAD + 4 + 1 + 1;
+
+/// The header fields of one batch in a `.log`, as read by [`FileRecords::headers_from`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Byte position of the batch in the file.
+    pub position: u64,
+    /// Size of the batch in bytes, including the 12-byte log overhead.
+    pub size: u32,
+    /// Magic byte (0, 1 or 2).
+    pub magic: i8,
+    /// v2: `baseOffset`; legacy: the entry's offset field.
+    pub base_offset: i64,
+    /// v2: `baseOffset + lastOffsetDelta`; legacy: the entry's offset field.
+    pub last_offset: i64,
+    /// v2: `maxTimestamp`; v1: the wrapper timestamp; v0: [`NO_TIMESTAMP`].
+    pub max_timestamp: i64,
+    /// v2: `partitionLeaderEpoch`; legacy: -1.
+    pub partition_leader_epoch: i32,
+}
+
+impl BatchHeader {
+    /// Position just after the batch.
+    pub fn end(&self) -> u64 {
+        self.position + u64::from(self.size)
+    }
+    /// The offset after the batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset + 1
+    }
+}
+
+/// Where a batch containing an offset starts (Kafka `LogOffsetPosition`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsetPosition {
+    /// The batch's base offset.
+    pub base_offset: i64,
+    /// The batch's last offset (Kafka's `LogOffsetPosition.offset`).
+    pub last_offset: i64,
+    /// Byte position of the batch.
+    pub position: u64,
+    /// Batch size in bytes.
+    pub size: u32,
+}
+
+/// A record found by timestamp (Kafka `FileRecords.TimestampAndOffset`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimestampAndOffset {
+    /// The record's timestamp.
+    pub timestamp: i64,
+    /// The record's offset.
+    pub offset: i64,
+    /// The batch's partition leader epoch, if it has one (`>= 0`).
+    pub leader_epoch: Option<i32>,
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    b.get(at..at + 8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map_or(0, i64::from_be_bytes)
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    b.get(at..at + 4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
+/// Parses a header from `head` (at least the first 17 bytes of the batch, up to 61), given the
+/// bytes available in the file from `position` (`remaining`). `Ok(None)` means "stop": an
+/// incomplete trailing batch, as in Kafka's `nextBatch`.
+fn parse_header(
+    head: &[u8],
+    position: u64,
+    remaining: u64,
+) -> Result<Option<BatchHeader>, FormatError> {
+    if remaining <= HEADER_SIZE_UP_TO_MAGIC as u64 || head.len() < HEADER_SIZE_UP_TO_MAGIC {
+        return Ok(None);
+    }
+    let size = be_i32(head, SIZE_OFFSET);
+    if size < RECORD_OVERHEAD_V0 as i32 {
+        return Err(FormatError::new(
+            FormatErrorKind::BadLength(i64::from(size)),
+            position,
+        ));
+    }
+    let total = LOG_OVERHEAD as u64 + size as u64;
+    if total > remaining {
+        return Ok(None);
+    }
+    let magic = head.get(MAGIC_OFFSET).map_or(-1, |&b| b as i8);
+    let offset = be_i64(head, 0);
+    let header = match magic {
+        MAGIC_V2 => {
+            if total < RECORD_BATCH_OVERHEAD as u64 || head.len() < RECORD_BATCH_OVERHEAD {
+                return Err(FormatError::new(
+                    FormatErrorKind::BadLength(i64::from(size)),
+                    position,
+                ));
+            }
+            BatchHeader {
+                position,
+                size: total as u32,
+                magic,
+                base_offset: offset,
+                last_offset: offset + i64::from(be_i32(head, LAST_OFFSET_DELTA_OFFSET)),
+                max_timestamp: be_i64(head, MAX_TIMESTAMP_OFFSET),
+                partition_leader_epoch: be_i32(head, PARTITION_LEADER_EPOCH_OFFSET),
+            }
+        }
+        0..=MAGIC_V1 => BatchHeader {
+            position,
+            size: total as u32,
+            magic,
+            base_offset: offset,
+            last_offset: offset,
+            max_timestamp: if magic == MAGIC_V1 && head.len() >= LEGACY_V1_TIMESTAMP_OFFSET + 8 {
+                be_i64(head, LEGACY_V1_TIMESTAMP_OFFSET)
+            } else {
+                NO_TIMESTAMP
+            },
+            partition_leader_epoch: -1,
+        },
+        _ => {
+            return Err(FormatError::new(FormatErrorKind::BadMagic(magic), position));
+        }
+    };
+    Ok(Some(header))
+}
+
+/// Length of the longest prefix of `bytes` made of whole batches (by the 12-byte framing only).
+pub(crate) fn whole_batches_len(bytes: &[u8]) -> usize {
+    let mut pos = 0usize;
+    loop {
+        let Some(rest) = bytes.get(pos..) else {
+            return pos;
+        };
+        if rest.len() < LOG_OVERHEAD {
+            return pos;
+        }
+        let size = be_i32(rest, SIZE_OFFSET);
+        if size < RECORD_OVERHEAD_V0 as i32 {
+            return pos;
+        }
+        let total = LOG_OVERHEAD + size as usize;
+        if total > rest.len() {
+            return pos;
+        }
+        pos += total;
+    }
+}
+
+/// The bytes of a `.log` from some position on, borrowed from the map or read into a buffer.
+#[derive(Debug)]
+pub struct FileBatches<'a> {
+    bytes: Cow<'a, [u8]>,
+    position: u64,
+}
+
+impl FileBatches<'_> {
+    /// An iterator over the batches (record-format's, positions absolute in the file).
+    pub fn iter(&self) -> BatchIterator<'_> {
+        Batches::new(&self.bytes, self.position)
+    }
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+    /// Position of the first byte in the file.
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+}
+
+/// Iterator over batch headers; see [`FileRecords::headers_from`].
+#[derive(Debug)]
+pub struct HeaderIter<'a> {
+    records: &'a FileRecords,
+    position: u64,
+    end: u64,
+    done: bool,
+}
+
+impl Iterator for HeaderIter<'_> {
+    type Item = Result<BatchHeader>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let remaining = self.end.saturating_sub(self.position);
+        let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
+        let head: &[u8] = match self.records.map_slice(self.position, RECORD_BATCH_OVERHEAD) {
+            Some(s) => s,
+            None => {
+                let want = (RECORD_BATCH_OVERHEAD as u64).min(remaining) as usize;
+                let dst = buf.get_mut(..want)?;
+                if let Err(e) = self.records.handle.read_exact_at(self.position, dst) {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+                dst
+            }
+        };
+        match parse_header(head, self.position, remaining) {
+            Ok(Some(h)) => {
+                self.position = h.end();
+                Some(Ok(h))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(error) => {
+                self.done = true;
+                Some(Err(SegmentError::Format {
+                    path: self.records.path.clone(),
+                    error,
+                }))
+            }
+        }
+    }
+}
+
+/// The `.log` file of a segment.
+#[derive(Debug)]
+pub struct FileRecords {
+    // Field order: the map is dropped before the handle.
+    map: Option<MmapFile>,
+    handle: Box<dyn FileHandle>,
+    path: PathBuf,
+    size: u64,
+}
+
+impl FileRecords {
+    /// Opens (or, with a creating `mode`, creates) the `.log` at `path`. The size is the file's
+    /// length.
+    pub fn open(storage: &dyn Storage, path: &Path, mode: OpenMode) -> Result<FileRecords> {
+        let handle = storage.open(path, mode)?;
+        let size = handle.len()?;
+        Ok(FileRecords {
+            map: None,
+            handle,
+            path: path.to_path_buf(),
+            size,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Size in bytes (Kafka `sizeInBytes`).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Whether reads are served from a read-only map.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
+    }
+
+    /// Maps the file read-only so that reads become zero-copy. Only for real files (the caller
+    /// checks [`Storage::supports_mmap`]); `lock` must cover the file. The map is dropped again by
+    /// the next append or truncation.
+    pub fn map_read_only(&mut self, lock: &DirLock) -> Result<()> {
+        if self.map.is_none() && self.size > 0 {
+            let map = MmapFile::open(lock, &self.path, false)?;
+            if map.len() == self.size {
+                self.map = Some(map);
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops the map, if any.
+    pub fn unmap(&mut self) {
+        self.map = None;
+    }
+
+    fn map_slice(&self, position: u64, len: usize) -> Option<&[u8]> {
+        let m = self.map.as_ref()?;
+        let start = usize::try_from(position).ok()?;
+        let all = m.as_slice();
+        let end = start.checked_add(len)?.min(all.len());
+        all.get(start..end)
+    }
+
+    /// Appends `data` and returns the position it was written at. Not durable until
+    /// [`Self::flush`].
+    pub fn append(&mut self, data: &[u8]) -> Result<u64> {
+        self.map = None;
+        let position = self.size;
+        self.handle.write_at(position, data)?;
+        self.size += data.len() as u64;
+        Ok(position)
+    }
+
+    /// Up to `len` bytes at `position` (fewer at the end of the file; empty past it). Borrowed
+    /// from the map when mapped, else read into a buffer.
+    pub fn read(&self, position: u64, len: usize) -> Result<Cow<'_, [u8]>> {
+        let avail = self.size.saturating_sub(position);
+        let len = (len as u64).min(avail) as usize;
+        if len == 0 {
+            return Ok(Cow::Borrowed(&[]));
+        }
+        if let Some(s) = self.map_slice(position, len) {
+            if s.len() == len {
+                return Ok(Cow::Borrowed(s));
+            }
+        }
+        let mut buf = vec![0u8; len];
+        self.handle.read_exact_at(position, &mut buf)?;
+        Ok(Cow::Owned(buf))
+    }
+
+    /// All bytes from `position` to the end, to iterate with record-format's iterator.
+    pub fn batches_from(&self, position: u64) -> Result<FileBatches<'_>> {
+        let len = usize::try_from(self.size.saturating_sub(position)).map_err(|_| {
+            SegmentError::io(
+                &self.path,
+                "read",
+                std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+            )
+        })?;
+        Ok(FileBatches {
+            bytes: self.read(position, len)?,
+            position,
+        })
+    }
+
+    /// Batch headers from `position` on, by Kafka's `nextBatch` rules: stops silently at an
+    /// incomplete trailing batch; a length below 14 or an unknown magic is an error (once).
+    pub fn headers_from(&self, position: u64) -> HeaderIter<'_> {
+        HeaderIter {
+            records: self,
+            position,
+            end: self.size,
+            done: false,
+        }
+    }
+
+    /// Kafka's `searchForOffsetWithSize`: the first batch from `starting_position` on whose last
+    /// offset is `>= target_offset`.
+    pub fn search_for_offset_with_size(
+        &self,
+        target_offset: i64,
+        starting_position: u64,
+    ) -> Result<Option<LogOffsetPosition>> {
+        for h in self.headers_from(starting_position) {
+            let h = h?;
+            if h.last_offset >= target_offset {
+                return Ok(Some(LogOffsetPosition {
+                    base_offset: h.base_offset,
+                    last_offset: h.last_offset,
+                    position: h.position,
+                    size: h.size,
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `searchForTimestamp`: the first record, in batches from `starting_position` whose
+    /// max timestamp is `>= target_timestamp`, with `timestamp >= target_timestamp` and
+    /// `offset >= starting_offset`. Decompresses only candidate batches.
+    pub fn search_for_timestamp(
+        &self,
+        target_timestamp: i64,
+        starting_position: u64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let limits = DecodeLimits::default();
+        for h in self.headers_from(starting_position) {
+            let h = h?;
+            if h.max_timestamp < target_timestamp || h.magic != MAGIC_V2 {
+                continue;
+            }
+            let bytes = self.read(h.position, h.size as usize)?;
+            let format = |error: FormatError| SegmentError::Format {
+                path: self.path.clone(),
+                error,
+            };
+            let Some(Ok(LogEntry::V2(batch))) = Batches::new(&bytes, h.position).next() else {
+                continue;
+            };
+            let records = batch.records(&limits).map_err(format)?;
+            for r in records.iter() {
+                let r = r.map_err(format)?;
+                if r.timestamp() >= target_timestamp && r.offset() >= starting_offset {
+                    let epoch = batch.partition_leader_epoch();
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp: r.timestamp(),
+                        offset: r.offset(),
+                        leader_epoch: (epoch >= 0).then_some(epoch),
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `largestTimestampAfter`: the largest batch max timestamp from `starting_position`
+    /// on, with the last offset of its batch; `(NO_TIMESTAMP, -1)` if there is none.
+    pub fn largest_timestamp_after(&self, starting_position: u64) -> Result<TimestampOffset> {
+        let mut best = TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: -1,
+        };
+        for h in self.headers_from(starting_position) {
+            let h = h?;
+            if h.max_timestamp > best.timestamp {
+                best = TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                };
+            }
+        }
+        Ok(best)
+    }
+
+    /// Kafka's `truncateTo`: cuts the file to `target_size` bytes and returns the bytes removed.
+    /// A target above the current size is [`SegmentError::InvalidTruncation`].
+    pub fn truncate_to(&mut self, target_size: u64) -> Result<u64> {
+        if target_size > self.size {
+            return Err(SegmentError::InvalidTruncation {
+                path: self.path.clone(),
+                target: i64::try_from(target_size).unwrap_or(i64::MAX),
+                current: i64::try_from(self.size).unwrap_or(i64::MAX),
+            });
+        }
+        let removed = self.size - target_size;
+        if removed > 0 || self.handle.len()? > target_size {
+            // Invariant 3 of MmapFile: unmap before the length changes.
+            self.map = None;
+            self.handle.set_len(target_size)?;
+            self.size = target_size;
+        }
+        Ok(removed)
+    }
+
+    /// Makes the appended bytes durable (`fdatasync`).
+    pub fn flush(&self) -> Result<()> {
+        self.handle.sync_data()
+    }
+}

@@ -1,0 +1,771 @@
+//! The multi-segment log of one partition (Kafka's `LocalLog` plus the segment-deletion part of
+//! `UnifiedLog`).
+//!
+//! # Concurrency
+//!
+//! [`LocalLog`] is `Send + Sync`; every method takes `&self`. The segments live behind one
+//! `RwLock`: appends, rolls, truncations and deletions take the write lock, reads take the read
+//! lock. An append holds the write lock only for the write call and the index update of its
+//! batches, and a segment's size advances only after the whole append was written, so a reader
+//! can never observe part of a batch. Reads of sealed segments borrow from the segment's
+//! read-only map inside [`LocalLog::read_with`]; [`LocalLog::read`] returns an owned copy.
+//!
+//! # Loading
+//!
+//! [`LocalLog::open_with`] is a minimal loader: it deletes `*.deleted` leftovers, opens every
+//! `<base>.log`, recovers (with the caller's visitor) the segment containing the recovery point,
+//! every later one, and any whose index fails its sanity check; if a recovery cut bytes, all
+//! later segments are deleted (Kafka's `LogLoader.recoverLog`). `.cleaned`/`.swap` handling and
+//! producer state belong to the recovery crate's loader.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use record_format::{Batches, IterEnd, RecordBatch};
+
+use crate::error::{Result, SegmentError};
+use crate::file_name::{parse_file_name, FileKind, TempSuffix};
+use crate::file_records::TimestampAndOffset;
+use crate::index::AbortedTxn;
+use crate::io::{StdFs, Storage};
+use crate::lock::DirLock;
+use crate::segment::{
+    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RollParams, RollReason,
+    SegmentConfig, SegmentContext, SystemClock,
+};
+
+/// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes` (default 1 GiB).
+    pub segment_bytes: u64,
+    /// `segment.ms` (default 7 days).
+    pub segment_ms: i64,
+    /// `segment.jitter.ms` applied to every segment (Kafka draws one at random per segment; a
+    /// fixed value keeps tests deterministic). Default 0.
+    pub segment_jitter_ms: i64,
+    /// `index.interval.bytes` (default 4096).
+    pub index_interval_bytes: u32,
+    /// `segment.index.bytes` (default 10 MiB).
+    pub max_index_size: u64,
+    /// `retention.bytes` (default -1: unlimited).
+    pub retention_bytes: i64,
+    /// `retention.ms` (default 7 days; -1: unlimited).
+    pub retention_ms: i64,
+    /// Where recovery writes the bytes it cuts (`None`: the partition directory).
+    pub quarantine_dir: Option<PathBuf>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            segment_jitter_ms: 0,
+            index_interval_bytes: 4096,
+            max_index_size: crate::index::DEFAULT_MAX_INDEX_SIZE,
+            retention_bytes: -1,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            quarantine_dir: None,
+        }
+    }
+}
+
+/// The environment of a log: storage seam and clock.
+#[derive(Debug, Clone)]
+pub struct LogEnv {
+    /// Storage every `.log`/`.txnindex` write goes through.
+    pub storage: Arc<dyn Storage>,
+    /// Time source for rolls and retention.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for LogEnv {
+    fn default() -> Self {
+        LogEnv {
+            storage: Arc::new(StdFs),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Base offset of the first batch.
+    pub first_offset: i64,
+    /// Last offset of the last batch.
+    pub last_offset: i64,
+    /// Largest batch max timestamp.
+    pub max_timestamp: i64,
+    /// Where the records were written.
+    pub position: LogOffsetMetadata,
+    /// If the append rolled first: the new segment's base offset and why (the caller takes its
+    /// producer-state snapshot named after that base).
+    pub rolled: Option<(i64, RollReason)>,
+}
+
+/// An owned read result: whole batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchData {
+    /// Where the fetch started.
+    pub fetch_offset_metadata: LogOffsetMetadata,
+    /// Whole batches.
+    pub records: Vec<u8>,
+    /// The first batch did not fit `max_bytes`.
+    pub first_entry_incomplete: bool,
+}
+
+/// Summary of one segment, for iteration without holding the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Base offset.
+    pub base_offset: i64,
+    /// `.log` size in bytes.
+    pub size: u64,
+    /// Largest timestamp (max timestamp, or creation time if none).
+    pub largest_timestamp: i64,
+    /// Offset-index entries.
+    pub index_entries: usize,
+    /// Time-index entries.
+    pub time_index_entries: usize,
+}
+
+#[derive(Debug)]
+struct Inner {
+    segments: BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    recovery_point: i64,
+    dir_dirty: bool,
+}
+
+/// The segments of one partition directory.
+#[derive(Debug)]
+pub struct LocalLog {
+    dir: PathBuf,
+    config: LogConfig,
+    ctx: SegmentContext,
+    inner: RwLock<Inner>,
+}
+
+fn no_producer_state(_: &RecordBatch<'_>) -> Result<Option<AbortedTxn>> {
+    Ok(None)
+}
+
+struct Summary {
+    first_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+}
+
+impl LocalLog {
+    /// Opens (or initialises) the log in `dir` on the real file system with the system clock and
+    /// no producer-state visitor (segments that need recovery get their indexes rebuilt and an
+    /// empty transaction index).
+    pub fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> Result<LocalLog> {
+        Self::open_with(
+            dir,
+            config,
+            recovery_point,
+            LogEnv::default(),
+            &mut no_producer_state,
+        )
+    }
+
+    /// Opens the log in `dir`; see the module docs. Takes the directory's [`DirLock`] (held for
+    /// the life of the log). An empty directory gets one empty segment at offset 0.
+    pub fn open_with(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        env: LogEnv,
+        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>>,
+    ) -> Result<LocalLog> {
+        env.storage.create_dir_all(dir)?;
+        let lock = DirLock::acquire(dir)?;
+        let dir = dir.to_path_buf();
+        let ctx = SegmentContext {
+            storage: Arc::clone(&env.storage),
+            lock,
+            clock: Arc::clone(&env.clock),
+            config: SegmentConfig {
+                index_interval_bytes: config.index_interval_bytes,
+                max_index_size: config.max_index_size,
+            },
+        };
+        let quarantine = config.quarantine_dir.clone().unwrap_or_else(|| dir.clone());
+
+        // Leftovers of interrupted deletions, and the list of segments.
+        let mut bases = Vec::new();
+        for name in env.storage.list_dir(&dir)? {
+            let Ok(parsed) = parse_file_name(&name) else {
+                continue;
+            };
+            match (parsed.kind, parsed.temp) {
+                (_, Some(TempSuffix::Deleted)) => env.storage.remove_file(&dir.join(&name))?,
+                (FileKind::Log, None) => bases.push(parsed.base_offset),
+                _ => {}
+            }
+        }
+        bases.sort_unstable();
+
+        let mut segments = BTreeMap::new();
+        let recover_from = bases
+            .iter()
+            .copied()
+            .take_while(|&b| b <= recovery_point)
+            .last()
+            .unwrap_or(i64::MIN);
+        let mut cut = false;
+        for base in bases {
+            if cut {
+                LogSegment::open(&ctx, &dir, base)?.delete()?;
+                continue;
+            }
+            let mut seg = LogSegment::open(&ctx, &dir, base)?;
+            let needs_recovery = base >= recover_from || seg.sanity_check().is_err();
+            if needs_recovery {
+                let outcome: RecoveryOutcome = seg.recover(visitor, &quarantine)?;
+                cut = outcome.truncated_bytes > 0;
+            }
+            segments.insert(base, seg);
+        }
+        if segments.is_empty() {
+            let seg = LogSegment::create(&ctx, &dir, 0)?;
+            segments.insert(0, seg);
+        }
+        let mut log_end_offset = 0;
+        let last_base = segments.keys().next_back().copied().unwrap_or(0);
+        for (&base, seg) in segments.iter_mut() {
+            if base == last_base {
+                seg.resize_indexes(config.max_index_size)?;
+                log_end_offset = seg.read_next_offset()?;
+            } else {
+                seg.map_log()?;
+            }
+        }
+        let log_start_offset = segments.keys().next().copied().unwrap_or(0);
+        env.storage.sync_dir(&dir)?;
+        Ok(LocalLog {
+            dir,
+            config,
+            ctx,
+            inner: RwLock::new(Inner {
+                segments,
+                log_start_offset,
+                log_end_offset,
+                recovery_point: recovery_point.min(log_end_offset),
+                dir_dirty: false,
+            }),
+        })
+    }
+
+    fn read_inner(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write_inner(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    /// The offset after the last appended batch.
+    pub fn log_end_offset(&self) -> i64 {
+        self.read_inner().log_end_offset
+    }
+    /// The first offset readable.
+    pub fn log_start_offset(&self) -> i64 {
+        self.read_inner().log_start_offset
+    }
+    /// Everything below this offset is durable.
+    pub fn recovery_point(&self) -> i64 {
+        self.read_inner().recovery_point
+    }
+    /// Base offset of the active (last) segment.
+    pub fn active_segment_base(&self) -> i64 {
+        self.read_inner()
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0)
+    }
+    /// Total size of all segments' `.log` files.
+    pub fn size(&self) -> u64 {
+        self.read_inner()
+            .segments
+            .values()
+            .map(LogSegment::size)
+            .sum()
+    }
+    /// A summary of every segment, in base-offset order.
+    pub fn segments(&self) -> Vec<SegmentInfo> {
+        self.read_inner()
+            .segments
+            .values()
+            .map(|s| SegmentInfo {
+                base_offset: s.base_offset(),
+                size: s.size(),
+                largest_timestamp: s.largest_timestamp(),
+                index_entries: s.offset_index().entries(),
+                time_index_entries: s.time_index().entries(),
+            })
+            .collect()
+    }
+    /// Runs `f` over the segments (in base-offset order) under the read lock.
+    pub fn with_segments<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = &LogSegment>) -> R,
+    ) -> R {
+        let inner = self.read_inner();
+        f(&mut inner.segments.values())
+    }
+
+    fn summarize(&self, records: &[u8]) -> Result<Summary> {
+        let mut s: Option<Summary> = None;
+        let mut it = Batches::new(records, 0);
+        for e in &mut it {
+            let e = e.map_err(|error| SegmentError::Format {
+                path: self.dir.clone(),
+                error,
+            })?;
+            let (max_ts, base) = match &e {
+                record_format::LogEntry::V2(b) => (b.max_timestamp(), b.base_offset()),
+                record_format::LogEntry::Legacy(l) => (-1, l.offset()),
+            };
+            let last = e.last_offset();
+            match &mut s {
+                None => {
+                    s = Some(Summary {
+                        first_offset: base,
+                        last_offset: last,
+                        max_timestamp: max_ts,
+                        offset_of_max_timestamp: last,
+                    })
+                }
+                Some(s) => {
+                    if base <= s.last_offset {
+                        return Err(SegmentError::UnexpectedAppendOffset {
+                            path: self.dir.clone(),
+                            first_offset: base,
+                            expected: s.last_offset + 1,
+                        });
+                    }
+                    s.last_offset = last;
+                    if max_ts > s.max_timestamp {
+                        s.max_timestamp = max_ts;
+                        s.offset_of_max_timestamp = last;
+                    }
+                }
+            }
+        }
+        if let Some(IterEnd::IncompleteTrailing { position, bytes }) = it.stopped_at() {
+            return Err(SegmentError::Format {
+                path: self.dir.clone(),
+                error: record_format::FormatError::new(
+                    record_format::FormatErrorKind::Truncated {
+                        need: record_format::wire::RECORD_BATCH_OVERHEAD as u64,
+                        have: *bytes,
+                    },
+                    *position,
+                ),
+            });
+        }
+        s.ok_or_else(|| SegmentError::Format {
+            path: self.dir.clone(),
+            error: record_format::FormatError::new(
+                record_format::FormatErrorKind::Truncated {
+                    need: record_format::wire::RECORD_BATCH_OVERHEAD as u64,
+                    have: records.len() as u64,
+                },
+                0,
+            ),
+        })
+    }
+
+    /// Appends whole batches whose offsets are already assigned (the first at or above the log
+    /// end offset, increasing). Rolls first if the active segment meets a roll condition.
+    pub fn append(&self, records: &[u8]) -> Result<AppendOutcome> {
+        let s = self.summarize(records)?;
+        if records.len() as u64 > self.config.segment_bytes {
+            return Err(SegmentError::RecordsTooLarge {
+                size: records.len() as u64,
+                max: self.config.segment_bytes,
+            });
+        }
+        let mut inner = self.write_inner();
+        if s.first_offset < inner.log_end_offset {
+            return Err(SegmentError::UnexpectedAppendOffset {
+                path: self.dir.clone(),
+                first_offset: s.first_offset,
+                expected: inner.log_end_offset,
+            });
+        }
+        let params = RollParams {
+            max_segment_bytes: self.config.segment_bytes,
+            max_segment_ms: self.config.segment_ms,
+            roll_jitter_ms: self.config.segment_jitter_ms,
+            max_timestamp_in_messages: s.max_timestamp,
+            max_offset_in_messages: s.last_offset,
+            messages_size: records.len() as u64,
+            now_ms: self.ctx.clock.now_ms(),
+        };
+        let reason = active_mut(&mut inner)?.should_roll(&params)?;
+        let rolled = match reason {
+            Some(r) => Some((self.roll_locked(&mut inner, Some(s.first_offset))?, r)),
+            None => None,
+        };
+        let seg = active_mut(&mut inner)?;
+        let position = seg.append(
+            s.last_offset,
+            s.max_timestamp,
+            s.offset_of_max_timestamp,
+            records,
+        )?;
+        let base = seg.base_offset();
+        inner.log_end_offset = s.last_offset + 1;
+        Ok(AppendOutcome {
+            first_offset: s.first_offset,
+            last_offset: s.last_offset,
+            max_timestamp: s.max_timestamp,
+            position: LogOffsetMetadata {
+                message_offset: s.first_offset,
+                segment_base_offset: base,
+                relative_position_in_segment: position,
+            },
+            rolled,
+        })
+    }
+
+    /// Kafka's `roll`: seals the active segment and starts a new one at
+    /// `max(expected_next_offset, log end offset)`. Returns the new base offset.
+    pub fn roll(&self, expected_next_offset: Option<i64>) -> Result<i64> {
+        let mut inner = self.write_inner();
+        self.roll_locked(&mut inner, expected_next_offset)
+    }
+
+    fn roll_locked(&self, inner: &mut Inner, expected_next_offset: Option<i64>) -> Result<i64> {
+        let new_offset = expected_next_offset.unwrap_or(0).max(inner.log_end_offset);
+        if let Some((&base, seg)) = inner.segments.iter().next_back() {
+            if base == new_offset && seg.size() == 0 {
+                // Kafka recreates the empty active segment.
+                if let Some(old) = inner.segments.remove(&base) {
+                    old.delete()?;
+                }
+            } else if base >= new_offset {
+                return Err(SegmentError::SegmentExists {
+                    path: seg.log().path().to_path_buf(),
+                    base_offset: new_offset,
+                });
+            } else if let Some(seg) = inner.segments.get_mut(&base) {
+                seg.on_become_inactive_segment()?;
+            }
+        }
+        let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
+        inner.segments.insert(new_offset, seg);
+        inner.dir_dirty = true;
+        Ok(new_offset)
+    }
+
+    /// Reads whole batches from the batch containing `start_offset`, at most `max_bytes` (at
+    /// least one batch if `min_one_message`), crossing into later segments when the segment
+    /// holding `start_offset` has nothing at or above it. `f` sees records borrowed from a sealed
+    /// segment's map (zero-copy) or copied from the active segment, under the read lock.
+    pub fn read_with<R>(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        f: impl FnOnce(FetchDataInfo<'_>) -> R,
+    ) -> Result<R> {
+        let inner = self.read_inner();
+        let end = inner.log_end_offset;
+        let out_of_range = || SegmentError::OffsetOutOfRange {
+            offset: start_offset,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: end,
+        };
+        if start_offset > end || start_offset < inner.log_start_offset {
+            return Err(out_of_range());
+        }
+        let empty_at_end = |base: i64, size: u64| FetchDataInfo {
+            fetch_offset_metadata: LogOffsetMetadata {
+                message_offset: end,
+                segment_base_offset: base,
+                relative_position_in_segment: size,
+            },
+            records: std::borrow::Cow::Borrowed(&[][..]),
+            first_entry_incomplete: false,
+        };
+        let (active_base, active_size) = inner
+            .segments
+            .values()
+            .next_back()
+            .map_or((0, 0), |s| (s.base_offset(), s.size()));
+        if start_offset == end {
+            return Ok(f(empty_at_end(active_base, active_size)));
+        }
+        let floor = inner
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map(|(&b, _)| b)
+            .ok_or_else(out_of_range)?;
+        for seg in inner.segments.range(floor..).map(|(_, s)| s) {
+            if let Some(info) = seg.read(start_offset, max_bytes, None, min_one_message)? {
+                return Ok(f(info));
+            }
+        }
+        Ok(f(empty_at_end(active_base, active_size)))
+    }
+
+    /// [`Self::read_with`] returning an owned copy.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+    ) -> Result<FetchData> {
+        self.read_with(start_offset, max_bytes, min_one_message, |info| FetchData {
+            fetch_offset_metadata: info.fetch_offset_metadata,
+            records: info.records.into_owned(),
+            first_entry_incomplete: info.first_entry_incomplete,
+        })
+    }
+
+    /// Kafka's `fetchOffsetByTimestamp` for a real timestamp: the first record with timestamp
+    /// `>= timestamp` at or after the log start offset, searching the first segment whose largest
+    /// timestamp reaches it.
+    pub fn fetch_offset_by_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>> {
+        let inner = self.read_inner();
+        let Some(seg) = inner
+            .segments
+            .values()
+            .find(|s| s.largest_timestamp() >= timestamp)
+        else {
+            return Ok(None);
+        };
+        seg.find_offset_by_timestamp(timestamp, inner.log_start_offset)
+    }
+
+    /// Kafka's `truncateTo`: removes every batch from the one containing `target` on (which must
+    /// be a batch boundary). A negative target is [`SegmentError::InvalidTruncation`]; a target at
+    /// or past the log end offset is a no-op. Returns whether anything was removed.
+    pub fn truncate_to(&self, target: i64) -> Result<bool> {
+        if target < 0 {
+            return Err(SegmentError::InvalidTruncation {
+                path: self.dir.clone(),
+                target,
+                current: self.log_end_offset(),
+            });
+        }
+        let mut inner = self.write_inner();
+        if target >= inner.log_end_offset {
+            return Ok(false);
+        }
+        let first_base = inner.segments.keys().next().copied().unwrap_or(0);
+        if first_base > target {
+            self.truncate_fully_locked(&mut inner, target)?;
+            return Ok(true);
+        }
+        let later: Vec<i64> = inner
+            .segments
+            .range(target + 1..)
+            .map(|(&b, _)| b)
+            .collect();
+        for b in later {
+            if let Some(seg) = inner.segments.remove(&b) {
+                seg.delete()?;
+            }
+        }
+        active_mut(&mut inner)?.truncate_to(target)?;
+        inner.log_end_offset = target;
+        inner.log_start_offset = inner.log_start_offset.min(target);
+        inner.recovery_point = inner.recovery_point.min(target);
+        inner.dir_dirty = true;
+        Ok(true)
+    }
+
+    /// Kafka's `truncateFullyAndStartAt`: deletes every segment and starts an empty one at
+    /// `new_offset`, which becomes the log start and end offset.
+    pub fn truncate_fully_and_start_at(&self, new_offset: i64) -> Result<()> {
+        let mut inner = self.write_inner();
+        self.truncate_fully_locked(&mut inner, new_offset)
+    }
+
+    fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
+        for (_, seg) in std::mem::take(&mut inner.segments) {
+            seg.delete()?;
+        }
+        let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
+        inner.segments.insert(new_offset, seg);
+        inner.log_start_offset = new_offset;
+        inner.log_end_offset = new_offset;
+        inner.recovery_point = new_offset;
+        inner.dir_dirty = true;
+        Ok(())
+    }
+
+    /// Kafka's `maybeIncrementLogStartOffset`: raises the log start offset (never lowers it).
+    /// Above the log end offset is [`SegmentError::OffsetOutOfRange`]. Segments wholly below it
+    /// are deleted by the next [`Self::delete_old_segments`].
+    pub fn increment_log_start_offset(&self, new_start: i64) -> Result<bool> {
+        let mut inner = self.write_inner();
+        if new_start > inner.log_end_offset {
+            return Err(SegmentError::OffsetOutOfRange {
+                offset: new_start,
+                log_start_offset: inner.log_start_offset,
+                log_end_offset: inner.log_end_offset,
+            });
+        }
+        if new_start > inner.log_start_offset {
+            inner.log_start_offset = new_start;
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    /// Kafka's `deleteOldSegments`: deletes, oldest first, segments that breach retention by time
+    /// (`now - largest timestamp > retention.ms`), by size (total size minus the segment still
+    /// `>= retention.bytes`) or lie wholly below the log start offset (the next segment's base
+    /// `<= log start offset`). Deletion stops at the first segment that breaches nothing, never
+    /// passes `high_watermark` (a segment is deletable only if the next base, or the log end
+    /// offset for the last, is `<= high_watermark`) and never deletes an empty active segment;
+    /// if every segment goes, a new empty one is rolled first. Returns the number deleted.
+    pub fn delete_old_segments(&self, high_watermark: i64) -> Result<usize> {
+        let now = self.ctx.clock.now_ms();
+        let mut inner = self.write_inner();
+        let mut total = 0usize;
+        // Kafka runs the three predicates one after the other.
+        for rule in [Rule::Time, Rule::Size, Rule::StartOffset] {
+            total += self.delete_by_rule(&mut inner, rule, now, high_watermark)?;
+        }
+        Ok(total)
+    }
+
+    fn delete_by_rule(&self, inner: &mut Inner, rule: Rule, now: i64, hw: i64) -> Result<usize> {
+        let total_size: u64 = inner.segments.values().map(LogSegment::size).sum();
+        let mut size_diff = match rule {
+            Rule::Size if self.config.retention_bytes >= 0 => {
+                let r = self.config.retention_bytes as u64;
+                if total_size < r {
+                    return Ok(0);
+                }
+                total_size - r
+            }
+            Rule::Size => return Ok(0),
+            Rule::Time if self.config.retention_ms < 0 => return Ok(0),
+            _ => 0,
+        };
+        let bases: Vec<i64> = inner.segments.keys().copied().collect();
+        let mut deletable = Vec::new();
+        for (i, &base) in bases.iter().enumerate() {
+            let Some(seg) = inner.segments.get(&base) else {
+                break;
+            };
+            let next = bases.get(i + 1).copied();
+            let upper = next.unwrap_or(inner.log_end_offset);
+            let last_and_empty = next.is_none() && seg.size() == 0;
+            let breach = match rule {
+                Rule::Time => {
+                    now.saturating_sub(seg.largest_timestamp()) > self.config.retention_ms
+                }
+                Rule::Size => {
+                    if size_diff >= seg.size() {
+                        size_diff -= seg.size();
+                        true
+                    } else {
+                        false
+                    }
+                }
+                Rule::StartOffset => next.is_some_and(|n| n <= inner.log_start_offset),
+            };
+            if hw >= upper && breach && !last_and_empty {
+                deletable.push(base);
+            } else {
+                break;
+            }
+        }
+        if deletable.is_empty() {
+            return Ok(0);
+        }
+        if deletable.len() == inner.segments.len() {
+            self.roll_locked(inner, None)?;
+        }
+        for base in &deletable {
+            if let Some(seg) = inner.segments.remove(base) {
+                seg.delete()?;
+            }
+        }
+        if let Some(&first) = inner.segments.keys().next() {
+            inner.log_start_offset = inner.log_start_offset.max(first);
+        }
+        Ok(deletable.len())
+    }
+
+    /// Kafka's `flush(offset)`: flushes the segments holding offsets in
+    /// `[recovery point, up_to_offset)` (and the directory, if segments were created or deleted
+    /// since the last flush), then advances the recovery point to `up_to_offset` (capped at the
+    /// log end offset).
+    pub fn flush(&self, up_to_offset: i64) -> Result<()> {
+        let mut inner = self.write_inner();
+        let up_to = up_to_offset.min(inner.log_end_offset);
+        if up_to <= inner.recovery_point {
+            return Ok(());
+        }
+        let from = inner
+            .segments
+            .range(..=inner.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(&b, _)| b);
+        for (_, seg) in inner.segments.range(from..up_to) {
+            seg.flush()?;
+        }
+        if inner.dir_dirty {
+            self.ctx.storage.sync_dir(&self.dir)?;
+            inner.dir_dirty = false;
+        }
+        inner.recovery_point = up_to;
+        Ok(())
+    }
+
+    /// Flushes everything and closes every segment (trimming indexes).
+    pub fn close(self) -> Result<()> {
+        let inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
+        for (_, seg) in inner.segments {
+            seg.close()?;
+        }
+        self.ctx.storage.sync_dir(&self.dir)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rule {
+    Time,
+    Size,
+    StartOffset,
+}
+
+fn active_mut(inner: &mut Inner) -> Result<&mut LogSegment> {
+    let (start, end) = (inner.log_start_offset, inner.log_end_offset);
+    inner
+        .segments
+        .values_mut()
+        .next_back()
+        .ok_or(SegmentError::OffsetOutOfRange {
+            offset: end,
+            log_start_offset: start,
+            log_end_offset: end,
+        })
+}

@@ -1,0 +1,921 @@
+//! One segment: a `.log` and its offset, time and transaction indexes (Kafka's `LogSegment`).
+//!
+//! ```text
+//! <dir>/<20-digit base>.log        FileRecords: the batches (all writes through Storage)
+//! <dir>/<20-digit base>.index      OffsetIndex: (lastOffset - base, batch start position), sparse
+//! <dir>/<20-digit base>.timeindex  TimeIndex:   (max timestamp so far, its batch's lastOffset - base)
+//! <dir>/<20-digit base>.txnindex   TransactionIndex: aborted transactions (through Storage)
+//! ```
+//!
+//! Index maintenance is Kafka's (≥ 3.7, per batch): before each batch is accounted, if more than
+//! `index.interval.bytes` bytes were appended since the last index entry, an offset-index entry
+//! `(batch.lastOffset, batch start position)` and a time-index entry `(maxTimestampSoFar,
+//! offsetOfMaxTimestampSoFar)` are written and the counter resets; then the batch's size is added
+//! to the counter. [`LogSegment::recover`] applies the same rule to `validBytes - lastIndexEntry`,
+//! so a recovered segment has the indexes an uninterrupted append produced.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
+use record_format::{Batches, FormatError, FormatErrorKind, IterEnd, LogEntry, RecordBatch};
+
+use crate::error::{Result, SegmentError};
+use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
+use crate::file_records::{whole_batches_len, FileRecords, LogOffsetPosition, TimestampAndOffset};
+use crate::index::{
+    AbortedTxn, FilePosition, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex,
+    TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
+};
+use crate::io::{OpenMode, Storage};
+use crate::lock::DirLock;
+
+/// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
+pub trait Clock: Send + Sync + fmt::Debug {
+    /// Milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+    }
+}
+
+/// A clock that only moves when told to.
+#[derive(Debug, Default)]
+pub struct ManualClock(AtomicI64);
+
+impl ManualClock {
+    /// A clock reading `now_ms`.
+    pub fn new(now_ms: i64) -> Self {
+        ManualClock(AtomicI64::new(now_ms))
+    }
+    /// Sets the time.
+    pub fn set(&self, now_ms: i64) {
+        self.0.store(now_ms, Ordering::SeqCst);
+    }
+    /// Moves the time forward by `ms`.
+    pub fn advance(&self, ms: i64) {
+        self.0.fetch_add(ms, Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// Per-segment settings (Kafka: `index.interval.bytes`, `segment.index.bytes`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentConfig {
+    /// Bytes between offset-index entries (default 4096).
+    pub index_interval_bytes: u32,
+    /// Preallocated size of the offset and time indexes (default 10 MiB).
+    pub max_index_size: u64,
+}
+
+impl Default for SegmentConfig {
+    fn default() -> Self {
+        SegmentConfig {
+            index_interval_bytes: 4096,
+            max_index_size: DEFAULT_MAX_INDEX_SIZE,
+        }
+    }
+}
+
+/// What a segment needs from its surroundings: the storage the `.log` and `.txnindex` are
+/// written through, the directory lock (which the mapped indexes require), a clock and the
+/// settings.
+#[derive(Debug, Clone)]
+pub struct SegmentContext {
+    /// Storage for the `.log`, `.txnindex` and quarantine files.
+    pub storage: Arc<dyn Storage>,
+    /// The partition directory's lock.
+    pub lock: DirLock,
+    /// Time source for segment creation times.
+    pub clock: Arc<dyn Clock>,
+    /// Index settings.
+    pub config: SegmentConfig,
+}
+
+/// Inputs of [`LogSegment::should_roll`] (Kafka `RollParams`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RollParams {
+    /// `segment.bytes`.
+    pub max_segment_bytes: u64,
+    /// `segment.ms`.
+    pub max_segment_ms: i64,
+    /// The segment's random jitter subtracted from `segment.ms`.
+    pub roll_jitter_ms: i64,
+    /// Max timestamp of the records about to be appended.
+    pub max_timestamp_in_messages: i64,
+    /// Last offset of the records about to be appended.
+    pub max_offset_in_messages: i64,
+    /// Size of the records about to be appended.
+    pub messages_size: u64,
+    /// Current time.
+    pub now_ms: i64,
+}
+
+/// Why a segment must be rolled (the four conditions of Kafka's `shouldRoll`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RollReason {
+    /// `size > segment.bytes - messagesSize`.
+    Size,
+    /// The segment is not empty and older than `segment.ms - jitter` (by the first batch's max
+    /// timestamp vs the incoming max timestamp, or by wall clock since creation).
+    Time,
+    /// No free offset-index slot.
+    OffsetIndexFull,
+    /// No free time-index slot (the last is kept for the roll entry).
+    TimeIndexFull,
+    /// The incoming last offset does not fit 32 bits relative to the base offset.
+    OffsetOverflow,
+}
+
+/// Kafka's `LogOffsetMetadata`: an offset and where in which segment its batch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogOffsetMetadata {
+    /// The offset.
+    pub message_offset: i64,
+    /// Base offset of the segment.
+    pub segment_base_offset: i64,
+    /// Byte position in the segment.
+    pub relative_position_in_segment: u64,
+}
+
+/// The result of a read (Kafka `FetchDataInfo`); `records` holds whole batches only.
+#[derive(Debug, Clone)]
+pub struct FetchDataInfo<'a> {
+    /// Where the fetch started.
+    pub fetch_offset_metadata: LogOffsetMetadata,
+    /// Whole batches, borrowed from the segment's map when sealed, else copied.
+    pub records: Cow<'a, [u8]>,
+    /// The first batch did not fit `max_size` (and `min_one_message` was off), so `records` is
+    /// empty.
+    pub first_entry_incomplete: bool,
+}
+
+/// What [`LogSegment::recover`] found and did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryOutcome {
+    /// Bytes of valid batches kept.
+    pub valid_bytes: u64,
+    /// Bytes cut from the end of the `.log` (Kafka's return value).
+    pub truncated_bytes: u64,
+    /// Number of valid batches.
+    pub batches: u64,
+    /// Last offset of the last valid batch, if any.
+    pub last_offset: Option<i64>,
+    /// Largest batch max timestamp and the last offset of its batch (`(-1, base)` if none).
+    pub max_timestamp: TimestampOffset,
+    /// Where the valid prefix ends and why: a corrupt batch (CRC, length, magic) or an
+    /// incomplete trailing batch (`Truncated`). `None` when every byte was valid.
+    pub truncated_at: Option<(u64, FormatError)>,
+    /// The file holding the cut bytes (`<base>.log.cut-<position>` in the quarantine directory),
+    /// written and synced before the `.log` was truncated.
+    pub quarantine_file: Option<PathBuf>,
+}
+
+/// One segment of a partition log.
+#[derive(Debug)]
+pub struct LogSegment {
+    base_offset: i64,
+    dir: PathBuf,
+    ctx: SegmentContext,
+    log: FileRecords,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    txn_index: TransactionIndex,
+    bytes_since_last_index_entry: u64,
+    rolling_based_timestamp: Option<i64>,
+    created_ms: i64,
+    max_timestamp_so_far: TimestampOffset,
+}
+
+impl LogSegment {
+    fn build(ctx: &SegmentContext, dir: &Path, base_offset: i64, mode: OpenMode) -> Result<Self> {
+        let log = FileRecords::open(
+            ctx.storage.as_ref(),
+            &segment_file_path(dir, base_offset, FileKind::Log),
+            mode,
+        )?;
+        let offset_index = OffsetIndex::open(
+            &ctx.lock,
+            &segment_file_path(dir, base_offset, FileKind::Index),
+            base_offset,
+            ctx.config.max_index_size,
+            true,
+        )?;
+        let time_index = TimeIndex::open(
+            &ctx.lock,
+            &segment_file_path(dir, base_offset, FileKind::TimeIndex),
+            base_offset,
+            ctx.config.max_index_size,
+            true,
+        )?;
+        let txn_index = TransactionIndex::open(
+            Arc::clone(&ctx.storage),
+            &segment_file_path(dir, base_offset, FileKind::TxnIndex),
+            base_offset,
+        )?;
+        let max_timestamp_so_far = time_index.last_entry();
+        Ok(LogSegment {
+            base_offset,
+            dir: dir.to_path_buf(),
+            ctx: ctx.clone(),
+            log,
+            offset_index,
+            time_index,
+            txn_index,
+            bytes_since_last_index_entry: 0,
+            rolling_based_timestamp: None,
+            created_ms: ctx.clock.now_ms(),
+            max_timestamp_so_far,
+        })
+    }
+
+    /// Creates a new, empty segment at `base_offset` in `dir`. Stale index files at the new
+    /// names are removed first (as `LocalLog.roll` does); an existing `.log` is an error
+    /// (`AlreadyExists`).
+    pub fn create(ctx: &SegmentContext, dir: &Path, base_offset: i64) -> Result<Self> {
+        let log = segment_file_path(dir, base_offset, FileKind::Log);
+        if ctx.storage.exists(&log)? {
+            return Err(SegmentError::io(
+                log,
+                "create",
+                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            ));
+        }
+        for kind in [FileKind::Index, FileKind::TimeIndex] {
+            remove_os_file_if_exists(&segment_file_path(dir, base_offset, kind))?;
+        }
+        let txn = segment_file_path(dir, base_offset, FileKind::TxnIndex);
+        if ctx.storage.exists(&txn)? {
+            ctx.storage.remove_file(&txn)?;
+        }
+        Self::build(ctx, dir, base_offset, OpenMode::CreateNew)
+    }
+
+    /// Opens the existing segment at `base_offset` in `dir`. Missing offset/time indexes are
+    /// created empty (preallocated); existing ones are taken as they are (`len / entry size`
+    /// entries): run [`Self::sanity_check`], and [`Self::recover`] if it fails.
+    pub fn open(ctx: &SegmentContext, dir: &Path, base_offset: i64) -> Result<Self> {
+        Self::build(ctx, dir, base_offset, OpenMode::ReadWrite)
+    }
+
+    /// The base offset.
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    /// Size of the `.log` in bytes.
+    pub fn size(&self) -> u64 {
+        self.log.size()
+    }
+    /// The `.log`.
+    pub fn log(&self) -> &FileRecords {
+        &self.log
+    }
+    /// The offset index.
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+    /// The time index.
+    pub fn time_index(&self) -> &TimeIndex {
+        &self.time_index
+    }
+    /// The transaction index.
+    pub fn txn_index(&self) -> &TransactionIndex {
+        &self.txn_index
+    }
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// Largest batch max timestamp appended so far (`-1` if none).
+    pub fn max_timestamp_so_far(&self) -> i64 {
+        self.max_timestamp_so_far.timestamp
+    }
+    /// Last offset of the batch holding [`Self::max_timestamp_so_far`].
+    pub fn offset_of_max_timestamp_so_far(&self) -> i64 {
+        self.max_timestamp_so_far.offset
+    }
+    /// When this segment object was created (ms).
+    pub fn created_ms(&self) -> i64 {
+        self.created_ms
+    }
+    /// Kafka's `largestTimestamp`: the max timestamp so far if known, else the creation time
+    /// (Kafka uses the file's mtime; the storage seam has no mtime).
+    pub fn largest_timestamp(&self) -> i64 {
+        if self.max_timestamp_so_far.timestamp >= 0 {
+            self.max_timestamp_so_far.timestamp
+        } else {
+            self.created_ms
+        }
+    }
+
+    /// Whether `offset` fits the indexes' 32-bit relative offsets.
+    pub fn can_convert_to_relative_offset(&self, offset: i64) -> bool {
+        self.offset_index.can_append_offset(offset)
+    }
+
+    fn ensure_offset_in_range(&self, offset: i64) -> Result<()> {
+        if self.can_convert_to_relative_offset(offset) {
+            Ok(())
+        } else {
+            Err(SegmentError::OffsetOverflow {
+                path: self.log.path().to_path_buf(),
+                offset,
+                base_offset: self.base_offset,
+            })
+        }
+    }
+
+    /// Kafka's `append`: writes `records` (whole v2 batches with offsets assigned, all
+    /// `<= largest_offset`) and maintains the indexes per batch. `largest_timestamp` becomes
+    /// the rolling base timestamp if the segment was empty; `(largest_timestamp,
+    /// offset_of_max_timestamp)` raise the max timestamp so far if the per-batch values did not
+    /// already. Returns the position the records were written at. Malformed framing is
+    /// rejected before anything is written.
+    pub fn append(
+        &mut self,
+        largest_offset: i64,
+        largest_timestamp: i64,
+        offset_of_max_timestamp: i64,
+        records: &[u8],
+    ) -> Result<u64> {
+        let mut position = self.log.size();
+        if records.is_empty() {
+            return Ok(position);
+        }
+        self.ensure_offset_in_range(largest_offset)?;
+        let end = position + records.len() as u64;
+        if end > i32::MAX as u64 {
+            return Err(SegmentError::PositionOverflow {
+                path: self.log.path().to_path_buf(),
+                position: end,
+            });
+        }
+        check_framing(self.log.path(), records, position)?;
+        if position == 0 {
+            self.rolling_based_timestamp = Some(largest_timestamp);
+        }
+        let start = self.log.append(records)?;
+        for h in headers_in(records, start) {
+            if h.max_timestamp > self.max_timestamp_so_far.timestamp {
+                self.max_timestamp_so_far = TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                };
+            }
+            if self.bytes_since_last_index_entry > u64::from(self.ctx.config.index_interval_bytes) {
+                self.offset_index
+                    .append(h.last_offset, FilePosition(position as u32))?;
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far.timestamp,
+                    self.max_timestamp_so_far.offset,
+                    false,
+                )?;
+                self.bytes_since_last_index_entry = 0;
+            }
+            position += u64::from(h.size);
+            self.bytes_since_last_index_entry += u64::from(h.size);
+        }
+        if largest_timestamp > self.max_timestamp_so_far.timestamp {
+            self.max_timestamp_so_far = TimestampOffset {
+                timestamp: largest_timestamp,
+                offset: offset_of_max_timestamp,
+            };
+        }
+        Ok(start)
+    }
+
+    /// Kafka's `translateOffset`: the batch containing `offset` (the first whose last offset is
+    /// `>= offset`), searching from the index entry or `starting_position`, whichever is later.
+    pub fn translate_offset(
+        &self,
+        offset: i64,
+        starting_position: u64,
+    ) -> Result<Option<LogOffsetPosition>> {
+        let mapping = self.offset_index.lookup(offset);
+        self.log.search_for_offset_with_size(
+            offset,
+            u64::from(mapping.position.0).max(starting_position),
+        )
+    }
+
+    /// Kafka's `read`, cut to whole batches: from the batch containing `start_offset`, at most
+    /// `max_size` bytes (at least the first batch if `min_one_message`) and not past
+    /// `max_position` (default: the segment size). `None` if `start_offset` is past the
+    /// segment's last batch.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> Result<Option<FetchDataInfo<'_>>> {
+        let Some(start) = self.translate_offset(start_offset, 0)? else {
+            return Ok(None);
+        };
+        let meta = LogOffsetMetadata {
+            message_offset: start_offset,
+            segment_base_offset: self.base_offset,
+            relative_position_in_segment: start.position,
+        };
+        let adjusted = if min_one_message {
+            max_size.max(start.size as usize)
+        } else {
+            max_size
+        };
+        let max_position = max_position.unwrap_or(self.size()).min(self.size());
+        let empty = |incomplete| FetchDataInfo {
+            fetch_offset_metadata: meta,
+            records: Cow::Borrowed(&[][..]),
+            first_entry_incomplete: incomplete,
+        };
+        if adjusted == 0 || max_position <= start.position {
+            return Ok(Some(empty(false)));
+        }
+        let fetch_size = ((max_position - start.position) as usize).min(adjusted);
+        let bytes = self.log.read(start.position, fetch_size)?;
+        let whole = whole_batches_len(&bytes);
+        if whole == 0 {
+            return Ok(Some(empty(adjusted < start.size as usize)));
+        }
+        let records = match bytes {
+            Cow::Borrowed(b) => Cow::Borrowed(b.get(..whole).unwrap_or_default()),
+            Cow::Owned(mut v) => {
+                v.truncate(whole);
+                Cow::Owned(v)
+            }
+        };
+        Ok(Some(FetchDataInfo {
+            fetch_offset_metadata: meta,
+            records,
+            first_entry_incomplete: false,
+        }))
+    }
+
+    /// Kafka's `readNextOffset`: the offset after the last batch (the base offset if empty).
+    pub fn read_next_offset(&self) -> Result<i64> {
+        let from = u64::from(self.offset_index.last_entry().position.0);
+        let mut next = self.base_offset;
+        for h in self.log.headers_from(from) {
+            next = h?.next_offset();
+        }
+        Ok(next)
+    }
+
+    /// Kafka's `hasOverflow`: the segment holds an offset that does not fit 32 bits relative to
+    /// its base (possible in segments written by old Kafka versions).
+    pub fn has_overflow(&self) -> Result<bool> {
+        let next = self.read_next_offset()?;
+        Ok(next > self.base_offset && !self.can_convert_to_relative_offset(next - 1))
+    }
+
+    /// Kafka's `findOffsetByTimestamp`: the first record with timestamp `>= timestamp` and
+    /// offset `>= starting_offset`, starting the scan from the time and offset indexes.
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let to = self.time_index.lookup(timestamp);
+        let position = self
+            .offset_index
+            .lookup(to.offset.max(starting_offset))
+            .position;
+        self.log
+            .search_for_timestamp(timestamp, u64::from(position.0), starting_offset)
+    }
+
+    fn load_first_batch_timestamp(&mut self) -> Result<()> {
+        if self.rolling_based_timestamp.is_none() {
+            if let Some(h) = self.log.headers_from(0).next() {
+                self.rolling_based_timestamp = Some(h?.max_timestamp);
+            }
+        }
+        Ok(())
+    }
+
+    fn time_waited_for_roll(&mut self, now_ms: i64, message_timestamp: i64) -> Result<i64> {
+        self.load_first_batch_timestamp()?;
+        Ok(match self.rolling_based_timestamp {
+            Some(ts) if ts >= 0 => message_timestamp.saturating_sub(ts),
+            _ => now_ms.saturating_sub(self.created_ms),
+        })
+    }
+
+    /// Kafka's `shouldRoll`, naming the first condition that holds.
+    pub fn should_roll(&mut self, p: &RollParams) -> Result<Option<RollReason>> {
+        let reached_roll_ms = self.time_waited_for_roll(p.now_ms, p.max_timestamp_in_messages)?
+            > p.max_segment_ms.saturating_sub(p.roll_jitter_ms);
+        let size = i128::from(self.size());
+        Ok(
+            if size > i128::from(p.max_segment_bytes) - i128::from(p.messages_size) {
+                Some(RollReason::Size)
+            } else if size > 0 && reached_roll_ms {
+                Some(RollReason::Time)
+            } else if self.offset_index.is_full() {
+                Some(RollReason::OffsetIndexFull)
+            } else if self.time_index.is_full() {
+                Some(RollReason::TimeIndexFull)
+            } else if !self.can_convert_to_relative_offset(p.max_offset_in_messages) {
+                Some(RollReason::OffsetOverflow)
+            } else {
+                None
+            },
+        )
+    }
+
+    fn force_final_time_index_entry(&mut self) -> Result<()> {
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far.timestamp,
+            self.max_timestamp_so_far.offset,
+            true,
+        )?;
+        Ok(())
+    }
+
+    /// Kafka's `onBecomeInactiveSegment`: writes the final time-index entry (the max timestamp
+    /// so far), trims both indexes to their entries, and (on a real file system) maps the `.log`
+    /// read-only so later reads are zero-copy.
+    pub fn on_become_inactive_segment(&mut self) -> Result<()> {
+        self.force_final_time_index_entry()?;
+        self.offset_index.trim_to_valid_size()?;
+        self.time_index.trim_to_valid_size()?;
+        self.map_log()
+    }
+
+    /// Maps the `.log` read-only if the storage is a real file system (a no-op otherwise).
+    pub fn map_log(&mut self) -> Result<()> {
+        if self.ctx.storage.supports_mmap() {
+            self.log.map_read_only(&self.ctx.lock)?;
+        }
+        Ok(())
+    }
+
+    /// Resizes both mapped indexes (e.g. back to `max_index_size` when a segment becomes the
+    /// active one again after loading).
+    pub fn resize_indexes(&mut self, size: u64) -> Result<()> {
+        self.offset_index.resize(size)?;
+        self.time_index.resize(size)?;
+        Ok(())
+    }
+
+    /// Kafka's `updateTxnIndex` for an aborted transaction: appends it to the transaction index.
+    pub fn update_txn_index(&mut self, aborted: &AbortedTxn) -> Result<()> {
+        self.txn_index.append(aborted)
+    }
+
+    /// Aborted transactions overlapping `[fetch_offset, upper_bound_offset)`.
+    pub fn collect_aborted_txns(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<TxnIndexSearchResult> {
+        self.txn_index
+            .collect_aborted_txns(fetch_offset, upper_bound_offset)
+    }
+
+    /// Kafka's `sanityCheck`: the offset, time and transaction index checks.
+    pub fn sanity_check(&self) -> Result<()> {
+        self.offset_index.sanity_check()?;
+        self.time_index.sanity_check()?;
+        self.txn_index.sanity_check()
+    }
+
+    /// Kafka's batch-aligned `truncateTo`: removes every batch from the one containing `offset`
+    /// on, truncates all three indexes to `offset`, resizes the mapped indexes back to their max
+    /// size (the segment becomes the active one) and returns the bytes cut from the `.log`.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<u64> {
+        let mapping = self.translate_offset(offset, 0)?;
+        self.offset_index.truncate_to(offset);
+        self.time_index.truncate_to(offset);
+        self.txn_index.truncate_to(offset)?;
+        self.offset_index
+            .resize(self.offset_index.max_index_size())?;
+        self.time_index.resize(self.time_index.max_index_size())?;
+        let truncated = match mapping {
+            Some(m) => self.log.truncate_to(m.position)?,
+            None => 0,
+        };
+        self.log.unmap();
+        if self.log.size() == 0 {
+            self.created_ms = self.ctx.clock.now_ms();
+            self.rolling_based_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        if self.max_timestamp_so_far.timestamp >= 0 {
+            self.max_timestamp_so_far = self.read_largest_timestamp()?;
+        }
+        Ok(truncated)
+    }
+
+    fn read_largest_timestamp(&self) -> Result<TimestampOffset> {
+        let last = self.time_index.last_entry();
+        let position = self.offset_index.lookup(last.offset).position;
+        let after = self.log.largest_timestamp_after(u64::from(position.0))?;
+        Ok(if after.timestamp > last.timestamp {
+            after
+        } else {
+            last
+        })
+    }
+
+    /// Kafka's `recover`: resets the three indexes, re-validates every batch (framing and CRC),
+    /// rebuilds the offset and time indexes by the append rule, and calls `visitor` with each
+    /// valid v2 batch in order; an [`AbortedTxn`] it returns is appended to the transaction
+    /// index. Legacy (magic 0/1) entries are indexed but not visited. Scanning stops at the first
+    /// invalid or incomplete batch.
+    ///
+    /// Recovery never silently destroys data: the bytes past the valid prefix are first written
+    /// to `<quarantine_dir>/<base>.log.cut-<position>` through the storage, synced (file and
+    /// directory), and only then is the `.log` truncated. Afterwards the indexes are trimmed
+    /// (with the final time-index entry), as Kafka leaves them.
+    ///
+    /// Errors: an offset that does not fit the segment ([`SegmentError::OffsetOverflow`]),
+    /// offsets that go backwards ([`SegmentError::InvalidOffset`]), I/O, or the visitor's error.
+    pub fn recover<E: From<SegmentError>>(
+        &mut self,
+        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> std::result::Result<Option<AbortedTxn>, E>,
+        quarantine_dir: &Path,
+    ) -> std::result::Result<RecoveryOutcome, E> {
+        self.offset_index.reset()?;
+        self.time_index.reset()?;
+        self.txn_index.reset()?;
+        self.max_timestamp_so_far = TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: self.base_offset,
+        };
+        let was_mapped = self.log.is_mapped();
+        if self.ctx.storage.supports_mmap() {
+            // Zero-copy scan; a failure to map just means reading into a buffer.
+            let _ = self.log.map_read_only(&self.ctx.lock);
+        }
+        let interval = u64::from(self.ctx.config.index_interval_bytes);
+        let mut valid_bytes = 0u64;
+        let mut last_index_entry = 0u64;
+        let mut batches = 0u64;
+        let mut last_offset = None;
+        let truncated_at;
+        {
+            let data = self.log.batches_from(0)?;
+            let mut it = data.iter().validate_crc(true);
+            let mut error = None;
+            for entry in &mut it {
+                let entry = match entry {
+                    Ok(e) => e,
+                    Err(e) => {
+                        error = Some(e);
+                        break;
+                    }
+                };
+                let last = entry.last_offset();
+                self.ensure_offset_in_range(last)?;
+                let max_ts = match &entry {
+                    LogEntry::V2(b) => b.max_timestamp(),
+                    LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
+                        .next()
+                        .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
+                };
+                if max_ts > self.max_timestamp_so_far.timestamp {
+                    self.max_timestamp_so_far = TimestampOffset {
+                        timestamp: max_ts,
+                        offset: last,
+                    };
+                }
+                if valid_bytes - last_index_entry > interval {
+                    self.offset_index
+                        .append(last, FilePosition(valid_bytes as u32))?;
+                    self.time_index.maybe_append(
+                        self.max_timestamp_so_far.timestamp,
+                        self.max_timestamp_so_far.offset,
+                        false,
+                    )?;
+                    last_index_entry = valid_bytes;
+                }
+                valid_bytes += entry.size_in_bytes() as u64;
+                batches += 1;
+                last_offset = Some(last);
+                if let LogEntry::V2(batch) = &entry {
+                    if let Some(aborted) = visitor(batch)? {
+                        self.txn_index.append(&aborted)?;
+                    }
+                }
+            }
+            truncated_at = match (error, it.stopped_at()) {
+                (Some(e), _) => Some((e.position, e)),
+                (None, Some(IterEnd::IncompleteTrailing { position, bytes })) => {
+                    let rest = data
+                        .bytes()
+                        .get(usize::try_from(*position).unwrap_or(usize::MAX)..)
+                        .unwrap_or_default();
+                    let need = if rest.len() >= 12 {
+                        12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
+                    } else {
+                        RECORD_BATCH_OVERHEAD as u64
+                    };
+                    let e = FormatError::new(
+                        FormatErrorKind::Truncated { need, have: *bytes },
+                        *position,
+                    );
+                    Some((*position, e))
+                }
+                _ => None,
+            };
+        }
+        let truncated_bytes = self.log.size() - valid_bytes;
+        let mut quarantine_file = None;
+        if truncated_bytes > 0 {
+            let path = quarantine_dir.join(quarantine_file_name(self.base_offset, valid_bytes));
+            let cut = self.log.read(valid_bytes, truncated_bytes as usize)?;
+            let f = self.ctx.storage.open(&path, OpenMode::CreateTruncate)?;
+            f.write_at(0, &cut)?;
+            f.sync_all()?;
+            self.ctx.storage.sync_dir(quarantine_dir)?;
+            quarantine_file = Some(path);
+        }
+        self.log.truncate_to(valid_bytes)?;
+        if was_mapped {
+            self.log.map_read_only(&self.ctx.lock)?;
+        } else {
+            self.log.unmap();
+        }
+        self.offset_index.trim_to_valid_size()?;
+        self.force_final_time_index_entry()?;
+        self.time_index.trim_to_valid_size()?;
+        Ok(RecoveryOutcome {
+            valid_bytes,
+            truncated_bytes,
+            batches,
+            last_offset,
+            max_timestamp: self.max_timestamp_so_far,
+            truncated_at,
+            quarantine_file,
+        })
+    }
+
+    /// Kafka's `flush`: makes the `.log`, both mapped indexes and the transaction index durable.
+    pub fn flush(&self) -> Result<()> {
+        self.log.flush()?;
+        self.offset_index.flush()?;
+        self.time_index.flush()?;
+        self.txn_index.flush()
+    }
+
+    /// Kafka's `close`: the final time-index entry, trimmed indexes, a flushed `.log`.
+    pub fn close(mut self) -> Result<()> {
+        if self.max_timestamp_so_far.timestamp >= 0 {
+            self.force_final_time_index_entry()?;
+        }
+        self.log.flush()?;
+        self.txn_index.flush()?;
+        let LogSegment {
+            offset_index,
+            time_index,
+            ..
+        } = self;
+        offset_index.close()?;
+        time_index.close()
+    }
+
+    /// Deletes the segment's files: each is first renamed to `<name>.deleted` (what a loader
+    /// cleans up if a crash interrupts), the directory synced, then the files removed. The
+    /// mapped indexes live on the real file system (see [`crate::io`]) and are renamed there.
+    pub fn delete(self) -> Result<()> {
+        let LogSegment {
+            base_offset,
+            dir,
+            ctx,
+            log,
+            offset_index,
+            time_index,
+            txn_index,
+            ..
+        } = self;
+        drop((log, offset_index, time_index, txn_index));
+        let mut renamed = Vec::new();
+        for kind in [FileKind::Log, FileKind::TxnIndex] {
+            let p = segment_file_path(&dir, base_offset, kind);
+            if ctx.storage.exists(&p)? {
+                let to = deleted_path(&p);
+                ctx.storage.rename(&p, &to)?;
+                renamed.push((true, to));
+            }
+        }
+        for kind in [FileKind::Index, FileKind::TimeIndex] {
+            let p = segment_file_path(&dir, base_offset, kind);
+            if p.exists() {
+                let to = deleted_path(&p);
+                std::fs::rename(&p, &to).map_err(|e| SegmentError::io(&p, "rename", e))?;
+                renamed.push((false, to));
+            }
+        }
+        ctx.storage.sync_dir(&dir)?;
+        for (through_storage, p) in renamed {
+            if through_storage {
+                ctx.storage.remove_file(&p)?;
+            } else {
+                std::fs::remove_file(&p).map_err(|e| SegmentError::io(&p, "remove_file", e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn deleted_path(p: &Path) -> PathBuf {
+    let mut s = p.as_os_str().to_os_string();
+    s.push(DELETED_FILE_SUFFIX);
+    PathBuf::from(s)
+}
+
+fn remove_os_file_if_exists(p: &Path) -> Result<()> {
+    match std::fs::remove_file(p) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(SegmentError::io(p, "remove_file", e)),
+    }
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    b.get(at..at + 4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
+/// Checks that `records` is a sequence of whole batches with readable headers.
+fn check_framing(path: &Path, records: &[u8], position: u64) -> Result<()> {
+    let mut it = Batches::new(records, position);
+    for e in &mut it {
+        if let Err(error) = e {
+            return Err(SegmentError::Format {
+                path: path.to_path_buf(),
+                error,
+            });
+        }
+    }
+    match it.stopped_at() {
+        Some(IterEnd::IncompleteTrailing { position, bytes }) => Err(SegmentError::Format {
+            path: path.to_path_buf(),
+            error: FormatError::new(
+                FormatErrorKind::Truncated {
+                    need: RECORD_BATCH_OVERHEAD as u64,
+                    have: *bytes,
+                },
+                *position,
+            ),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Headers of the (already checked) batches in `records`, positions starting at `start`.
+pub(crate) fn headers_in(
+    records: &[u8],
+    start: u64,
+) -> impl Iterator<Item = crate::file_records::BatchHeader> + '_ {
+    Batches::new(records, start).map_while(|e| {
+        let e = e.ok()?;
+        let (max_timestamp, partition_leader_epoch, base_offset) = match &e {
+            LogEntry::V2(b) => (
+                b.max_timestamp(),
+                b.partition_leader_epoch(),
+                b.base_offset(),
+            ),
+            LogEntry::Legacy(l) => {
+                let ts = if l.magic() == 1 {
+                    l.as_bytes()
+                        .get(18..26)
+                        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                        .map_or(NO_TIMESTAMP, i64::from_be_bytes)
+                } else {
+                    NO_TIMESTAMP
+                };
+                (ts, -1, l.offset())
+            }
+        };
+        Some(crate::file_records::BatchHeader {
+            position: e.position(),
+            size: e.size_in_bytes() as u32,
+            magic: e.magic(),
+            base_offset,
+            last_offset: e.last_offset(),
+            max_timestamp,
+            partition_leader_epoch,
+        })
+    })
+}

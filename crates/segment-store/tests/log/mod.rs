@@ -1,0 +1,1204 @@
+//! `.log`, `LogSegment` and `LocalLog` on real files in temp dirs (and the `.log` on
+//! `SimulatedFs`).
+//!
+//! Invariants checked: re-appending Kafka-written batches reproduces the fixture `.log` byte for
+//! byte; the `.index`/`.timeindex` bytes equal entries derived independently from Kafka's rules
+//! (entry when more than `index.interval.bytes` were appended since the last one, keyed by the
+//! batch's last offset and start position; time entries only when the max timestamp grows, plus
+//! the final entry on close); recovery rebuilds the same indexes, keeps the valid prefix and
+//! quarantines what it cuts; reads return whole batches only, even while another thread appends.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use record_format::{Batches, FormatErrorKind, LogEntry, RecordBatchBuilder};
+use segment_store::file_name::{quarantine_file_name, segment_file_path, FileKind};
+use segment_store::{
+    DirLock, IndexCorruption, LocalLog, LogConfig, LogEnv, LogSegment, ManualClock, RollParams,
+    RollReason, SegmentConfig, SegmentContext, SegmentError, StdFs, Storage,
+};
+
+const FIXTURES: [&str; 10] = [
+    "gzip",
+    "headers-nulls",
+    "idempotent",
+    "kraft-control",
+    "log-append-time",
+    "lz4",
+    "plain",
+    "snappy",
+    "transactional",
+    "zstd",
+];
+
+fn fixture(name: &str) -> Vec<u8> {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../testdata/kafka-clients")
+        .join(format!("{name}.log"));
+    std::fs::read(p).unwrap()
+}
+
+/// (position, size, last offset, max timestamp, base offset) of every batch.
+#[derive(Debug, Clone, Copy)]
+struct B {
+    pos: u64,
+    size: u64,
+    base: i64,
+    last: i64,
+    max_ts: i64,
+}
+
+fn batches_of(log: &[u8]) -> Vec<B> {
+    Batches::new(log, 0)
+        .map(|e| {
+            let Ok(LogEntry::V2(b)) = e else {
+                panic!("{e:?}")
+            };
+            B {
+                pos: b.position(),
+                size: b.size_in_bytes() as u64,
+                base: b.base_offset(),
+                last: b.last_offset(),
+                max_ts: b.max_timestamp(),
+            }
+        })
+        .collect()
+}
+
+fn slice(log: &[u8], b: &B) -> Vec<u8> {
+    log[b.pos as usize..(b.pos + b.size) as usize].to_vec()
+}
+
+/// Kafka's index rules computed from scratch: the trimmed `.index` and `.timeindex` bytes after
+/// appending `batches` one per append and closing the segment.
+fn expected_indexes(base: i64, batches: &[B], interval: u64) -> (Vec<u8>, Vec<u8>) {
+    let (mut index, mut time) = (Vec::new(), Vec::new());
+    let mut since = 0u64;
+    let (mut max_ts, mut max_off) = (-1i64, base);
+    let mut last_time_ts = -1i64;
+    let push_time = |time: &mut Vec<u8>, last: &mut i64, ts: i64, off: i64| {
+        if ts > *last {
+            time.extend_from_slice(&ts.to_be_bytes());
+            time.extend_from_slice(&((off - base) as i32).to_be_bytes());
+            *last = ts;
+        }
+    };
+    for b in batches {
+        if b.max_ts > max_ts {
+            (max_ts, max_off) = (b.max_ts, b.last);
+        }
+        if since > interval {
+            index.extend_from_slice(&((b.last - base) as i32).to_be_bytes());
+            index.extend_from_slice(&(b.pos as u32).to_be_bytes());
+            push_time(&mut time, &mut last_time_ts, max_ts, max_off);
+            since = 0;
+        }
+        since += b.size;
+    }
+    push_time(&mut time, &mut last_time_ts, max_ts, max_off);
+    (index, time)
+}
+
+fn ctx(lock: &DirLock, interval: u32, max_index_size: u64) -> SegmentContext {
+    SegmentContext {
+        storage: Arc::new(StdFs),
+        lock: lock.clone(),
+        clock: Arc::new(ManualClock::new(1_000_000)),
+        config: SegmentConfig {
+            index_interval_bytes: interval,
+            max_index_size,
+        },
+    }
+}
+
+fn read_file(dir: &Path, base: i64, kind: FileKind) -> Vec<u8> {
+    std::fs::read(segment_file_path(dir, base, kind)).unwrap()
+}
+
+/// A batch of `n` records with 100-byte values at `offset`, timestamps from `ts`.
+fn batch(offset: i64, n: i64, ts: i64) -> Vec<u8> {
+    let mut b = RecordBatchBuilder::new(offset).partition_leader_epoch(0);
+    for i in 0..n {
+        b.append(ts + i, Some(b"key"), Some(&[7u8; 100]), &[])
+            .unwrap();
+    }
+    b.build()
+}
+
+/// `count` batches of `per` records from offset 0, timestamps increasing by `ts_step` per batch.
+fn batches(count: i64, per: i64, ts0: i64, ts_step: i64) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| batch(i * per, per, ts0 + i * ts_step))
+        .collect()
+}
+
+fn append_batch(seg: &mut LogSegment, bytes: &[u8]) -> u64 {
+    let b = batches_of(bytes);
+    let last = b.last().unwrap();
+    let max = b.iter().max_by_key(|b| b.max_ts).unwrap();
+    seg.append(last.last, max.max_ts, max.last, bytes).unwrap()
+}
+
+fn config(segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes,
+        index_interval_bytes: 200,
+        max_index_size: 4096,
+        ..LogConfig::default()
+    }
+}
+
+fn env(clock: &Arc<ManualClock>) -> LogEnv {
+    LogEnv {
+        storage: Arc::new(StdFs),
+        clock: clock.clone(),
+    }
+}
+
+fn open_log(dir: &Path, cfg: LogConfig, clock: &Arc<ManualClock>) -> LocalLog {
+    LocalLog::open_with(dir, cfg, i64::MAX, env(clock), &mut |_| Ok(None)).unwrap()
+}
+
+/// Every batch in `bytes` is whole and CRC-valid; returns their (base, last) offsets.
+fn whole_valid(bytes: &[u8]) -> Vec<(i64, i64)> {
+    let mut it = Batches::new(bytes, 0).validate_crc(true);
+    let out: Vec<_> = (&mut it)
+        .map(|e| {
+            let e = e.unwrap();
+            (e.as_v2().unwrap().base_offset(), e.last_offset())
+        })
+        .collect();
+    assert_eq!(
+        it.stopped_at(),
+        Some(&record_format::IterEnd::Complete),
+        "partial batch in a read"
+    );
+    out
+}
+
+mod segment {
+    use super::*;
+
+    #[test]
+    fn reappending_kafka_batches_reproduces_the_fixture_and_kafka_indexes() {
+        for name in FIXTURES {
+            let log = fixture(name);
+            let bs = batches_of(&log);
+            for interval in [0u32, 100, 1000, 4096] {
+                let dir = tempfile::tempdir().unwrap();
+                let lock = DirLock::acquire(dir.path()).unwrap();
+                let base = bs[0].base;
+                let mut seg =
+                    LogSegment::create(&ctx(&lock, interval, 1 << 20), dir.path(), base).unwrap();
+                for b in &bs {
+                    let pos = seg
+                        .append(b.last, b.max_ts, b.last, &slice(&log, b))
+                        .unwrap();
+                    assert_eq!(pos, b.pos);
+                }
+                assert_eq!(seg.read_next_offset().unwrap(), bs.last().unwrap().last + 1);
+                seg.close().unwrap();
+                assert_eq!(read_file(dir.path(), base, FileKind::Log), log, "{name}");
+                let (index, time) = expected_indexes(base, &bs, u64::from(interval));
+                assert_eq!(
+                    read_file(dir.path(), base, FileKind::Index),
+                    index,
+                    "{name} {interval}"
+                );
+                assert_eq!(
+                    read_file(dir.path(), base, FileKind::TimeIndex),
+                    time,
+                    "{name} {interval}"
+                );
+
+                // Recovery rebuilds exactly the same index files.
+                let mut seg =
+                    LogSegment::open(&ctx(&lock, interval, 1 << 20), dir.path(), base).unwrap();
+                let mut visited = Vec::new();
+                let out = seg
+                    .recover(
+                        &mut |b| {
+                            visited.push(b.base_offset());
+                            Ok::<_, SegmentError>(None)
+                        },
+                        dir.path(),
+                    )
+                    .unwrap();
+                assert_eq!(out.valid_bytes, log.len() as u64);
+                assert_eq!((out.truncated_bytes, out.truncated_at), (0, None));
+                assert_eq!(out.quarantine_file, None);
+                assert_eq!(out.batches, bs.len() as u64);
+                assert_eq!(visited, bs.iter().map(|b| b.base).collect::<Vec<_>>());
+                seg.close().unwrap();
+                assert_eq!(read_file(dir.path(), base, FileKind::Index), index);
+                assert_eq!(read_file(dir.path(), base, FileKind::TimeIndex), time);
+            }
+        }
+    }
+
+    #[test]
+    fn several_batches_in_one_append_index_per_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let all: Vec<u8> = batches(20, 5, 1_000, 10).concat();
+        let bs = batches_of(&all);
+        let mut seg = LogSegment::create(&ctx(&lock, 300, 1 << 20), dir.path(), 0).unwrap();
+        seg.append(99, bs[19].max_ts, 99, &all).unwrap();
+        seg.close().unwrap();
+        let (index, time) = expected_indexes(0, &bs, 300);
+        assert!(index.len() >= 8 * 5);
+        assert_eq!(read_file(dir.path(), 0, FileKind::Index), index);
+        assert_eq!(read_file(dir.path(), 0, FileKind::TimeIndex), time);
+    }
+
+    #[test]
+    fn append_rejects_bad_input_before_writing() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let mut seg = LogSegment::create(&ctx(&lock, 0, 1 << 20), dir.path(), 100).unwrap();
+        let b = batch(100, 3, 5);
+        let err = seg.append(102, 7, 102, &b[..b.len() - 1]).unwrap_err();
+        assert!(
+            matches!(&err, SegmentError::Format { error, .. }
+                if matches!(error.kind, FormatErrorKind::Truncated { .. })),
+            "{err:?}"
+        );
+        let err = seg
+            .append(100 + i64::from(i32::MAX) + 1, 7, 0, &b)
+            .unwrap_err();
+        assert!(
+            matches!(err, SegmentError::OffsetOverflow { offset, base_offset: 100, .. }
+                if offset == 100 + i64::from(i32::MAX) + 1),
+            "{err:?}"
+        );
+        assert_eq!(seg.size(), 0);
+        let err = seg.append(99, 7, 99, &batch(99, 1, 5)).unwrap_err();
+        assert!(
+            matches!(err, SegmentError::OffsetOverflow { .. }),
+            "{err:?}"
+        );
+        assert!(matches!(
+            LogSegment::create(&ctx(&lock, 0, 1 << 20), dir.path(), 100),
+            Err(SegmentError::Io { .. })
+        ));
+    }
+
+    #[test]
+    fn translate_read_and_timestamp_lookup() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let bs_bytes = batches(30, 4, 10_000, 100);
+        let mut seg = LogSegment::create(&ctx(&lock, 500, 1 << 20), dir.path(), 0).unwrap();
+        for b in &bs_bytes {
+            append_batch(&mut seg, b);
+        }
+        let all = bs_bytes.concat();
+        let bs = batches_of(&all);
+        for (i, b) in bs.iter().enumerate() {
+            for off in b.base..=b.last {
+                let t = seg.translate_offset(off, 0).unwrap().unwrap();
+                assert_eq!(
+                    (t.position, t.base_offset, t.last_offset),
+                    (b.pos, b.base, b.last)
+                );
+                // Read one batch at a time: exactly that batch.
+                let r = seg
+                    .read(off, b.size as usize, None, false)
+                    .unwrap()
+                    .unwrap();
+                assert_eq!(&*r.records, &all[b.pos as usize..(b.pos + b.size) as usize]);
+                assert_eq!(r.fetch_offset_metadata.relative_position_in_segment, b.pos);
+                // One byte short: nothing, flagged incomplete; min_one_message returns it anyway.
+                let r = seg
+                    .read(off, b.size as usize - 1, None, false)
+                    .unwrap()
+                    .unwrap();
+                assert!(r.records.is_empty() && r.first_entry_incomplete);
+                let r = seg.read(off, 1, None, true).unwrap().unwrap();
+                assert_eq!(r.records.len() as u64, b.size);
+                // A size ending mid-batch is cut to whole batches.
+                let r = seg
+                    .read(off, (b.size * 2 + 7) as usize, None, false)
+                    .unwrap()
+                    .unwrap();
+                let want = bs[i..].iter().take(2).map(|b| b.size).sum::<u64>();
+                assert_eq!(r.records.len() as u64, want);
+                whole_valid(&r.records);
+            }
+            // Timestamp of the batch's 3rd record.
+            let ts = 10_000 + i as i64 * 100 + 2;
+            let found = seg.find_offset_by_timestamp(ts, 0).unwrap().unwrap();
+            assert_eq!((found.timestamp, found.offset), (ts, b.base + 2));
+            assert_eq!(found.leader_epoch, Some(0));
+        }
+        assert!(seg.read(120, 1000, None, false).unwrap().is_none());
+        assert!(seg.find_offset_by_timestamp(1 << 50, 0).unwrap().is_none());
+        // The active segment's reads are copies; sealed ones borrow from the map.
+        let r = seg.read(0, 100_000, None, false).unwrap().unwrap();
+        assert!(matches!(r.records, std::borrow::Cow::Owned(_)));
+        seg.on_become_inactive_segment().unwrap();
+        let r = seg.read(0, 100_000, None, false).unwrap().unwrap();
+        assert!(matches!(r.records, std::borrow::Cow::Borrowed(_)));
+        assert_eq!(&*r.records, &all[..]);
+        let r = seg
+            .read(0, 100_000, Some(bs[3].pos + 5), false)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.records.len() as u64, bs[3].pos);
+    }
+
+    #[test]
+    fn truncate_to_every_batch_boundary() {
+        let bs_bytes = batches(25, 3, 50_000, 7);
+        let all = bs_bytes.concat();
+        let bs = batches_of(&all);
+        for k in 0..bs.len() {
+            let dir = tempfile::tempdir().unwrap();
+            let lock = DirLock::acquire(dir.path()).unwrap();
+            let c = ctx(&lock, 300, 1 << 20);
+            let mut seg = LogSegment::create(&c, dir.path(), 0).unwrap();
+            for b in &bs_bytes {
+                append_batch(&mut seg, b);
+            }
+            seg.on_become_inactive_segment().unwrap();
+            let cut = seg.truncate_to(bs[k].base).unwrap();
+            assert_eq!(cut, all.len() as u64 - bs[k].pos);
+            assert_eq!(seg.size(), bs[k].pos);
+            assert_eq!(seg.read_next_offset().unwrap(), bs[k].base);
+            // Indexes hold only entries below the target, each pointing at its batch.
+            let idx = seg.offset_index();
+            assert_eq!(idx.max_entries(), (1 << 20) / 8, "resized back to max");
+            for n in 0..idx.entries() {
+                let e = idx.entry(n).unwrap();
+                assert!(e.offset < bs[k].base);
+                assert!(bs
+                    .iter()
+                    .any(|b| b.last == e.offset && b.pos == u64::from(e.position.0)));
+            }
+            let tidx = seg.time_index();
+            for n in 0..tidx.entries() {
+                assert!(tidx.entry(n).unwrap().offset < bs[k].base);
+            }
+            let expect_max = bs[..k].iter().map(|b| b.max_ts).max().unwrap_or(-1);
+            assert_eq!(seg.max_timestamp_so_far(), expect_max);
+            if k > 0 {
+                let r = seg.read(0, 1 << 20, None, false).unwrap().unwrap();
+                assert_eq!(&*r.records, &all[..bs[k].pos as usize]);
+            }
+            // Appending again continues cleanly.
+            append_batch(&mut seg, &batch(bs[k].base, 3, 99_999));
+            assert_eq!(seg.read_next_offset().unwrap(), bs[k].base + 3);
+            seg.close().unwrap();
+            assert_eq!(
+                &read_file(dir.path(), 0, FileKind::Log)[..bs[k].pos as usize],
+                &all[..bs[k].pos as usize]
+            );
+        }
+    }
+
+    #[test]
+    fn should_roll_conditions() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let mut seg = LogSegment::create(&ctx(&lock, 0, 48), dir.path(), 0).unwrap();
+        let b = batch(0, 2, 1_000);
+        let size = b.len() as u64;
+        let params = |ts: i64, off: i64, msg: u64, now: i64| RollParams {
+            max_segment_bytes: 10 * size,
+            max_segment_ms: 1_000,
+            roll_jitter_ms: 100,
+            max_timestamp_in_messages: ts,
+            max_offset_in_messages: off,
+            messages_size: msg,
+            now_ms: now,
+        };
+        // Empty segment: nothing but size can roll it; time needs a non-empty segment.
+        assert_eq!(
+            seg.should_roll(&params(1_000_000, 1, size, 0)).unwrap(),
+            None
+        );
+        assert_eq!(
+            seg.should_roll(&params(0, 1, 10 * size + 1, 0)).unwrap(),
+            Some(RollReason::Size)
+        );
+        append_batch(&mut seg, &b);
+        // Size: current size > max - incoming.
+        assert_eq!(
+            seg.should_roll(&params(1_001, 3, 9 * size, 0)).unwrap(),
+            None
+        );
+        assert_eq!(
+            seg.should_roll(&params(1_001, 3, 9 * size + 1, 0)).unwrap(),
+            Some(RollReason::Size)
+        );
+        // Time: incoming max timestamp vs the first batch's (1_000) > segment.ms - jitter (900).
+        assert_eq!(seg.should_roll(&params(1_901, 3, 1, 0)).unwrap(), None);
+        assert_eq!(
+            seg.should_roll(&params(1_902, 3, 1, 0)).unwrap(),
+            Some(RollReason::Time)
+        );
+        // Offset overflow.
+        assert_eq!(
+            seg.should_roll(&params(1_001, i64::from(i32::MAX) + 1, 1, 0))
+                .unwrap(),
+            Some(RollReason::OffsetOverflow)
+        );
+        // Offset index full: 48 bytes = 6 entries; equal timestamps keep the time index at 1.
+        let mut off = 2;
+        while seg.offset_index().entries() < 6 {
+            append_batch(&mut seg, &batch(off, 2, 0));
+            off += 2;
+        }
+        assert_eq!(
+            seg.should_roll(&params(1_001, off, 1, 0)).unwrap(),
+            Some(RollReason::OffsetIndexFull)
+        );
+
+        // Time index full: 48 bytes = 4 slots, the last reserved.
+        let mut seg = LogSegment::create(&ctx(&lock, 0, 48), dir.path(), 1000).unwrap();
+        let mut off = 1000;
+        for ts in 0..3 {
+            append_batch(&mut seg, &batch(off, 1, 10 + ts));
+            off += 1;
+        }
+        assert_eq!(seg.time_index().entries(), 2);
+        append_batch(&mut seg, &batch(off, 1, 20));
+        assert_eq!(
+            seg.should_roll(&params(20, off + 1, 1, 0)).unwrap(),
+            Some(RollReason::TimeIndexFull)
+        );
+
+        // Without timestamps, the wall clock since creation decides.
+        let clock = Arc::new(ManualClock::new(5_000));
+        let c = SegmentContext {
+            clock: clock.clone(),
+            ..ctx(&lock, 0, 1 << 20)
+        };
+        let mut seg = LogSegment::create(&c, dir.path(), 5000).unwrap();
+        append_batch(&mut seg, &batch(5000, 1, -1));
+        assert_eq!(seg.should_roll(&params(-1, 5001, 1, 5_900)).unwrap(), None);
+        assert_eq!(
+            seg.should_roll(&params(-1, 5001, 1, 5_901)).unwrap(),
+            Some(RollReason::Time)
+        );
+    }
+
+    #[test]
+    fn recover_keeps_valid_prefix_quarantines_the_rest_and_rebuilds_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let c = ctx(&lock, 400, 1 << 20);
+        let bs_bytes = batches(40, 3, 7_000, 3);
+        let all = bs_bytes.concat();
+        let bs = batches_of(&all);
+        let mut seg = LogSegment::create(&c, dir.path(), 0).unwrap();
+        for b in &bs_bytes {
+            append_batch(&mut seg, b);
+        }
+        seg.close().unwrap();
+
+        // Flip one byte inside the records of batch 17.
+        let bad = bs[17];
+        let mut corrupt = all.clone();
+        corrupt[(bad.pos + 70) as usize] ^= 0x40;
+        std::fs::write(segment_file_path(dir.path(), 0, FileKind::Log), &corrupt).unwrap();
+
+        let mut seg = LogSegment::open(&c, dir.path(), 0).unwrap();
+        let mut seen = 0;
+        let out = seg
+            .recover(
+                &mut |_| {
+                    seen += 1;
+                    Ok::<_, SegmentError>(None)
+                },
+                q.path(),
+            )
+            .unwrap();
+        assert_eq!(seen, 17);
+        assert_eq!(out.valid_bytes, bad.pos);
+        assert_eq!(out.truncated_bytes, all.len() as u64 - bad.pos);
+        assert_eq!(out.last_offset, Some(bs[16].last));
+        assert_eq!(out.max_timestamp.timestamp, bs[16].max_ts);
+        let (pos, err) = out.truncated_at.clone().unwrap();
+        assert_eq!((pos, err.position), (bad.pos, bad.pos));
+        assert!(
+            matches!(err.kind, FormatErrorKind::CrcMismatch { .. }),
+            "{err:?}"
+        );
+        let qf = q.path().join(quarantine_file_name(0, bad.pos));
+        assert_eq!(out.quarantine_file.as_deref(), Some(qf.as_path()));
+        assert_eq!(std::fs::read(&qf).unwrap(), &corrupt[bad.pos as usize..]);
+        assert_eq!(seg.size(), bad.pos);
+        assert_eq!(seg.read_next_offset().unwrap(), bs[17].base);
+        seg.close().unwrap();
+        assert_eq!(
+            read_file(dir.path(), 0, FileKind::Log),
+            &all[..bad.pos as usize]
+        );
+        let (index, time) = expected_indexes(0, &bs[..17], 400);
+        assert_eq!(read_file(dir.path(), 0, FileKind::Index), index);
+        assert_eq!(read_file(dir.path(), 0, FileKind::TimeIndex), time);
+    }
+
+    #[test]
+    fn recover_cuts_a_torn_tail_as_truncated() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let c = ctx(&lock, 0, 1 << 20);
+        let mut seg = LogSegment::create(&c, dir.path(), 0).unwrap();
+        let a = batch(0, 2, 1);
+        let b = batch(2, 2, 1);
+        append_batch(&mut seg, &a);
+        append_batch(&mut seg, &b);
+        seg.close().unwrap();
+        let p = segment_file_path(dir.path(), 0, FileKind::Log);
+        let mut bytes = std::fs::read(&p).unwrap();
+        bytes.truncate(a.len() + 30);
+        std::fs::write(&p, &bytes).unwrap();
+        let mut seg = LogSegment::open(&c, dir.path(), 0).unwrap();
+        let out = seg
+            .recover(&mut |_| Ok::<_, SegmentError>(None), dir.path())
+            .unwrap();
+        assert_eq!((out.valid_bytes, out.truncated_bytes), (a.len() as u64, 30));
+        let (_, e) = out.truncated_at.unwrap();
+        assert_eq!(
+            e.kind,
+            FormatErrorKind::Truncated {
+                need: b.len() as u64,
+                have: 30
+            }
+        );
+        assert_eq!(
+            std::fs::read(out.quarantine_file.unwrap()).unwrap(),
+            &b[..30]
+        );
+    }
+
+    #[test]
+    fn recover_appends_visitor_aborted_txns_and_propagates_visitor_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let c = ctx(&lock, 0, 1 << 20);
+        let mut seg = LogSegment::create(&c, dir.path(), 0).unwrap();
+        for i in 0..4 {
+            append_batch(&mut seg, &batch(i * 2, 2, 1));
+        }
+        let mut seg_txn = |b: &record_format::RecordBatch<'_>| {
+            Ok::<_, SegmentError>((b.base_offset() % 4 == 2).then(|| {
+                segment_store::AbortedTxn::new(7, b.base_offset() - 1, b.last_offset(), 0)
+            }))
+        };
+        seg.recover(&mut seg_txn, dir.path()).unwrap();
+        let txns = seg.txn_index().all_aborted_txns().unwrap();
+        assert_eq!(
+            txns.iter().map(|t| t.last_offset).collect::<Vec<_>>(),
+            vec![3, 7]
+        );
+        #[derive(Debug)]
+        #[allow(dead_code)]
+        enum MyErr {
+            Seg(SegmentError),
+            Stop(i64),
+        }
+        impl From<SegmentError> for MyErr {
+            fn from(e: SegmentError) -> Self {
+                MyErr::Seg(e)
+            }
+        }
+        let r = seg.recover(
+            &mut |b| {
+                if b.base_offset() == 4 {
+                    Err(MyErr::Stop(4))
+                } else {
+                    Ok(None)
+                }
+            },
+            dir.path(),
+        );
+        assert!(matches!(r, Err(MyErr::Stop(4))), "{r:?}");
+    }
+
+    #[test]
+    fn corrupt_or_short_index_files_are_typed_errors_and_recover_rebuilds_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let c = ctx(&lock, 200, 1 << 20);
+        let mut seg = LogSegment::create(&c, dir.path(), 10).unwrap();
+        let mut off = 10;
+        for _ in 0..12 {
+            append_batch(&mut seg, &batch(off, 2, 100 + off));
+            off += 2;
+        }
+        seg.close().unwrap();
+        let good_index = read_file(dir.path(), 10, FileKind::Index);
+        let good_time = read_file(dir.path(), 10, FileKind::TimeIndex);
+        assert!(good_index.len() >= 16 && good_time.len() >= 24);
+
+        // Short offset index: length not a multiple of 8.
+        let ip = segment_file_path(dir.path(), 10, FileKind::Index);
+        std::fs::write(&ip, &good_index[..good_index.len() - 3]).unwrap();
+        let seg = LogSegment::open(&c, dir.path(), 10).unwrap();
+        let err = seg.sanity_check().unwrap_err();
+        assert!(
+            matches!(&err, SegmentError::CorruptIndex { reason: IndexCorruption::LengthNotMultiple { entry_size: 8, .. }, path } if *path == ip),
+            "{err:?}"
+        );
+        drop(seg);
+
+        // Time index whose last timestamp is below the first.
+        let tp = segment_file_path(dir.path(), 10, FileKind::TimeIndex);
+        let mut t = good_time.clone();
+        let n = t.len();
+        t[n - 12..n - 4].copy_from_slice(&1i64.to_be_bytes());
+        std::fs::write(&tp, &t).unwrap();
+        let mut seg = LogSegment::open(&c, dir.path(), 10).unwrap();
+        let err = seg.sanity_check().unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                SegmentError::CorruptIndex {
+                    reason: IndexCorruption::LengthNotMultiple { .. },
+                    ..
+                }
+            ),
+            "offset index still short: {err:?}"
+        );
+        seg.recover(&mut |_| Ok::<_, SegmentError>(None), dir.path())
+            .unwrap();
+        seg.sanity_check().unwrap();
+        seg.close().unwrap();
+        assert_eq!(read_file(dir.path(), 10, FileKind::Index), good_index);
+        assert_eq!(read_file(dir.path(), 10, FileKind::TimeIndex), good_time);
+
+        // Time-index-only corruption is reported as such.
+        std::fs::write(&tp, &t).unwrap();
+        let seg = LogSegment::open(&c, dir.path(), 10).unwrap();
+        let err = seg.sanity_check().unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                SegmentError::CorruptIndex {
+                    reason: IndexCorruption::LastTimestampBelowFirst { last: 1, .. },
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        drop(seg);
+
+        // LocalLog::open recovers a segment whose index fails the sanity check even below the
+        // recovery point (segment 10 is below segment 100, which holds the recovery point).
+        let mut later = LogSegment::create(&c, dir.path(), 100).unwrap();
+        append_batch(&mut later, &batch(100, 1, 5_000));
+        later.close().unwrap();
+        drop((lock, c));
+        let clock = Arc::new(ManualClock::new(0));
+        let log = LocalLog::open_with(
+            dir.path(),
+            config(1 << 30),
+            i64::MAX,
+            env(&clock),
+            &mut |_| Ok(None),
+        )
+        .unwrap();
+        assert_eq!(log.log_end_offset(), 101);
+        assert!(off < 100);
+        log.with_segments(|segs| {
+            for s in segs {
+                s.sanity_check().unwrap();
+            }
+        });
+    }
+
+    #[test]
+    fn delete_renames_then_removes_every_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let c = ctx(&lock, 0, 1 << 20);
+        let mut seg = LogSegment::create(&c, dir.path(), 0).unwrap();
+        append_batch(&mut seg, &batch(0, 2, 1));
+        seg.update_txn_index(&segment_store::AbortedTxn::new(1, 0, 1, 0))
+            .unwrap();
+        seg.on_become_inactive_segment().unwrap();
+        seg.delete().unwrap();
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n != ".lock")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn unflushed_log_bytes_are_lost_in_a_simulated_crash() {
+        use segment_store::{SimulatedFs, TornWrite};
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let lock = DirLock::acquire(&real).unwrap();
+        let sim = SimulatedFs::new();
+        sim.create_durable_dir_all(&real);
+        let c = SegmentContext {
+            storage: Arc::new(sim.clone()),
+            ..ctx(&lock, 0, 1 << 20)
+        };
+        let mut seg = LogSegment::create(&c, &real, 0).unwrap();
+        sim.sync_dir(&real).unwrap();
+        let a = batch(0, 2, 1);
+        append_batch(&mut seg, &a);
+        seg.flush().unwrap();
+        append_batch(&mut seg, &batch(2, 2, 1));
+        drop(seg);
+        let img = sim.crash(TornWrite::Prefix(20));
+        let log = &img[&segment_file_path(&real, 0, FileKind::Log)];
+        assert_eq!(log.len(), a.len() + 20);
+        // Recovery over the crash image keeps the synced batch and quarantines the torn one.
+        let mut seg = LogSegment::open(&c, &real, 0).unwrap();
+        let out = seg
+            .recover(&mut |_| Ok::<_, SegmentError>(None), &real)
+            .unwrap();
+        assert_eq!((out.valid_bytes, out.truncated_bytes), (a.len() as u64, 20));
+        assert_eq!(
+            sim.read(out.quarantine_file.as_ref().unwrap())
+                .unwrap()
+                .len(),
+            20
+        );
+        assert_eq!(seg.read_next_offset().unwrap(), 2);
+    }
+}
+
+mod local_log {
+    use super::*;
+
+    #[test]
+    fn rolls_by_size_and_reads_across_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let bs = batches(20, 5, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log = open_log(dir.path(), config(3 * size), &clock);
+        let mut rolls = Vec::new();
+        for b in &bs {
+            let out = log.append(b).unwrap();
+            if let Some(r) = out.rolled {
+                rolls.push(r);
+            }
+        }
+        assert_eq!(
+            rolls,
+            (1..7)
+                .map(|i| (i * 15, RollReason::Size))
+                .collect::<Vec<_>>()
+        );
+        let segs = log.segments();
+        assert_eq!(
+            segs.iter().map(|s| s.base_offset).collect::<Vec<_>>(),
+            vec![0, 15, 30, 45, 60, 75, 90]
+        );
+        assert_eq!(log.log_end_offset(), 100);
+        // Sealed segments' indexes are trimmed, the active one's preallocated.
+        assert!(segs[0].time_index_entries >= 1);
+        let all = bs.concat();
+        for start in 0..100 {
+            let r = log.read(start, all.len(), false).unwrap();
+            let got = whole_valid(&r.records);
+            // Reads stop at the end of the segment holding `start`.
+            let seg_base = start - start % 15;
+            assert_eq!(got.first().unwrap().0, start - start % 5);
+            assert_eq!(got.last().unwrap().1, (seg_base + 14).min(99));
+        }
+        let r = log.read(100, 1000, false).unwrap();
+        assert!(r.records.is_empty());
+        assert_eq!(r.fetch_offset_metadata.message_offset, 100);
+        assert!(matches!(
+            log.read(101, 10, false),
+            Err(SegmentError::OffsetOutOfRange {
+                offset: 101,
+                log_start_offset: 0,
+                log_end_offset: 100
+            })
+        ));
+        let ts = log
+            .fetch_offset_by_timestamp(1_000 + 10 * 13 + 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(ts.offset, 13 * 5 + 2);
+        assert!(log.fetch_offset_by_timestamp(1 << 50).unwrap().is_none());
+
+        // Appends must continue from the log end offset.
+        let err = log.append(&batch(99, 1, 0)).unwrap_err();
+        assert!(matches!(
+            err,
+            SegmentError::UnexpectedAppendOffset {
+                first_offset: 99,
+                expected: 100,
+                ..
+            }
+        ));
+        let err = log.append(&batch(100, 1, 0)[..50]).unwrap_err();
+        assert!(matches!(err, SegmentError::Format { .. }), "{err:?}");
+
+        // Reopen: same segments, same end offset, same bytes.
+        drop(log);
+        let log = open_log(dir.path(), config(3 * size), &clock);
+        assert_eq!(log.log_end_offset(), 100);
+        let mut got = Vec::new();
+        let mut at = 0;
+        while at < 100 {
+            let r = log.read(at, 1 << 20, false).unwrap();
+            at = whole_valid(&r.records).last().unwrap().1 + 1;
+            got.extend_from_slice(&r.records);
+        }
+        assert_eq!(got, all);
+    }
+
+    #[test]
+    fn rolls_by_time_index_full_and_offset_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let cfg = LogConfig {
+            segment_ms: 1_000,
+            index_interval_bytes: 0,
+            max_index_size: 48,
+            ..config(1 << 30)
+        };
+        let log = open_log(dir.path(), cfg, &clock);
+        // Time: the incoming max timestamp is more than segment.ms after the first batch's.
+        assert_eq!(log.append(&batch(0, 1, 10_000)).unwrap().rolled, None);
+        assert_eq!(log.append(&batch(1, 1, 11_000)).unwrap().rolled, None);
+        assert_eq!(
+            log.append(&batch(2, 1, 11_001)).unwrap().rolled,
+            Some((2, RollReason::Time))
+        );
+        // Index full: constant timestamps, 6 offset-index slots.
+        let mut off = 3;
+        let mut reason = None;
+        while reason.is_none() {
+            reason = log.append(&batch(off, 1, 11_001)).unwrap().rolled;
+            off += 1;
+        }
+        assert_eq!(reason, Some((off - 1, RollReason::OffsetIndexFull)));
+        // Offset overflow: a gap of more than i32::MAX offsets.
+        let far = off + i64::from(i32::MAX) + 10;
+        assert_eq!(
+            log.append(&batch(far, 1, 11_001)).unwrap().rolled,
+            Some((far, RollReason::OffsetOverflow))
+        );
+        assert_eq!(log.log_end_offset(), far + 1);
+        // Explicit roll onto an existing non-empty segment fails; the empty active one is reused.
+        let base = log.roll(None).unwrap();
+        assert_eq!(base, far + 1);
+        assert_eq!(log.roll(Some(far + 1)).unwrap(), far + 1);
+        assert_eq!(log.segments().len(), 5);
+    }
+
+    #[test]
+    fn truncate_at_every_batch_boundary_across_segments() {
+        let bs = batches(12, 4, 1_000, 10);
+        let all = bs.concat();
+        let size = bs[0].len() as u64;
+        for k in (0..12).rev() {
+            let dir = tempfile::tempdir().unwrap();
+            let clock = Arc::new(ManualClock::new(0));
+            let log = open_log(dir.path(), config(3 * size), &clock);
+            for b in &bs {
+                log.append(b).unwrap();
+            }
+            let target = k as i64 * 4;
+            assert!(log.truncate_to(target).unwrap());
+            assert_eq!(log.log_end_offset(), target);
+            let segs = log.segments();
+            assert!(segs.iter().all(|s| s.base_offset <= target));
+            assert_eq!(log.size(), (k as u64) * size);
+            if k > 0 {
+                let mut got = Vec::new();
+                let mut at = 0;
+                while at < target {
+                    let r = log.read(at, 1 << 20, false).unwrap();
+                    at = whole_valid(&r.records).last().unwrap().1 + 1;
+                    got.extend_from_slice(&r.records);
+                }
+                assert_eq!(got, &all[..k * size as usize]);
+            }
+            log.with_segments(|segs| {
+                for s in segs {
+                    let idx = s.offset_index();
+                    for n in 0..idx.entries() {
+                        let e = idx.entry(n).unwrap();
+                        let t = s.translate_offset(e.offset, 0).unwrap().unwrap();
+                        assert_eq!(
+                            (t.last_offset, t.position),
+                            (e.offset, u64::from(e.position.0))
+                        );
+                    }
+                }
+            });
+            // The log continues from the target.
+            log.append(&bs[k]).unwrap();
+            assert_eq!(log.log_end_offset(), target + 4);
+            assert!(!log.truncate_to(target + 4).unwrap());
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let log = open_log(dir.path(), config(1 << 20), &clock);
+        assert!(matches!(
+            log.truncate_to(-1),
+            Err(SegmentError::InvalidTruncation { target: -1, .. })
+        ));
+        log.truncate_fully_and_start_at(500).unwrap();
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
+        assert_eq!(log.segments().len(), 1);
+        log.append(&batch(500, 2, 0)).unwrap();
+        // Truncating below the first segment restarts the log there.
+        assert!(log.truncate_to(100).unwrap());
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
+        assert_eq!(log.segments()[0].base_offset, 100);
+    }
+
+    #[test]
+    fn retention_by_size_time_and_start_offset() {
+        let bs = batches(12, 4, 1_000, 1_000);
+        let size = bs[0].len() as u64;
+        let setup = |cfg: LogConfig, clock: &Arc<ManualClock>| {
+            let dir = tempfile::tempdir().unwrap();
+            let log = open_log(dir.path(), cfg, clock);
+            for b in &bs {
+                log.append(b).unwrap();
+            }
+            assert_eq!(log.segments().len(), 4);
+            (dir, log)
+        };
+        let clock = Arc::new(ManualClock::new(0));
+
+        // Size: 4 segments of 3 batches; keep at most 7 batches' worth → delete 1 segment
+        // (deleting the second would leave only 6 < 7... Kafka deletes while size - seg >= limit).
+        let (_d, log) = setup(
+            LogConfig {
+                retention_bytes: (7 * size) as i64,
+                retention_ms: -1,
+                ..config(3 * size)
+            },
+            &clock,
+        );
+        assert_eq!(log.delete_old_segments(i64::MAX).unwrap(), 1);
+        assert_eq!(log.log_start_offset(), 12);
+        assert_eq!(log.size(), 9 * size);
+        assert!(matches!(
+            log.read(11, 100, false),
+            Err(SegmentError::OffsetOutOfRange {
+                offset: 11,
+                log_start_offset: 12,
+                ..
+            })
+        ));
+        // The high watermark holds deletion back.
+        let (_d, log) = setup(
+            LogConfig {
+                retention_bytes: 0,
+                retention_ms: -1,
+                ..config(3 * size)
+            },
+            &clock,
+        );
+        assert_eq!(log.delete_old_segments(20).unwrap(), 1);
+        assert_eq!(log.delete_old_segments(48).unwrap(), 3);
+        // Everything went: a new empty active segment at the log end offset.
+        assert_eq!(
+            log.segments()
+                .iter()
+                .map(|s| (s.base_offset, s.size))
+                .collect::<Vec<_>>(),
+            vec![(48, 0)]
+        );
+        assert_eq!((log.log_start_offset(), log.log_end_offset()), (48, 48));
+
+        // Time: segment largest timestamps are 3_xxx, 6_xxx, 9_xxx, 12_xxx.
+        let (_d, log) = setup(
+            LogConfig {
+                retention_ms: 5_000,
+                ..config(3 * size)
+            },
+            &clock,
+        );
+        clock.set(10_500);
+        assert_eq!(log.delete_old_segments(i64::MAX).unwrap(), 1);
+        assert_eq!(log.log_start_offset(), 12);
+        clock.set(0);
+
+        // Start offset: segments wholly below it go.
+        let (_d, log) = setup(config(3 * size), &clock);
+        assert!(log.increment_log_start_offset(30).unwrap());
+        assert!(!log.increment_log_start_offset(10).unwrap());
+        assert!(matches!(
+            log.increment_log_start_offset(49),
+            Err(SegmentError::OffsetOutOfRange { offset: 49, .. })
+        ));
+        assert_eq!(log.delete_old_segments(i64::MAX).unwrap(), 2);
+        assert_eq!(
+            log.segments()
+                .iter()
+                .map(|s| s.base_offset)
+                .collect::<Vec<_>>(),
+            vec![24, 36]
+        );
+        assert_eq!(log.log_start_offset(), 30);
+        let r = log.read(30, 10_000, false).unwrap();
+        assert_eq!(whole_valid(&r.records)[0].0, 28);
+        // Deleted files are gone from disk.
+        let names: Vec<String> = std::fs::read_dir(log.dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.starts_with("00000000000000000000")),
+            "{names:?}"
+        );
+        assert!(!names.iter().any(|n| n.ends_with(".deleted")), "{names:?}");
+    }
+
+    #[test]
+    fn flush_advances_the_recovery_point_and_open_recovers_above_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let bs = batches(9, 2, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log = open_log(dir.path(), config(3 * size), &clock);
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        // Appends do not move the recovery point; only flush does.
+        assert_eq!(log.recovery_point(), 0);
+        drop(log);
+        let log = LocalLog::open_with(dir.path(), config(3 * size), 0, env(&clock), &mut |_| {
+            Ok(None)
+        })
+        .unwrap();
+        assert_eq!(log.recovery_point(), 0);
+        log.flush(7).unwrap();
+        assert_eq!(log.recovery_point(), 7);
+        log.flush(100).unwrap();
+        assert_eq!(log.recovery_point(), 18);
+        drop(log);
+
+        // Corrupt the middle segment: recovery from offset 6 cuts it and deletes later segments,
+        // quarantining the cut bytes in the configured directory.
+        let q = tempfile::tempdir().unwrap();
+        let p = segment_file_path(dir.path(), 6, FileKind::Log);
+        let mut bytes = std::fs::read(&p).unwrap();
+        let at = size as usize + 80;
+        bytes[at] ^= 1;
+        std::fs::write(&p, &bytes).unwrap();
+        let mut visited = Vec::new();
+        let log = LocalLog::open_with(
+            dir.path(),
+            LogConfig {
+                quarantine_dir: Some(q.path().to_path_buf()),
+                ..config(3 * size)
+            },
+            7,
+            env(&clock),
+            &mut |b| {
+                visited.push(b.base_offset());
+                Ok(None)
+            },
+        )
+        .unwrap();
+        assert_eq!(visited, vec![6]);
+        assert_eq!(log.log_end_offset(), 8);
+        assert_eq!(
+            log.segments()
+                .iter()
+                .map(|s| s.base_offset)
+                .collect::<Vec<_>>(),
+            vec![0, 6]
+        );
+        let qf = q.path().join(quarantine_file_name(6, size));
+        assert_eq!(std::fs::read(qf).unwrap(), &bytes[size as usize..]);
+        log.close().unwrap();
+    }
+
+    #[test]
+    fn concurrent_readers_only_ever_see_whole_valid_batches() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let per = 3i64;
+        let size = batch(0, per, 0).len() as u64;
+        let log = Arc::new(open_log(dir.path(), config(40 * size), &clock));
+        let total = 600i64;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|t: i64| {
+                let log = Arc::clone(&log);
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut reads = 0u64;
+                    let mut i = 0i64;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let end = log.log_end_offset();
+                        if end == 0 {
+                            continue;
+                        }
+                        i = (i + 7 + t) % end;
+                        let max = 1 + (i as usize * 131) % (5 * size as usize);
+                        let r = log.read(i, max, true).unwrap();
+                        let got = whole_valid(&r.records);
+                        assert!(!got.is_empty());
+                        assert!(got[0].0 <= i && i <= got[0].1);
+                        for w in got.windows(2) {
+                            assert_eq!(w[0].1 + 1, w[1].0);
+                        }
+                        reads += 1;
+                    }
+                    reads
+                })
+            })
+            .collect();
+        for n in 0..total {
+            log.append(&batch(n * per, per, n)).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let reads: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(reads > 0);
+        assert_eq!(log.log_end_offset(), total * per);
+        assert!(log.segments().len() >= 10);
+    }
+
+    #[test]
+    fn the_directory_is_locked_while_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let log = open_log(dir.path(), config(1 << 20), &clock);
+        let err = LocalLog::open(dir.path(), config(1 << 20), 0).unwrap_err();
+        assert!(matches!(err, SegmentError::Locked { .. }), "{err:?}");
+        drop(log);
+        LocalLog::open(dir.path(), config(1 << 20), 0).unwrap();
+    }
+
+    #[test]
+    fn storage_is_the_only_writer_of_the_log() {
+        // Every .log byte goes through the Storage seam: a SimulatedFs sees them all.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let sim = segment_store::SimulatedFs::new();
+        sim.create_durable_dir_all(&real);
+        let clock = Arc::new(ManualClock::new(0));
+        let log = LocalLog::open_with(
+            &real,
+            config(1 << 20),
+            0,
+            LogEnv {
+                storage: Arc::new(sim.clone()),
+                clock,
+            },
+            &mut |_| Ok(None),
+        )
+        .unwrap();
+        let b = batch(0, 3, 1);
+        log.append(&b).unwrap();
+        let p = segment_file_path(&real, 0, FileKind::Log);
+        assert_eq!(sim.read(&p).unwrap(), b);
+        assert!(!p.exists(), "the .log must not be written around the seam");
+        let _: &dyn Storage = &sim;
+    }
+}
