@@ -17,7 +17,8 @@ use std::path::PathBuf;
 use common::{hex, testdata};
 use record_format::batch::{increment_sequence, set_max_timestamp_log_append_time};
 use record_format::{
-    end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, Header, RecordBatchBuilder,
+    end_txn_marker_batch, mirror_pid_reset_batch, CompressionType, ControlRecordType, Header,
+    RecordBatchBuilder,
 };
 use serde_json::{json, Value};
 
@@ -65,6 +66,7 @@ struct Spec {
     /// Build as CreateTime, then convert in place with `set_max_timestamp_log_append_time`.
     convert_to_log_append_time: Option<i64>,
     delete_horizon: Option<i64>,
+    compression: CompressionType,
     kind: Kind,
 }
 
@@ -79,6 +81,7 @@ fn data(base_offset: i64, leader_epoch: i32, records: Vec<Rec>) -> Spec {
         log_append_time: None,
         convert_to_log_append_time: None,
         delete_horizon: None,
+        compression: CompressionType::None,
         kind: Kind::Data(records),
     }
 }
@@ -110,6 +113,7 @@ fn marker(
         log_append_time: None,
         convert_to_log_append_time: None,
         delete_horizon: None,
+        compression: CompressionType::None,
         kind: Kind::Marker(t, coord, ts),
     }
 }
@@ -125,6 +129,7 @@ fn barrier(offset: i64, leader_epoch: i32, cluster: &'static str, ts: i64) -> Sp
         log_append_time: None,
         convert_to_log_append_time: None,
         delete_horizon: None,
+        compression: CompressionType::None,
         kind: Kind::Barrier(cluster, ts),
     }
 }
@@ -298,7 +303,46 @@ fn fixtures() -> Vec<(&'static str, Vec<Spec>)> {
     converted.convert_to_log_append_time = Some(T0 + 1_000_000);
     let log_append_time = vec![lat, converted];
 
+    // Every codec, each batch large enough to span several lz4 (64 KiB) and xerial snappy
+    // (32 KiB) blocks, with one idempotent producer across the codecs.
+    let big_text: &'static [u8] = Box::leak(
+        (0..90_000u32)
+            .map(|i| b"seglog-compressed-"[(i % 18) as usize] ^ ((i / 1000) as u8 & 0x07))
+            .collect::<Vec<u8>>()
+            .into_boxed_slice(),
+    );
+    let mut compressed = Vec::new();
+    for (i, codec) in [
+        CompressionType::Gzip,
+        CompressionType::Snappy,
+        CompressionType::Lz4,
+        CompressionType::Zstd,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let base = (i as i64) * 3;
+        let mut spec = producer(
+            data(
+                base,
+                3,
+                vec![
+                    rec(base, T0 + base, Some(b"c"), Some(big_text)),
+                    rec(base + 1, T0 + base + 1, None, Some(b"small")),
+                    rec(base + 2, T0 + base + 2, Some(b"n"), None),
+                ],
+            ),
+            77,
+            0,
+            base as i32,
+            false,
+        );
+        spec.compression = codec;
+        compressed.push(spec);
+    }
+
     vec![
+        ("compressed", compressed),
         ("plain", plain),
         ("headers-nulls", headers_nulls),
         ("idempotent", idempotent),
@@ -325,7 +369,8 @@ fn build(s: &Spec) -> Vec<u8> {
                 .partition_leader_epoch(s.leader_epoch)
                 .producer(s.pid, s.epoch, s.base_seq)
                 .transactional(s.transactional)
-                .delete_horizon_ms(s.delete_horizon);
+                .delete_horizon_ms(s.delete_horizon)
+                .compression(s.compression);
             if let Some(t) = s.log_append_time {
                 b = b.log_append_time(t);
             }
@@ -417,6 +462,7 @@ fn expected_json(s: &Spec, position: usize, bytes: &[u8]) -> Value {
     if s.delete_horizon.is_some() {
         attributes |= 0x40;
     }
+    attributes |= i16::from(s.compression.id());
     let mut v = json!({
         "position": position,
         "baseOffset": s.base_offset,
@@ -429,7 +475,7 @@ fn expected_json(s: &Spec, position: usize, bytes: &[u8]) -> Value {
         "crc": stored_crc,
         "crcValid": true,
         "attributes": attributes,
-        "compression": "none",
+        "compression": s.compression.name(),
         "timestampType": if lat.is_some() { "LogAppendTime" } else { "CreateTime" },
         "isTransactional": s.transactional,
         "isControl": control,
