@@ -561,6 +561,6 @@ fn kafka_reads_what_we_write() {
         checked += 1;
     }
     if !update {
-        assert_eq!(checked, 6);
+        assert_eq!(checked, 7);
     }
 }
