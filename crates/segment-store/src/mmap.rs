@@ -151,7 +151,14 @@ impl MmapFile {
             // means this process does not truncate it either. `len` is the file's current length,
             // so every mapped page is backed by the file.
             let m = unsafe { MmapOptions::new().len(len).map_mut(&self.file) };
-            Map::ReadWrite(m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?)
+            let m = m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?;
+            // Writable maps are the offset and time indexes: written one entry at a time and
+            // binary-searched. Without this hint the first touch of a fresh, preallocated (sparse)
+            // index faults in a whole readahead window of zero pages (measured: most of the cost
+            // of a segment append). Advisory only, so a failure is ignored.
+            #[cfg(unix)]
+            let _ = m.advise(memmap2::Advice::Random);
+            Map::ReadWrite(m)
         } else {
             // SAFETY: as above: invariants 1-4 keep the file at least `len` bytes long and
             // unmodified by others for the lifetime of the map.
