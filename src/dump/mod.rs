@@ -180,13 +180,12 @@ pub fn run(args: &DumpArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
         );
         return Status::Usage;
     }
-    // Every user-level file problem is reported before any output.
+    // Every user-level file problem (missing, a directory, unreadable) is reported before any
+    // output, whatever the suffix.
     for f in &files {
-        if FileType::of(f).is_some() {
-            if let Err(msg) = check_readable(f) {
-                let _ = writeln!(err, "error: {msg}");
-                return Status::Usage;
-            }
+        if let Err(msg) = check_readable(f) {
+            let _ = writeln!(err, "error: {msg}");
+            return Status::Usage;
         }
     }
     let mut d = Dumper {
