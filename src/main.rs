@@ -56,15 +56,13 @@ fn main() -> ExitCode {
 /// stderr and exit 2.
 fn usage_error(e: &clap::Error) -> ExitCode {
     match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let _ = e.print();
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                Status::Usage.into()
-            } else {
-                Status::Success.into()
-            }
+            Status::Success.into()
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!("error: a subcommand is required: dump or demo (see 'seglog --help')");
+            Status::Usage.into()
         }
         _ => {
             let rendered = e.render().to_string();

@@ -75,6 +75,7 @@ fn usage_errors_exit_2_with_one_line() {
             "a.log".as_ref(),
         ],
         vec!["no-such-command".as_ref()],
+        vec![],
     ];
     for args in cases {
         let (code, stdout, stderr) = seglog(&args);

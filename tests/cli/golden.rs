@@ -188,3 +188,76 @@ fn truncated_segment() {
     let out = dump(&["--json".as_ref(), path.as_os_str()]);
     check_golden("truncated.jsonl", &transcript(&out, Some(dir.path())));
 }
+
+/// CRC-32 (IEEE), as legacy messages use, bit by bit.
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A legacy uncompressed message: offset, size, crc, magic, attributes, [timestamp], key, value.
+fn legacy_message(offset: i64, magic: u8, ts: i64, key: &[u8], value: &[u8]) -> Vec<u8> {
+    let mut body = vec![magic, 0];
+    if magic == 1 {
+        body.extend_from_slice(&ts.to_be_bytes());
+    }
+    body.extend_from_slice(&(key.len() as i32).to_be_bytes());
+    body.extend_from_slice(key);
+    body.extend_from_slice(&(value.len() as i32).to_be_bytes());
+    body.extend_from_slice(value);
+    let mut out = offset.to_be_bytes().to_vec();
+    out.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+    out.extend_from_slice(&crc32(&body).to_be_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+#[test]
+fn legacy_entries_print_kafkas_legacy_lines() {
+    let dir = tempdir();
+    let v0 = legacy_message(0, 0, -1, b"k", b"abc");
+    let v1 = legacy_message(1, 1, 1_700_000_000_000, b"k", b"xyz");
+    let crc0 = u32::from_be_bytes(v0[12..16].try_into().expect("4 bytes"));
+    let crc1 = u32::from_be_bytes(v1[12..16].try_into().expect("4 bytes"));
+    let mut log = v0.clone();
+    log.extend_from_slice(&v1);
+    let path = write(dir.path(), "00000000000000000000.log", &log);
+    let out = dump(&["--print-data-log".as_ref(), path.as_os_str()]);
+    assert_eq!(out.status, seglog::Status::Success, "{}", out.stderr);
+    let expected = format!(
+        "Dumping {p}\nLog starting offset: 0\n\
+         offset: 0 position: 0 NoTimestampType: -1 size: {s0} magic: 0 compresscodec: none crc: {crc0} isvalid: true\n\
+         | offset: 0 NoTimestampType: -1 keySize: 1 valueSize: 3 isValid: true crc: {crc0} key: k payload: abc\n\
+         offset: 1 position: {s0} CreateTime: 1700000000000 size: {s1} magic: 1 compresscodec: none crc: {crc1} isvalid: true\n\
+         | offset: 1 CreateTime: 1700000000000 keySize: 1 valueSize: 3 isValid: true crc: {crc1} key: k payload: xyz\n",
+        p = path.display(),
+        s0 = v0.len(),
+        s1 = v1.len(),
+    );
+    assert_lines_eq(&out.stdout, &expected, "legacy");
+}
+
+#[test]
+fn kraft_snapshot_checkpoint_header() {
+    let dir = tempdir();
+    let path = write(
+        dir.path(),
+        "00000000000000000010-0000000001.checkpoint",
+        &mirror_pid_reset_batch(0, 1_700_000_000_000, 1, "abc"),
+    );
+    let out = dump(&[path.as_os_str()]);
+    let lines = out.stdout_lines();
+    assert_eq!(lines[1], "Snapshot end offset: 10, epoch: 1");
+    assert!(lines[2].starts_with("baseOffset: 0 "));
+    assert_eq!(out.status, seglog::Status::Success);
+}
