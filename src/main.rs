@@ -1,17 +1,77 @@
-//! `seglog`: the command line tool.
+//! `seglog`: the command line tool. Argument parsing and dispatch only; every subcommand is a
+//! library function in `src/` that writes to `impl Write` (see `lib.rs`).
 
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
+use clap::error::ErrorKind;
+use clap::{Parser, Subcommand};
+use seglog::demo::DemoArgs;
+use seglog::dump::DumpArgs;
+use seglog::Status;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "seglog",
+    version,
+    about = "Kafka on-disk log format engine with the KIP-1279 MIRROR_PID_RESET barrier",
+    after_help = "Examples:\n  seglog dump --deep-iteration --print-data-log 00000000000000000000.log\n  seglog dump --json 00000000000000000000.index\n  seglog demo"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Dump log segments, indexes and producer snapshots (a drop-in for kafka-dump-log.sh)
+    Dump(DumpArgs),
+    /// Run the demo on built-in sample data
+    Demo(DemoArgs),
+}
+
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("demo") => {
-            println!("seglog demo: the full demo arrives with the CLI; the record-format layer is in place.");
-            ExitCode::SUCCESS
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(&e),
+    };
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let stderr = io::stderr();
+    let mut err = stderr.lock();
+    let status = match &cli.command {
+        Command::Dump(args) => seglog::dump::run(args, &mut out, &mut err),
+        Command::Demo(args) => seglog::demo::run(args, &mut out, &mut err),
+    };
+    match out.flush() {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            let _ = writeln!(err, "error: cannot write output: {e}");
+            Status::Usage.into()
+        }
+        _ => status.into(),
+    }
+}
+
+/// `--help` / `--version` print normally (exit 0); any other argument error is one line on
+/// stderr and exit 2.
+fn usage_error(e: &clap::Error) -> ExitCode {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            Status::Success.into()
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            eprintln!("error: a subcommand is required: dump or demo (see 'seglog --help')");
+            Status::Usage.into()
         }
         _ => {
-            eprintln!("usage: seglog demo");
-            ExitCode::from(2)
+            let rendered = e.render().to_string();
+            let first = rendered
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("error: invalid arguments");
+            eprintln!("{first} (see 'seglog --help')");
+            Status::Usage.into()
         }
     }
 }

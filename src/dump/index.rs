@@ -1,0 +1,513 @@
+//! Dumping `.index`, `.timeindex` and `.txnindex` files (Kafka's `dumpIndex`, `dumpTimeIndex`,
+//! `dumpTxnIndex`), decoding the entries straight from the bytes (no lock, no mmap):
+//!
+//! ```text
+//! .index      8 bytes per entry:  int32 relativeOffset | int32 position
+//! .timeindex 12 bytes per entry:  int64 timestamp      | int32 relativeOffset
+//! .txnindex  34 bytes per entry:  int16 version | int64 producerId | int64 firstOffset
+//!                                 | int64 lastOffset | int64 lastStableOffset
+//! ```
+//! The base offset comes from the file name. Offset and time index dumps stop at the first entry
+//! after the first whose offset equals the base offset (the zero-filled preallocated tail), as
+//! Kafka's do. Entries are verified against the segment's `.log` next to the index when it
+//! exists; problems are collected and printed on stderr after all files, in Kafka's words.
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use record_format::{Batches, DecodeLimits, LogEntry};
+use segment_store::index::AbortedTxn;
+use serde::Serialize;
+
+use super::json::{self, EntriesSummary, ErrorJson};
+use super::{absolute, io_msg, Dumper};
+
+/// Bytes per `.index` entry.
+pub const OFFSET_ENTRY_SIZE: usize = 8;
+/// Bytes per `.timeindex` entry.
+pub const TIME_ENTRY_SIZE: usize = 12;
+/// Bytes per `.txnindex` entry.
+pub const TXN_ENTRY_SIZE: usize = 34;
+
+/// One `.index` entry with its absolute offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OffsetEntry {
+    /// `"indexEntry"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// Base offset + relative offset.
+    pub offset: i64,
+    /// Byte position of the batch in the `.log`.
+    pub position: i32,
+}
+
+/// One `.timeindex` entry with its absolute offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TimeEntry {
+    /// `"timeIndexEntry"`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The max timestamp up to `offset`.
+    pub timestamp: i64,
+    /// Base offset + relative offset.
+    pub offset: i64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct TxnLine {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    version: i16,
+    producer_id: i64,
+    first_offset: i64,
+    last_offset: i64,
+    last_stable_offset: i64,
+}
+
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    b.get(at..at + 4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
+fn be_i64(b: &[u8], at: usize) -> i64 {
+    b.get(at..at + 8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map_or(0, i64::from_be_bytes)
+}
+
+/// All whole entries of an offset index (no zero-stop).
+pub fn offset_entries(base: i64, bytes: &[u8]) -> Vec<OffsetEntry> {
+    bytes
+        .chunks_exact(OFFSET_ENTRY_SIZE)
+        .map(|e| OffsetEntry {
+            kind: "indexEntry",
+            offset: base.wrapping_add(i64::from(be_i32(e, 0))),
+            position: be_i32(e, 4),
+        })
+        .collect()
+}
+
+/// All whole entries of a time index (no zero-stop).
+pub fn time_entries(base: i64, bytes: &[u8]) -> Vec<TimeEntry> {
+    bytes
+        .chunks_exact(TIME_ENTRY_SIZE)
+        .map(|e| TimeEntry {
+            kind: "timeIndexEntry",
+            timestamp: be_i64(e, 0),
+            offset: base.wrapping_add(i64::from(be_i32(e, 8))),
+        })
+        .collect()
+}
+
+/// Kafka's `OffsetIndex.sanityCheck`.
+pub fn offset_index_sanity(base: i64, bytes: &[u8]) -> Result<(), String> {
+    let entries = offset_entries(base, bytes);
+    if let Some(last) = entries.last() {
+        if last.offset < base {
+            return Err(format!(
+                "corrupt index: the last offset is {} which is less than the base offset {base}",
+                last.offset
+            ));
+        }
+    }
+    if bytes.len() % OFFSET_ENTRY_SIZE != 0 {
+        return Err(format!(
+            "corrupt index: {} bytes is not a multiple of {OFFSET_ENTRY_SIZE}",
+            bytes.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Kafka's `TimeIndex.sanityCheck`.
+pub fn time_index_sanity(base: i64, bytes: &[u8]) -> Result<(), String> {
+    let entries = time_entries(base, bytes);
+    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
+        if last.timestamp < first.timestamp {
+            return Err(format!(
+                "corrupt time index: the last timestamp is {} which is less than the first timestamp {}",
+                last.timestamp, first.timestamp
+            ));
+        }
+        if last.offset < base {
+            return Err(format!(
+                "corrupt time index: the last offset is {} which is less than the base offset {base}",
+                last.offset
+            ));
+        }
+    }
+    if bytes.len() % TIME_ENTRY_SIZE != 0 {
+        return Err(format!(
+            "corrupt time index: {} bytes is not a multiple of {TIME_ENTRY_SIZE}",
+            bytes.len()
+        ));
+    }
+    Ok(())
+}
+
+/// The last offset of the first batch in `log[position .. position + max_message_size]` (Kafka:
+/// `fileRecords.slice(position, maxMessageSize).batches().iterator().next().lastOffset()`).
+pub fn first_batch_last_offset(log: &[u8], position: i32, max_message_size: i32) -> Option<i64> {
+    let start = usize::try_from(position).ok()?;
+    let len = usize::try_from(max_message_size).ok()?;
+    let end = start.saturating_add(len).min(log.len());
+    let slice = log.get(start..end)?;
+    match Batches::new(slice, start as u64).next() {
+        Some(Ok(entry)) => Some(entry.last_offset()),
+        _ => None,
+    }
+}
+
+/// Time index problems of one file, printed like Kafka's `TimeIndexDumpErrors`.
+#[derive(Debug, Default)]
+pub struct TimeIndexErrors {
+    /// Absolute path of the `.timeindex`.
+    pub file: String,
+    /// (index timestamp, max timestamp in the log batch).
+    pub mismatches: Vec<(i64, i64)>,
+    /// (index timestamp, previous index timestamp).
+    pub out_of_order: Vec<(i64, i64)>,
+    /// (index offset, last offset of the batch found, or −1).
+    pub not_found: Vec<(i64, i64)>,
+}
+
+impl TimeIndexErrors {
+    fn is_empty(&self) -> bool {
+        self.mismatches.is_empty() && self.out_of_order.is_empty() && self.not_found.is_empty()
+    }
+}
+
+/// Prints the time index problems of all files, grouped by kind as Kafka does.
+pub(crate) fn print_time_index_errors(
+    list: &[TimeIndexErrors],
+    err: &mut impl Write,
+) -> io::Result<()> {
+    for t in list.iter().filter(|t| !t.mismatches.is_empty()) {
+        writeln!(err, "Found timestamp mismatch in :{}", t.file)?;
+        for (a, b) in &t.mismatches {
+            writeln!(err, "  Index timestamp: {a}, log timestamp: {b}")?;
+        }
+    }
+    for t in list.iter().filter(|t| !t.out_of_order.is_empty()) {
+        writeln!(err, "Found out of order timestamp in :{}", t.file)?;
+        for (a, b) in &t.out_of_order {
+            writeln!(
+                err,
+                "  Index timestamp: {a}, Previously indexed timestamp: {b}"
+            )?;
+        }
+    }
+    for t in list.iter().filter(|t| !t.not_found.is_empty()) {
+        writeln!(
+            err,
+            "The following indexed offsets are not found in the log."
+        )?;
+        for (a, b) in &t.not_found {
+            writeln!(err, "Indexed offset: {a}, found log offset: {b}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `<dir>/<name up to the first '.'>.log`, the segment an index belongs to.
+pub fn companion_log(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let stem = name.split('.').next().unwrap_or_default();
+    path.with_file_name(format!("{stem}.log"))
+}
+
+/// (last offset, max record timestamp) of every entry of a log, for time index verification.
+fn log_batches(log: &[u8]) -> Vec<(i64, i64)> {
+    let mut out = Vec::new();
+    for entry in Batches::new(log, 0) {
+        let Ok(entry) = entry else { break };
+        let max_ts = match &entry {
+            LogEntry::V2(b) => b
+                .records(&DecodeLimits::default())
+                .ok()
+                .and_then(|rs| {
+                    rs.iter()
+                        .map(|r| r.map(|r| r.timestamp()))
+                        .collect::<Result<Vec<_>, _>>()
+                        .ok()
+                })
+                .and_then(|ts| ts.into_iter().max())
+                .unwrap_or(-1),
+            LogEntry::Legacy(_) => -1,
+        };
+        out.push((entry.last_offset(), max_ts));
+    }
+    out
+}
+
+impl<O: Write, E: Write> Dumper<'_, O, E> {
+    fn read_index(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        match std::fs::read(path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) => {
+                self.read_failed(path, &e)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// The segment's `.log`, or `None` with a warning (entries are then printed unverified).
+    fn read_companion_log(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+        let log = companion_log(path);
+        match std::fs::read(&log) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) => {
+                writeln!(
+                    self.err,
+                    "warning: {}: not verified against {}: {}",
+                    path.display(),
+                    log.display(),
+                    io_msg(&e)
+                )?;
+                Ok(None)
+            }
+        }
+    }
+
+    fn sanity_result(&mut self, path: &Path, r: Result<(), String>) -> io::Result<()> {
+        match r {
+            Ok(()) => writeln!(self.out, "{} passed sanity check.", path.display()),
+            Err(msg) => {
+                self.damaged();
+                writeln!(self.err, "{}: {msg}", path.display())
+            }
+        }
+    }
+
+    fn partial_entry(
+        &mut self,
+        path: &Path,
+        len: usize,
+        size: usize,
+    ) -> io::Result<Option<ErrorJson>> {
+        let extra = len % size;
+        if extra == 0 {
+            return Ok(None);
+        }
+        self.damaged();
+        let position = (len - extra) as u64;
+        let msg = format!("{extra} bytes at the end do not form a {size}-byte entry");
+        writeln!(
+            self.err,
+            "{}: {msg} at byte position {position}",
+            path.display()
+        )?;
+        Ok(Some(ErrorJson::other("partialEntry", position, msg)))
+    }
+
+    fn entries_summary(
+        &mut self,
+        entries: usize,
+        len: usize,
+        size: usize,
+        error: Option<ErrorJson>,
+    ) -> io::Result<()> {
+        let valid = (len - len % size) as u64;
+        json::emit(
+            self.out,
+            &EntriesSummary {
+                kind: "summary",
+                entries,
+                valid_bytes: valid,
+                invalid_bytes: len as u64 - valid,
+                error,
+            },
+        )
+    }
+
+    /// Dumps a `.index` file.
+    pub(crate) fn dump_offset_index(&mut self, path: &Path) -> io::Result<()> {
+        let base = self.base_offset(path)?;
+        let Some(bytes) = self.read_index(path)? else {
+            return Ok(());
+        };
+        let entries = offset_entries(base, &bytes);
+        if entries.is_empty() {
+            let error = self.partial_entry(path, bytes.len(), OFFSET_ENTRY_SIZE)?;
+            if self.args.json {
+                return self.entries_summary(0, bytes.len(), OFFSET_ENTRY_SIZE, error);
+            }
+            return writeln!(self.out, "{} is empty.", path.display());
+        }
+        if self.args.index_sanity_check {
+            return self.sanity_result(path, offset_index_sanity(base, &bytes));
+        }
+        let mut error = self.partial_entry(path, bytes.len(), OFFSET_ENTRY_SIZE)?;
+        let log = self.read_companion_log(path)?;
+        let mut mismatches = BTreeMap::new();
+        let mut printed = 0;
+        for (i, e) in entries.iter().enumerate() {
+            if i > 0 && e.offset == base {
+                break;
+            }
+            if let Some(log) = &log {
+                let found = first_batch_last_offset(log, e.position, self.args.max_message_size)
+                    .unwrap_or(-1);
+                if found != e.offset {
+                    mismatches.insert(Reverse(e.offset), found);
+                    error.get_or_insert_with(|| {
+                        ErrorJson::other(
+                            "indexMismatch",
+                            (i * OFFSET_ENTRY_SIZE) as u64,
+                            format!(
+                                "index offset {} points at position {} whose batch has last offset {found}",
+                                e.offset, e.position
+                            ),
+                        )
+                    });
+                }
+            }
+            if self.args.json {
+                json::emit(self.out, e)?;
+            } else if !self.args.verify_index_only {
+                writeln!(self.out, "offset: {} position: {}", e.offset, e.position)?;
+            }
+            printed += 1;
+        }
+        if !mismatches.is_empty() {
+            self.damaged();
+            self.index_mismatches.push((absolute(path), mismatches));
+        }
+        if self.args.json {
+            self.entries_summary(printed, bytes.len(), OFFSET_ENTRY_SIZE, error)?;
+        }
+        Ok(())
+    }
+
+    /// Dumps a `.timeindex` file.
+    pub(crate) fn dump_time_index(&mut self, path: &Path) -> io::Result<()> {
+        let base = self.base_offset(path)?;
+        let Some(bytes) = self.read_index(path)? else {
+            return Ok(());
+        };
+        if self.args.index_sanity_check {
+            return self.sanity_result(path, time_index_sanity(base, &bytes));
+        }
+        let mut error = self.partial_entry(path, bytes.len(), TIME_ENTRY_SIZE)?;
+        let entries = time_entries(base, &bytes);
+        let log = if entries.is_empty() {
+            None
+        } else {
+            self.read_companion_log(path)?
+        };
+        let batches = log.as_deref().map(log_batches);
+        let mut errors = TimeIndexErrors {
+            file: absolute(path),
+            ..TimeIndexErrors::default()
+        };
+        let mut prev_ts = -1i64;
+        let mut printed = 0;
+        for (i, e) in entries.iter().enumerate() {
+            if i > 0 && e.offset == base {
+                break;
+            }
+            if let Some(batches) = &batches {
+                match batches.iter().find(|(last, _)| *last >= e.offset) {
+                    None => errors.not_found.push((e.offset, -1)),
+                    Some((last, _)) if *last != e.offset => {
+                        errors.not_found.push((e.offset, *last))
+                    }
+                    Some((_, max_ts)) => {
+                        if *max_ts != e.timestamp {
+                            errors.mismatches.push((e.timestamp, *max_ts));
+                        }
+                        if prev_ts >= e.timestamp {
+                            errors.out_of_order.push((e.timestamp, prev_ts));
+                        }
+                    }
+                }
+                if !errors.is_empty() && error.is_none() {
+                    error = Some(ErrorJson::other(
+                        "timeIndexMismatch",
+                        (i * TIME_ENTRY_SIZE) as u64,
+                        format!(
+                            "entry (timestamp {}, offset {}) does not match the log",
+                            e.timestamp, e.offset
+                        ),
+                    ));
+                }
+            }
+            if self.args.json {
+                json::emit(self.out, e)?;
+            } else if !self.args.verify_index_only {
+                writeln!(self.out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
+            }
+            prev_ts = e.timestamp;
+            printed += 1;
+        }
+        if !errors.is_empty() {
+            self.damaged();
+            self.time_index_errors.push(errors);
+        }
+        if self.args.json {
+            self.entries_summary(printed, bytes.len(), TIME_ENTRY_SIZE, error)?;
+        }
+        Ok(())
+    }
+
+    /// Dumps a `.txnindex` file.
+    pub(crate) fn dump_txn_index(&mut self, path: &Path) -> io::Result<()> {
+        self.base_offset(path)?;
+        let Some(bytes) = self.read_index(path)? else {
+            return Ok(());
+        };
+        let mut error = self.partial_entry(path, bytes.len(), TXN_ENTRY_SIZE)?;
+        let mut printed = 0;
+        for (i, chunk) in bytes.chunks_exact(TXN_ENTRY_SIZE).enumerate() {
+            let Ok(raw) = <&[u8; TXN_ENTRY_SIZE]>::try_from(chunk) else {
+                break;
+            };
+            let t = AbortedTxn::from_bytes(raw);
+            if t.version > 0 {
+                let position = (i * TXN_ENTRY_SIZE) as u64;
+                let msg = format!("unexpected aborted transaction version {}", t.version);
+                writeln!(
+                    self.err,
+                    "{}: {msg} at byte position {position}",
+                    path.display()
+                )?;
+                self.damaged();
+                error = Some(ErrorJson::other("badVersion", position, msg));
+                break;
+            }
+            if self.args.json {
+                json::emit(
+                    self.out,
+                    &TxnLine {
+                        kind: "abortedTxn",
+                        version: t.version,
+                        producer_id: t.producer_id,
+                        first_offset: t.first_offset,
+                        last_offset: t.last_offset,
+                        last_stable_offset: t.last_stable_offset,
+                    },
+                )?;
+            } else {
+                writeln!(
+                    self.out,
+                    "version: {} producerId: {} firstOffset: {} lastOffset: {} lastStableOffset: {}",
+                    t.version, t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset
+                )?;
+            }
+            printed += 1;
+        }
+        if self.args.json {
+            self.entries_summary(printed, bytes.len(), TXN_ENTRY_SIZE, error)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,357 @@
+//! `seglog dump`: a drop-in for Kafka's `kafka-dump-log.sh` (`DumpLogSegments`).
+//!
+//! Text output is Kafka's, line for line (reference §8.2); `--json` prints one JSON object per
+//! line instead. Files are dispatched on their suffix: `.log` (and KRaft `.checkpoint`) → batches
+//! and records ([`log`]), `.index` / `.timeindex` / `.txnindex` ([`index`]), `.snapshot` →
+//! producer state ([`snapshot`]); anything else is `Ignoring unknown file <f>` on stderr.
+//!
+//! Where seglog differs from Kafka (on purpose):
+//! * damaged input (invalid CRC, undecodable records, trailing bytes, index mismatches, corrupt
+//!   snapshots) is exit code 1 with one stderr line per problem, after everything valid was
+//!   printed; Kafka exits 0, or 1 with a stack trace;
+//! * a missing, unreadable or directory path is one stderr line and exit 2 before any output;
+//! * a file name without a numeric base offset (`plain.log`) is read with base offset 0 and a
+//!   warning, where Kafka fails;
+//! * a control record whose key or value does not decode is still printed, with its raw bytes and
+//!   the error, and the dump goes on;
+//! * the KIP-1279 barrier (control type 7) prints ` MirrorPidReset {"version":0,"sourceClusterId":"…"}`
+//!   (upstream Kafka prints ` controlType: UNKNOWN(7)`).
+
+pub mod index;
+pub mod json;
+mod kraft;
+pub mod log;
+pub mod snapshot;
+
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+use clap::Parser;
+
+use crate::Status;
+
+/// Kafka's default `--max-message-size` (5 MiB).
+pub const DEFAULT_MAX_MESSAGE_SIZE: i32 = 5 * 1024 * 1024;
+
+const AFTER_HELP: &str = "\
+Examples:
+  seglog dump --deep-iteration --print-data-log --files 00000000000000000000.log
+  seglog dump 00000000000000000000.index 00000000000000000000.timeindex
+  seglog dump --json --deep-iteration 00000000000000000042.log | jq .
+
+Exit status: 0 all files read and consistent; 1 damaged data (everything valid is still
+printed); 2 usage error (bad flags, missing or unreadable file, no dumpable file).";
+
+/// Arguments of `seglog dump` (the flags of `kafka-dump-log.sh`, plus `--json`).
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "dump",
+    about = "Dump Kafka log segments, indexes and producer snapshots (like kafka-dump-log.sh)",
+    after_help = AFTER_HELP
+)]
+pub struct DumpArgs {
+    /// Files to dump, comma-separated (as kafka-dump-log.sh --files)
+    #[arg(long, value_delimiter = ',', value_name = "FILE,...")]
+    pub files: Vec<PathBuf>,
+    /// Files to dump
+    #[arg(value_name = "FILE")]
+    pub paths: Vec<PathBuf>,
+    /// Iterate the records of every batch (not just the batch headers)
+    #[arg(long)]
+    pub deep_iteration: bool,
+    /// Print record keys and values (implies --deep-iteration)
+    #[arg(long)]
+    pub print_data_log: bool,
+    /// Do not print record metadata
+    #[arg(long)]
+    pub skip_record_metadata: bool,
+    /// Only check that the index passes the startup sanity check
+    #[arg(long)]
+    pub index_sanity_check: bool,
+    /// Verify index entries against the log without printing them
+    #[arg(long)]
+    pub verify_index_only: bool,
+    /// Read at most this many bytes of each .log file
+    #[arg(long, value_name = "N", default_value_t = i32::MAX,
+          value_parser = clap::value_parser!(i32).range(0..))]
+    pub max_bytes: i32,
+    /// Bytes read from the log at each .index entry when verifying it
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGE_SIZE,
+          value_parser = clap::value_parser!(i32).range(0..))]
+    pub max_message_size: i32,
+    /// One JSON object per line instead of Kafka's text
+    #[arg(long, conflicts_with_all = ["verify_index_only", "index_sanity_check", "skip_record_metadata"])]
+    pub json: bool,
+}
+
+impl Default for DumpArgs {
+    fn default() -> Self {
+        DumpArgs {
+            files: Vec::new(),
+            paths: Vec::new(),
+            deep_iteration: false,
+            print_data_log: false,
+            skip_record_metadata: false,
+            index_sanity_check: false,
+            verify_index_only: false,
+            max_bytes: i32::MAX,
+            max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
+            json: false,
+        }
+    }
+}
+
+impl DumpArgs {
+    /// Default flags for `paths`.
+    pub fn new<P: Into<PathBuf>>(paths: impl IntoIterator<Item = P>) -> Self {
+        DumpArgs {
+            paths: paths.into_iter().map(Into::into).collect(),
+            ..DumpArgs::default()
+        }
+    }
+
+    /// `--print-data-log` implies `--deep-iteration` (as in Kafka).
+    pub fn is_deep(&self) -> bool {
+        self.deep_iteration || self.print_data_log
+    }
+
+    /// `--files` then the positional paths, in order.
+    pub fn all_files(&self) -> impl Iterator<Item = &PathBuf> {
+        self.files.iter().chain(self.paths.iter())
+    }
+}
+
+/// What a path is, by its suffix (Kafka dispatches on the text after the last `.`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FileType {
+    /// `.log`: a segment's batches.
+    Log,
+    /// `.checkpoint`: a KRaft snapshot (batches, with a snapshot header line).
+    KraftSnapshot,
+    /// `.index`: offset index.
+    OffsetIndex,
+    /// `.timeindex`: time index.
+    TimeIndex,
+    /// `.txnindex`: aborted transactions.
+    TxnIndex,
+    /// `.snapshot`: producer state snapshot.
+    ProducerSnapshot,
+}
+
+impl FileType {
+    /// The type of `path` from its suffix, `None` for anything else.
+    pub fn of(path: &Path) -> Option<FileType> {
+        let name = path.file_name()?.to_string_lossy();
+        let suffix = &name[name.rfind('.')?..];
+        Some(match suffix {
+            ".log" => FileType::Log,
+            ".checkpoint" => FileType::KraftSnapshot,
+            ".index" => FileType::OffsetIndex,
+            ".timeindex" => FileType::TimeIndex,
+            ".txnindex" => FileType::TxnIndex,
+            ".snapshot" => FileType::ProducerSnapshot,
+            _ => return None,
+        })
+    }
+
+    /// The name used in JSON `file` lines.
+    pub fn name(self) -> &'static str {
+        match self {
+            FileType::Log => "log",
+            FileType::KraftSnapshot => "kraftSnapshot",
+            FileType::OffsetIndex => "offsetIndex",
+            FileType::TimeIndex => "timeIndex",
+            FileType::TxnIndex => "txnIndex",
+            FileType::ProducerSnapshot => "producerSnapshot",
+        }
+    }
+}
+
+/// Runs `seglog dump`: writes the dump of every file to `out`, diagnostics to `err`.
+pub fn run(args: &DumpArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
+    let files: Vec<&PathBuf> = args.all_files().collect();
+    if files.is_empty() {
+        let _ = writeln!(
+            err,
+            "error: no files to dump: give --files a,b,c or paths (see 'seglog dump --help')"
+        );
+        return Status::Usage;
+    }
+    // Every user-level file problem (missing, a directory, unreadable) is reported before any
+    // output, whatever the suffix.
+    for f in &files {
+        if let Err(msg) = check_readable(f) {
+            let _ = writeln!(err, "error: {msg}");
+            return Status::Usage;
+        }
+    }
+    let mut d = Dumper {
+        args,
+        out,
+        err,
+        status: Status::Success,
+        dumped: 0,
+        index_mismatches: Vec::new(),
+        time_index_errors: Vec::new(),
+        non_consecutive: Vec::new(),
+    };
+    match d.dump_all(&files) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return d.status,
+        Err(e) => {
+            let _ = writeln!(d.err, "error: cannot write output: {e}");
+            return Status::Usage;
+        }
+    }
+    if d.dumped == 0 && d.status == Status::Success {
+        // Only unknown files were given: each already has its `Ignoring unknown file` line.
+        return Status::Usage;
+    }
+    d.status
+}
+
+fn check_readable(path: &Path) -> Result<(), String> {
+    let shown = path.display();
+    let meta =
+        std::fs::metadata(path).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
+    if meta.is_dir() {
+        return Err(format!("{shown} is a directory, not a file"));
+    }
+    File::open(path).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
+    Ok(())
+}
+
+/// An I/O error without Rust's ` (os error N)` tail.
+pub(crate) fn io_msg(e: &io::Error) -> String {
+    let s = e.to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_owned(),
+        None => s,
+    }
+}
+
+/// Reads at most `limit` bytes of `path`.
+pub(crate) fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    File::open(path)?.take(limit).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Kafka's `Long.parseLong(name.split("\\.")[0])`: the base offset from a file name.
+pub fn base_offset_from_name(path: &Path) -> Option<i64> {
+    let name = path.file_name()?.to_str()?;
+    name.split('.').next()?.parse().ok()
+}
+
+/// Java's `File.getAbsolutePath()`: the path joined to the working directory, not canonicalised.
+pub(crate) fn absolute(path: &Path) -> String {
+    std::path::absolute(path)
+        .unwrap_or_else(|_| path.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// One `seglog dump` invocation: options, sinks, and the stderr reports Kafka prints after all
+/// files (index mismatches, time index errors, non-consecutive offsets).
+pub(crate) struct Dumper<'a, O: Write, E: Write> {
+    pub(crate) args: &'a DumpArgs,
+    pub(crate) out: &'a mut O,
+    pub(crate) err: &'a mut E,
+    pub(crate) status: Status,
+    dumped: usize,
+    /// Per `.index` (absolute path): index offset → first batch's last offset, printed
+    /// descending like Kafka's reverse-ordered `TreeMap`.
+    pub(crate) index_mismatches: Vec<(String, BTreeMap<Reverse<i64>, i64>)>,
+    pub(crate) time_index_errors: Vec<index::TimeIndexErrors>,
+    /// Per `.log` (absolute path): previous offset → the offset that followed it.
+    pub(crate) non_consecutive: Vec<(String, BTreeMap<i64, i64>)>,
+}
+
+impl<O: Write, E: Write> Dumper<'_, O, E> {
+    fn dump_all(&mut self, files: &[&PathBuf]) -> io::Result<()> {
+        for path in files {
+            let ty = FileType::of(path);
+            if !self.args.json {
+                writeln!(self.out, "Dumping {}", path.display())?;
+            }
+            let Some(ty) = ty else {
+                writeln!(self.err, "Ignoring unknown file {}", path.display())?;
+                continue;
+            };
+            self.dumped += 1;
+            if self.args.json {
+                let base = base_offset_from_name(path);
+                json::emit(
+                    self.out,
+                    &json::FileLine {
+                        kind: "file",
+                        path: path.display().to_string(),
+                        file_type: ty.name(),
+                        base_offset: base,
+                    },
+                )?;
+            }
+            match ty {
+                FileType::Log | FileType::KraftSnapshot => self.dump_log(path, ty)?,
+                FileType::OffsetIndex => self.dump_offset_index(path)?,
+                FileType::TimeIndex => self.dump_time_index(path)?,
+                FileType::TxnIndex => self.dump_txn_index(path)?,
+                FileType::ProducerSnapshot => self.dump_producer_snapshot(path)?,
+            }
+        }
+        self.print_reports()
+    }
+
+    pub(crate) fn damaged(&mut self) {
+        self.status = self.status.max(Status::Damaged);
+    }
+
+    /// A file that passed the up-front check could not be read after all.
+    pub(crate) fn read_failed(&mut self, path: &Path, e: &io::Error) -> io::Result<()> {
+        self.status = Status::Usage;
+        writeln!(
+            self.err,
+            "error: cannot read {}: {}",
+            path.display(),
+            io_msg(e)
+        )
+    }
+
+    /// The base offset from the file name, or 0 with a warning.
+    pub(crate) fn base_offset(&mut self, path: &Path) -> io::Result<i64> {
+        match base_offset_from_name(path) {
+            Some(b) => Ok(b),
+            None => {
+                writeln!(
+                    self.err,
+                    "warning: {}: the file name does not start with a base offset; using 0",
+                    path.display()
+                )?;
+                Ok(0)
+            }
+        }
+    }
+
+    fn print_reports(&mut self) -> io::Result<()> {
+        for (file, mismatches) in &self.index_mismatches {
+            writeln!(self.err, "Mismatches in :{file}")?;
+            for (Reverse(index_offset), log_offset) in mismatches {
+                writeln!(
+                    self.err,
+                    "  Index offset: {index_offset}, log offset: {log_offset}"
+                )?;
+            }
+        }
+        index::print_time_index_errors(&self.time_index_errors, self.err)?;
+        for (file, pairs) in &self.non_consecutive {
+            writeln!(self.err, "Non-consecutive offsets in {file}")?;
+            for (a, b) in pairs {
+                writeln!(self.err, "  {a} is followed by {b}")?;
+            }
+        }
+        Ok(())
+    }
+}

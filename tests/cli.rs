@@ -1,0 +1,27 @@
+//! End-to-end tests of the `seglog` command line tool: one integration binary, one module per
+//! concern (`tests/cli/*.rs`).
+//!
+//! * `fixtures`: every fixture `.log` under `testdata/` dumped as Kafka text and as JSON, compared
+//!   line by line with what the fixture's JSON (written by Kafka's or kafka-python's own reader)
+//!   implies under the `DumpLogSegments` format rules, computed here independently.
+//! * `golden`: committed outputs under `tests/golden/` (`UPDATE_GOLDEN=1` rewrites them).
+//! * `damaged`: bad CRC, truncated tail, garbage, undecodable records/control values: every valid
+//!   batch is printed, then the summary, exit 1.
+//! * `indexes`: `.index`, `.timeindex`, `.txnindex`, `.snapshot` built in a temp dir.
+//! * `errors`: every user error is exit 2 and one stderr line.
+//! * `binary`: the real executable: exit codes, no panic or backtrace.
+
+#[path = "cli/binary.rs"]
+mod binary;
+#[path = "cli/common.rs"]
+mod common;
+#[path = "cli/damaged.rs"]
+mod damaged;
+#[path = "cli/errors.rs"]
+mod errors;
+#[path = "cli/fixtures.rs"]
+mod fixtures;
+#[path = "cli/golden.rs"]
+mod golden;
+#[path = "cli/indexes.rs"]
+mod indexes;

@@ -1,0 +1,107 @@
+//! The real executable: exit codes, one-line errors, no panic or backtrace.
+
+use std::process::Command;
+
+use super::common::{sample_log, tempdir, testdata, write};
+
+fn seglog(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_seglog"))
+        .args(args)
+        .env("RUST_BACKTRACE", "1")
+        .output()
+        .expect("run seglog");
+    (
+        out.status.code().expect("exit code"),
+        String::from_utf8(out.stdout).expect("UTF-8 stdout"),
+        String::from_utf8(out.stderr).expect("UTF-8 stderr"),
+    )
+}
+
+fn assert_no_panic(stderr: &str) {
+    for bad in ["panicked", "backtrace", "RUST_BACKTRACE"] {
+        assert!(!stderr.contains(bad), "{stderr}");
+    }
+}
+
+#[test]
+fn dump_of_a_good_file_exits_0() {
+    let log = testdata().join("seglog-built/barrier.log");
+    let (code, stdout, stderr) = seglog(&[
+        "dump".as_ref(),
+        "--deep-iteration".as_ref(),
+        log.as_os_str(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.contains(r#"MirrorPidReset {"version":0,"sourceClusterId":"abc"}"#));
+}
+
+#[test]
+fn dump_of_a_damaged_file_exits_1() {
+    let dir = tempdir();
+    let (log, _) = sample_log(0, 2);
+    let path = write(
+        dir.path(),
+        "00000000000000000000.log",
+        &log[..log.len() - 5],
+    );
+    let (code, stdout, stderr) = seglog(&["dump".as_ref(), path.as_os_str()]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.ends_with("invalid bytes at the end of 00000000000000000000.log\n"),
+        "{stdout}"
+    );
+    assert_no_panic(&stderr);
+}
+
+#[test]
+fn usage_errors_exit_2_with_one_line() {
+    let dir = tempdir();
+    let missing = dir.path().join("00000000000000000000.log");
+    let cases: Vec<Vec<&std::ffi::OsStr>> = vec![
+        vec!["dump".as_ref(), missing.as_os_str()],
+        vec!["dump".as_ref(), dir.path().as_os_str()],
+        vec!["dump".as_ref()],
+        vec![
+            "dump".as_ref(),
+            "--json".as_ref(),
+            "--verify-index-only".as_ref(),
+            "a.index".as_ref(),
+        ],
+        vec!["dump".as_ref(), "--no-such-flag".as_ref()],
+        vec![
+            "dump".as_ref(),
+            "--max-bytes".as_ref(),
+            "lots".as_ref(),
+            "a.log".as_ref(),
+        ],
+        vec!["no-such-command".as_ref()],
+        vec![],
+    ];
+    for args in cases {
+        let (code, stdout, stderr) = seglog(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert_no_panic(&stderr);
+    }
+}
+
+#[test]
+fn help_has_an_example_and_exits_0() {
+    for args in [&["dump", "--help"][..], &["demo", "--help"], &["--help"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_seglog"))
+            .args(args)
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+        let text = String::from_utf8(out.stdout).expect("UTF-8");
+        assert!(text.contains("Example"), "{args:?}: {text}");
+    }
+}
+
+#[test]
+fn demo_stub_prints_one_line() {
+    let (code, stdout, _) = seglog(&["demo".as_ref()]);
+    assert_eq!(code, 0);
+    assert_eq!(stdout.lines().count(), 1);
+}
