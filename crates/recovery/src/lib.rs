@@ -5,6 +5,11 @@
 //! * [`audit`]: the producer-id collision audit behind `seglog producers --audit`;
 //! * [`barrier`]: what a `MIRROR_PID_RESET` batch does to producer state, and why;
 //! * [`snapshot`]: version-1 `.snapshot` files, byte for byte, and loading with fallback;
+//! * [`log`]: the partition log (Kafka `UnifiedLog`, producer side): leader/follower appends,
+//!   reads bounded by HW/LSO, the consumer view, truncation, close;
+//! * [`loader`]: Kafka `LogLoader`/`LogManager` loading, with recovery that quarantines instead
+//!   of deleting;
+//! * [`leader_epoch`]: the leader-epoch cache and its checkpoint;
 //! * [`mirror`]: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
 //!   STOPPING steps that write the barrier;
 //! * [`error`]: typed errors.
@@ -31,6 +36,9 @@
 pub mod audit;
 pub mod barrier;
 pub mod error;
+pub mod leader_epoch;
+pub mod loader;
+pub mod log;
 pub mod mirror;
 pub mod producer_state;
 pub mod snapshot;
@@ -41,6 +49,14 @@ pub use barrier::BarrierOutcome;
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,
+};
+pub use leader_epoch::{LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use loader::{
+    load_log_dir, CutInfo, LoadOptions, LogDir, LogDirOptions, LogLoader, RecoveryReport,
+};
+pub use log::{
+    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, IsolationLevel, LogAppendInfo,
+    PartitionLog, PartitionLogConfig, PartitionLogError,
 };
 pub use mirror::{
     MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState, MirrorStateError,

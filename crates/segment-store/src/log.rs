@@ -150,6 +150,9 @@ pub struct LocalLog {
     inner: RwLock<Inner>,
 }
 
+/// What recovery calls with each valid batch (see [`LogSegment::recover`]).
+pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>> + 'v;
+
 fn no_producer_state(_: &RecordBatch<'_>) -> Result<Option<AbortedTxn>> {
     Ok(None)
 }
@@ -184,6 +187,30 @@ impl LocalLog {
         env: LogEnv,
         visitor: &mut dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>>,
     ) -> Result<LocalLog> {
+        Self::open_inner(dir, config, recovery_point, env, Some(visitor)).map(|(log, _)| log)
+    }
+
+    /// Opens the segments of `dir` as they are: leftover `*.deleted` files are removed, but no
+    /// segment is recovered, whatever the recovery point or the index sanity checks say. Returns
+    /// the log and the base offsets of the segments whose indexes fail Kafka's sanity check; the
+    /// caller (the recovery crate's loader) then runs [`Self::recover_from`] with its own
+    /// producer-state visitor. An empty directory gets one empty segment at offset 0.
+    pub fn open_unrecovered(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        env: LogEnv,
+    ) -> Result<(LocalLog, Vec<i64>)> {
+        Self::open_inner(dir, config, recovery_point, env, None)
+    }
+
+    fn open_inner(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        env: LogEnv,
+        mut visitor: Option<&mut BatchVisitor<'_>>,
+    ) -> Result<(LocalLog, Vec<i64>)> {
         env.storage.create_dir_all(dir)?;
         let lock = DirLock::acquire(dir)?;
         let dir = dir.to_path_buf();
@@ -220,16 +247,22 @@ impl LocalLog {
             .last()
             .unwrap_or(i64::MIN);
         let mut cut = false;
+        let mut insane = Vec::new();
         for base in bases {
             if cut {
                 LogSegment::open(&ctx, &dir, base)?.delete()?;
                 continue;
             }
             let mut seg = LogSegment::open(&ctx, &dir, base)?;
-            let needs_recovery = base >= recover_from || seg.sanity_check().is_err();
-            if needs_recovery {
-                let outcome: RecoveryOutcome = seg.recover(visitor, &quarantine)?;
-                cut = outcome.truncated_bytes > 0;
+            let sane = seg.sanity_check().is_ok();
+            if !sane {
+                insane.push(base);
+            }
+            if let Some(visitor) = visitor.as_mut() {
+                if base >= recover_from || !sane {
+                    let outcome: RecoveryOutcome = seg.recover(*visitor, &quarantine)?;
+                    cut = outcome.truncated_bytes > 0;
+                }
             }
             segments.insert(base, seg);
         }
@@ -249,7 +282,7 @@ impl LocalLog {
         }
         let log_start_offset = segments.keys().next().copied().unwrap_or(0);
         env.storage.sync_dir(&dir)?;
-        Ok(LocalLog {
+        let log = LocalLog {
             dir,
             config,
             ctx,
@@ -260,7 +293,68 @@ impl LocalLog {
                 recovery_point: recovery_point.min(log_end_offset),
                 dir_dirty: false,
             }),
-        })
+        };
+        Ok((log, insane))
+    }
+
+    /// Recovers, in order, every segment with base offset `>= from_base` with `visitor` (see
+    /// [`LogSegment::recover`]; cut bytes go to `quarantine_dir`). At the first segment that
+    /// loses bytes, recovery stops and every later segment is **moved** (all its files) into
+    /// `quarantine_dir` rather than deleted. The log end offset and recovery point are updated;
+    /// the last remaining segment becomes the active one. Returns each recovered segment's
+    /// outcome and the paths of the moved files.
+    #[allow(clippy::type_complexity)]
+    pub fn recover_from<E: From<SegmentError>>(
+        &self,
+        from_base: i64,
+        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> std::result::Result<Option<AbortedTxn>, E>,
+        quarantine_dir: &Path,
+    ) -> std::result::Result<(Vec<(i64, RecoveryOutcome)>, Vec<PathBuf>), E> {
+        let mut inner = self.write_inner();
+        let bases: Vec<i64> = inner.segments.range(from_base..).map(|(&b, _)| b).collect();
+        let mut outcomes = Vec::new();
+        let mut moved = Vec::new();
+        let mut cut = false;
+        for base in bases {
+            if cut {
+                if let Some(seg) = inner.segments.remove(&base) {
+                    moved.extend(seg.move_to(quarantine_dir)?);
+                }
+                continue;
+            }
+            if let Some(seg) = inner.segments.get_mut(&base) {
+                let outcome = seg.recover(visitor, quarantine_dir)?;
+                cut = outcome.truncated_bytes > 0;
+                outcomes.push((base, outcome));
+            }
+        }
+        if inner.segments.is_empty() {
+            let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
+            inner.segments.insert(seg.base_offset(), seg);
+        }
+        let last = active_mut(&mut inner)?;
+        // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes the indexes
+        // back to their maximum, which is what the active segment needs.
+        let next = last.read_next_offset()?;
+        last.truncate_to(next)?;
+        inner.log_end_offset = next;
+        inner.recovery_point = inner.recovery_point.min(next);
+        inner.dir_dirty = true;
+        Ok((outcomes, moved))
+    }
+
+    /// Kafka's `LogSegment.updateTxnIndex` for each aborted transaction, on the segment holding
+    /// its marker (`last_offset`), normally the active one.
+    pub fn append_aborted_txns(&self, txns: &[AbortedTxn]) -> Result<()> {
+        let mut inner = self.write_inner();
+        for txn in txns {
+            let seg = match inner.segments.range_mut(..=txn.last_offset).next_back() {
+                Some((_, seg)) => seg,
+                None => active_mut(&mut inner)?,
+            };
+            seg.update_txn_index(txn)?;
+        }
+        Ok(())
     }
 
     fn read_inner(&self) -> RwLockReadGuard<'_, Inner> {

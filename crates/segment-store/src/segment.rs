@@ -835,6 +835,43 @@ impl LogSegment {
         }
         Ok(())
     }
+    /// Moves the segment's files (`.log`, `.index`, `.timeindex`, `.txnindex`, those that exist)
+    /// into `to_dir` under their own names, syncing both directories. Nothing is deleted; used by
+    /// a loader that sets segments aside instead of deleting them. Returns the new paths.
+    pub fn move_to(self, to_dir: &Path) -> Result<Vec<PathBuf>> {
+        let LogSegment {
+            base_offset,
+            dir,
+            ctx,
+            log,
+            offset_index,
+            time_index,
+            txn_index,
+            ..
+        } = self;
+        drop((log, offset_index, time_index, txn_index));
+        ctx.storage.create_dir_all(to_dir)?;
+        let mut moved = Vec::new();
+        for kind in [FileKind::Log, FileKind::TxnIndex] {
+            let p = segment_file_path(&dir, base_offset, kind);
+            if ctx.storage.exists(&p)? {
+                let to = segment_file_path(to_dir, base_offset, kind);
+                ctx.storage.rename(&p, &to)?;
+                moved.push(to);
+            }
+        }
+        for kind in [FileKind::Index, FileKind::TimeIndex] {
+            let p = segment_file_path(&dir, base_offset, kind);
+            if p.exists() {
+                let to = segment_file_path(to_dir, base_offset, kind);
+                std::fs::rename(&p, &to).map_err(|e| SegmentError::io(&p, "rename", e))?;
+                moved.push(to);
+            }
+        }
+        ctx.storage.sync_dir(to_dir)?;
+        ctx.storage.sync_dir(&dir)?;
+        Ok(moved)
+    }
 }
 
 fn deleted_path(p: &Path) -> PathBuf {

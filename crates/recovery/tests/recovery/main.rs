@@ -4,6 +4,8 @@
 mod audit;
 mod barrier;
 mod common;
+mod loader;
+mod log;
 mod mirror;
 mod prop;
 mod rules;

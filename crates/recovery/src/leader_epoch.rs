@@ -1,0 +1,177 @@
+//! The leader-epoch cache of a partition (Kafka `LeaderEpochFileCache`), persisted in the
+//! partition directory's `leader-epoch-checkpoint` (version 0, `epoch startOffset` lines; written
+//! atomically by segment-store's [`LeaderEpochCheckpointFile`]).
+//!
+//! The cache maps each leader epoch to the first offset written in it, in increasing order of
+//! both. Appends [`assign`](LeaderEpochFileCache::assign) an epoch when a batch carries a newer
+//! one; truncating the log removes epochs from the end
+//! ([`truncate_from_end`](LeaderEpochFileCache::truncate_from_end)); advancing the log start
+//! offset trims epochs from the start
+//! ([`truncate_from_start`](LeaderEpochFileCache::truncate_from_start)).
+//!
+//! Difference from Kafka: Kafka's `assign` also accepts an epoch *lower* than the latest (it then
+//! drops every entry with a higher epoch or start offset). Appends only ever call it with a newer
+//! epoch (`UnifiedLog` checks `epoch > latestEpoch` first), so here `assign` ignores anything that
+//! is not newer than the latest entry or that starts before it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use segment_store::file_name::LEADER_EPOCH_CHECKPOINT_FILE;
+use segment_store::{EpochEntry, LeaderEpochCheckpointFile, SegmentError, Storage};
+
+/// Kafka `UNDEFINED_EPOCH`.
+pub const UNDEFINED_EPOCH: i32 = -1;
+/// Kafka `UNDEFINED_EPOCH_OFFSET`.
+pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
+
+/// Leader epoch → start offset, kept in memory and written to `leader-epoch-checkpoint` on every
+/// change.
+#[derive(Debug)]
+pub struct LeaderEpochFileCache {
+    entries: Vec<EpochEntry>,
+    file: LeaderEpochCheckpointFile,
+}
+
+impl LeaderEpochFileCache {
+    /// Opens the cache of the partition in `dir`, reading `leader-epoch-checkpoint` if present.
+    /// A missing file is an empty cache; a malformed one is an error.
+    pub fn open(storage: Arc<dyn Storage>, dir: &Path) -> Result<Self, SegmentError> {
+        let path = Self::path_in(dir);
+        let file = LeaderEpochCheckpointFile::new(Arc::clone(&storage), &path);
+        let entries = if storage.exists(&path)? {
+            file.read()?
+        } else {
+            Vec::new()
+        };
+        let mut cache = Self {
+            entries: Vec::new(),
+            file,
+        };
+        // Keep only a well-ordered sequence, as `assign` would have built it.
+        for e in entries {
+            cache.push_if_newer(e);
+        }
+        Ok(cache)
+    }
+
+    /// `<dir>/leader-epoch-checkpoint`.
+    pub fn path_in(dir: &Path) -> PathBuf {
+        dir.join(LEADER_EPOCH_CHECKPOINT_FILE)
+    }
+
+    /// The entries, oldest first.
+    pub fn entries(&self) -> &[EpochEntry] {
+        &self.entries
+    }
+
+    /// The latest epoch, if any.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|e| e.epoch)
+    }
+
+    /// The earliest entry, if any.
+    pub fn earliest_entry(&self) -> Option<EpochEntry> {
+        self.entries.first().copied()
+    }
+
+    fn push_if_newer(&mut self, e: EpochEntry) -> bool {
+        if e.epoch < 0 || e.start_offset < 0 {
+            return false;
+        }
+        if let Some(last) = self.entries.last() {
+            if e.epoch <= last.epoch || e.start_offset < last.start_offset {
+                return false;
+            }
+        }
+        self.entries.push(e);
+        true
+    }
+
+    /// Records that `epoch` starts at `start_offset`, if `epoch` is newer than the latest and
+    /// `start_offset` is not before the latest entry's start (negative values are ignored).
+    /// Writes the checkpoint when something changed. Returns whether it did.
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, SegmentError> {
+        let changed = self.push_if_newer(EpochEntry {
+            epoch,
+            start_offset,
+        });
+        if changed {
+            self.flush()?;
+        }
+        Ok(changed)
+    }
+
+    /// Kafka `truncateFromEnd(endOffset)`: removes the entries whose start offset is
+    /// `>= end_offset` (after a log truncation to `end_offset`). Writes the checkpoint when
+    /// something changed.
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<bool, SegmentError> {
+        if end_offset < 0 {
+            return Ok(false);
+        }
+        let before = self.entries.len();
+        self.entries.retain(|e| e.start_offset < end_offset);
+        let changed = self.entries.len() != before;
+        if changed {
+            self.flush()?;
+        }
+        Ok(changed)
+    }
+
+    /// Kafka `truncateFromStart(startOffset)`: removes the entries wholly before `start_offset`;
+    /// the entry covering it (the last one starting at or before it) is kept with its start
+    /// moved up to `start_offset`. Writes the checkpoint when something changed.
+    pub fn truncate_from_start(&mut self, start_offset: i64) -> Result<bool, SegmentError> {
+        let Some(floor) = self
+            .entries
+            .iter()
+            .rposition(|e| e.start_offset <= start_offset)
+        else {
+            return Ok(false);
+        };
+        let mut changed = floor > 0;
+        self.entries.drain(..floor);
+        if let Some(first) = self.entries.first_mut() {
+            if first.start_offset < start_offset {
+                first.start_offset = start_offset;
+                changed = true;
+            }
+        }
+        if changed {
+            self.flush()?;
+        }
+        Ok(changed)
+    }
+
+    /// Kafka `endOffsetFor(requestedEpoch, logEndOffset)`: `(epoch, end offset)` where the end
+    /// offset is the start of the first epoch above `requested` (or `log_end_offset` if
+    /// `requested` is the latest) and `epoch` the largest known epoch `<= requested` (or
+    /// `requested` itself when it is below every known epoch). Unknown (above the latest, or
+    /// undefined): `(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)`.
+    pub fn end_offset_for(&self, requested: i32, log_end_offset: i64) -> (i32, i64) {
+        if requested == UNDEFINED_EPOCH {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        }
+        if self.latest_epoch() == Some(requested) {
+            return (requested, log_end_offset);
+        }
+        let Some(higher) = self.entries.iter().find(|e| e.epoch > requested) else {
+            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+        };
+        match self.entries.iter().rev().find(|e| e.epoch <= requested) {
+            Some(floor) => (floor.epoch, higher.start_offset),
+            None => (requested, higher.start_offset),
+        }
+    }
+
+    /// Removes every entry (Kafka `clearAndFlush`).
+    pub fn clear(&mut self) -> Result<(), SegmentError> {
+        self.entries.clear();
+        self.flush()
+    }
+
+    /// Writes the checkpoint file atomically.
+    pub fn flush(&self) -> Result<(), SegmentError> {
+        self.file.write(&self.entries)
+    }
+}

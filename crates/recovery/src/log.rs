@@ -1,0 +1,937 @@
+//! The partition log (Kafka `UnifiedLog`, producer side): a segment-store [`LocalLog`], the
+//! [`ProducerStateManager`], the [`LeaderEpochFileCache`], the high watermark and the log start
+//! offset, kept consistent on every append, roll, read, truncation and close.
+//!
+//! * Leader appends ([`PartitionLog::append_as_leader`]) validate every batch (v2 only, CRC-32C,
+//!   no control batch from a client), assign offsets by rewriting `baseOffset` and
+//!   `partitionLeaderEpoch` in place (both outside the CRC, so the CRC is left as it is), check
+//!   producer state *before* writing (a duplicate returns the original offsets and writes
+//!   nothing; an epoch or sequence error writes nothing), append, then apply producer state,
+//!   write aborted transactions into the `.txnindex` and record the leader epoch.
+//! * Follower appends ([`PartitionLog::append_as_follower`]) keep offsets and bytes as they came
+//!   and apply producer state with `Replication` rules (warnings, not errors).
+//! * The KIP-1279 barrier is applied by [`ProducerStateManager::apply_batches`] on every origin,
+//!   strictly in log order (see [`crate::barrier`]).
+//! * When the active segment rolls, a producer snapshot named after the new base is written
+//!   before the batches that caused the roll are applied (Kafka §6.3/§7.7).
+//! * Reads are bounded by the high watermark (`ReadUncommitted`) or the last stable offset
+//!   (`ReadCommitted`, with the aborted transactions of the range); [`consume`] is the consumer
+//!   side that hides control batches (markers and barriers) and aborted records.
+//!
+//! Producer-state checks run on a clone of the manager, which becomes the manager once the bytes
+//! are written: simple and all-or-nothing, at the cost of one copy of the producer map per
+//! append.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use record_format::batch::{set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time};
+use record_format::{
+    is_mirror_pid_reset_batch, mirror_pid_reset_batch, Batches, ControlRecordKey,
+    ControlRecordType, DecodeLimits, FormatError, IterEnd, LogEntry, RecordBatch,
+};
+use segment_store::{AbortedTxn, Clock, LocalLog, LogConfig, SegmentError};
+
+use crate::barrier::BarrierOutcome;
+use crate::error::{ProducerStateError, SnapshotError};
+use crate::leader_epoch::LeaderEpochFileCache;
+use crate::mirror::MirrorLog;
+use crate::producer_state::{
+    AbortedTxnRecord, AppendOrigin, ProducerStateManager, ProducerStateManagerConfig,
+    ProducerStateWarning,
+};
+use crate::snapshot::{delete_snapshots_above, SnapshotLoad};
+use crate::summary::BatchSummary;
+
+/// How much a replay or a barrier search reads at a time.
+const READ_CHUNK: usize = 1 << 20;
+
+/// Settings of a partition log.
+#[derive(Debug, Clone, Default)]
+pub struct PartitionLogConfig {
+    /// Segment-level settings.
+    pub log: LogConfig,
+    /// Producer-state settings.
+    pub producer_state: ProducerStateManagerConfig,
+    /// `message.timestamp.type=LogAppendTime`: leader appends stamp every batch with the
+    /// broker's time (this rewrites the attributes and max timestamp, so the CRC is recomputed,
+    /// as Kafka does).
+    pub log_append_time: bool,
+}
+
+/// Errors of the partition log and its loader.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PartitionLogError {
+    /// A segment-store operation failed.
+    Segment(SegmentError),
+    /// A producer snapshot could not be read or written.
+    Snapshot(SnapshotError),
+    /// Producer state refused the append (fenced epoch, out-of-order sequence, …); nothing was
+    /// written.
+    ProducerState(ProducerStateError),
+    /// The records are not a sequence of valid v2 batches (framing, CRC, trailing bytes), or a
+    /// control record could not be read. `error.position` is the byte position in the input.
+    InvalidRecords(FormatError),
+    /// A batch with magic 0 or 1 (only v2 is written).
+    UnsupportedMagic {
+        /// Byte position of the entry in the input.
+        position: u64,
+        /// Its magic.
+        magic: i8,
+    },
+    /// A client tried to write a control batch.
+    ControlBatchFromClient {
+        /// Byte position of the batch in the input.
+        position: u64,
+    },
+    /// An append with no batch.
+    EmptyRecords,
+    /// A follower append whose first offset is below the log end offset.
+    OffsetBelowLogEnd {
+        /// First offset of the append.
+        first_offset: i64,
+        /// The log end offset.
+        log_end_offset: i64,
+    },
+    /// A truncation target inside a batch.
+    NotBatchAligned {
+        /// The target.
+        target: i64,
+        /// Base offset of the batch containing it.
+        batch_base_offset: i64,
+    },
+    /// A negative truncation target.
+    NegativeOffset(i64),
+    /// A read outside `[log start, log end]`.
+    OffsetOutOfRange {
+        /// The offset.
+        offset: i64,
+        /// Log start offset.
+        log_start_offset: i64,
+        /// Log end offset.
+        log_end_offset: i64,
+    },
+    /// A file operation of the loader failed.
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Loading one partition of a log directory failed.
+    Partition {
+        /// The partition directory.
+        dir: PathBuf,
+        /// Why.
+        source: Box<PartitionLogError>,
+    },
+}
+
+impl fmt::Display for PartitionLogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Segment(e) => write!(f, "{e}"),
+            Self::Snapshot(e) => write!(f, "{e}"),
+            Self::ProducerState(e) => write!(f, "{e}"),
+            Self::InvalidRecords(e) => write!(f, "invalid records: {e}"),
+            Self::UnsupportedMagic { position, magic } => {
+                write!(
+                    f,
+                    "batch at byte {position} has magic {magic}; only v2 is written"
+                )
+            }
+            Self::ControlBatchFromClient { position } => {
+                write!(
+                    f,
+                    "clients may not write control batches (batch at byte {position})"
+                )
+            }
+            Self::EmptyRecords => write!(f, "append with no batch"),
+            Self::OffsetBelowLogEnd {
+                first_offset,
+                log_end_offset,
+            } => write!(
+                f,
+                "follower append at offset {first_offset} is below the log end offset \
+                 {log_end_offset}"
+            ),
+            Self::NotBatchAligned {
+                target,
+                batch_base_offset,
+            } => write!(
+                f,
+                "truncation target {target} is inside the batch starting at {batch_base_offset}"
+            ),
+            Self::NegativeOffset(o) => write!(f, "negative offset {o}"),
+            Self::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            } => write!(
+                f,
+                "offset {offset} is outside the log [{log_start_offset}, {log_end_offset}]"
+            ),
+            Self::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
+            Self::Partition { dir, source } => {
+                write!(f, "loading partition {}: {source}", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PartitionLogError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::Segment(e) => Some(e),
+            Self::Snapshot(e) => Some(e),
+            Self::ProducerState(e) => Some(e),
+            Self::InvalidRecords(e) => Some(e),
+            Self::Io { source, .. } => Some(source),
+            Self::Partition { source, .. } => Some(source.as_ref()),
+            _ => None,
+        }
+    }
+}
+
+impl From<SegmentError> for PartitionLogError {
+    fn from(e: SegmentError) -> Self {
+        Self::Segment(e)
+    }
+}
+impl From<SnapshotError> for PartitionLogError {
+    fn from(e: SnapshotError) -> Self {
+        Self::Snapshot(e)
+    }
+}
+impl From<ProducerStateError> for PartitionLogError {
+    fn from(e: ProducerStateError) -> Self {
+        Self::ProducerState(e)
+    }
+}
+impl From<FormatError> for PartitionLogError {
+    fn from(e: FormatError) -> Self {
+        Self::InvalidRecords(e)
+    }
+}
+
+/// What an append did (Kafka `LogAppendInfo`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    /// Offset of the first record (for a duplicate: of the original batch).
+    pub first_offset: i64,
+    /// Offset of the last record (for a duplicate: of the original batch).
+    pub last_offset: i64,
+    /// Largest batch max timestamp (−1 for a duplicate).
+    pub max_timestamp: i64,
+    /// Number of batches written (0 for a duplicate).
+    pub num_batches: usize,
+    /// Bytes written (0 for a duplicate).
+    pub bytes: usize,
+    /// The append duplicated a cached batch of its producer: nothing was written, and the
+    /// offsets are the original batch's.
+    pub duplicate: bool,
+    /// The active segment rolled first; the new base offset (a producer snapshot was written
+    /// at it).
+    pub rolled_to: Option<i64>,
+    /// Producer-state warnings (replication origin).
+    pub warnings: Vec<ProducerStateWarning>,
+    /// Barriers met, in log order.
+    pub barriers: Vec<BarrierOutcome>,
+    /// Aborted transactions written into the transaction index.
+    pub aborted_txns: Vec<AbortedTxnRecord>,
+}
+
+/// Kafka `IsolationLevel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IsolationLevel {
+    /// Everything below the high watermark.
+    ReadUncommitted,
+    /// Everything below the last stable offset, with the aborted transactions of the range.
+    ReadCommitted,
+}
+
+/// An owned fetch result (Kafka `FetchDataInfo` plus the partition's offsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResult {
+    /// The offset asked for.
+    pub fetch_offset: i64,
+    /// The isolation level of the read.
+    pub isolation: IsolationLevel,
+    /// Whole batches, all below the bound of the isolation level.
+    pub records: Vec<u8>,
+    /// High watermark at the time of the read.
+    pub high_watermark: i64,
+    /// Last stable offset at the time of the read.
+    pub last_stable_offset: i64,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// `ReadCommitted`: aborted transactions overlapping the returned batches.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
+}
+
+/// One record as an application sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsumedRecord {
+    /// Offset.
+    pub offset: i64,
+    /// Timestamp.
+    pub timestamp: i64,
+    /// Key.
+    pub key: Option<Vec<u8>>,
+    /// Value.
+    pub value: Option<Vec<u8>>,
+    /// Headers, as `(key, value)`.
+    pub headers: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// The consumer's view of fetched batches (Kafka `CompletedFetch.nextFetchedRecord`): control
+/// batches (COMMIT/ABORT markers, the `MIRROR_PID_RESET` barrier, anything else) are never
+/// returned; under `ReadCommitted`, records of aborted transactions are skipped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerReader {
+    isolation: IsolationLevel,
+}
+
+impl ConsumerReader {
+    /// A reader at `isolation`.
+    pub fn new(isolation: IsolationLevel) -> Self {
+        Self { isolation }
+    }
+
+    /// The records of `fetch` an application would see, from `fetch.fetch_offset` on.
+    ///
+    /// Kafka's algorithm: aborted transactions are taken in first-offset order; before each
+    /// batch with a producer id, every aborted transaction starting at or before the batch's
+    /// last offset adds its producer id to the aborted set; an ABORT marker removes its
+    /// producer id from the set; a transactional batch of a producer in the set is skipped.
+    pub fn read(&self, fetch: &FetchResult) -> Result<Vec<ConsumedRecord>, PartitionLogError> {
+        let read_committed = self.isolation == IsolationLevel::ReadCommitted;
+        let mut pending: Vec<AbortedTxn> = fetch.aborted_transactions.clone().unwrap_or_default();
+        pending.sort_by_key(|t| std::cmp::Reverse(t.first_offset));
+        let mut aborted_pids = std::collections::BTreeSet::new();
+        let mut out = Vec::new();
+        let limits = DecodeLimits::default();
+        for entry in Batches::new(&fetch.records, 0).validate_crc(true) {
+            let LogEntry::V2(batch) = entry? else {
+                continue;
+            };
+            if read_committed && batch.has_producer_id() {
+                while pending
+                    .last()
+                    .is_some_and(|t| t.first_offset <= batch.last_offset())
+                {
+                    if let Some(t) = pending.pop() {
+                        aborted_pids.insert(t.producer_id);
+                    }
+                }
+                let pid = batch.producer_id();
+                if batch.is_control() {
+                    if first_control_type(&batch)? == Some(ControlRecordType::Abort) {
+                        aborted_pids.remove(&pid);
+                    }
+                } else if batch.is_transactional() && aborted_pids.contains(&pid) {
+                    continue;
+                }
+            }
+            if batch.is_control() {
+                continue;
+            }
+            let records = batch.records(&limits)?;
+            for r in records.iter() {
+                let r = r?;
+                if r.offset() < fetch.fetch_offset {
+                    continue;
+                }
+                out.push(ConsumedRecord {
+                    offset: r.offset(),
+                    timestamp: r.timestamp(),
+                    key: r.key().map(<[u8]>::to_vec),
+                    value: r.value().map(<[u8]>::to_vec),
+                    headers: r
+                        .headers()
+                        .map(|h| (h.key.to_vec(), h.value.map(<[u8]>::to_vec)))
+                        .collect(),
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// [`ConsumerReader::read`] at the fetch's own isolation level.
+pub fn consume(fetch: &FetchResult) -> Result<Vec<ConsumedRecord>, PartitionLogError> {
+    ConsumerReader::new(fetch.isolation).read(fetch)
+}
+
+fn first_control_type(
+    batch: &RecordBatch<'_>,
+) -> Result<Option<ControlRecordType>, PartitionLogError> {
+    if batch.records_count() <= 0 {
+        return Ok(None);
+    }
+    let records = batch.records(&DecodeLimits::default())?;
+    let Some(first) = records.iter().next() else {
+        return Ok(None);
+    };
+    let first = first?;
+    let (_, t) = ControlRecordKey::parse(first.key().unwrap_or(&[]), first.key_position())?;
+    Ok(Some(t))
+}
+
+/// One validated batch of an append: where it is in the input and its leader epoch.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    start: usize,
+    len: usize,
+    position: u64,
+}
+
+/// Splits `records` into whole, CRC-valid v2 batches. Control batches are refused unless
+/// `allow_control`.
+fn validate_batches(records: &[u8], allow_control: bool) -> Result<Vec<Span>, PartitionLogError> {
+    let mut spans = Vec::new();
+    let mut it = Batches::new(records, 0).validate_crc(true);
+    for entry in &mut it {
+        let entry = entry?;
+        let position = entry.position();
+        let batch = match entry {
+            LogEntry::V2(b) => b,
+            LogEntry::Legacy(l) => {
+                return Err(PartitionLogError::UnsupportedMagic {
+                    position,
+                    magic: l.magic(),
+                })
+            }
+        };
+        if batch.is_control() && !allow_control {
+            return Err(PartitionLogError::ControlBatchFromClient { position });
+        }
+        spans.push(Span {
+            start: usize::try_from(position).unwrap_or(usize::MAX),
+            len: batch.size_in_bytes(),
+            position,
+        });
+    }
+    match it.stopped_at() {
+        Some(IterEnd::IncompleteTrailing { position, bytes }) => {
+            return Err(PartitionLogError::InvalidRecords(FormatError::new(
+                record_format::FormatErrorKind::Truncated {
+                    need: bytes.saturating_add(1),
+                    have: *bytes,
+                },
+                *position,
+            )))
+        }
+        Some(IterEnd::Error(e)) => return Err(PartitionLogError::InvalidRecords(e.clone())),
+        _ => {}
+    }
+    if spans.is_empty() {
+        return Err(PartitionLogError::EmptyRecords);
+    }
+    Ok(spans)
+}
+
+fn batch_at(bytes: &[u8], span: Span) -> Result<RecordBatch<'_>, PartitionLogError> {
+    let slice = bytes
+        .get(span.start..span.start.saturating_add(span.len))
+        .unwrap_or_default();
+    Ok(RecordBatch::new(slice, span.position)?)
+}
+
+/// The partition log. See the module docs.
+#[derive(Debug)]
+pub struct PartitionLog {
+    pub(crate) dir: PathBuf,
+    pub(crate) local: LocalLog,
+    pub(crate) psm: ProducerStateManager,
+    pub(crate) epochs: LeaderEpochFileCache,
+    pub(crate) high_watermark: i64,
+    pub(crate) config: PartitionLogConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+impl PartitionLog {
+    /// The partition directory (also where producer snapshots live).
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The segments.
+    pub fn local_log(&self) -> &LocalLog {
+        &self.local
+    }
+    /// Producer state.
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.psm
+    }
+    /// The leader-epoch cache.
+    pub fn leader_epoch_cache(&self) -> &LeaderEpochFileCache {
+        &self.epochs
+    }
+    /// Settings.
+    pub fn config(&self) -> &PartitionLogConfig {
+        &self.config
+    }
+    /// The offset the next batch gets.
+    pub fn log_end_offset(&self) -> i64 {
+        self.local.log_end_offset()
+    }
+    /// The first readable offset.
+    pub fn log_start_offset(&self) -> i64 {
+        self.local.log_start_offset()
+    }
+    /// Everything below it is durable.
+    pub fn recovery_point(&self) -> i64 {
+        self.local.recovery_point()
+    }
+    /// The high watermark.
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    /// Sets the high watermark, clamped to `[log start, log end]`, and lets producer state
+    /// forget transactions completed below it. Returns the value set.
+    pub fn set_high_watermark(&mut self, high_watermark: i64) -> i64 {
+        let hw = high_watermark
+            .min(self.log_end_offset())
+            .max(self.log_start_offset());
+        self.high_watermark = hw;
+        self.psm.on_high_watermark_updated(hw);
+        hw
+    }
+
+    /// The partition's last stable offset: `min(first unstable offset, high watermark)`.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.psm
+            .last_stable_offset_for(self.high_watermark, self.log_start_offset())
+    }
+
+    /// Kafka `appendAsLeader`. See the module docs. `origin` is `Client` for produce requests
+    /// (control batches refused, duplicates detected) or `Coordinator` (markers, barriers).
+    pub fn append_as_leader(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, PartitionLogError> {
+        let spans = validate_batches(records, origin != AppendOrigin::Client)?;
+        let mut bytes = records.to_vec();
+        let mut next = self.log_end_offset();
+        let now = self.clock.now_ms();
+        for span in &spans {
+            let end = span.start.saturating_add(span.len);
+            let Some(buf) = bytes.get_mut(span.start..end) else {
+                return Err(PartitionLogError::EmptyRecords);
+            };
+            set_base_offset_and_leader_epoch(buf, next, leader_epoch)
+                .map_err(|e| e.offset_by(span.position))?;
+            if self.config.log_append_time {
+                set_max_timestamp_log_append_time(buf, now)
+                    .map_err(|e| e.offset_by(span.position))?;
+            }
+            next = RecordBatch::new(buf, span.position)?.next_offset();
+        }
+        self.append_validated(bytes, &spans, origin)
+    }
+
+    /// Kafka `appendAsFollower`: the batches keep their offsets, leader epochs and bytes; their
+    /// first offset must be at or above the log end offset and offsets must increase. Producer
+    /// state applies `Replication` rules.
+    pub fn append_as_follower(
+        &mut self,
+        records: &[u8],
+    ) -> Result<LogAppendInfo, PartitionLogError> {
+        let spans = validate_batches(records, true)?;
+        if let Some(first) = spans.first() {
+            let first_offset = batch_at(records, *first)?.base_offset();
+            let log_end_offset = self.log_end_offset();
+            if first_offset < log_end_offset {
+                return Err(PartitionLogError::OffsetBelowLogEnd {
+                    first_offset,
+                    log_end_offset,
+                });
+            }
+        }
+        self.append_validated(records.to_vec(), &spans, AppendOrigin::Replication)
+    }
+
+    fn append_validated(
+        &mut self,
+        bytes: Vec<u8>,
+        spans: &[Span],
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, PartitionLogError> {
+        let mut summaries = Vec::with_capacity(spans.len());
+        let mut epochs = Vec::with_capacity(spans.len());
+        for span in spans {
+            let batch = batch_at(&bytes, *span)?;
+            summaries.push(BatchSummary::from_batch(&batch)?);
+            epochs.push((batch.partition_leader_epoch(), batch.base_offset()));
+        }
+        // Producer state first, on a copy: nothing is written if it refuses.
+        let mut next_psm = self.psm.clone();
+        let applied = next_psm.apply_batches(summaries.iter(), origin)?;
+        if let Some(dup) = applied.duplicates.first() {
+            return Ok(LogAppendInfo {
+                first_offset: dup.original.first_offset(),
+                last_offset: dup.original.last_offset,
+                max_timestamp: -1,
+                num_batches: 0,
+                bytes: 0,
+                duplicate: true,
+                rolled_to: None,
+                warnings: Vec::new(),
+                barriers: Vec::new(),
+                aborted_txns: Vec::new(),
+            });
+        }
+        let outcome = self.local.append(&bytes)?;
+        let old = std::mem::replace(&mut self.psm, next_psm);
+        let mut snapshot_result = Ok(());
+        if let Some((base, _)) = outcome.rolled {
+            // Kafka's roll: snapshot of the state before this append, named after the new base.
+            let mut old = old;
+            old.update_map_end_offset(base);
+            snapshot_result = old.take_snapshot(&self.dir).map(|_| ());
+            self.psm.last_snap_offset = old.last_snap_offset;
+        }
+        let txns = txn_index_entries(&applied.aborted_txns);
+        self.local.append_aborted_txns(&txns)?;
+        for (epoch, base) in epochs {
+            self.maybe_assign_epoch(epoch, base)?;
+        }
+        snapshot_result?;
+        Ok(LogAppendInfo {
+            first_offset: outcome.first_offset,
+            last_offset: outcome.last_offset,
+            max_timestamp: outcome.max_timestamp,
+            num_batches: spans.len(),
+            bytes: bytes.len(),
+            duplicate: false,
+            rolled_to: outcome.rolled.map(|(b, _)| b),
+            warnings: applied.warnings,
+            barriers: applied.barriers,
+            aborted_txns: applied.aborted_txns,
+        })
+    }
+
+    fn maybe_assign_epoch(&mut self, epoch: i32, base: i64) -> Result<(), PartitionLogError> {
+        if epoch >= 0 && self.epochs.latest_epoch().is_none_or(|l| epoch > l) {
+            self.epochs.assign(epoch, base)?;
+        }
+        Ok(())
+    }
+
+    /// Reads whole batches from the one containing `start_offset`, at most `max_bytes` (at least
+    /// one batch), below the high watermark (`ReadUncommitted`) or the last stable offset
+    /// (`ReadCommitted`, which also returns the aborted transactions overlapping the batches).
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: IsolationLevel,
+    ) -> Result<FetchResult, PartitionLogError> {
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        if start_offset < log_start_offset || start_offset > log_end_offset {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset: start_offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let high_watermark = self.high_watermark;
+        let last_stable_offset = self.last_stable_offset();
+        let bound = match isolation {
+            IsolationLevel::ReadUncommitted => high_watermark,
+            IsolationLevel::ReadCommitted => last_stable_offset,
+        };
+        let mut records = Vec::new();
+        let mut upper = start_offset;
+        if start_offset < bound {
+            let data = self.local.read(start_offset, max_bytes, true)?;
+            let mut keep = 0usize;
+            for entry in Batches::new(&data.records, 0) {
+                let entry = entry?;
+                if entry.last_offset() >= bound {
+                    break;
+                }
+                keep = usize::try_from(entry.position())
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(entry.size_in_bytes());
+                upper = entry.last_offset().saturating_add(1);
+            }
+            records = data.records;
+            records.truncate(keep);
+        }
+        let aborted_transactions = match isolation {
+            IsolationLevel::ReadUncommitted => None,
+            IsolationLevel::ReadCommitted => Some(if upper > start_offset {
+                self.collect_aborted_transactions(start_offset, upper)?
+            } else {
+                Vec::new()
+            }),
+        };
+        Ok(FetchResult {
+            fetch_offset: start_offset,
+            isolation,
+            records,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            aborted_transactions,
+        })
+    }
+
+    /// Kafka `collectAbortedTransactions(startOffset, upperBoundOffset)`: from the segment
+    /// containing `start_offset` on, until a segment's search is complete.
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>, PartitionLogError> {
+        self.local.with_segments(|segments| {
+            let segments: Vec<_> = segments.collect();
+            let first = segments
+                .iter()
+                .rposition(|s| s.base_offset() <= start_offset)
+                .unwrap_or(0);
+            let mut out = Vec::new();
+            for seg in segments.iter().skip(first) {
+                if seg.base_offset() >= upper_bound_offset {
+                    break;
+                }
+                let found = seg.collect_aborted_txns(start_offset, upper_bound_offset)?;
+                out.extend(found.aborted_transactions);
+                if found.is_complete {
+                    break;
+                }
+            }
+            Ok(out)
+        })
+    }
+
+    /// Kafka `truncateTo(target)`: removes every batch at or above `target` (which must be a
+    /// batch boundary), truncates the leader-epoch cache from the end, and rebuilds producer
+    /// state from the newest snapshot at or below `target` by replaying the log (barriers
+    /// included). A target at or past the log end is a no-op. Returns whether anything was
+    /// removed.
+    pub fn truncate_to(&mut self, target: i64) -> Result<bool, PartitionLogError> {
+        if target < 0 {
+            return Err(PartitionLogError::NegativeOffset(target));
+        }
+        let log_end_offset = self.log_end_offset();
+        if target >= log_end_offset {
+            self.epochs.truncate_from_end(log_end_offset)?;
+            return Ok(false);
+        }
+        if target > self.log_start_offset() {
+            let data = self.local.read(target, 1, true)?;
+            if let Some(Ok(entry)) = Batches::new(&data.records, 0).next() {
+                let base = match &entry {
+                    LogEntry::V2(b) => b.base_offset(),
+                    LogEntry::Legacy(l) => l.offset(),
+                };
+                if base < target {
+                    return Err(PartitionLogError::NotBatchAligned {
+                        target,
+                        batch_base_offset: base,
+                    });
+                }
+            }
+        }
+        self.local.truncate_to(target)?;
+        self.epochs.truncate_from_end(target)?;
+        self.high_watermark = self.high_watermark.min(target);
+        self.rebuild_producer_state(target)?;
+        Ok(true)
+    }
+
+    /// Kafka `truncateFullyAndStartAt(newOffset)`: deletes every segment and snapshot, clears
+    /// the leader-epoch cache and producer state, and starts empty at `new_offset`.
+    pub fn truncate_fully_and_start_at(
+        &mut self,
+        new_offset: i64,
+    ) -> Result<(), PartitionLogError> {
+        if new_offset < 0 {
+            return Err(PartitionLogError::NegativeOffset(new_offset));
+        }
+        self.local.truncate_fully_and_start_at(new_offset)?;
+        self.epochs.clear()?;
+        self.psm.truncate_fully_and_start_at(new_offset);
+        delete_snapshots_above(&self.dir, -1)?;
+        self.high_watermark = new_offset;
+        Ok(())
+    }
+
+    /// Kafka `rebuildProducerState(lastOffset)` (§7.8, without the clean-shutdown shortcut):
+    /// reload the newest valid snapshot at or below `last_offset` (unless the state already ends
+    /// there), replay the log from its offset to `last_offset` with `Replication` rules, then
+    /// snapshot.
+    pub(crate) fn rebuild_producer_state(
+        &mut self,
+        last_offset: i64,
+    ) -> Result<SnapshotLoad, PartitionLogError> {
+        let now = self.clock.now_ms();
+        let log_start = self.log_start_offset();
+        let load = self
+            .psm
+            .truncate_and_reload(&self.dir, log_start, last_offset, now)?;
+        let from = self.psm.map_end_offset().max(log_start);
+        if last_offset > from {
+            replay(&self.local, &mut self.psm, from, last_offset)?;
+        }
+        self.psm.update_map_end_offset(last_offset);
+        self.psm.take_snapshot(&self.dir)?;
+        Ok(load)
+    }
+
+    /// Finds the first `MIRROR_PID_RESET` batch at offset `>= from`.
+    pub fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, PartitionLogError> {
+        let end = self.log_end_offset();
+        let mut offset = from.max(self.log_start_offset());
+        while offset < end {
+            let data = self.local.read(offset, READ_CHUNK, true)?;
+            let mut next = None;
+            for entry in Batches::new(&data.records, 0) {
+                let LogEntry::V2(batch) = entry? else {
+                    continue;
+                };
+                if batch.last_offset() >= from && is_mirror_pid_reset_batch(&batch)? {
+                    return Ok(Some(batch.base_offset()));
+                }
+                next = Some(batch.next_offset());
+            }
+            match next {
+                Some(n) if n > offset => offset = n,
+                _ => break,
+            }
+        }
+        Ok(None)
+    }
+
+    /// Flushes the segments up to the log end offset (the recovery point moves there).
+    pub fn flush(&mut self) -> Result<(), PartitionLogError> {
+        let end = self.log_end_offset();
+        self.local.flush(end)?;
+        Ok(())
+    }
+
+    /// Kafka `UnifiedLog.close()` on a clean shutdown: flush everything, take a producer
+    /// snapshot at the log end offset, write the leader-epoch checkpoint, close the segments.
+    pub fn close(mut self) -> Result<ClosedLog, PartitionLogError> {
+        self.flush()?;
+        let end = self.log_end_offset();
+        self.psm.update_map_end_offset(end);
+        self.psm.take_snapshot(&self.dir)?;
+        self.epochs.flush()?;
+        let closed = ClosedLog {
+            dir: self.dir.clone(),
+            log_start_offset: self.log_start_offset(),
+            log_end_offset: end,
+            high_watermark: self.high_watermark,
+        };
+        self.local.close()?;
+        Ok(closed)
+    }
+}
+
+/// What a clean close leaves behind, for the log directory's checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClosedLog {
+    /// The partition directory.
+    pub dir: PathBuf,
+    /// Log start offset.
+    pub log_start_offset: i64,
+    /// Log end offset (also the recovery point: everything was flushed).
+    pub log_end_offset: i64,
+    /// High watermark.
+    pub high_watermark: i64,
+}
+
+/// Transaction-index entries for `aborted`, in order. Barrier aborts share the barrier's offset
+/// as last offset; the transaction index only accepts strictly increasing last offsets, so only
+/// the first entry per last offset is written (see `barrier.rs`, decision 2a).
+pub(crate) fn txn_index_entries(aborted: &[AbortedTxnRecord]) -> Vec<AbortedTxn> {
+    let mut out: Vec<AbortedTxn> = Vec::with_capacity(aborted.len());
+    for a in aborted {
+        if out.last().is_some_and(|l| l.last_offset >= a.last_offset) {
+            continue;
+        }
+        out.push(AbortedTxn::new(
+            a.producer_id,
+            a.first_offset,
+            a.last_offset,
+            a.last_stable_offset,
+        ));
+    }
+    out
+}
+
+/// Replays the batches of `local` in `[from, to)` into `psm` with `Replication` rules (Kafka
+/// `loadProducersFromRecords`; the transaction index is not rewritten).
+pub(crate) fn replay(
+    local: &LocalLog,
+    psm: &mut ProducerStateManager,
+    from: i64,
+    to: i64,
+) -> Result<(), PartitionLogError> {
+    let mut offset = from;
+    while offset < to && offset < local.log_end_offset() {
+        let data = local.read(offset, READ_CHUNK, true)?;
+        let mut summaries = Vec::new();
+        let mut next = None;
+        for entry in Batches::new(&data.records, 0) {
+            let LogEntry::V2(batch) = entry? else {
+                continue;
+            };
+            if batch.last_offset() >= to {
+                next = Some(to);
+                break;
+            }
+            next = Some(batch.next_offset());
+            if batch.base_offset() >= from {
+                summaries.push(BatchSummary::from_batch(&batch)?);
+            }
+        }
+        psm.apply_batches(summaries.iter(), AppendOrigin::Replication)?;
+        match next {
+            Some(n) if n > offset => offset = n,
+            _ => break,
+        }
+    }
+    Ok(())
+}
+
+impl MirrorLog for PartitionLog {
+    type Error = PartitionLogError;
+
+    fn last_stable_offset(&self) -> i64 {
+        PartitionLog::last_stable_offset(self)
+    }
+
+    fn log_end_offset(&self) -> i64 {
+        PartitionLog::log_end_offset(self)
+    }
+
+    fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
+        PartitionLog::truncate_to(self, offset).map(|_| ())
+    }
+
+    fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {
+        PartitionLog::find_barrier_from(self, from)
+    }
+
+    fn append_barrier(&mut self, source_cluster_id: &str) -> Result<i64, Self::Error> {
+        let epoch = self.epochs.latest_epoch().unwrap_or(0);
+        let bytes = mirror_pid_reset_batch(0, self.clock.now_ms(), epoch, source_cluster_id);
+        let info = self.append_as_leader(&bytes, epoch, AppendOrigin::Coordinator)?;
+        Ok(info.first_offset)
+    }
+
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        PartitionLog::flush(self)
+    }
+}

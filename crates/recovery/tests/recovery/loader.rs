@@ -1,0 +1,1 @@
+//! Loading partitions and log directories (filled in below).

@@ -1,0 +1,618 @@
+//! The partition log on real files: leader appends assign offsets and leader epochs without
+//! touching the CRC; producer state is checked before anything is written (duplicates return
+//! the original offsets, fenced or out-of-order batches write nothing); follower appends keep
+//! bytes; the barrier clears producer state in log order on every origin; ABORT markers reach the
+//! `.txnindex` with Kafka's LSO; reads are bounded by HW/LSO and the consumer view hides control
+//! batches (the barrier included) and aborted records; truncation rebuilds producer state across
+//! barriers; rolls and clean closes write snapshots; the `MirrorLog` impl drives a real stop.
+
+use std::path::Path;
+
+use record_format::{
+    end_txn_marker_batch, mirror_pid_reset_batch, Batches, ControlRecordType, LogEntry,
+    RecordBatch, RecordBatchBuilder,
+};
+use recovery::snapshot::read_snapshot;
+use recovery::{
+    consume, AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorError, MirrorLog,
+    MirrorPartition, MirrorPartitionState, MirrorStateFile, PartitionLog, PartitionLogConfig,
+    PartitionLogError, ProducerStateError,
+};
+use segment_store::{AbortedTxn, LogConfig};
+
+/// Wall-clock-ish timestamps so that snapshot loading never expires producers.
+/// Fixed for the whole run, so that two logs built from the same appends hold the same bytes.
+pub fn ts() -> i64 {
+    static NOW: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *NOW.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+    })
+}
+
+/// A client batch of `n` records (offsets from 0: the leader assigns them).
+pub fn batch(pid: i64, epoch: i16, seq: i32, n: i32, txn: bool) -> Vec<u8> {
+    batch_at(0, pid, epoch, seq, n, txn, -1)
+}
+
+/// A batch at `base` with leader epoch `ple` (a replicated batch).
+pub fn batch_at(base: i64, pid: i64, epoch: i16, seq: i32, n: i32, txn: bool, ple: i32) -> Vec<u8> {
+    let mut b = RecordBatchBuilder::new(base)
+        .partition_leader_epoch(ple)
+        .transactional(txn);
+    if pid >= 0 {
+        b = b.producer(pid, epoch, seq);
+    }
+    let t = ts();
+    for i in 0..n {
+        let v = format!("v{}", base + i64::from(i));
+        b.append(t, Some(b"k"), Some(v.as_bytes()), &[]).unwrap();
+    }
+    b.build()
+}
+
+pub fn marker(pid: i64, epoch: i16, commit: bool) -> Vec<u8> {
+    let t = if commit {
+        ControlRecordType::Commit
+    } else {
+        ControlRecordType::Abort
+    };
+    end_txn_marker_batch(0, ts(), 0, pid, epoch, t, 0)
+}
+
+pub fn open(dir: &Path) -> PartitionLog {
+    open_with(dir, LogConfig::default())
+}
+
+pub fn open_with(dir: &Path, log: LogConfig) -> PartitionLog {
+    let opts = LoadOptions {
+        config: PartitionLogConfig {
+            log,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    LogLoader::load(dir, &opts).unwrap().0
+}
+
+pub fn small_segments(bytes: u64) -> LogConfig {
+    LogConfig {
+        segment_bytes: bytes,
+        index_interval_bytes: 1,
+        ..LogConfig::default()
+    }
+}
+
+pub fn log_file(dir: &Path, base: i64) -> std::path::PathBuf {
+    dir.join(format!("{base:020}.log"))
+}
+
+/// `(base offset, partition leader epoch, crc, valid)` of every batch of a `.log`.
+fn batches_of(bytes: &[u8]) -> Vec<(i64, i32, u32, bool)> {
+    Batches::new(bytes, 0)
+        .map(|e| match e.unwrap() {
+            LogEntry::V2(b) => (
+                b.base_offset(),
+                b.partition_leader_epoch(),
+                b.crc(),
+                b.validate().is_ok(),
+            ),
+            LogEntry::Legacy(_) => panic!("legacy"),
+        })
+        .collect()
+}
+
+fn crc_of(bytes: &[u8]) -> u32 {
+    RecordBatch::new(bytes, 0).unwrap().crc()
+}
+
+#[test]
+fn leader_append_assigns_offsets_and_epoch_leaving_the_crc_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    let a = batch(1, 0, 0, 3, false);
+    let b = batch(1, 0, 3, 2, false);
+    let mut both = a.clone();
+    both.extend_from_slice(&b);
+    let info = log
+        .append_as_leader(&both, 5, AppendOrigin::Client)
+        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 4));
+    assert_eq!((info.num_batches, info.duplicate), (2, false));
+    let info = log
+        .append_as_leader(&batch(2, 0, 0, 1, false), 6, AppendOrigin::Client)
+        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (5, 5));
+    assert_eq!(log.log_end_offset(), 6);
+
+    let file = std::fs::read(log_file(dir.path(), 0)).unwrap();
+    let got = batches_of(&file);
+    assert_eq!(got.len(), 3);
+    assert_eq!((got[0].0, got[0].1, got[0].2), (0, 5, crc_of(&a)));
+    assert_eq!((got[1].0, got[1].1, got[1].2), (3, 5, crc_of(&b)));
+    assert_eq!((got[2].0, got[2].1), (5, 6));
+    assert!(got.iter().all(|g| g.3), "every batch re-validates");
+    let epochs: Vec<(i32, i64)> = log
+        .leader_epoch_cache()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(epochs, [(5, 0), (6, 5)]);
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap(),
+        "0\n2\n5 0\n6 5\n"
+    );
+}
+
+#[test]
+fn duplicate_append_returns_the_original_offsets_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.append_as_leader(&batch(9, 0, 0, 1, false), 0, AppendOrigin::Client)
+        .unwrap();
+    let original = log
+        .append_as_leader(&batch(1, 0, 0, 3, false), 0, AppendOrigin::Client)
+        .unwrap();
+    let size = std::fs::metadata(log_file(dir.path(), 0)).unwrap().len();
+    let retry = log
+        .append_as_leader(&batch(1, 0, 0, 3, false), 0, AppendOrigin::Client)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(
+        (retry.first_offset, retry.last_offset),
+        (original.first_offset, original.last_offset)
+    );
+    assert_eq!((retry.first_offset, retry.last_offset), (1, 3));
+    assert_eq!(
+        std::fs::metadata(log_file(dir.path(), 0)).unwrap().len(),
+        size
+    );
+    assert_eq!(log.log_end_offset(), 4);
+}
+
+#[test]
+fn fenced_out_of_order_and_invalid_appends_are_typed_errors_and_write_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.append_as_leader(&batch(1, 2, 0, 2, false), 0, AppendOrigin::Client)
+        .unwrap();
+    let size = || std::fs::metadata(log_file(dir.path(), 0)).unwrap().len();
+    let before = size();
+
+    let e = log
+        .append_as_leader(&batch(1, 1, 2, 1, false), 0, AppendOrigin::Client)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PartitionLogError::ProducerState(ProducerStateError::InvalidProducerEpoch {
+                producer_id: 1,
+                epoch: 1,
+                current_epoch: 2,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    let e = log
+        .append_as_leader(&batch(1, 2, 5, 1, false), 0, AppendOrigin::Client)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            PartitionLogError::ProducerState(ProducerStateError::OutOfOrderSequence {
+                producer_id: 1,
+                first_sequence: 5,
+                current_last_sequence: 1,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    let e = log
+        .append_as_leader(&marker(1, 2, true), 0, AppendOrigin::Client)
+        .unwrap_err();
+    assert!(
+        matches!(e, PartitionLogError::ControlBatchFromClient { position: 0 }),
+        "{e:?}"
+    );
+    let mut bad = batch(3, 0, 0, 1, false);
+    let last = bad.len() - 1;
+    bad[last] ^= 0xff;
+    let e = log
+        .append_as_leader(&bad, 0, AppendOrigin::Client)
+        .unwrap_err();
+    assert!(
+        matches!(&e, PartitionLogError::InvalidRecords(f) if matches!(f.kind, record_format::FormatErrorKind::CrcMismatch { .. })),
+        "{e:?}"
+    );
+    let mut partial = batch(3, 0, 0, 1, false);
+    partial.truncate(partial.len() - 3);
+    assert!(matches!(
+        log.append_as_leader(&partial, 0, AppendOrigin::Client),
+        Err(PartitionLogError::InvalidRecords(_))
+    ));
+    assert_eq!(size(), before);
+    assert_eq!(log.log_end_offset(), 2);
+    assert_eq!(
+        log.producer_state().last_entry(1).unwrap().last_seq(),
+        1,
+        "state untouched"
+    );
+}
+
+#[test]
+fn follower_append_keeps_bytes_identical_and_takes_epochs_from_batches() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    let mut bytes = batch_at(0, 4, 0, 0, 2, false, 3);
+    bytes.extend(batch_at(2, 4, 0, 2, 1, false, 3));
+    bytes.extend(batch_at(3, 5, 1, 0, 1, false, 7));
+    let info = log.append_as_follower(&bytes).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 3));
+    assert_eq!(std::fs::read(log_file(dir.path(), 0)).unwrap(), bytes);
+    let epochs: Vec<(i32, i64)> = log
+        .leader_epoch_cache()
+        .entries()
+        .iter()
+        .map(|e| (e.epoch, e.start_offset))
+        .collect();
+    assert_eq!(epochs, [(3, 0), (7, 3)]);
+    // Below the log end: refused.
+    assert!(matches!(
+        log.append_as_follower(&batch_at(3, 6, 0, 0, 1, false, 7)),
+        Err(PartitionLogError::OffsetBelowLogEnd {
+            first_offset: 3,
+            log_end_offset: 4
+        })
+    ));
+    // Replication only warns about an epoch regression.
+    let info = log
+        .append_as_follower(&batch_at(4, 5, 0, 1, 1, false, 7))
+        .unwrap();
+    assert_eq!(info.warnings.len(), 1);
+}
+
+#[test]
+fn barrier_in_a_follower_append_clears_state_in_log_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    let mut bytes = batch_at(0, 7, 0, 0, 1, false, 1);
+    bytes.extend(mirror_pid_reset_batch(1, ts(), 1, "src"));
+    bytes.extend(batch_at(2, 8, 0, 0, 1, false, 1));
+    let info = log.append_as_follower(&bytes).unwrap();
+    assert_eq!(info.barriers.len(), 1);
+    assert_eq!(info.barriers[0].offset, 1);
+    assert_eq!(info.barriers[0].producers_removed, 1);
+    let pids: Vec<i64> = log
+        .producer_state()
+        .active_producers()
+        .keys()
+        .copied()
+        .collect();
+    assert_eq!(pids, [8], "producer 7 came before the barrier, 8 after it");
+    assert_eq!(log.producer_state().map_end_offset(), 3);
+    assert_eq!(log.find_barrier_from(0).unwrap(), Some(1));
+    assert_eq!(log.find_barrier_from(2).unwrap(), None);
+}
+
+fn txn_index_entries(path: &Path) -> Vec<AbortedTxn> {
+    let bytes = std::fs::read(path).unwrap_or_default();
+    bytes
+        .chunks_exact(34)
+        .map(|c| AbortedTxn::from_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// Offsets: 0 data(9), 1–2 txn(1), 3 txn(2), 4 ABORT(1), 5 COMMIT(2), 6 barrier, 7 data(9).
+fn transactional_log(dir: &Path) -> PartitionLog {
+    let mut log = open(dir);
+    let c = AppendOrigin::Client;
+    let k = AppendOrigin::Coordinator;
+    log.append_as_leader(&batch(9, 0, 0, 1, false), 0, c)
+        .unwrap();
+    log.append_as_leader(&batch(1, 0, 0, 2, true), 0, c)
+        .unwrap();
+    log.append_as_leader(&batch(2, 0, 0, 1, true), 0, c)
+        .unwrap();
+    let abort = log.append_as_leader(&marker(1, 0, false), 0, k).unwrap();
+    assert_eq!(abort.first_offset, 4);
+    assert_eq!(abort.aborted_txns.len(), 1);
+    log.append_as_leader(&marker(2, 0, true), 0, k).unwrap();
+    let barrier = log
+        .append_as_leader(&mirror_pid_reset_batch(0, ts(), 0, "src"), 0, k)
+        .unwrap();
+    assert_eq!(barrier.first_offset, 6);
+    log.append_as_leader(&batch(9, 0, 0, 1, false), 0, c)
+        .unwrap();
+    log
+}
+
+#[test]
+fn abort_marker_writes_a_txnindex_entry_with_kafkas_lso() {
+    let dir = tempfile::tempdir().unwrap();
+    let _log = transactional_log(dir.path());
+    let entries = txn_index_entries(&dir.path().join(format!("{:020}.txnindex", 0)));
+    // Producer 2's transaction (first offset 3) was still open when producer 1 aborted at 4.
+    assert_eq!(entries, [AbortedTxn::new(1, 1, 4, 3)]);
+}
+
+#[test]
+fn read_committed_skips_aborted_records_and_hides_markers_and_the_barrier() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = transactional_log(dir.path());
+    log.set_high_watermark(i64::MAX);
+    assert_eq!(log.high_watermark(), 8);
+    assert_eq!(log.last_stable_offset(), 8);
+
+    let rc = log.read(0, 1 << 20, IsolationLevel::ReadCommitted).unwrap();
+    assert_eq!(
+        rc.aborted_transactions.as_deref(),
+        Some(&[AbortedTxn::new(1, 1, 4, 3)][..])
+    );
+    let offsets: Vec<i64> = consume(&rc).unwrap().iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [0, 3, 7]);
+
+    let ru = log
+        .read(0, 1 << 20, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    assert!(ru.aborted_transactions.is_none());
+    let records = consume(&ru).unwrap();
+    let offsets: Vec<i64> = records.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [0, 1, 2, 3, 7], "no marker, no barrier");
+    assert_eq!(records[1].value.as_deref(), Some(&b"v0"[..]));
+    // The raw fetch does contain the barrier: only the consumer view hides it.
+    let raw_bases: Vec<i64> = batches_of(&ru.records).iter().map(|b| b.0).collect();
+    assert_eq!(raw_bases, [0, 1, 3, 4, 5, 6, 7]);
+    // A fetch from the middle of a batch starts at the asked offset.
+    let mid = log
+        .read(2, 1 << 20, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    assert_eq!(consume(&mid).unwrap()[0].offset, 2);
+}
+
+#[test]
+fn reads_are_bounded_by_the_high_watermark_and_the_lso() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    let c = AppendOrigin::Client;
+    log.append_as_leader(&batch(9, 0, 0, 2, false), 0, c)
+        .unwrap(); // 0-1
+    log.append_as_leader(&batch(1, 0, 0, 1, true), 0, c)
+        .unwrap(); // 2 (open txn)
+    log.append_as_leader(&batch(9, 0, 2, 1, false), 0, c)
+        .unwrap(); // 3
+    assert_eq!(log.high_watermark(), 0);
+    let r = log
+        .read(0, 1 << 20, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    assert!(r.records.is_empty());
+    log.set_high_watermark(2);
+    let r = log
+        .read(0, 1 << 20, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    assert_eq!(batches_of(&r.records).len(), 1);
+    log.set_high_watermark(4);
+    assert_eq!(
+        log.last_stable_offset(),
+        2,
+        "the open transaction pins the LSO"
+    );
+    let r = log
+        .read(0, 1 << 20, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    assert_eq!(consume(&r).unwrap().len(), 4);
+    let r = log.read(0, 1 << 20, IsolationLevel::ReadCommitted).unwrap();
+    assert_eq!(r.last_stable_offset, 2);
+    let offsets: Vec<i64> = consume(&r).unwrap().iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [0, 1]);
+    log.append_as_leader(&marker(1, 0, true), 0, AppendOrigin::Coordinator)
+        .unwrap();
+    log.set_high_watermark(5);
+    assert_eq!(log.last_stable_offset(), 5);
+    assert!(matches!(
+        log.read(6, 10, IsolationLevel::ReadUncommitted),
+        Err(PartitionLogError::OffsetOutOfRange { offset: 6, .. })
+    ));
+}
+
+/// Appends a mix of producers, a transaction and a barrier over small segments; returns the
+/// offsets at which each append started.
+fn mixed_log(dir: &Path) -> (PartitionLog, Vec<i64>) {
+    let mut log = open_with(dir, small_segments(300));
+    let c = AppendOrigin::Client;
+    let k = AppendOrigin::Coordinator;
+    let mut starts = Vec::new();
+    let appends: Vec<(Vec<u8>, AppendOrigin)> = vec![
+        (batch(1, 0, 0, 2, false), c),
+        (batch(2, 0, 0, 1, true), c),
+        (batch(1, 0, 2, 1, false), c),
+        (mirror_pid_reset_batch(0, ts(), 0, "src"), k),
+        (batch(3, 0, 0, 1, false), c),
+        (batch(1, 1, 0, 1, false), c),
+        (batch(3, 0, 1, 2, false), c),
+    ];
+    for (bytes, origin) in appends {
+        let info = log.append_as_leader(&bytes, 0, origin).unwrap();
+        starts.push(info.first_offset);
+    }
+    (log, starts)
+}
+
+/// Every batch of `log` as `(last offset, bytes)`.
+pub fn all_batches(log: &PartitionLog) -> Vec<(i64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut off = 0;
+    while off < log.log_end_offset() {
+        let f = log.local_log().read(off, 1, true).unwrap();
+        let e = Batches::new(&f.records, 0).next().unwrap().unwrap();
+        out.push((e.last_offset(), e.as_bytes().to_vec()));
+        off = e.last_offset() + 1;
+    }
+    out
+}
+
+/// A fresh log holding the batches below `end`, appended as a follower would.
+pub fn reference_log(dir: &Path, batches: &[(i64, Vec<u8>)], end: i64) -> PartitionLog {
+    let mut l = open(dir);
+    for (last, bytes) in batches {
+        if *last < end {
+            l.append_as_follower(bytes).unwrap();
+        }
+    }
+    l
+}
+
+#[test]
+fn truncate_to_rebuilds_producer_state_from_snapshots_and_replay_across_a_barrier() {
+    let src = tempfile::tempdir().unwrap();
+    let (source, _) = mixed_log(src.path());
+    let batches = all_batches(&source);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut log, starts) = mixed_log(dir.path());
+    assert!(log.local_log().segments().len() > 2, "the test needs rolls");
+    // For every append boundary, truncating there equals a run of the prefix.
+    for &target in starts.iter().rev() {
+        assert!(log.truncate_to(target).unwrap());
+        assert_eq!(log.log_end_offset(), target);
+        let r = tempfile::tempdir().unwrap();
+        let reference = reference_log(r.path(), &batches, target);
+        let (got, expect) = (log.producer_state(), reference.producer_state());
+        assert_eq!(
+            got.snapshot_entries(),
+            expect.snapshot_entries(),
+            "at {target}"
+        );
+        assert_eq!(got.ongoing_txns(), expect.ongoing_txns(), "at {target}");
+        assert_eq!(got.map_end_offset(), target);
+    }
+    // After the barrier (append 3) only producer 3 is known; before it, producers 1 and 2.
+    let d = tempfile::tempdir().unwrap();
+    let (mut log, starts) = mixed_log(d.path());
+    log.truncate_to(starts[5]).unwrap();
+    let pids: Vec<i64> = log
+        .producer_state()
+        .active_producers()
+        .keys()
+        .copied()
+        .collect();
+    assert_eq!(pids, [3]);
+    log.truncate_to(starts[3]).unwrap();
+    let pids: Vec<i64> = log
+        .producer_state()
+        .active_producers()
+        .keys()
+        .copied()
+        .collect();
+    assert_eq!(pids, [1, 2]);
+    assert_eq!(log.producer_state().ongoing_txns().len(), 1);
+    assert!(matches!(
+        log.truncate_to(1),
+        Err(PartitionLogError::NotBatchAligned {
+            target: 1,
+            batch_base_offset: 0
+        })
+    ));
+}
+
+#[test]
+fn roll_writes_a_snapshot_named_after_the_new_base_with_the_state_before_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open_with(dir.path(), small_segments(150));
+    let c = AppendOrigin::Client;
+    let first = log
+        .append_as_leader(&batch(1, 0, 0, 2, false), 0, c)
+        .unwrap();
+    assert_eq!(first.rolled_to, None);
+    let second = log
+        .append_as_leader(&batch(2, 0, 0, 2, false), 0, c)
+        .unwrap();
+    assert_eq!(second.rolled_to, Some(2));
+    let snap = dir.path().join(format!("{:020}.snapshot", 2));
+    let entries = read_snapshot(&snap).unwrap();
+    assert_eq!(entries.len(), 1, "producer 2 came after the roll");
+    assert_eq!((entries[0].producer_id, entries[0].last_offset), (1, 1));
+    assert_eq!(log.producer_state().last_snapshot_offset(), 2);
+    assert!(log_file(dir.path(), 2).exists());
+}
+
+#[test]
+fn clean_close_writes_a_snapshot_at_the_log_end_and_the_epoch_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.append_as_leader(&batch(1, 0, 0, 3, false), 4, AppendOrigin::Client)
+        .unwrap();
+    let closed = log.close().unwrap();
+    assert_eq!(closed.log_end_offset, 3);
+    let entries = read_snapshot(&dir.path().join(format!("{:020}.snapshot", 3))).unwrap();
+    assert_eq!((entries.len(), entries[0].producer_id), (1, 1));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap(),
+        "0\n1\n4 0\n"
+    );
+}
+
+fn count_barriers(log: &PartitionLog) -> usize {
+    let data = log.local_log().read(0, 1 << 24, true).unwrap();
+    Batches::new(&data.records, 0)
+        .filter(|e| match e.as_ref().unwrap() {
+            LogEntry::V2(b) => record_format::is_mirror_pid_reset_batch(b).unwrap(),
+            LogEntry::Legacy(_) => false,
+        })
+        .count()
+}
+
+#[test]
+fn mirror_partition_stop_end_to_end_on_a_real_partition_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = open(dir.path());
+    let mut part = MirrorPartition::open(log, MirrorStateFile::in_dir(dir.path())).unwrap();
+    part.start_mirroring("source-cluster").unwrap();
+    assert!(matches!(
+        part.check_client_append(),
+        Err(MirrorError::ReadOnly { .. })
+    ));
+    // The mirror fetcher appends the source's batches as they are (source pid 5).
+    let (mut log, store) = part.into_parts();
+    let mut mirrored = batch_at(0, 5, 0, 0, 2, false, 0);
+    mirrored.extend(batch_at(2, 5, 0, 2, 1, false, 0));
+    log.append_as_follower(&mirrored).unwrap();
+    log.set_high_watermark(i64::MAX);
+    // Without a barrier, a local producer given pid 5 would be taken for a duplicate.
+    assert!(log
+        .producer_state()
+        .check_duplicate(
+            &recovery::BatchSummary::from_batch(
+                &RecordBatch::new(&batch(5, 0, 0, 2, false), 0).unwrap()
+            )
+            .unwrap()
+        )
+        .is_some());
+
+    let mut part = MirrorPartition::open(log, store).unwrap();
+    assert!(part.check_client_append().is_err());
+    let barrier = part.stop().unwrap();
+    assert_eq!(barrier, 3);
+    assert_eq!(
+        part.state(),
+        &MirrorPartitionState::Stopped { barrier_offset: 3 }
+    );
+    part.check_client_append().unwrap();
+    assert_eq!(part.stop().unwrap(), 3, "stopping again writes nothing");
+    let (mut log, _) = part.into_parts();
+    assert_eq!(count_barriers(&log), 1);
+    assert_eq!(log.recovery_point(), 4, "the barrier is fsynced");
+    assert!(log.producer_state().active_producers().is_empty());
+
+    // The local producer reusing pid 5 with the mirrored sequences is NOT a duplicate.
+    let info = log
+        .append_as_leader(&batch(5, 0, 0, 2, false), 1, AppendOrigin::Client)
+        .unwrap();
+    assert!(!info.duplicate);
+    assert_eq!((info.first_offset, info.last_offset), (4, 5));
+    assert_eq!(log.find_barrier_from(0).unwrap(), Some(3));
+    assert_eq!(MirrorLog::log_end_offset(&log), 6);
+}
