@@ -155,7 +155,7 @@ mod offset_index {
 
     fn build(lock: &DirLock, dir: &Path, base: i64, offsets: &[i64]) -> OffsetIndex {
         let p = path(dir, base);
-        let _ = std::fs::remove_file(&p);
+        remove_if_exists(&p);
         let mut idx = OffsetIndex::open(lock, &p, base, 1 << 20, true).unwrap();
         for (i, &o) in offsets.iter().enumerate() {
             idx.append(o, FilePosition(i as u32 * 100)).unwrap();
@@ -421,7 +421,7 @@ mod time_index {
         let entries: Vec<(i64, i64)> = (0..30).map(|i| (1000 + 10 * i, 500 + 2 * i)).collect();
         let build = |lock: &DirLock| {
             let p = path(dir.path(), 500);
-            let _ = std::fs::remove_file(&p);
+            remove_if_exists(&p);
             let mut idx = TimeIndex::open(lock, &p, 500, 4096, true).unwrap();
             for &(ts, o) in &entries {
                 assert!(idx.maybe_append(ts, o, false).unwrap());
@@ -925,5 +925,14 @@ mod lock {
         assert_eq!(run_child(dir.path()), Some(EXIT_LOCKED));
         drop(held);
         assert_eq!(run_child(dir.path()), Some(EXIT_ACQUIRED));
+    }
+}
+
+/// Removes `p` if it exists; any error other than "not found" fails the test.
+fn remove_if_exists(p: &std::path::Path) {
+    match std::fs::remove_file(p) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => panic!("removing {}: {e}", p.display()),
     }
 }
