@@ -175,3 +175,47 @@ impl LeaderEpochFileCache {
         self.file.write(&self.entries)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use segment_store::StdFs;
+
+    fn pairs(c: &LeaderEpochFileCache) -> Vec<(i32, i64)> {
+        c.entries()
+            .iter()
+            .map(|e| (e.epoch, e.start_offset))
+            .collect()
+    }
+
+    #[test]
+    fn assign_truncate_and_end_offset_follow_kafka() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochFileCache::open(Arc::new(StdFs), dir.path()).unwrap();
+        assert!(c.assign(2, 10).unwrap());
+        assert!(!c.assign(2, 12).unwrap(), "same epoch");
+        assert!(!c.assign(1, 12).unwrap(), "older epoch");
+        assert!(!c.assign(3, 5).unwrap(), "starts before the latest");
+        assert!(c.assign(4, 20).unwrap());
+        assert!(c.assign(6, 30).unwrap());
+        assert_eq!(pairs(&c), [(2, 10), (4, 20), (6, 30)]);
+        assert_eq!(c.end_offset_for(6, 99), (6, 99));
+        assert_eq!(c.end_offset_for(5, 99), (4, 30));
+        assert_eq!(c.end_offset_for(1, 99), (1, 10));
+        assert_eq!(
+            c.end_offset_for(7, 99),
+            (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
+        );
+        assert!(c.truncate_from_end(25).unwrap());
+        assert_eq!(pairs(&c), [(2, 10), (4, 20)]);
+        assert!(c.truncate_from_start(22).unwrap());
+        assert_eq!(pairs(&c), [(4, 22)]);
+        assert!(!c.truncate_from_start(5).unwrap());
+        let reopened = LeaderEpochFileCache::open(Arc::new(StdFs), dir.path()).unwrap();
+        assert_eq!(pairs(&reopened), [(4, 22)]);
+        assert_eq!(
+            std::fs::read_to_string(LeaderEpochFileCache::path_in(dir.path())).unwrap(),
+            "0\n1\n4 22\n"
+        );
+    }
+}

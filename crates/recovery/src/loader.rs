@@ -96,8 +96,11 @@ pub struct RecoveryReport {
     pub partition: String,
     /// Whether the shutdown was clean (recovery skipped unless an index failed its check).
     pub had_clean_shutdown: bool,
-    /// The recovery point used (recovery starts at the segment containing it).
+    /// The recovery point used (the log end after a clean shutdown; 0 with `full`).
     pub recovery_point: i64,
+    /// Base offset of the first recovered segment (the one containing the recovery point, or an
+    /// earlier one whose indexes failed the sanity check); `None` when nothing was recovered.
+    pub recovered_from: Option<i64>,
     /// Segments recovered.
     pub segments_scanned: usize,
     /// Valid batches seen by recovery.
@@ -143,9 +146,9 @@ impl fmt::Display for RecoveryReport {
         } else {
             write!(
                 f,
-                "recovered {} segment(s) from offset {}: {} batches, {} of {} bytes kept",
+                "recovered {} segment(s) from base offset {}: {} batches, {} of {} bytes kept",
                 self.segments_scanned,
-                self.recovery_point,
+                self.recovered_from.unwrap_or(self.recovery_point),
                 self.batches_scanned,
                 self.kept_bytes,
                 self.bytes_scanned
@@ -385,9 +388,8 @@ impl LogLoader {
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             had_clean_shutdown: clean,
-            recovery_point: recover_base
-                .unwrap_or(log_end)
-                .max(recovery_point.min(log_end)),
+            recovery_point: if clean { log_end } else { recovery_point },
+            recovered_from: recover_base,
             segments_scanned,
             batches_scanned,
             bytes_scanned,

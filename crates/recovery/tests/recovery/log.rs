@@ -90,7 +90,7 @@ pub fn log_file(dir: &Path, base: i64) -> std::path::PathBuf {
 }
 
 /// `(base offset, partition leader epoch, crc, valid)` of every batch of a `.log`.
-fn batches_of(bytes: &[u8]) -> Vec<(i64, i32, u32, bool)> {
+pub fn batches_of(bytes: &[u8]) -> Vec<(i64, i32, u32, bool)> {
     Batches::new(bytes, 0)
         .map(|e| match e.unwrap() {
             LogEntry::V2(b) => (
@@ -421,7 +421,7 @@ fn reads_are_bounded_by_the_high_watermark_and_the_lso() {
 
 /// Appends a mix of producers, a transaction and a barrier over small segments; returns the
 /// offsets at which each append started.
-fn mixed_log(dir: &Path) -> (PartitionLog, Vec<i64>) {
+pub fn mixed_log(dir: &Path) -> (PartitionLog, Vec<i64>) {
     let mut log = open_with(dir, small_segments(300));
     let c = AppendOrigin::Client;
     let k = AppendOrigin::Coordinator;
