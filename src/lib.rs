@@ -7,6 +7,7 @@
 
 pub mod demo;
 pub mod dump;
+pub mod partition;
 pub mod status;
 
 pub use status::Status;

@@ -10,6 +10,8 @@
 //! * `indexes`: `.index`, `.timeindex`, `.txnindex`, `.snapshot` built in a temp dir.
 //! * `errors`: every user error is exit 2 and one stderr line.
 //! * `binary`: the real executable: exit codes, no panic or backtrace.
+//! * `demo`: `seglog demo` as README's first command runs it.
+//! * `run`: running the real executable.
 
 #[path = "cli/binary.rs"]
 mod binary;
@@ -17,6 +19,8 @@ mod binary;
 mod common;
 #[path = "cli/damaged.rs"]
 mod damaged;
+#[path = "cli/demo.rs"]
+mod demo;
 #[path = "cli/errors.rs"]
 mod errors;
 #[path = "cli/fixtures.rs"]
@@ -25,3 +29,5 @@ mod fixtures;
 mod golden;
 #[path = "cli/indexes.rs"]
 mod indexes;
+#[path = "cli/run.rs"]
+mod run;

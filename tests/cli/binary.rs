@@ -3,25 +3,7 @@
 use std::process::Command;
 
 use super::common::{sample_log, tempdir, testdata, write};
-
-fn seglog(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_seglog"))
-        .args(args)
-        .env("RUST_BACKTRACE", "1")
-        .output()
-        .expect("run seglog");
-    (
-        out.status.code().expect("exit code"),
-        String::from_utf8(out.stdout).expect("UTF-8 stdout"),
-        String::from_utf8(out.stderr).expect("UTF-8 stderr"),
-    )
-}
-
-fn assert_no_panic(stderr: &str) {
-    for bad in ["panicked", "backtrace", "RUST_BACKTRACE"] {
-        assert!(!stderr.contains(bad), "{stderr}");
-    }
-}
+use super::run::{assert_no_panic, seglog};
 
 #[test]
 fn dump_of_a_good_file_exits_0() {
@@ -97,11 +79,4 @@ fn help_has_an_example_and_exits_0() {
         let text = String::from_utf8(out.stdout).expect("UTF-8");
         assert!(text.contains("Example"), "{args:?}: {text}");
     }
-}
-
-#[test]
-fn demo_stub_prints_one_line() {
-    let (code, stdout, _) = seglog(&["demo".as_ref()]);
-    assert_eq!(code, 0);
-    assert_eq!(stdout.lines().count(), 1);
 }
