@@ -8,6 +8,9 @@
 pub mod demo;
 pub mod dump;
 pub mod partition;
+pub mod producers;
+pub mod recover;
 pub mod status;
+pub mod verify;
 
 pub use status::Status;

@@ -8,6 +8,9 @@ use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
 use seglog::demo::DemoArgs;
 use seglog::dump::DumpArgs;
+use seglog::producers::ProducersArgs;
+use seglog::recover::RecoverArgs;
+use seglog::verify::VerifyArgs;
 use seglog::Status;
 
 #[derive(Debug, Parser)]
@@ -15,7 +18,7 @@ use seglog::Status;
     name = "seglog",
     version,
     about = "Kafka on-disk log format engine with the KIP-1279 MIRROR_PID_RESET barrier",
-    after_help = "Examples:\n  seglog dump --deep-iteration --print-data-log 00000000000000000000.log\n  seglog dump --json 00000000000000000000.index\n  seglog demo"
+    after_help = "Examples:\n  seglog demo\n  seglog dump --deep-iteration --print-data-log 00000000000000000000.log\n  seglog verify /var/kafka-logs/orders-0\n  seglog recover /var/kafka-logs\n  seglog producers --audit /var/kafka-logs/orders-0\n\nExit status: 0 success; 1 damaged data or problems found; 2 usage or I/O error."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -26,7 +29,13 @@ struct Cli {
 enum Command {
     /// Dump log segments, indexes and producer snapshots (a drop-in for kafka-dump-log.sh)
     Dump(DumpArgs),
-    /// Run the demo on built-in sample data
+    /// Check a partition or log directory as recovery would, without changing anything
+    Verify(VerifyArgs),
+    /// Recover a partition or log directory (as a broker at startup) and report what was cut
+    Recover(RecoverArgs),
+    /// Producer state rebuilt from a partition's log; --audit for PID collisions
+    Producers(ProducersArgs),
+    /// Run the KIP-1279 failover demo on built-in sample data
     Demo(DemoArgs),
 }
 
@@ -41,6 +50,9 @@ fn main() -> ExitCode {
     let mut err = stderr.lock();
     let status = match &cli.command {
         Command::Dump(args) => seglog::dump::run(args, &mut out, &mut err),
+        Command::Verify(args) => seglog::verify::run(args, &mut out, &mut err),
+        Command::Recover(args) => seglog::recover::run(args, &mut out, &mut err),
+        Command::Producers(args) => seglog::producers::run(args, &mut out, &mut err),
         Command::Demo(args) => seglog::demo::run(args, &mut out, &mut err),
     };
     match out.flush() {
@@ -61,7 +73,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             Status::Success.into()
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            eprintln!("error: a subcommand is required: dump or demo (see 'seglog --help')");
+            eprintln!("error: a subcommand is required: dump, verify, recover, producers or demo (see 'seglog --help')");
             Status::Usage.into()
         }
         _ => {
