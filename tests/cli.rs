@@ -12,6 +12,10 @@
 //! * `binary`: the real executable: exit codes, no panic or backtrace.
 //! * `demo`: `seglog demo` as README's first command runs it.
 //! * `run`: running the real executable.
+//! * `logs`: partitions on real files built with the library, the damages, in-process runners.
+//! * `verify`, `recover`, `producers`: the directory subcommands on clean and damaged partitions
+//!   (exact findings computed from the bytes written, the read-only guarantee, quarantine
+//!   contents, KIP-1279 collision scenarios).
 
 #[path = "cli/binary.rs"]
 mod binary;
@@ -29,5 +33,13 @@ mod fixtures;
 mod golden;
 #[path = "cli/indexes.rs"]
 mod indexes;
+#[path = "cli/logs.rs"]
+mod logs;
+#[path = "cli/producers.rs"]
+mod producers;
+#[path = "cli/recover.rs"]
+mod recover;
 #[path = "cli/run.rs"]
 mod run;
+#[path = "cli/verify.rs"]
+mod verify;

@@ -80,3 +80,79 @@ fn help_has_an_example_and_exits_0() {
         assert!(text.contains("Example"), "{args:?}: {text}");
     }
 }
+
+#[test]
+fn directory_commands_user_errors_exit_2_with_one_line() {
+    let dir = tempdir();
+    let missing = dir.path().join("orders-9");
+    let not_partition = dir.path().join("notes");
+    std::fs::create_dir(&not_partition).expect("mkdir");
+    write(&not_partition, "readme.txt", b"hello");
+    let file = write(dir.path(), "00000000000000000000.log", b"");
+    for cmd in ["verify", "recover", "producers"] {
+        let cases: Vec<(Vec<&std::ffi::OsStr>, &str)> = vec![
+            (
+                vec![cmd.as_ref(), missing.as_os_str()],
+                "No such file or directory",
+            ),
+            (
+                vec![cmd.as_ref(), not_partition.as_os_str()],
+                "is neither a partition directory",
+            ),
+            (vec![cmd.as_ref(), file.as_os_str()], "is not a directory"),
+            (vec![cmd.as_ref()], "required"),
+            (
+                vec![cmd.as_ref(), dir.path().as_os_str(), missing.as_os_str()],
+                "unexpected argument",
+            ),
+            (
+                vec![
+                    cmd.as_ref(),
+                    "--json".as_ref(),
+                    "--json".as_ref(),
+                    dir.path().as_os_str(),
+                ],
+                "cannot be used multiple times",
+            ),
+            (
+                vec![
+                    cmd.as_ref(),
+                    "--no-such-flag".as_ref(),
+                    dir.path().as_os_str(),
+                ],
+                "unexpected argument",
+            ),
+        ];
+        for (args, needle) in cases {
+            let (code, stdout, stderr) = seglog(&args);
+            assert_eq!(code, 2, "{args:?}: {stderr}");
+            assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+            assert!(stderr.contains(needle), "{args:?}: {stderr}");
+            assert_eq!(stdout, "", "{args:?}");
+            assert_no_panic(&stderr);
+        }
+    }
+}
+
+#[test]
+fn unreadable_segment_is_exit_2() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempdir();
+    let part = dir.path().join("orders-0");
+    std::fs::create_dir(&part).expect("mkdir");
+    let (log, _) = sample_log(0, 2);
+    let path = write(&part, "00000000000000000000.log", &log);
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    if std::fs::File::open(&path).is_ok() {
+        // Running as root: permissions are not enforced, nothing to test.
+        return;
+    }
+    for cmd in ["verify", "producers", "recover"] {
+        let (code, stdout, stderr) = seglog(&[cmd.as_ref(), part.as_os_str()]);
+        assert_eq!(code, 2, "{cmd}: {stderr}");
+        assert_eq!(stdout, "", "{cmd}");
+        assert_eq!(stderr.lines().count(), 1, "{cmd}: {stderr}");
+        assert!(stderr.contains("Permission denied"), "{cmd}: {stderr}");
+        assert_no_panic(&stderr);
+    }
+}

@@ -1,0 +1,244 @@
+//! `seglog recover` on the damaged partitions of `verify`'s tests: the report's numbers, the
+//! quarantine holding exactly the bytes (and files) that were cut, exit 0 once the log is usable
+//! again, and a clean `verify` afterwards; a log directory's clean-shutdown marker honoured
+//! unless `--full`; `--json` parses; no escape codes when stderr is not a terminal.
+
+use std::path::Path;
+
+use seglog::Status;
+
+use super::common::tempdir;
+use super::logs::{batches, build_partition, damage, files, recover, verify, Damage};
+
+fn json_report(dir: &Path) -> (super::common::Output, Vec<serde_json::Value>) {
+    let out = recover(&["--json".as_ref(), dir.as_os_str()]);
+    let lines = out.json_lines();
+    (out, lines)
+}
+
+fn verify_is_clean(dir: &Path) {
+    let out = verify(&[dir.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stdout);
+}
+
+#[test]
+fn flipped_byte_cuts_the_segment_and_quarantines_later_segments() {
+    let root = tempdir();
+    let (dir, _) = build_partition(root.path(), "orders-0");
+    let logs = files(&dir, ".log");
+    let originals: Vec<Vec<u8>> = logs
+        .iter()
+        .map(|(_, p)| std::fs::read(p).unwrap())
+        .collect();
+    let d = damage(&dir, Damage::FlippedByte);
+    let p = batches(&d.original)[1].0;
+    let cut = d.original.len() as u64 - p;
+
+    let (out, lines) = json_report(&dir);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    let r = &lines[0];
+    assert_eq!(r["partition"], "orders-0");
+    assert_eq!(r["cleanShutdown"], false);
+    assert_eq!(r["cut"].as_array().unwrap().len(), 1);
+    let c = &r["cut"][0];
+    assert_eq!(c["segment"], logs[1].0);
+    assert_eq!(c["position"], p);
+    assert_eq!(c["bytes"], cut);
+    assert_eq!(c["reason"]["kind"], "crcMismatch");
+    assert_eq!(r["segmentsScanned"], 2);
+    assert_eq!(r["keptBytes"], originals[0].len() as u64 + p);
+    assert_eq!(r["logEndOffset"], batches(&d.original)[0].2 + 1);
+
+    // The quarantine holds the cut bytes (with the flipped byte) and the later segments as they were.
+    let q = dir.join("quarantine/0001");
+    let mut damaged = d.original.clone();
+    damaged[(p + batches(&d.original)[1].1 - 2) as usize] ^= 0x40;
+    let cut_file = q.join(format!("{:020}.log.cut-{p}", logs[1].0));
+    assert_eq!(c["quarantinedTo"], cut_file.display().to_string());
+    assert_eq!(std::fs::read(&cut_file).unwrap(), &damaged[p as usize..]);
+    for ((base, _), bytes) in logs.iter().zip(&originals).skip(2) {
+        assert_eq!(
+            &std::fs::read(q.join(format!("{base:020}.log"))).unwrap(),
+            bytes
+        );
+    }
+    let moved: Vec<&str> = r["quarantinedFiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for (base, _) in logs.iter().skip(2) {
+        assert!(
+            moved
+                .iter()
+                .any(|m| m.ends_with(&format!("{base:020}.log"))),
+            "{moved:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read(&logs[1].1).unwrap(),
+        &d.original[..p as usize]
+    );
+    let summary = lines.last().unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(summary["bytesCut"], cut);
+    assert_eq!(summary["closed"], true);
+    verify_is_clean(&dir);
+}
+
+#[test]
+fn torn_tail_text_report() {
+    let root = tempdir();
+    let (dir, written) = build_partition(root.path(), "orders-0");
+    let d = damage(&dir, Damage::TornTail);
+    let b = batches(&d.original);
+    let &(p, size, _) = b.last().unwrap();
+    let base = files(&dir, ".log").last().unwrap().0;
+    let out = recover(&[dir.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    let lines = out.stdout_lines();
+    let cut_file = dir.join(format!("quarantine/0001/{base:020}.log.cut-{p}"));
+    let new_end = written.last().unwrap().first_offset;
+    assert!(
+        lines[0].starts_with("orders-0: unclean shutdown, recovered "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains(&format!(
+            "; cut 20 bytes of segment {base} at byte {p} (truncated: need {size} bytes, have 20 \
+             at byte position {p}) -> {}",
+            cut_file.display()
+        )),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains(&format!("; log [0, {new_end})")),
+        "{}",
+        lines[0]
+    );
+    assert!(lines.contains(&"recovered 1 partition(s): 20 byte(s) cut, 1 file(s) moved to quarantine, 0 corrupt snapshot(s) set aside; closed cleanly"), "{lines:?}");
+    // The one file moved is the snapshot at the old log end.
+    let old_end = written.last().unwrap().last_offset + 1;
+    assert!(
+        lines.contains(
+            &format!("  moved to quarantine: quarantine/0001/{old_end:020}.snapshot").as_str()
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        std::fs::read(&cut_file).unwrap(),
+        &d.original[p as usize..p as usize + 20]
+    );
+    verify_is_clean(&dir);
+}
+
+#[test]
+fn index_past_the_log_is_rebuilt_without_cuts() {
+    let root = tempdir();
+    let (dir, _) = build_partition(root.path(), "orders-0");
+    damage(&dir, Damage::IndexPastLog);
+    let (out, lines) = json_report(&dir);
+    assert_eq!(out.status, Status::Success);
+    assert_eq!(lines[0]["cut"].as_array().unwrap().len(), 0);
+    assert_eq!(lines[0]["segmentsScanned"], files(&dir, ".log").len());
+    assert!(!dir.join("quarantine").exists());
+    verify_is_clean(&dir);
+}
+
+#[test]
+fn corrupt_snapshot_is_set_aside_after_a_clean_shutdown() {
+    // After a clean shutdown the loader reads the newest snapshot: a corrupt one is renamed
+    // `*.corrupt` and an older one plus a replay is used. (Without the marker every segment is
+    // recovered and the snapshot at the log end is simply written again.)
+    let root = tempdir();
+    let (dir, written) = build_partition(root.path(), "orders-0");
+    let loaded = recovery::load_log_dir(root.path(), &recovery::LogDirOptions::default()).unwrap();
+    loaded.close().unwrap();
+    let d = damage(&dir, Damage::CorruptSnapshot);
+    let end = written.last().unwrap().last_offset + 1;
+    assert!(
+        d.file.ends_with(format!("{end:020}.snapshot")),
+        "{}",
+        d.file.display()
+    );
+    let (out, lines) = json_report(root.path());
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    assert_eq!(lines[0]["cleanShutdown"], true);
+    let aside = lines[0]["snapshotsSetAside"].as_array().unwrap();
+    assert_eq!(aside.len(), 1, "{}", lines[0]);
+    let aside = Path::new(aside[0].as_str().unwrap());
+    assert!(
+        aside.to_string_lossy().ends_with(".corrupt"),
+        "{}",
+        aside.display()
+    );
+    let mut corrupt = d.original.clone();
+    corrupt[d.position as usize] ^= 0x01;
+    assert_eq!(
+        std::fs::read(aside).unwrap(),
+        corrupt,
+        "set aside byte for byte"
+    );
+    assert_eq!(lines.last().unwrap()["snapshotsSetAside"], 1);
+    verify_is_clean(&dir);
+}
+
+#[test]
+fn log_dir_clean_shutdown_is_honoured_unless_full() {
+    let root = tempdir();
+    build_partition(root.path(), "orders-0");
+    build_partition(root.path(), "orders-1");
+    // A broker's clean shutdown of the whole log directory: checkpoints and the marker.
+    let loaded = recovery::load_log_dir(root.path(), &recovery::LogDirOptions::default()).unwrap();
+    loaded.close().unwrap();
+    assert!(root.path().join(".kafka_cleanshutdown").exists());
+
+    let out = recover(&[root.path().as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    let lines = out.stdout_lines();
+    assert!(
+        lines[0].starts_with("orders-0: clean shutdown, no recovery;"),
+        "{lines:?}"
+    );
+    assert!(
+        lines[1].starts_with("orders-1: clean shutdown, no recovery;"),
+        "{lines:?}"
+    );
+    assert!(
+        root.path().join(".kafka_cleanshutdown").exists(),
+        "closed cleanly again"
+    );
+
+    let segments = files(&root.path().join("orders-0"), ".log").len();
+    let out = recover(&["--full".as_ref(), root.path().as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    let lines = out.stdout_lines();
+    assert!(
+        lines[0].starts_with(&format!(
+            "orders-0: unclean shutdown, recovered {segments} segment(s) from base offset 0: 10 batches"
+        )),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines.last().unwrap(),
+        &"recovered 2 partition(s): 0 byte(s) cut, 0 file(s) moved to quarantine, 0 corrupt snapshot(s) set aside; closed cleanly"
+    );
+}
+
+#[test]
+fn piped_stderr_gets_no_progress_bar_or_escape_codes() {
+    let root = tempdir();
+    let (dir, _) = build_partition(root.path(), "orders-0");
+    damage(&dir, Damage::TornTail);
+    let (code, stdout, stderr) = super::run::seglog(&["recover".as_ref(), dir.as_os_str()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr, "");
+    assert!(
+        !stdout.contains('\x1b') && !stdout.contains('\r'),
+        "{stdout:?}"
+    );
+    assert!(stdout.contains("20 bytes"), "{stdout}");
+}
