@@ -70,7 +70,14 @@ fn usage_errors_exit_2_with_one_line() {
 
 #[test]
 fn help_has_an_example_and_exits_0() {
-    for args in [&["dump", "--help"][..], &["demo", "--help"], &["--help"]] {
+    for args in [
+        &["dump", "--help"][..],
+        &["demo", "--help"],
+        &["verify", "--help"],
+        &["recover", "--help"],
+        &["producers", "--help"],
+        &["--help"],
+    ] {
         let out = Command::new(env!("CARGO_BIN_EXE_seglog"))
             .args(args)
             .output()
