@@ -307,7 +307,9 @@ impl ConsumerReader {
     /// Kafka's algorithm: aborted transactions are taken in first-offset order; before each
     /// batch with a producer id, every aborted transaction starting at or before the batch's
     /// last offset adds its producer id to the aborted set; an ABORT marker removes its
-    /// producer id from the set; a transactional batch of a producer in the set is skipped.
+    /// producer id from the set; a transactional batch of a producer in the set is skipped. A
+    /// `MIRROR_PID_RESET` barrier empties the set (it aborted every open transaction and reset
+    /// every producer).
     pub fn read(&self, fetch: &FetchResult) -> Result<Vec<ConsumedRecord>, PartitionLogError> {
         let read_committed = self.isolation == IsolationLevel::ReadCommitted;
         let mut pending: Vec<AbortedTxn> = fetch.aborted_transactions.clone().unwrap_or_default();
@@ -319,6 +321,23 @@ impl ConsumerReader {
             let LogEntry::V2(batch) = entry? else {
                 continue;
             };
+            if read_committed
+                && batch.is_control()
+                && !batch.has_producer_id()
+                && first_control_type(&batch)? == Some(ControlRecordType::MirrorPidReset)
+            {
+                // The barrier completes every transaction still open as aborted (their
+                // aborted-transaction entries end at the barrier's offset) and forgets every
+                // producer: no producer id stays in the aborted set past it, so a local producer
+                // that reuses an id after the failover is not hidden (docs/barrier.md).
+                while pending
+                    .last()
+                    .is_some_and(|t| t.first_offset <= batch.last_offset())
+                {
+                    pending.pop();
+                }
+                aborted_pids.clear();
+            }
             if read_committed && batch.has_producer_id() {
                 while pending
                     .last()
@@ -699,10 +718,10 @@ impl PartitionLog {
                 .rposition(|s| s.base_offset() <= start_offset)
                 .unwrap_or(0);
             let mut out = Vec::new();
+            // As Kafka's `LocalLog.collectAbortedTransactions`: no stop at the upper bound's
+            // segment, because an aborted transaction is indexed in the segment holding its ABORT
+            // marker, which may be any later segment.
             for seg in segments.iter().skip(first) {
-                if seg.base_offset() >= upper_bound_offset {
-                    break;
-                }
                 let found = seg.collect_aborted_txns(start_offset, upper_bound_offset)?;
                 out.extend(found.aborted_transactions);
                 if found.is_complete {
