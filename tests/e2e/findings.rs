@@ -27,7 +27,6 @@ use segment_store::AbortedTxn;
 use crate::common::{batches, idem, txn, values, Node};
 
 #[test]
-#[ignore = "bug 1: PartitionLog::collect_aborted_transactions stops early (log.rs)"]
 fn an_abort_marker_in_a_later_segment_still_hides_the_aborted_records() {
     let mut a = Node::new("A");
     a.produce(&txn(7, 0, 0, 10, "t7")).unwrap(); // 0..=9, segment 0
@@ -58,7 +57,6 @@ fn an_abort_marker_in_a_later_segment_still_hides_the_aborted_records() {
 }
 
 #[test]
-#[ignore = "bug 2: a barrier's implicit abort leaves the producer id in the consumer's aborted set"]
 fn after_a_barrier_abort_the_reused_producer_ids_commit_is_visible_in_the_same_fetch() {
     // A's producer 5 leaves a transaction open at 11; B appends the barrier without truncating
     // (it aborts that transaction at 31); B's local producer, also pid 5, commits 32..=41.
