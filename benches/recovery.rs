@@ -1,0 +1,457 @@
+//! Recovery benchmarks over one generated partition directory, each next to its baseline.
+//!
+//! The directory (default 1 GiB of `.log`, `SEGLOG_BENCH_LOG_BYTES` to change it) is generated
+//! once and cached under `<target>/bench-data/recovery-v2-<bytes>/`: batches of 10 records with
+//! 100–1000-byte values from 8 idempotent producers, 4 transactional producers (COMMIT and ABORT
+//! markers) and producer-less batches, with one `MIRROR_PID_RESET` barrier half way (after every
+//! open transaction is closed; producers then continue at a new epoch), in 128 MiB segments.
+//!
+//! (a) `full_recovery`: `LogLoader::load` with `full: true` (every batch CRC-checked, the offset,
+//!     time and transaction indexes rebuilt, producer state replayed, a snapshot per segment)
+//!     against ONE `crc32c` pass over the same `.log` bytes from the page cache, read through a
+//!     reused 1 MiB buffer or memory-mapped (two baselines; the faster one is the bar).
+//! (b) `snapshot_replay`: a clean-shutdown `LogLoader::load` whose newest snapshot is at the start
+//!     of the tail (the last ≥ 128 MiB of the log), so producer state = that snapshot + a replay
+//!     of the tail; against a header-only walk of the same tail (`FileRecords::headers_from`,
+//!     61 bytes read per batch), and against a clean load with the snapshot at the log end
+//!     (no replay: the fixed cost of opening the segments).
+//!
+//! The page cache is warm in every variant (each runs several times; nothing is dropped).
+//! Only the load is timed; closing the log afterwards (and deleting the snapshot the load writes
+//! at the log end, for (b)) happens outside the measurement.
+use std::hint::black_box;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
+use record_format::{
+    end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
+};
+use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
+use segment_store::{DirLock, FileRecords, LogConfig, MmapFile, OpenMode, StdFs};
+
+const DEFAULT_LOG_BYTES: u64 = 1 << 30;
+const SEGMENT_BYTES: u64 = 128 << 20;
+/// Bytes of batches handed to one follower append while generating.
+const CHUNK_BYTES: usize = 4 << 20;
+const RECORDS_PER_BATCH: i64 = 10;
+const IDEMPOTENT: i64 = 8;
+const TRANSACTIONAL: i64 = 4;
+const COMPLETE_MARKER: &str = "generation-complete";
+
+fn log_bytes() -> u64 {
+    std::env::var("SEGLOG_BENCH_LOG_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(DEFAULT_LOG_BYTES)
+}
+
+fn config() -> PartitionLogConfig {
+    PartitionLogConfig {
+        log: LogConfig {
+            segment_bytes: SEGMENT_BYTES,
+            retention_ms: -1,
+            ..LogConfig::default()
+        },
+        ..PartitionLogConfig::default()
+    }
+}
+
+fn bench_dir(bytes: u64) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"));
+    // Bump the version when the generator changes, so that a stale cache is not reused.
+    target
+        .join("bench-data")
+        .join(format!("recovery-v2-{bytes}"))
+}
+
+/// xorshift64*: deterministic value lengths and producer choices.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// Producer ids: idempotent 1..=8, transactional 100..=103.
+struct Generator {
+    rng: Rng,
+    next_offset: i64,
+    epoch: i16,
+    idem_seq: [i32; IDEMPOTENT as usize],
+    txn_seq: [i32; TRANSACTIONAL as usize],
+    /// Data batches written in the open transaction of each transactional producer.
+    txn_open: [u32; TRANSACTIONAL as usize],
+    values: Vec<u8>,
+    now: i64,
+}
+
+impl Generator {
+    fn new() -> Self {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let values = (0..4096).map(|_| rng.next() as u8).collect();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64);
+        Self {
+            rng,
+            next_offset: 0,
+            epoch: 0,
+            idem_seq: [0; IDEMPOTENT as usize],
+            txn_seq: [0; TRANSACTIONAL as usize],
+            txn_open: [0; TRANSACTIONAL as usize],
+            values,
+            now,
+        }
+    }
+
+    fn data_batch(&mut self, producer: Option<(i64, i32)>, transactional: bool) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(self.next_offset)
+            .partition_leader_epoch(1)
+            .transactional(transactional);
+        if let Some((pid, seq)) = producer {
+            b = b.producer(pid, self.epoch, seq);
+        }
+        for r in 0..RECORDS_PER_BATCH {
+            let len = 100 + self.rng.below(901) as usize;
+            let start = self.rng.below((self.values.len() - len) as u64) as usize;
+            let key = (self.next_offset + r).to_be_bytes();
+            // Timestamps grow with the offset (1 ms each), so the time index gets entries.
+            b.append(
+                self.now + self.next_offset + r,
+                Some(&key),
+                Some(&self.values[start..start + len]),
+                &[],
+            )
+            .expect("append a record");
+        }
+        self.next_offset += RECORDS_PER_BATCH;
+        b.build()
+    }
+
+    fn marker(&mut self, pid: i64, commit: bool) -> Vec<u8> {
+        let t = if commit {
+            ControlRecordType::Commit
+        } else {
+            ControlRecordType::Abort
+        };
+        let ts = self.now + self.next_offset;
+        let m = end_txn_marker_batch(self.next_offset, ts, 1, pid, self.epoch, t, 0);
+        self.next_offset += 1;
+        m
+    }
+
+    /// One batch: 60 % idempotent, 30 % transactional (a marker after 3 data batches, every
+    /// fifth an ABORT), 10 % without producer id.
+    fn next_batch(&mut self) -> Vec<u8> {
+        let roll = self.rng.below(10);
+        if roll < 6 {
+            let p = self.rng.below(IDEMPOTENT as u64) as usize;
+            let seq = self.idem_seq[p];
+            self.idem_seq[p] += RECORDS_PER_BATCH as i32;
+            self.data_batch(Some((1 + p as i64, seq)), false)
+        } else if roll < 9 {
+            let p = self.rng.below(TRANSACTIONAL as u64) as usize;
+            let pid = 100 + p as i64;
+            if self.txn_open[p] == 3 {
+                self.txn_open[p] = 0;
+                let commit = self.rng.below(5) != 0;
+                self.marker(pid, commit)
+            } else {
+                self.txn_open[p] += 1;
+                let seq = self.txn_seq[p];
+                self.txn_seq[p] += RECORDS_PER_BATCH as i32;
+                self.data_batch(Some((pid, seq)), true)
+            }
+        } else {
+            self.data_batch(None, false)
+        }
+    }
+
+    /// Commits every open transaction, writes the barrier, and moves every producer to a new
+    /// epoch (sequences restart at 0).
+    fn barrier(&mut self) -> Vec<u8> {
+        let mut out = Vec::new();
+        for p in 0..TRANSACTIONAL as usize {
+            if self.txn_open[p] > 0 {
+                self.txn_open[p] = 0;
+                out.extend(self.marker(100 + p as i64, true));
+            }
+        }
+        out.extend(mirror_pid_reset_batch(
+            self.next_offset,
+            self.now + self.next_offset,
+            1,
+            "bench-source-cluster",
+        ));
+        self.next_offset += 1;
+        self.epoch += 1;
+        self.idem_seq = [0; IDEMPOTENT as usize];
+        self.txn_seq = [0; TRANSACTIONAL as usize];
+        out
+    }
+}
+
+/// Generates the partition in `dir` (through `PartitionLog::append_as_follower`, so producer
+/// state, snapshots and indexes are the library's own) and closes it cleanly.
+fn generate(dir: &Path, bytes: u64) {
+    let started = Instant::now();
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("create bench dir");
+    let opts = LoadOptions {
+        config: config(),
+        ..LoadOptions::default()
+    };
+    let (mut log, _) = LogLoader::load(dir, &opts).expect("open new log");
+    let mut g = Generator::new();
+    let mut written = 0u64;
+    let mut barrier_written = false;
+    let mut chunk = Vec::with_capacity(CHUNK_BYTES + 64 * 1024);
+    while written < bytes {
+        if !barrier_written && written >= bytes / 2 {
+            chunk.extend(g.barrier());
+            barrier_written = true;
+        }
+        while chunk.len() < CHUNK_BYTES {
+            chunk.extend(g.next_batch());
+        }
+        log.append_as_follower(&chunk).expect("append");
+        written += chunk.len() as u64;
+        chunk.clear();
+    }
+    // Leave no transaction open: the log ends stable.
+    for p in 0..TRANSACTIONAL as usize {
+        if g.txn_open[p] > 0 {
+            chunk.extend(g.marker(100 + p as i64, true));
+        }
+    }
+    if !chunk.is_empty() {
+        log.append_as_follower(&chunk).expect("append");
+    }
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    log.close().expect("close");
+    std::fs::write(dir.join(COMPLETE_MARKER), format!("{end}\n")).expect("marker");
+    eprintln!(
+        "generated {} ({} MiB, {} offsets) in {:.1?}",
+        dir.display(),
+        written >> 20,
+        end,
+        started.elapsed()
+    );
+}
+
+/// The `.log` files of `dir` in offset order, with their base offsets.
+fn segments(dir: &Path) -> Vec<(i64, PathBuf)> {
+    let mut v: Vec<(i64, PathBuf)> = std::fs::read_dir(dir)
+        .expect("read bench dir")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let base = p
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".log")?
+                .parse()
+                .ok()?;
+            Some((base, p))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn snapshots(dir: &Path) -> Vec<(i64, PathBuf)> {
+    let mut v: Vec<(i64, PathBuf)> = std::fs::read_dir(dir)
+        .expect("read bench dir")
+        .filter_map(|e| {
+            let p = e.ok()?.path();
+            let off = p
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".snapshot")?
+                .parse()
+                .ok()?;
+            Some((off, p))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+fn prepare() -> PathBuf {
+    let bytes = log_bytes();
+    let dir = bench_dir(bytes);
+    if !dir.join(COMPLETE_MARKER).exists() {
+        generate(&dir, bytes);
+    }
+    dir
+}
+
+/// One `crc32c` pass over every `.log`, read through a reused 1 MiB buffer (which stays in the
+/// CPU cache: the cheapest way to get the bytes out of the page cache with `read`).
+fn crc_pass_read(files: &[PathBuf], buf: &mut [u8]) -> u32 {
+    let mut acc = 0u32;
+    for f in files {
+        let mut h = std::fs::File::open(f).expect("open .log");
+        let mut crc = 0u32;
+        loop {
+            let n = h.read(buf).expect("read .log");
+            if n == 0 {
+                break;
+            }
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+        }
+        acc ^= crc;
+    }
+    acc
+}
+
+/// One `crc32c` pass over every `.log`, memory-mapped read-only (segment-store's `MmapFile`,
+/// under the directory lock, as recovery maps them).
+fn crc_pass_mmap(dir: &Path, files: &[PathBuf]) -> u32 {
+    let lock = DirLock::acquire(dir).expect("lock bench dir");
+    let mut acc = 0u32;
+    for f in files {
+        let map = MmapFile::open(&lock, f, false).expect("map .log");
+        acc ^= crc32c::crc32c(map.as_slice());
+    }
+    acc
+}
+
+fn full_recovery(c: &mut Criterion) {
+    let dir = prepare();
+    let files: Vec<PathBuf> = segments(&dir).into_iter().map(|(_, p)| p).collect();
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let mut g = c.benchmark_group("full_recovery");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(10))
+        .throughput(Throughput::Bytes(total));
+
+    let mut buf = vec![0u8; 1 << 20];
+    g.bench_function("crc32c_one_pass_read", |b| {
+        b.iter(|| black_box(crc_pass_read(&files, &mut buf)))
+    });
+    g.bench_function("crc32c_one_pass_mmap", |b| {
+        b.iter(|| black_box(crc_pass_mmap(&dir, &files)))
+    });
+
+    let opts = LoadOptions {
+        config: config(),
+        full: true,
+        ..LoadOptions::default()
+    };
+    g.bench_function("log_loader_full", |b| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                let t = Instant::now();
+                let (log, report) = LogLoader::load(&dir, &opts).expect("full recovery");
+                spent += t.elapsed();
+                assert!(report.cut.is_empty(), "{report}");
+                assert_eq!(report.bytes_scanned, total);
+                black_box(report.producers);
+                log.close().expect("close");
+            }
+            spent
+        })
+    });
+    g.finish();
+}
+
+fn snapshot_replay(c: &mut Criterion) {
+    let dir = prepare();
+    let segs = segments(&dir);
+    let sizes: Vec<u64> = segs
+        .iter()
+        .map(|(_, p)| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .collect();
+    // The tail: the shortest suffix of whole segments holding at least one segment's worth,
+    // never the whole log (a clean load without any snapshot at or below the end takes Kafka's
+    // upgrade shortcut and replays nothing).
+    assert!(segs.len() > 1, "the log needs two segments or more");
+    let mut tail_from = segs.len() - 1;
+    let mut tail_bytes = sizes[tail_from];
+    while tail_bytes < SEGMENT_BYTES && tail_from > 1 {
+        tail_from -= 1;
+        tail_bytes += sizes[tail_from];
+    }
+    let tail_start = segs[tail_from].0;
+    let end: i64 = std::fs::read_to_string(dir.join(COMPLETE_MARKER))
+        .expect("marker")
+        .trim()
+        .parse()
+        .expect("end offset");
+    let has_snapshot = |o: i64| snapshots(&dir).iter().any(|(s, _)| *s == o);
+    assert!(has_snapshot(tail_start), "no snapshot at {tail_start}");
+    let tail_files: Vec<PathBuf> = segs[tail_from..].iter().map(|(_, p)| p.clone()).collect();
+
+    let clean = LoadOptions {
+        config: config(),
+        had_clean_shutdown: true,
+        recovery_point: end,
+        high_watermark: Some(end),
+        ..LoadOptions::default()
+    };
+    let mut g = c.benchmark_group("snapshot_replay");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Bytes(tail_bytes));
+
+    g.bench_function("header_scan_tail", |b| {
+        b.iter(|| {
+            let mut batches = 0u64;
+            for f in &tail_files {
+                let records = FileRecords::open(&StdFs, f, OpenMode::Read).expect("open .log");
+                for h in records.headers_from(0) {
+                    let h = h.expect("header");
+                    batches += u64::from(h.size > 0);
+                }
+            }
+            black_box(batches)
+        })
+    });
+
+    let run = |b: &mut criterion::Bencher<'_>, keep_up_to: i64| {
+        b.iter_custom(|iters| {
+            let mut spent = Duration::ZERO;
+            for _ in 0..iters {
+                for (o, p) in snapshots(&dir) {
+                    if o > keep_up_to {
+                        std::fs::remove_file(p).expect("remove snapshot");
+                    }
+                }
+                let t = Instant::now();
+                let (log, report) = LogLoader::load(&dir, &clean).expect("clean load");
+                spent += t.elapsed();
+                assert_eq!(report.segments_scanned, 0);
+                // The generated log ends with all 12 producers active (none started empty).
+                assert_eq!(log.producer_state().active_producers().len(), 12);
+                log.close().expect("close");
+            }
+            spent
+        })
+    };
+    g.bench_function("snapshot_plus_tail_replay", |b| run(b, tail_start));
+    g.bench_function("snapshot_at_end_no_replay", |b| run(b, end));
+    g.finish();
+}
+
+criterion_group!(benches, full_recovery, snapshot_replay);
+criterion_main!(benches);
