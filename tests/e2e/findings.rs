@@ -1,6 +1,5 @@
-//! Library bugs found by the end-to-end tests, each as a test of the correct behaviour. They are
-//! `#[ignore]`d because the code at fault (`crates/recovery/src/log.rs`, the barrier semantics)
-//! is owned elsewhere; `cargo test -p seglog --test e2e -- --ignored` shows them failing.
+//! Library bugs found by the end-to-end tests, each kept as a regression test of the correct
+//! behaviour (both fixed in `crates/recovery/src/log.rs`).
 //!
 //! 1. `PartitionLog::collect_aborted_transactions` stops at the first segment whose base offset
 //!    reaches the upper bound (`if seg.base_offset() >= upper_bound_offset { break; }`). Kafka's
