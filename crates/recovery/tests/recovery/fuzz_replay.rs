@@ -1,0 +1,156 @@
+//! Replays the recovery fuzz harnesses (`fuzz/harness_recovery.rs`) on stable, without a fuzzer:
+//! every seed in `fuzz/seeds/<target>/` and every input that ever failed a target, committed under
+//! `fuzz/regressions/<target>/`. Invariant: no harness assertion fails for any committed input or
+//! any of its prefixes, so CI keeps what the fuzzer found.
+//!
+//! `FUZZ_WRITE_SEEDS=1 cargo test -p recovery --test recovery fuzz_replay -- --ignored`
+//! regenerates the seeds (snapshots written by `encode_snapshot`, hand-made producer scripts).
+
+#[path = "../../../../fuzz/harness_recovery.rs"]
+mod harness;
+
+use std::path::PathBuf;
+
+use recovery::snapshot::encode_snapshot;
+use recovery::SnapshotEntry;
+
+fn fuzz_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz"))
+}
+
+fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for dir in ["seeds", "regressions"] {
+        let Ok(rd) = std::fs::read_dir(fuzz_dir().join(dir).join(target)) else {
+            continue;
+        };
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+            {
+                continue;
+            }
+            let bytes = std::fs::read(&p).unwrap();
+            out.push((p, bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn replay(target: &str, f: fn(&[u8]), min_inputs: usize) {
+    let inputs = inputs(target);
+    assert!(
+        inputs.len() >= min_inputs,
+        "{target}: expected at least {min_inputs} committed inputs, found {}",
+        inputs.len()
+    );
+    for (path, bytes) in &inputs {
+        eprintln!("{target}: {}", path.display());
+        f(bytes);
+        for cut in [
+            0,
+            1,
+            2,
+            6,
+            10,
+            56,
+            bytes.len() / 2,
+            bytes.len().saturating_sub(1),
+        ] {
+            f(&bytes[..cut.min(bytes.len())]);
+        }
+    }
+}
+
+#[test]
+fn snapshot_corpus() {
+    replay("snapshot", harness::snapshot, 4);
+}
+
+#[test]
+fn producer_state_corpus() {
+    replay("producer_state", harness::producer_state, 4);
+    harness::remove_snapshot_dir();
+}
+
+fn entry(pid: i64, last_offset: i64, txn: i64) -> SnapshotEntry {
+    SnapshotEntry {
+        producer_id: pid,
+        producer_epoch: 3,
+        last_sequence: 41,
+        last_offset,
+        offset_delta: 4,
+        timestamp: 1_700_000_000_000,
+        coordinator_epoch: 2,
+        current_txn_first_offset: txn,
+    }
+}
+
+/// Writes the seed corpora.
+#[test]
+#[ignore = "writes fuzz/seeds; run with FUZZ_WRITE_SEEDS=1 and --ignored"]
+fn write_seeds() {
+    if std::env::var_os("FUZZ_WRITE_SEEDS").is_none() {
+        return;
+    }
+    let write = |target: &str, name: &str, bytes: &[u8]| {
+        let d = fuzz_dir().join("seeds").join(target);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(name), bytes).unwrap();
+    };
+    write("snapshot", "empty", &encode_snapshot(&[]));
+    write("snapshot", "one", &encode_snapshot(&[entry(7, 100, -1)]));
+    write(
+        "snapshot",
+        "three-with-txn",
+        &encode_snapshot(&[entry(1, 10, -1), entry(2, -1, 5), entry(9, 30, 25)]),
+    );
+    write(
+        "snapshot",
+        "unsorted-duplicate-pids",
+        &encode_snapshot(&[entry(9, 30, -1), entry(1, 10, 3), entry(9, -1, 40)]),
+    );
+    // producer_state: 5 bytes per batch: [origin|kind|gap, pid|epoch, seq|records, ts, flags].
+    // kind (bits 2..5): 0-2 data, 3 txn data, 4 COMMIT, 5 ABORT, 6 barrier, 7 odd ones.
+    let b = |origin: u8, kind: u8, pid: u8, epoch: u8, seq: u8, flags: u8| {
+        [origin | (kind << 2), pid | (epoch << 2), seq, 5, flags]
+    };
+    let seq: Vec<[u8; 5]> = vec![
+        b(0, 0, 0, 2, 0, 0),
+        b(0, 3, 1, 2, 1, 4),
+        b(0, 0, 0, 2, 2, 0),
+        b(0, 5, 1, 2, 0, 1),
+        b(0, 6, 0, 0, 0, 0),
+        b(0, 0, 0, 0, 0, 0),
+    ];
+    write("producer_state", "replication-txn-barrier", &seq.concat());
+    let seq: Vec<[u8; 5]> = vec![
+        b(3, 0, 0, 0, 0, 0),
+        b(3, 0, 0, 0, 0, 0),
+        b(3, 1, 0, 2, 0xa0, 0),
+        b(3, 0, 0, 1, 0, 0),
+        b(2, 4, 0, 2, 0, 2),
+    ];
+    write("producer_state", "client-dup-epochs", &seq.concat());
+    let seq: Vec<[u8; 5]> = vec![
+        b(2, 3, 0, 1, 0, 4),
+        b(2, 3, 1, 1, 0, 4),
+        b(2, 3, 2, 1, 0, 4),
+        b(0, 6, 0, 0, 0, 8),
+        b(2, 5, 1, 1, 0, 3),
+        b(1, 4, 0, 0, 0, 0),
+    ];
+    write("producer_state", "barrier-aborts-open", &seq.concat());
+    let seq: Vec<[u8; 5]> = vec![
+        b(0, 7, 0, 0, 0, 0),
+        b(0, 7, 1, 0, 0, 0x40),
+        b(0, 7, 2, 0, 0, 0x80),
+        b(0, 7, 3, 0, 0, 0xc0),
+        b(1, 3, 3, 0, 0, 4),
+        b(1, 0, 3, 0, 0, 0),
+    ];
+    write("producer_state", "odd-batches", &seq.concat());
+}

@@ -1,0 +1,164 @@
+//! Replays the segment-store fuzz harnesses (`fuzz/harness_store.rs`) on stable, without a fuzzer:
+//! every seed in `fuzz/seeds/<target>/` and every input that ever failed a target, committed under
+//! `fuzz/regressions/<target>/`. Invariant: no harness assertion fails for any committed input or
+//! any of its prefixes, so CI keeps what the fuzzer found.
+//!
+//! `FUZZ_WRITE_SEEDS=1 cargo test -p segment-store --test fuzz_replay -- --ignored` regenerates
+//! the seeds from files written by this crate.
+#![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
+
+#[path = "../../../fuzz/harness_store.rs"]
+mod harness;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use segment_store::{
+    AbortedTxn, DirLock, FilePosition, OffsetIndex, StdFs, TimeIndex, TransactionIndex,
+};
+
+fn fuzz_dir() -> PathBuf {
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz"))
+}
+
+fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for dir in ["seeds", "regressions"] {
+        let Ok(rd) = std::fs::read_dir(fuzz_dir().join(dir).join(target)) else {
+            continue;
+        };
+        for e in rd {
+            let p = e.unwrap().path();
+            if p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+            {
+                continue;
+            }
+            let bytes = std::fs::read(&p).unwrap();
+            out.push((p, bytes));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn replay(target: &str, f: fn(&[u8]), min_inputs: usize) {
+    let inputs = inputs(target);
+    assert!(
+        inputs.len() >= min_inputs,
+        "{target}: expected at least {min_inputs} committed inputs, found {}",
+        inputs.len()
+    );
+    for (path, bytes) in &inputs {
+        eprintln!("{target}: {}", path.display());
+        f(bytes);
+        for cut in [
+            0,
+            1,
+            3,
+            4,
+            12,
+            37,
+            bytes.len() / 2,
+            bytes.len().saturating_sub(1),
+        ] {
+            f(&bytes[..cut.min(bytes.len())]);
+        }
+    }
+}
+
+#[test]
+fn index_files_corpus() {
+    replay("index_files", harness::index_files, 6);
+}
+
+#[test]
+fn segment_recover_corpus() {
+    replay("segment_recover", harness::segment_recover, 4);
+}
+
+/// Writes the seed corpora from files built by this crate.
+#[test]
+#[ignore = "writes fuzz/seeds; run with FUZZ_WRITE_SEEDS=1 and --ignored"]
+fn write_seeds() {
+    if std::env::var_os("FUZZ_WRITE_SEEDS").is_none() {
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let lock = DirLock::acquire(tmp.path()).unwrap();
+    let write = |target: &str, name: &str, bytes: &[u8]| {
+        let d = fuzz_dir().join("seeds").join(target);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(name), bytes).unwrap();
+    };
+    // index_files: [kind, base selector, target seed, file...]; base selector 1 = offset 100.
+    for (name, n) in [("offset-empty", 0u32), ("offset-3", 3), ("offset-40", 40)] {
+        let p = tmp.path().join(format!("{name}.index"));
+        let mut idx = OffsetIndex::open(&lock, &p, 100, 4096, true).unwrap();
+        for i in 0..n {
+            idx.append(100 + i64::from(i) * 3 + 2, FilePosition(i * 500))
+                .unwrap();
+        }
+        idx.close().unwrap();
+        let mut input = vec![0, 1, 7];
+        input.extend(std::fs::read(&p).unwrap());
+        write("index_files", name, &input);
+    }
+    for (name, n) in [("time-1", 1i64), ("time-5", 5), ("time-30", 30)] {
+        let p = tmp.path().join(format!("{name}.timeindex"));
+        let mut idx = TimeIndex::open(&lock, &p, 100, 4096, true).unwrap();
+        for i in 0..n {
+            idx.maybe_append(1_700_000_000_000 + i * 1000, 100 + i * 4, false)
+                .unwrap();
+        }
+        idx.close().unwrap();
+        let mut input = vec![1, 1, 9];
+        input.extend(std::fs::read(&p).unwrap());
+        write("index_files", name, &input);
+    }
+    for (name, n) in [("txn-2", 2i64), ("txn-6", 6)] {
+        let p = tmp.path().join(format!("{name}.txnindex"));
+        let mut idx = TransactionIndex::open(Arc::new(StdFs), &p, 100).unwrap();
+        for i in 0..n {
+            idx.append(&AbortedTxn::new(
+                i % 3,
+                100 + i * 10,
+                105 + i * 10,
+                101 + i * 10,
+            ))
+            .unwrap();
+        }
+        idx.flush().unwrap();
+        let mut input = vec![2, 1, 0];
+        input.extend(std::fs::read(&p).unwrap());
+        write("index_files", name, &input);
+    }
+    // segment_recover: [base sel, interval/8, batches-1, (shape, value len)*, script...].
+    write(
+        "segment_recover",
+        "clean-4",
+        &[0, 2, 3, 0x21, 10, 0x02, 40, 0x13, 0, 0x80, 63],
+    );
+    write(
+        "segment_recover",
+        "flip-crc",
+        &[1, 0, 2, 0x21, 10, 0x03, 40, 0x20, 0, 0, 0, 40, 0x55],
+    );
+    write(
+        "segment_recover",
+        "torn-tail",
+        &[0, 1, 4, 1, 5, 2, 6, 3, 7, 0, 8, 1, 1, 0x01, 0x00, 0xf0],
+    );
+    write(
+        "segment_recover",
+        "garbage",
+        &[2, 4, 1, 0x33, 20, 1, 30, 0xfe, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8],
+    );
+    write(
+        "segment_recover",
+        "base-offset-flip",
+        &[0, 0, 3, 0, 1, 0, 1, 0, 1, 0, 0, 0x0d, 0x80, 0, 0, 0],
+    );
+    harness::remove_temp_root();
+}
