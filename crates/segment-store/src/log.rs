@@ -275,7 +275,23 @@ impl LocalLog {
         for (&base, seg) in segments.iter_mut() {
             if base == last_base {
                 seg.resize_indexes(config.max_index_size)?;
-                log_end_offset = seg.read_next_offset()?;
+                log_end_offset = match seg.read_next_offset() {
+                    Ok(next) => next,
+                    // An unrecovered tail that does not parse (e.g. the zeros a crash leaves in
+                    // preallocated or torn blocks): the offset after the last batch that does,
+                    // and the segment is reported insane so that recovery cuts the rest.
+                    Err(SegmentError::Format { .. }) => {
+                        if !insane.contains(&base) {
+                            insane.push(base);
+                        }
+                        seg.log()
+                            .headers_from(0)
+                            .map_while(|h| h.ok())
+                            .last()
+                            .map_or(base, |h| h.next_offset())
+                    }
+                    Err(e) => return Err(e),
+                };
             } else {
                 seg.map_log()?;
             }
