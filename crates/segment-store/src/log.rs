@@ -693,7 +693,9 @@ impl LocalLog {
             .range(target + 1..)
             .map(|(&b, _)| b)
             .collect();
-        for b in later {
+        // Newest first: a crash part-way leaves a contiguous prefix of segments, never a gap
+        // that a later segment's base offset would paper over.
+        for b in later.into_iter().rev() {
             if let Some(seg) = inner.segments.remove(&b) {
                 seg.delete()?;
             }
