@@ -464,6 +464,10 @@ fn run_ops(
                     .nth(batches.saturating_sub(1))
                     .copied();
                 if let Some(t) = target {
+                    // A requested truncation releases the durability of what it removes, from
+                    // the moment it starts.
+                    exp.durable.retain(|o, _| *o < t);
+                    exp.stopped_barrier = exp.stopped_barrier.filter(|b| *b < t);
                     log.truncate_to(t).map_err(|e| s(&e))?;
                 }
             }
@@ -478,6 +482,9 @@ fn run_ops(
             Op::Failover if !failed_over => {
                 failed_over = true;
                 log.set_high_watermark(i64::MAX);
+                // start_mirroring and stop truncate to the LSO (open transactions are dropped).
+                let lso = log.last_stable_offset();
+                exp.durable.retain(|o, _| *o < lso);
                 let mut part =
                     MirrorPartition::open(log, MirrorStateFile::in_dir(dir)).map_err(|e| s(&e))?;
                 part.start_mirroring("source").map_err(|e| s(&e))?;
@@ -488,6 +495,10 @@ fn run_ops(
                 }
                 l.set_high_watermark(i64::MAX);
                 let mut part = MirrorPartition::open(l, store).map_err(|e| s(&e))?;
+                // stop truncates to the LSO again, and it can be lower now: truncating to the
+                // first LSO may have removed the marker that closed an earlier transaction.
+                let lso = part.log().last_stable_offset();
+                exp.durable.retain(|o, _| *o < lso);
                 let barrier = part.stop().map_err(|e| s(&e))?;
                 let (l, _) = part.into_parts();
                 log = l;

@@ -44,8 +44,10 @@ fn every_crash_point_and_every_torn_byte_of_the_small_workload_recovers() {
 #[test]
 fn random_workloads_recover_at_every_crash_point() {
     let tmp = scratch();
-    for seed in [1u64, 2] {
-        let w = Workload::generate(seed, 14);
+    // Seeds 7 and 29 found that truncation deleted segments oldest first (a crash part-way left
+    // a gap under a later segment) and that stop() may truncate below start_mirroring's LSO.
+    for seed in [1u64, 7, 29] {
+        let w = Workload::generate(seed, 16);
         let sum = crash_test(
             &w,
             &CrashOptions {
