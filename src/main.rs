@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
+use seglog::crash_test::CrashTestArgs;
 use seglog::demo::DemoArgs;
 use seglog::dump::DumpArgs;
 use seglog::producers::ProducersArgs;
@@ -37,6 +38,8 @@ enum Command {
     Producers(ProducersArgs),
     /// Run the KIP-1279 failover demo on built-in sample data
     Demo(DemoArgs),
+    /// Crash generated workloads at every I/O point, recover and verify each image
+    CrashTest(CrashTestArgs),
 }
 
 fn main() -> ExitCode {
@@ -54,6 +57,7 @@ fn main() -> ExitCode {
         Command::Recover(args) => seglog::recover::run(args, &mut out, &mut err),
         Command::Producers(args) => seglog::producers::run(args, &mut out, &mut err),
         Command::Demo(args) => seglog::demo::run(args, &mut out, &mut err),
+        Command::CrashTest(args) => seglog::crash_test::run(args, &mut out, &mut err),
     };
     match out.flush() {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {

@@ -11,6 +11,7 @@
 //! * `errors`: every user error is exit 2 and one stderr line.
 //! * `binary`: the real executable: exit codes, no panic or backtrace.
 //! * `demo`: `seglog demo` as README's first command runs it.
+//! * `crash_test`: `seglog crash-test`, a short randomized run (summary line, exit 0).
 //! * `run`: running the real executable.
 //! * `logs`: partitions on real files built with the library, the damages, in-process runners.
 //! * `verify`, `recover`, `producers`: the directory subcommands on clean and damaged partitions
@@ -21,6 +22,8 @@
 mod binary;
 #[path = "cli/common.rs"]
 mod common;
+#[path = "cli/crash_test.rs"]
+mod crash_test;
 #[path = "cli/damaged.rs"]
 mod damaged;
 #[path = "cli/demo.rs"]

@@ -275,7 +275,23 @@ impl LocalLog {
         for (&base, seg) in segments.iter_mut() {
             if base == last_base {
                 seg.resize_indexes(config.max_index_size)?;
-                log_end_offset = seg.read_next_offset()?;
+                log_end_offset = match seg.read_next_offset() {
+                    Ok(next) => next,
+                    // An unrecovered tail that does not parse (e.g. the zeros a crash leaves in
+                    // preallocated or torn blocks): the offset after the last batch that does,
+                    // and the segment is reported insane so that recovery cuts the rest.
+                    Err(SegmentError::Format { .. }) => {
+                        if !insane.contains(&base) {
+                            insane.push(base);
+                        }
+                        seg.log()
+                            .headers_from(0)
+                            .map_while(|h| h.ok())
+                            .last()
+                            .map_or(base, |h| h.next_offset())
+                    }
+                    Err(e) => return Err(e),
+                };
             } else {
                 seg.map_log()?;
             }
@@ -677,7 +693,9 @@ impl LocalLog {
             .range(target + 1..)
             .map(|(&b, _)| b)
             .collect();
-        for b in later {
+        // Newest first: a crash part-way leaves a contiguous prefix of segments, never a gap
+        // that a later segment's base offset would paper over.
+        for b in later.into_iter().rev() {
             if let Some(seg) = inner.segments.remove(&b) {
                 seg.delete()?;
             }

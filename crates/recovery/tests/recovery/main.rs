@@ -4,6 +4,7 @@
 mod audit;
 mod barrier;
 mod common;
+mod crash;
 mod fuzz_replay;
 mod loader;
 mod log;
