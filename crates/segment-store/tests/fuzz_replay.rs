@@ -68,14 +68,12 @@ fn replay(target: &str, f: fn(&[u8]), min_inputs: usize) {
     }
 }
 
+/// One test for both targets: they share the per-process scratch directory, removed at the end.
 #[test]
-fn index_files_corpus() {
+fn index_files_and_segment_recover_corpora() {
     replay("index_files", harness::index_files, 6);
-}
-
-#[test]
-fn segment_recover_corpus() {
     replay("segment_recover", harness::segment_recover, 4);
+    harness::remove_temp_root();
 }
 
 /// Writes the seed corpora from files built by this crate.
