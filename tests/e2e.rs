@@ -13,8 +13,8 @@
 //! * `topologies`: active-passive, failback, fan-out, fan-in and chain, checking byte identity of
 //!   the mirrored ranges, aligned offsets, and every node's producer state against a small
 //!   reference model that clears at every barrier.
-//! * `findings`: library bugs these tests ran into, as `#[ignore]`d tests asserting the correct
-//!   behaviour (run them with `--ignored`).
+//! * `findings`: two library bugs these tests ran into (aborted transactions indexed in a later
+//!   segment; a barrier's implicit abort hiding a reused producer id), kept as regression tests.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 
 #[path = "e2e/collisions.rs"]
