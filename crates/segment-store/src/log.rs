@@ -693,6 +693,19 @@ impl LocalLog {
             .range(target + 1..)
             .map(|(&b, _)| b)
             .collect();
+        // Deleting syncs the directory, which makes the names of segments rolled since the last
+        // flush durable too: flush the kept segments' data first, or a crash could keep an empty
+        // later segment after an older one whose tail was lost (a gap in the offsets).
+        if !later.is_empty() && inner.recovery_point < target {
+            let from = inner
+                .segments
+                .range(..=inner.recovery_point)
+                .next_back()
+                .map_or(i64::MIN, |(&b, _)| b);
+            for (_, seg) in inner.segments.range(from..=target) {
+                seg.flush()?;
+            }
+        }
         // Newest first: a crash part-way leaves a contiguous prefix of segments, never a gap
         // that a later segment's base offset would paper over.
         for b in later.into_iter().rev() {
