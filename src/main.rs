@@ -77,7 +77,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             Status::Success.into()
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            eprintln!("error: a subcommand is required: dump, verify, recover, producers or demo (see 'seglog --help')");
+            eprintln!("error: a subcommand is required: dump, verify, recover, producers, crash-test or demo (see 'seglog --help')");
             Status::Usage.into()
         }
         _ => {
