@@ -7,55 +7,12 @@
 #[path = "../../../fuzz/harness.rs"]
 mod harness;
 
-use std::path::PathBuf;
-
-fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz"));
-    let mut out = Vec::new();
-    for dir in ["seeds", "regressions"] {
-        let d = root.join(dir).join(target);
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-            {
-                continue;
-            }
-            let bytes = std::fs::read(&p).unwrap();
-            out.push((p, bytes));
-        }
-    }
-    out.sort();
-    out
-}
+#[path = "../../../fuzz/replay.rs"]
+mod replay_inputs;
 
 fn replay(target: &str, f: fn(&[u8]), min_inputs: usize) {
-    let inputs = inputs(target);
-    assert!(
-        inputs.len() >= min_inputs,
-        "{target}: expected at least {min_inputs} committed inputs, found {}",
-        inputs.len()
-    );
-    for (path, bytes) in &inputs {
-        eprintln!("{target}: {}", path.display());
-        f(bytes);
-        // Every prefix of a seed must be handled too (truncated files are the common case).
-        for cut in [
-            0,
-            1,
-            12,
-            17,
-            61,
-            bytes.len() / 2,
-            bytes.len().saturating_sub(1),
-        ] {
-            f(&bytes[..cut.min(bytes.len())]);
-        }
-    }
+    let fuzz = replay_inputs::fuzz_dir(env!("CARGO_MANIFEST_DIR"));
+    replay_inputs::replay(&fuzz, target, f, min_inputs, &[0, 1, 12, 17, 61]);
 }
 
 #[test]

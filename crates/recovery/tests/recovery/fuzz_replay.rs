@@ -14,55 +14,15 @@ use std::path::PathBuf;
 use recovery::snapshot::encode_snapshot;
 use recovery::SnapshotEntry;
 
-fn fuzz_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fuzz"))
-}
+#[path = "../../../../fuzz/replay.rs"]
+mod replay_inputs;
 
-fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut out = Vec::new();
-    for dir in ["seeds", "regressions"] {
-        let Ok(rd) = std::fs::read_dir(fuzz_dir().join(dir).join(target)) else {
-            continue;
-        };
-        for e in rd {
-            let p = e.unwrap().path();
-            if p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with('.'))
-            {
-                continue;
-            }
-            let bytes = std::fs::read(&p).unwrap();
-            out.push((p, bytes));
-        }
-    }
-    out.sort();
-    out
+fn fuzz_dir() -> PathBuf {
+    replay_inputs::fuzz_dir(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn replay(target: &str, f: fn(&[u8]), min_inputs: usize) {
-    let inputs = inputs(target);
-    assert!(
-        inputs.len() >= min_inputs,
-        "{target}: expected at least {min_inputs} committed inputs, found {}",
-        inputs.len()
-    );
-    for (path, bytes) in &inputs {
-        eprintln!("{target}: {}", path.display());
-        f(bytes);
-        for cut in [
-            0,
-            1,
-            2,
-            6,
-            10,
-            56,
-            bytes.len() / 2,
-            bytes.len().saturating_sub(1),
-        ] {
-            f(&bytes[..cut.min(bytes.len())]);
-        }
-    }
+    replay_inputs::replay(&fuzz_dir(), target, f, min_inputs, &[0, 1, 2, 6, 10, 56]);
 }
 
 #[test]
