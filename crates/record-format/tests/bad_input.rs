@@ -9,7 +9,6 @@
 
 mod common;
 
-use common::codec_ready;
 use record_format::batch::{set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time};
 use record_format::compression::compress;
 use record_format::control::ControlRecordKey;
@@ -545,10 +544,6 @@ fn compressed_batch_decompression_errors_are_at_the_records_section() {
 /// of the records section.
 #[test]
 fn compressed_record_errors_are_at_the_records_section() {
-    if !codec_ready(CompressionType::Gzip) {
-        eprintln!("SKIPPED: gzip codec not built yet (compressed_record_errors_are_at_the_records_section)");
-        return;
-    }
     let recs = record(0, &[0x01, 0x01, 0x01]); // header count -1
     let b = raw_batch(1, 1, &compress(CompressionType::Gzip, &recs));
     assert_eq!(

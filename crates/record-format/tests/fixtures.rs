@@ -3,15 +3,13 @@
 //! iterator and every field is compared with the writer's own decoding in the sibling `.json`.
 //! Then each uncompressed kafka-clients batch is re-encoded with our builder from its decoded
 //! fields and must come out byte-identical.
-//!
-//! Compressed batches need the codecs (compression.rs); while a codec is the "not built yet" stub
-//! its batches' header fields are still compared, and their records are skipped with a message.
+//! Compressed batches (all four codecs) are decompressed and their records compared too.
 
 mod common;
 
 use std::fs;
 
-use common::{assert_fields_eq, batch_header_json, codec_ready, records_json, testdata};
+use common::{assert_fields_eq, batch_header_json, records_json, testdata};
 use record_format::control::ControlRecordKey;
 use record_format::{
     Batches, CompressionType, DecodeLimits, Header, IterEnd, LogEntry, RecordBatchBuilder,
@@ -31,7 +29,7 @@ fn fixture_files(dir: &str) -> Vec<std::path::PathBuf> {
 }
 
 /// Compares one fixture; returns how many compressed batches had to skip their records.
-fn check_fixture(log: &std::path::Path) -> usize {
+fn check_fixture(log: &std::path::Path) {
     let name = log.display().to_string();
     let bytes = fs::read(log).expect("read log");
     let json: Value =
@@ -41,7 +39,6 @@ fn check_fixture(log: &std::path::Path) -> usize {
     let expected = json["batches"].as_array().expect("batches");
     let mut iter = Batches::new(&bytes, 0);
     let mut n = 0;
-    let mut skipped = 0;
     for entry in iter.by_ref() {
         let entry = entry.unwrap_or_else(|e| panic!("{name}: {e}"));
         let LogEntry::V2(batch) = entry else {
@@ -52,27 +49,17 @@ fn check_fixture(log: &std::path::Path) -> usize {
             .unwrap_or_else(|| panic!("{name}: extra batch {n}"));
         let ctx = format!("{name} batch {n}");
         assert_fields_eq(&batch_header_json(&batch), theirs, &ctx);
-        let codec = batch.compression().expect("codec");
-        if codec == CompressionType::None || codec_ready(codec) {
-            let ours = records_json(&batch);
-            let theirs_records = theirs["records"].as_array().expect("records");
-            assert_eq!(ours.len(), theirs_records.len(), "{ctx}: record count");
-            for (i, (o, t)) in ours.iter().zip(theirs_records).enumerate() {
-                assert_fields_eq(o, t, &format!("{ctx} record {i}"));
-            }
-        } else {
-            eprintln!(
-                "SKIPPED (codec {} not built yet): records of {ctx}",
-                codec.name()
-            );
-            skipped += 1;
+        let ours = records_json(&batch);
+        let theirs_records = theirs["records"].as_array().expect("records");
+        assert_eq!(ours.len(), theirs_records.len(), "{ctx}: record count");
+        for (i, (o, t)) in ours.iter().zip(theirs_records).enumerate() {
+            assert_fields_eq(o, t, &format!("{ctx} record {i}"));
         }
         n += 1;
     }
     assert_eq!(n, expected.len(), "{name}: batch count");
     assert_eq!(iter.stopped_at(), Some(&IterEnd::Complete), "{name}");
     assert_eq!(iter.valid_prefix_end(), bytes.len() as u64);
-    skipped
 }
 
 #[test]
@@ -95,10 +82,9 @@ fn kafka_python_fixtures_match_kafka_python_decoding() {
     assert_eq!(checked, 8);
 }
 
-/// Waits for the codecs: every compressed batch of the kafka-clients fixtures is decoded, rebuilt
-/// with our builder and the same codec, and parsed back; header fields and every record must
-/// survive. (Byte equality is not required: compressor output may legitimately differ.) Skipped,
-/// with a message, per codec while compression.rs has the stub.
+/// Every compressed batch of the kafka-clients fixtures is decoded, rebuilt with our builder and
+/// the same codec, and parsed back; header fields and every record must survive. (Byte equality
+/// is not required: compressor output may legitimately differ.)
 #[test]
 fn compressed_kafka_batches_round_trip_through_builder() {
     let mut done = 0;
@@ -110,15 +96,6 @@ fn compressed_kafka_batches_round_trip_through_builder() {
             };
             let codec = batch.compression().expect("codec");
             if codec == CompressionType::None {
-                continue;
-            }
-            if !codec_ready(codec) {
-                eprintln!(
-                    "SKIPPED (codec {} not built yet): round trip of {} batch at {}",
-                    codec.name(),
-                    f.display(),
-                    batch.position()
-                );
                 continue;
             }
             let mut b = RecordBatchBuilder::new(batch.base_offset())

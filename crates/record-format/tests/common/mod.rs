@@ -4,9 +4,8 @@
 
 use std::path::PathBuf;
 
-use record_format::compression::decompress;
 use record_format::control::ControlRecordKey;
-use record_format::{CompressionType, ControlRecord, DecodeLimits, FormatErrorKind, RecordBatch};
+use record_format::{ControlRecord, DecodeLimits, RecordBatch};
 use serde_json::{json, Value};
 
 /// `<repo>/testdata`.
@@ -26,16 +25,6 @@ pub fn unhex(s: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
         .collect()
-}
-
-/// Whether `codec` is implemented in this tree. The stub in compression.rs answers
-/// `Decompression { reason: "codec not built yet" }`; once the real codecs are merged this returns
-/// true and every test gated on it runs.
-pub fn codec_ready(codec: CompressionType) -> bool {
-    match decompress(codec, &[], &DecodeLimits::default()) {
-        Err(FormatErrorKind::Decompression { reason, .. }) => reason != "codec not built yet",
-        _ => true,
-    }
 }
 
 /// The fixture JSON of one batch header (everything but `records`), from our parser.
