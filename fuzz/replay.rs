@@ -61,3 +61,26 @@ pub fn replay(fuzz: &Path, target: &str, f: fn(&[u8]), min_inputs: usize, cuts: 
         }
     }
 }
+
+/// A seed built from files the crates write: with `FUZZ_WRITE_SEEDS=1` it is (re)written to
+/// `fuzz/seeds/<target>/<name>`; otherwise the committed seed must equal `bytes`, so a format
+/// change that makes the seeds stale fails the test instead of silently weakening the corpus.
+pub fn seed(fuzz: &Path, target: &str, name: &str, bytes: &[u8]) {
+    let path = fuzz.join("seeds").join(target).join(name);
+    if std::env::var_os("FUZZ_WRITE_SEEDS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+    } else {
+        let committed = std::fs::read(&path).unwrap_or_else(|e| {
+            panic!(
+                "{}: {e} (regenerate with FUZZ_WRITE_SEEDS=1)",
+                path.display()
+            )
+        });
+        assert!(
+            committed == bytes,
+            "{} is stale: regenerate with FUZZ_WRITE_SEEDS=1",
+            path.display()
+        );
+    }
+}

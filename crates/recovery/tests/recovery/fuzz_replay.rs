@@ -3,7 +3,7 @@
 //! `fuzz/regressions/<target>/`. Invariant: no harness assertion fails for any committed input or
 //! any of its prefixes, so CI keeps what the fuzzer found.
 //!
-//! `FUZZ_WRITE_SEEDS=1 cargo test -p recovery --test recovery fuzz_replay -- --ignored`
+//! `FUZZ_WRITE_SEEDS=1 cargo test -p recovery --test recovery fuzz_replay::write_seeds`
 //! regenerates the seeds (snapshots written by `encode_snapshot`, hand-made producer scripts).
 
 #[path = "../../../../fuzz/harness_recovery.rs"]
@@ -49,17 +49,12 @@ fn entry(pid: i64, last_offset: i64, txn: i64) -> SnapshotEntry {
     }
 }
 
-/// Writes the seed corpora.
+/// The seed corpora: checked against the committed seeds (rewritten with `FUZZ_WRITE_SEEDS=1`).
 #[test]
-#[ignore = "writes fuzz/seeds; run with FUZZ_WRITE_SEEDS=1 and --ignored"]
 fn write_seeds() {
-    if std::env::var_os("FUZZ_WRITE_SEEDS").is_none() {
-        return;
-    }
+    let fuzz = fuzz_dir();
     let write = |target: &str, name: &str, bytes: &[u8]| {
-        let d = fuzz_dir().join("seeds").join(target);
-        std::fs::create_dir_all(&d).unwrap();
-        std::fs::write(d.join(name), bytes).unwrap();
+        replay_inputs::seed(&fuzz, target, name, bytes);
     };
     write("snapshot", "empty", &encode_snapshot(&[]));
     write("snapshot", "one", &encode_snapshot(&[entry(7, 100, -1)]));
