@@ -21,8 +21,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{CheckpointProblem, Result, SegmentError};
-use crate::file_name::{is_java_whitespace, CHECKPOINT_TMP_SUFFIX};
-use crate::io::{OpenMode, Storage};
+use crate::file_name::is_java_whitespace;
+use crate::io::{write_atomically, OpenMode, Storage};
 
 /// The checkpoint format version written and accepted.
 pub const CURRENT_VERSION: i32 = 0;
@@ -160,20 +160,7 @@ impl<E: CheckpointEntry> CheckpointFile<E> {
     /// directory.
     pub fn write(&self, entries: &[E]) -> Result<()> {
         let bytes = encode(self.version, entries);
-        let mut tmp = self.path.clone().into_os_string();
-        tmp.push(CHECKPOINT_TMP_SUFFIX);
-        let tmp = PathBuf::from(tmp);
-        {
-            let h = self.storage.open(&tmp, OpenMode::CreateTruncate)?;
-            h.write_at(0, bytes.as_bytes())?;
-            h.sync_all()?;
-        }
-        self.storage.rename(&tmp, &self.path)?;
-        let dir = match self.path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p,
-            _ => Path::new("."),
-        };
-        self.storage.sync_dir(dir)
+        write_atomically(self.storage.as_ref(), &self.path, bytes.as_bytes())
     }
 }
 

@@ -12,13 +12,18 @@
 //! | `write_at`, `set_len`    | at once    | `sync_data`/`sync_all` of that file               |
 //! | create, rename, remove   | at once    | `sync_dir` of the parent (of both parents for rename) |
 //! | `create_dir_all`         | at once    | `sync_dir` of each new directory's parent         |
+//! | `remove_dir`             | at once    | `sync_dir` of the parent                          |
+//!
+//! [`write_atomically`] is the one way small state files (checkpoints, producer snapshots, the
+//! `mirror-state` file) are replaced: `<file>.tmp`, fsync, rename, fsync of the directory.
 //!
 //! Memory-mapped indexes ([`crate::mmap`]) cannot go through this seam: a map writes to the page
 //! cache without a call we could intercept. That is acceptable because Kafka treats the offset and
 //! time indexes as non-durable: everything above the recovery point is re-indexed by
 //! `LogSegment.recover`. A crash harness built on [`SimulatedFs`] must therefore treat `.index`
 //! and `.timeindex` files as rebuilt, not as part of the durable image. The transaction index and
-//! the checkpoint files do go through this seam.
+//! the checkpoint files do go through this seam, and so do the recovery crate's producer snapshots,
+//! `mirror-state` file and quarantine folders.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsString;
@@ -29,6 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::error::{Result, SegmentError};
+use crate::file_name::CHECKPOINT_TMP_SUFFIX;
 
 /// How to open a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +128,8 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>>;
     /// Creates `dir` and its missing ancestors.
     fn create_dir_all(&self, dir: &Path) -> Result<()>;
+    /// Removes the empty directory `dir` (an error if it holds anything).
+    fn remove_dir(&self, dir: &Path) -> Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
     /// Whether paths name real files of the operating system, so that they may be
@@ -134,6 +142,26 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
         self.open(path, OpenMode::Read)?.read_to_end()
     }
+}
+
+/// Replaces the file at `path` with `bytes` so that a crash leaves either the old or the new
+/// content: writes `<path>.tmp`, fsyncs it, renames it over `path`, fsyncs the directory. The
+/// new content is durable when this returns.
+pub fn write_atomically(storage: &dyn Storage, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(CHECKPOINT_TMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    {
+        let h = storage.open(&tmp, OpenMode::CreateTruncate)?;
+        h.write_at(0, bytes)?;
+        h.sync_all()?;
+    }
+    storage.rename(&tmp, path)?;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    storage.sync_dir(dir)
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -271,6 +299,9 @@ impl Storage for StdFs {
     }
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, "create_dir_all", e))
+    }
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        fs::remove_dir(dir).map_err(|e| SegmentError::io(dir, "remove_dir", e))
     }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         #[cfg(unix)]
@@ -713,6 +744,30 @@ impl Storage for SimulatedFs {
         Ok(())
     }
 
+    fn remove_dir(&self, dir: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.tick(dir, "remove_dir")?;
+        if !st.live_dirs.contains(dir) {
+            return Err(sim_err(
+                dir,
+                "remove_dir",
+                io::ErrorKind::NotFound,
+                "no such directory",
+            ));
+        }
+        let in_dir = |p: &PathBuf| p.parent() == Some(dir);
+        if st.live_files.keys().any(in_dir) || st.live_dirs.iter().any(in_dir) {
+            return Err(sim_err(
+                dir,
+                "remove_dir",
+                io::ErrorKind::DirectoryNotEmpty,
+                "directory not empty",
+            ));
+        }
+        st.live_dirs.remove(dir);
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         let mut st = self.lock();
         st.stats.syncs += 1;
@@ -842,6 +897,49 @@ mod tests {
         // The in-flight write lands after the durable (empty) image at offset 2: a zero gap.
         let img = fs.crash(TornWrite::Prefix(3));
         assert_eq!(img.get(&p).unwrap(), &[0, 0, b'3', b'4', b'5']);
+    }
+
+    #[test]
+    fn remove_dir_needs_an_empty_dir_and_a_dir_sync() {
+        let (fs, dir) = setup();
+        let sub = dir.join("q");
+        fs.create_dir_all(&sub).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        let f = sub.join("f");
+        fs.open(&f, OpenMode::Create).unwrap();
+        let err = fs.remove_dir(&sub).unwrap_err();
+        assert_eq!(err.io_kind(), Some(io::ErrorKind::DirectoryNotEmpty));
+        fs.remove_file(&f).unwrap();
+        fs.remove_dir(&sub).unwrap();
+        assert!(fs.list_dir(&dir).unwrap().is_empty());
+        assert!(fs.remove_dir(&sub).is_err());
+        fs.crash(TornWrite::None);
+        assert_eq!(
+            fs.list_dir(&dir).unwrap(),
+            vec![OsString::from("q")],
+            "the removal needs a sync of the parent"
+        );
+        fs.remove_dir(&sub).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        fs.crash(TornWrite::None);
+        assert!(fs.list_dir(&dir).unwrap().is_empty());
+    }
+
+    #[test]
+    fn write_atomically_leaves_the_old_or_the_new_content_at_every_crash_point() {
+        // open(.tmp), write, fsync, rename, fsync of the directory: five I/O points.
+        for n in 0..=5 {
+            let (fs, dir) = setup();
+            let p = dir.join("state");
+            write_atomically(&fs, &p, b"old").unwrap();
+            fs.fail_after(n);
+            let r = write_atomically(&fs, &p, b"new!");
+            assert_eq!(r.is_ok(), n == 5, "crash after {n} points: {r:?}");
+            let img = fs.crash(TornWrite::Prefix(usize::MAX));
+            assert_eq!(img.keys().collect::<Vec<_>>(), vec![&p], "after {n} points");
+            let want: &[u8] = if n == 5 { b"new!" } else { b"old" };
+            assert_eq!(img.get(&p).unwrap(), want, "after {n} points");
+        }
     }
 
     #[test]

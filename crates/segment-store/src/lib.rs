@@ -47,7 +47,7 @@ pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult,
 };
-pub use io::{FileHandle, OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
+pub use io::{write_atomically, FileHandle, OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
