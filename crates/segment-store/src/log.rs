@@ -557,14 +557,20 @@ impl LocalLog {
         })
     }
 
-    /// Kafka's `roll`: seals the active segment and starts a new one at
-    /// `max(expected_next_offset, log end offset)`. Returns the new base offset.
+    /// Kafka's `roll`: flushes the log up to its end (the recovery point moves there), seals the
+    /// active segment and starts a new one at `max(expected_next_offset, log end offset)`.
+    /// Returns the new base offset.
     pub fn roll(&self, expected_next_offset: Option<i64>) -> Result<i64> {
         let mut inner = self.write_inner();
         self.roll_locked(&mut inner, expected_next_offset)
     }
 
     fn roll_locked(&self, inner: &mut Inner, expected_next_offset: Option<i64>) -> Result<i64> {
+        // Kafka flushes up to the new base at every roll (asynchronously). Here it is done
+        // first: the next sync of the directory (a snapshot, a deletion, a flush) makes the new
+        // segment's name durable, and an older segment whose tail a crash then lost would leave
+        // a gap in the offsets below it. So only the active segment ever holds unflushed data.
+        self.flush_locked(inner, inner.log_end_offset)?;
         let new_offset = expected_next_offset.unwrap_or(0).max(inner.log_end_offset);
         if let Some((&base, seg)) = inner.segments.iter().next_back() {
             if base == new_offset && seg.size() == 0 {
@@ -769,17 +775,35 @@ impl LocalLog {
     /// offset for the last, is `<= high_watermark`) and never deletes an empty active segment;
     /// if every segment goes, a new empty one is rolled first. Returns the number deleted.
     pub fn delete_old_segments(&self, high_watermark: i64) -> Result<usize> {
+        self.delete_old_segments_with(high_watermark, &mut |_| Ok::<(), SegmentError>(()))
+    }
+
+    /// [`Self::delete_old_segments`], calling `on_roll(new_base)` after rolling the new empty
+    /// segment that replaces them all and before deleting any (Kafka's `roll`, where the caller
+    /// takes the producer snapshot named after the new base).
+    pub fn delete_old_segments_with<E: From<SegmentError>>(
+        &self,
+        high_watermark: i64,
+        on_roll: &mut dyn FnMut(i64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<usize, E> {
         let now = self.ctx.clock.now_ms();
         let mut inner = self.write_inner();
         let mut total = 0usize;
         // Kafka runs the three predicates one after the other.
         for rule in [Rule::Time, Rule::Size, Rule::StartOffset] {
-            total += self.delete_by_rule(&mut inner, rule, now, high_watermark)?;
+            total += self.delete_by_rule(&mut inner, rule, now, high_watermark, on_roll)?;
         }
         Ok(total)
     }
 
-    fn delete_by_rule(&self, inner: &mut Inner, rule: Rule, now: i64, hw: i64) -> Result<usize> {
+    fn delete_by_rule<E: From<SegmentError>>(
+        &self,
+        inner: &mut Inner,
+        rule: Rule,
+        now: i64,
+        hw: i64,
+        on_roll: &mut dyn FnMut(i64) -> std::result::Result<(), E>,
+    ) -> std::result::Result<usize, E> {
         let total_size: u64 = inner.segments.values().map(LogSegment::size).sum();
         let mut size_diff = match rule {
             Rule::Size if self.config.retention_bytes >= 0 => {
@@ -826,7 +850,8 @@ impl LocalLog {
             return Ok(0);
         }
         if deletable.len() == inner.segments.len() {
-            self.roll_locked(inner, None)?;
+            let base = self.roll_locked(inner, None)?;
+            on_roll(base)?;
         }
         for base in &deletable {
             if let Some(seg) = inner.segments.remove(base) {
@@ -845,6 +870,10 @@ impl LocalLog {
     /// log end offset).
     pub fn flush(&self, up_to_offset: i64) -> Result<()> {
         let mut inner = self.write_inner();
+        self.flush_locked(&mut inner, up_to_offset)
+    }
+
+    fn flush_locked(&self, inner: &mut Inner, up_to_offset: i64) -> Result<()> {
         let up_to = up_to_offset.min(inner.log_end_offset);
         if up_to <= inner.recovery_point {
             return Ok(());

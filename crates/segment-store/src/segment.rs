@@ -863,6 +863,9 @@ impl LogSegment {
         for kind in [FileKind::Index, FileKind::TimeIndex] {
             let p = segment_file_path(&dir, base_offset, kind);
             if p.exists() {
+                // The mapped indexes live on the real file system, whatever the storage is.
+                std::fs::create_dir_all(to_dir)
+                    .map_err(|e| SegmentError::io(to_dir, "create_dir_all", e))?;
                 let to = segment_file_path(to_dir, base_offset, kind);
                 std::fs::rename(&p, &to).map_err(|e| SegmentError::io(&p, "rename", e))?;
                 moved.push(to);
