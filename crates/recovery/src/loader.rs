@@ -48,7 +48,7 @@ use segment_store::{
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{AppendOrigin, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::list_snapshots;
+use crate::snapshot::{list_snapshots_with, StorageIo};
 use crate::summary::BatchSummary;
 
 /// Name of the quarantine folder inside a partition directory.
@@ -198,15 +198,21 @@ fn io_err<'a>(
     }
 }
 
-/// Removes a segment file: `.log`/`.txnindex` through the storage seam, the mapped indexes and
-/// snapshots on the real file system (where segment-store and the snapshot code keep them).
+/// Whether files of `kind` live on the real file system rather than behind the storage seam: only
+/// the memory-mapped offset and time indexes (see `segment_store::io`).
+fn outside_the_seam(kind: FileKind) -> bool {
+    matches!(kind, FileKind::Index | FileKind::TimeIndex)
+}
+
+/// Removes a segment file: `.log`, `.txnindex` and snapshots through the storage seam, the
+/// mapped indexes on the real file system (where segment-store keeps them).
 fn remove_segment_file(env: &LogEnv, path: &Path, kind: FileKind) -> Result<(), PartitionLogError> {
-    match kind {
-        FileKind::Log | FileKind::TxnIndex => Ok(env.storage.remove_file(path)?),
-        _ => match std::fs::remove_file(path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path, "remove")(e)),
-            _ => Ok(()),
-        },
+    if !outside_the_seam(kind) {
+        return Ok(env.storage.remove_file(path)?);
+    }
+    match std::fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path, "remove")(e)),
+        _ => Ok(()),
     }
 }
 
@@ -216,9 +222,10 @@ fn rename_segment_file(
     to: &Path,
     kind: FileKind,
 ) -> Result<(), PartitionLogError> {
-    match kind {
-        FileKind::Log | FileKind::TxnIndex => Ok(env.storage.rename(from, to)?),
-        _ => std::fs::rename(from, to).map_err(io_err(from, "rename")),
+    if outside_the_seam(kind) {
+        std::fs::rename(from, to).map_err(io_err(from, "rename"))
+    } else {
+        Ok(env.storage.rename(from, to)?)
     }
 }
 
@@ -233,6 +240,7 @@ impl LogLoader {
         opts: &LoadOptions,
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
         let env = &opts.env;
+        let io = StorageIo::new(Arc::clone(&env.storage));
         env.storage.create_dir_all(dir)?;
         let temp_files_handled = remove_temp_files_and_swaps(env, dir)?;
         let clean = opts.had_clean_shutdown && !opts.full;
@@ -273,7 +281,7 @@ impl LogLoader {
         if let Some(base) = recover_base {
             // Producer state up to the first recovered segment: snapshot + replay.
             let log_start = local.log_start_offset();
-            let load = psm.load_from_snapshot(dir, log_start, base, now)?;
+            let load = psm.load_from_snapshot_with(&io, dir, log_start, base, now)?;
             snapshots_set_aside.extend(load.set_aside.into_iter().map(|s| s.moved_to));
             let from = psm.map_end_offset().max(log_start);
             if base > from {
@@ -281,7 +289,7 @@ impl LogLoader {
             }
             psm.update_map_end_offset(psm.map_end_offset().max(base));
 
-            let qdir = new_quarantine_dir(dir)?;
+            let qdir = new_quarantine_dir(env, dir)?;
             let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
             let mut next_boundary = 0usize;
             let mut visitor = |batch: &record_format::RecordBatch<'_>| {
@@ -292,7 +300,7 @@ impl LogLoader {
                     }
                     // Kafka takes a snapshot after each recovered segment.
                     psm.update_map_end_offset(psm.map_end_offset().max(b));
-                    psm.take_snapshot(dir)?;
+                    psm.take_snapshot_with(&io, dir)?;
                     next_boundary += 1;
                 }
                 let epoch = batch.partition_leader_epoch();
@@ -332,17 +340,17 @@ impl LogLoader {
             // Snapshots describing quarantined data go with it.
             let end = local.log_end_offset();
             if !cut.is_empty() {
-                for s in list_snapshots(dir)?.into_iter().filter(|s| s.offset > end) {
+                for s in list_snapshots_with(&io, dir)?
+                    .into_iter()
+                    .filter(|s| s.offset > end)
+                {
                     let to = qdir.join(file_name(s.offset, FileKind::Snapshot, None));
-                    std::fs::rename(&s.path, &to).map_err(io_err(&s.path, "rename"))?;
+                    move_into_quarantine(env, &s.path, &to, dir)?;
                     quarantined.push(to);
                 }
             }
             if cut.is_empty() && quarantined.is_empty() {
-                let _ = std::fs::remove_dir(&qdir);
-                if let Some(parent) = qdir.parent() {
-                    let _ = std::fs::remove_dir(parent);
-                }
+                remove_unused_quarantine_dir(env, &qdir)?;
             } else {
                 quarantine_dir = Some(qdir);
             }
@@ -362,7 +370,7 @@ impl LogLoader {
         epochs.truncate_from_end(log_end)?;
         epochs.truncate_from_start(log_start)?;
 
-        let no_snapshot = list_snapshots(dir)?.is_empty();
+        let no_snapshot = list_snapshots_with(&io, dir)?.is_empty();
         let mut log = PartitionLog {
             dir: dir.to_path_buf(),
             local,
@@ -371,11 +379,12 @@ impl LogLoader {
             high_watermark: log_start,
             config: opts.config.clone(),
             clock: Arc::clone(&env.clock),
+            io: io.clone(),
         };
         if clean && recover_base.is_none() && no_snapshot {
             // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
             log.psm.truncate_fully_and_start_at(log_end);
-            log.psm.take_snapshot(dir)?;
+            log.psm.take_snapshot_with(&io, dir)?;
         } else {
             let load = log.rebuild_producer_state(log_end)?;
             snapshots_set_aside.extend(load.set_aside.into_iter().map(|s| s.moved_to));
@@ -408,20 +417,54 @@ impl LogLoader {
     }
 }
 
-/// `<dir>/quarantine/<n>`, `n` one more than the largest existing number (created).
-fn new_quarantine_dir(dir: &Path) -> Result<PathBuf, PartitionLogError> {
+/// `<dir>/quarantine/<n>`, `n` one more than the largest existing number, created through the
+/// storage seam and made durable (both new directory entries synced), so that the cut bytes
+/// recovery writes into it survive a crash once their own directory is synced.
+fn new_quarantine_dir(env: &LogEnv, dir: &Path) -> Result<PathBuf, PartitionLogError> {
     let root = dir.join(QUARANTINE_DIR);
-    let mut n = 1u64;
-    if let Ok(entries) = std::fs::read_dir(&root) {
-        for e in entries.flatten() {
-            if let Some(k) = e.file_name().to_str().and_then(|s| s.parse::<u64>().ok()) {
-                n = n.max(k.saturating_add(1));
-            }
+    let existing = match env.storage.list_dir(&root) {
+        Ok(names) => names,
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => Vec::new(),
+        Err(e) => return Err(e.into()),
+    };
+    let n = existing
+        .iter()
+        .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
+        .map(|k| k.saturating_add(1))
+        .fold(1u64, u64::max);
+    let q = root.join(format!("{n:04}"));
+    env.storage.create_dir_all(&q)?;
+    env.storage.sync_dir(&root)?;
+    env.storage.sync_dir(dir)?;
+    Ok(q)
+}
+
+/// Moves a file of `dir` (a snapshot describing quarantined data) to `to` in the quarantine
+/// folder, durably (both directories synced).
+fn move_into_quarantine(
+    env: &LogEnv,
+    from: &Path,
+    to: &Path,
+    dir: &Path,
+) -> Result<(), PartitionLogError> {
+    env.storage.rename(from, to)?;
+    if let Some(qdir) = to.parent() {
+        env.storage.sync_dir(qdir)?;
+    }
+    env.storage.sync_dir(dir)?;
+    Ok(())
+}
+
+/// Removes the quarantine folder of a load that put nothing there, and `quarantine/` itself if
+/// that left it empty. Not synced: an empty folder that comes back after a crash is harmless.
+fn remove_unused_quarantine_dir(env: &LogEnv, qdir: &Path) -> Result<(), PartitionLogError> {
+    env.storage.remove_dir(qdir)?;
+    if let Some(root) = qdir.parent() {
+        if env.storage.list_dir(root)?.is_empty() {
+            env.storage.remove_dir(root)?;
         }
     }
-    let q = root.join(format!("{n:04}"));
-    std::fs::create_dir_all(&q).map_err(io_err(&q, "create quarantine dir"))?;
-    Ok(q)
+    Ok(())
 }
 
 /// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion (§6.2 steps 1–4) and orphan

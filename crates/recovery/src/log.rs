@@ -31,17 +31,17 @@ use record_format::{
     is_mirror_pid_reset_batch, mirror_pid_reset_batch, Batches, ControlRecordKey,
     ControlRecordType, DecodeLimits, FormatError, IterEnd, LogEntry, RecordBatch,
 };
-use segment_store::{AbortedTxn, Clock, LocalLog, LogConfig, SegmentError};
+use segment_store::{AbortedTxn, Clock, LocalLog, LogConfig, SegmentError, Storage};
 
 use crate::barrier::BarrierOutcome;
 use crate::error::{ProducerStateError, SnapshotError};
 use crate::leader_epoch::LeaderEpochFileCache;
-use crate::mirror::MirrorLog;
+use crate::mirror::{MirrorLog, MirrorStateFile};
 use crate::producer_state::{
     AbortedTxnRecord, AppendOrigin, ProducerStateManager, ProducerStateManagerConfig,
     ProducerStateWarning,
 };
-use crate::snapshot::{delete_snapshots_above, SnapshotLoad};
+use crate::snapshot::{delete_snapshots_above_with, SnapshotLoad, StorageIo};
 use crate::summary::BatchSummary;
 
 /// How much a replay or a barrier search reads at a time.
@@ -471,6 +471,8 @@ pub struct PartitionLog {
     pub(crate) high_watermark: i64,
     pub(crate) config: PartitionLogConfig,
     pub(crate) clock: Arc<dyn Clock>,
+    /// The storage the segments are written through; producer snapshots go through it too.
+    pub(crate) io: StorageIo,
 }
 
 impl PartitionLog {
@@ -493,6 +495,14 @@ impl PartitionLog {
     /// Settings.
     pub fn config(&self) -> &PartitionLogConfig {
         &self.config
+    }
+    /// The storage the segments, producer snapshots and checkpoints are written through.
+    pub fn storage(&self) -> &Arc<dyn Storage> {
+        &self.io.0
+    }
+    /// The partition's `mirror-state` file, through the same storage as the log.
+    pub fn mirror_state_file(&self) -> MirrorStateFile<StorageIo> {
+        MirrorStateFile::with_io(&self.dir, self.io.clone())
     }
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
@@ -614,7 +624,7 @@ impl PartitionLog {
             // Kafka's roll: snapshot of the state before this append, named after the new base.
             let mut old = old;
             old.update_map_end_offset(base);
-            snapshot_result = old.take_snapshot(&self.dir).map(|_| ());
+            snapshot_result = old.take_snapshot_with(&self.io, &self.dir).map(|_| ());
             self.psm.last_snap_offset = old.last_snap_offset;
         }
         let txns = txn_index_entries(&applied.aborted_txns);
@@ -780,7 +790,7 @@ impl PartitionLog {
         self.local.truncate_fully_and_start_at(new_offset)?;
         self.epochs.clear()?;
         self.psm.truncate_fully_and_start_at(new_offset);
-        delete_snapshots_above(&self.dir, -1)?;
+        delete_snapshots_above_with(&self.io, &self.dir, -1)?;
         self.high_watermark = new_offset;
         Ok(())
     }
@@ -795,15 +805,15 @@ impl PartitionLog {
     ) -> Result<SnapshotLoad, PartitionLogError> {
         let now = self.clock.now_ms();
         let log_start = self.log_start_offset();
-        let load = self
-            .psm
-            .truncate_and_reload(&self.dir, log_start, last_offset, now)?;
+        let load =
+            self.psm
+                .truncate_and_reload_with(&self.io, &self.dir, log_start, last_offset, now)?;
         let from = self.psm.map_end_offset().max(log_start);
         if last_offset > from {
             replay(&self.local, &mut self.psm, from, last_offset)?;
         }
         self.psm.update_map_end_offset(last_offset);
-        self.psm.take_snapshot(&self.dir)?;
+        self.psm.take_snapshot_with(&self.io, &self.dir)?;
         Ok(load)
     }
 
@@ -831,6 +841,74 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// Kafka `takeProducerSnapshot`: writes a producer snapshot at the log end offset now
+    /// (atomically; Kafka otherwise snapshots only at rolls and at close). The log itself is not
+    /// flushed: after a crash that loses the unflushed tail, the snapshot is "from the future"
+    /// and loading discards it. Returns its path, or `None` if one exists at that offset.
+    pub fn take_producer_snapshot(&mut self) -> Result<Option<PathBuf>, PartitionLogError> {
+        let end = self.log_end_offset();
+        self.psm.update_map_end_offset(end);
+        Ok(self.psm.take_snapshot_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `deleteRecords` (`maybeIncrementLogStartOffset`, reason `ClientRecordDeletion`):
+    /// raises the log start offset to `new_start`, which must not pass the high watermark
+    /// ([`PartitionLogError::OffsetOutOfRange`] otherwise; a lower value is a no-op) and trims
+    /// the leader-epoch cache and producer state. The segments now wholly below the log start go
+    /// at the next [`Self::delete_old_segments`]. Returns whether the log start moved.
+    pub fn delete_records_before(&mut self, new_start: i64) -> Result<bool, PartitionLogError> {
+        if new_start > self.high_watermark {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset: new_start,
+                log_start_offset: self.log_start_offset(),
+                log_end_offset: self.high_watermark,
+            });
+        }
+        if !self.local.increment_log_start_offset(new_start)? {
+            return Ok(false);
+        }
+        self.on_log_start_offset_incremented()?;
+        Ok(true)
+    }
+
+    /// Kafka `deleteOldSegments`: deletes, oldest first, the segments that breach `retention.ms`
+    /// (by their newest timestamp), `retention.bytes`, or lie wholly below the log start offset,
+    /// never past the high watermark (see [`LocalLog::delete_old_segments`]; each segment's
+    /// files are renamed to `*.deleted`, the directory synced, then removed). The log start
+    /// offset moves up to the first remaining segment; the snapshots of the deleted segments
+    /// are deleted, the one at the new log start is kept (when every segment goes, a new empty
+    /// one is rolled first and gets its snapshot, as at any roll). Returns the number of
+    /// segments deleted.
+    pub fn delete_old_segments(&mut self) -> Result<usize, PartitionLogError> {
+        let (psm, io, dir) = (&mut self.psm, &self.io, &self.dir);
+        // If every segment goes, the new empty one gets its snapshot before any is deleted, as
+        // at any roll: the producers of the deleted segments survive a crash.
+        let deleted = self
+            .local
+            .delete_old_segments_with(self.high_watermark, &mut |base| {
+                psm.update_map_end_offset(base);
+                psm.take_snapshot_with(io, dir)?;
+                Ok::<(), PartitionLogError>(())
+            })?;
+        if deleted > 0 {
+            self.on_log_start_offset_incremented()?;
+        }
+        Ok(deleted)
+    }
+
+    fn on_log_start_offset_incremented(&mut self) -> Result<(), PartitionLogError> {
+        let start = self.log_start_offset();
+        let oldest_base = self
+            .local
+            .with_segments(|segs| segs.next().map(|s| s.base_offset()))
+            .unwrap_or(start);
+        self.epochs.truncate_from_start(start)?;
+        self.psm
+            .on_log_start_offset_incremented_with(&self.io, &self.dir, start, oldest_base)?;
+        self.high_watermark = self.high_watermark.max(start);
+        Ok(())
+    }
+
     /// Flushes the segments up to the log end offset (the recovery point moves there).
     pub fn flush(&mut self) -> Result<(), PartitionLogError> {
         let end = self.log_end_offset();
@@ -844,7 +922,7 @@ impl PartitionLog {
         self.flush()?;
         let end = self.log_end_offset();
         self.psm.update_map_end_offset(end);
-        self.psm.take_snapshot(&self.dir)?;
+        self.psm.take_snapshot_with(&self.io, &self.dir)?;
         self.epochs.flush()?;
         let closed = ClosedLog {
             dir: self.dir.clone(),

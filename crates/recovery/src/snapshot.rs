@@ -24,10 +24,19 @@
 //! reported as corrupt (Kafka ignores them when the CRC matches, which its own writer never
 //! produces); and a corrupt snapshot met while loading is renamed to `<name>.corrupt` and
 //! reported instead of being deleted.
+//!
+//! File operations go through a [`SnapshotIo`]. The partition log and the loader use
+//! [`StorageIo`], i.e. segment-store's [`Storage`] seam that the segments are written through
+//! (so a simulated file system sees snapshots exactly as it sees the `.log` files); the
+//! functions without a `_with` suffix use [`StdIo`] (the real file system, e.g. for read-only
+//! tools).
 
 use std::fs;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use segment_store::{SegmentError, StdFs, Storage};
 
 use crate::error::{CorruptReason, SnapshotError};
 use crate::producer_state::{
@@ -232,8 +241,9 @@ pub fn parse_snapshot_file_name(name: &str) -> Option<i64> {
     digits.parse().ok()
 }
 
-/// The file operations snapshots need: a seam so they can later go through segment-store's file
-/// abstraction and so tests can inject faults.
+/// The file operations snapshots (and the `mirror-state` file) need: [`StorageIo`] goes through
+/// segment-store's [`Storage`] seam, [`StdIo`] uses the real file system, and tests can inject
+/// faults with their own.
 pub trait SnapshotIo {
     /// Reads a whole file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>>;
@@ -259,24 +269,7 @@ impl SnapshotIo for StdIo {
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(TMP_SUFFIX);
-        let tmp = PathBuf::from(tmp);
-        {
-            let mut f = fs::File::create(&tmp)?;
-            f.write_all(bytes)?;
-            f.sync_all()?;
-        }
-        fs::rename(&tmp, path)?;
-        if let Some(dir) = path.parent() {
-            let dir = if dir.as_os_str().is_empty() {
-                Path::new(".")
-            } else {
-                dir
-            };
-            fs::File::open(dir)?.sync_all()?;
-        }
-        Ok(())
+        segment_store::write_atomically(&StdFs, path, bytes).map_err(into_io)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -299,6 +292,57 @@ impl SnapshotIo for StdIo {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         fs::remove_file(path)
+    }
+}
+
+/// [`SnapshotIo`] through segment-store's [`Storage`] seam: the storage a partition's segments
+/// are written through (`LogEnv::storage`). Atomic writes are [`segment_store::write_atomically`]
+/// (`<file>.tmp`, fsync, rename, fsync of the directory); removals and renames become durable
+/// with the next sync of the directory, as for every other file of the seam.
+#[derive(Debug, Clone)]
+pub struct StorageIo(pub Arc<dyn Storage>);
+
+impl StorageIo {
+    /// A [`SnapshotIo`] over `storage`.
+    pub fn new(storage: Arc<dyn Storage>) -> Self {
+        Self(storage)
+    }
+}
+
+/// A seam error as an `io::Error` of the same kind (the path and operation stay in its message).
+fn into_io(e: SegmentError) -> io::Error {
+    io::Error::new(e.io_kind().unwrap_or(io::ErrorKind::Other), e)
+}
+
+impl SnapshotIo for StorageIo {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        self.0.read(path).map_err(into_io)
+    }
+
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        segment_store::write_atomically(self.0.as_ref(), path, bytes).map_err(into_io)
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        Ok(self
+            .0
+            .list_dir(dir)
+            .map_err(into_io)?
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .collect())
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.0.rename(from, to).map_err(into_io)
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        self.0.exists(path).unwrap_or(false)
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.0.remove_file(path).map_err(into_io)
     }
 }
 
@@ -467,7 +511,16 @@ fn set_aside_path(io: &dyn SnapshotIo, path: &Path) -> PathBuf {
 /// Deletes the snapshot files of `dir` with offset `> offset` (obsolete after a truncation).
 /// Returns the deleted files.
 pub fn delete_snapshots_above(dir: &Path, offset: i64) -> Result<Vec<SnapshotFile>, SnapshotError> {
-    delete_snapshots_where(&StdIo, dir, |o| o > offset)
+    delete_snapshots_above_with(&StdIo, dir, offset)
+}
+
+/// [`delete_snapshots_above`] through `io`.
+pub fn delete_snapshots_above_with(
+    io: &dyn SnapshotIo,
+    dir: &Path,
+    offset: i64,
+) -> Result<Vec<SnapshotFile>, SnapshotError> {
+    delete_snapshots_where(io, dir, |o| o > offset)
 }
 
 fn delete_snapshots_where(
@@ -594,7 +647,18 @@ impl ProducerStateManager {
         log_end_offset: i64,
         now_ms: i64,
     ) -> Result<SnapshotLoad, SnapshotError> {
-        let io = &StdIo;
+        self.truncate_and_reload_with(&StdIo, dir, log_start_offset, log_end_offset, now_ms)
+    }
+
+    /// [`Self::truncate_and_reload`] through `io`.
+    pub fn truncate_and_reload_with(
+        &mut self,
+        io: &dyn SnapshotIo,
+        dir: &Path,
+        log_start_offset: i64,
+        log_end_offset: i64,
+        now_ms: i64,
+    ) -> Result<SnapshotLoad, SnapshotError> {
         let deleted =
             delete_snapshots_where(io, dir, |o| o > log_end_offset || o <= log_start_offset)?;
         let mut out = if log_end_offset != self.last_map_offset {
@@ -610,6 +674,29 @@ impl ProducerStateManager {
         };
         out.deleted = deleted;
         Ok(out)
+    }
+
+    /// Kafka `onLogStartOffsetIncremented` after retention or `deleteRecords`, with
+    /// `deleteProducerSnapshots` of the deleted segments: deletes the snapshots below
+    /// `oldest_segment_base` (the base of the first segment left; the snapshot *at* it, which
+    /// describes the producers of the deleted segments, is kept), forgets unreplicated
+    /// transactions that ended below `log_start_offset`, and moves the map end offset up to it.
+    /// Returns the deleted files.
+    pub fn on_log_start_offset_incremented_with(
+        &mut self,
+        io: &dyn SnapshotIo,
+        dir: &Path,
+        log_start_offset: i64,
+        oldest_segment_base: i64,
+    ) -> Result<Vec<SnapshotFile>, SnapshotError> {
+        let deleted = delete_snapshots_where(io, dir, |o| o < oldest_segment_base)?;
+        self.unreplicated_txns
+            .retain(|_, t| t.last_offset.is_none_or(|l| l >= log_start_offset));
+        self.last_map_offset = self.last_map_offset.max(log_start_offset);
+        self.last_snap_offset = list_snapshots_with(io, dir)?
+            .last()
+            .map_or(log_start_offset, |f| f.offset);
+        Ok(deleted)
     }
 }
 
