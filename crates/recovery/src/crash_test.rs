@@ -10,23 +10,18 @@
 //!    and, with [`TornMode::EveryByte`], the image with every byte-prefix of the write that was
 //!    in flight (see [`torn_images`]);
 //! 3. copy each image into a fresh real directory, load it as after a power loss
-//!    (`had_clean_shutdown = false`, the last recovery point the API reported) and run the
-//!    checks of [`check_dir`].
+//!    (`had_clean_shutdown = false`, the last recovery point the API reported, the clock where
+//!    the run left it) and run the checks of [`check_dir`].
 //!
-//! What goes around the seam, and how it is accounted for:
-//!
-//! * the offset and time indexes are memory-mapped real files: they are derived data (Kafka
-//!   rebuilds them above the recovery point), so they are **not** copied into the recovered
-//!   directory; recovery must work without them and the checks verify the rebuilt ones;
-//! * producer snapshots and the `mirror-state` file are written through
-//!   [`crate::snapshot::StdIo`] (temporary file, fsync, rename, fsync of the directory): each is
-//!   durable once its write returns, so the harness copies the real files as they stand at the
-//!   crash. A snapshot may thus describe offsets the durable log lost ("from the future"), which
-//!   recovery must discard;
-//! * the loader's quarantine directory is created with `std::fs` (recovery output, not state).
-//!
-//! Everything else (`.log`, `.txnindex`, `leader-epoch-checkpoint`, directory entries) goes
-//! through the seam and is lost unless synced.
+//! Every file the partition writes goes through the seam and is lost unless synced: `.log`,
+//! `.txnindex`, producer snapshots and the `mirror-state` file (temporary file, fsync, rename,
+//! fsync of the directory, see [`crate::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the
+//! loader's quarantine folders and cut bytes, `*.deleted` renames, and every directory entry.
+//! A snapshot written at an unflushed log end is durable while the tail it describes is not
+//! ("from the future"): recovery must discard it. The one exception is the offset and time
+//! indexes: they are memory-mapped real files and derived data (Kafka rebuilds them above the
+//! recovery point), so they are **not** copied into the recovered directory; recovery must work
+//! without them and the checks verify the rebuilt ones.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -38,16 +33,27 @@ use std::sync::Arc;
 use record_format::{
     end_txn_marker_batch, Batches, ControlRecordType, LogEntry, RecordBatch, RecordBatchBuilder,
 };
-use segment_store::{LogConfig, LogEnv, ManualClock, SimulatedFs, StdFs, TornWrite};
+use segment_store::file_name::{
+    DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOCK_FILE_NAME, TIME_INDEX_FILE_SUFFIX,
+};
+use segment_store::{Clock, LogConfig, LogEnv, ManualClock, SimulatedFs, StdFs, TornWrite};
 
 use crate::loader::{LoadOptions, LogLoader};
 use crate::log::{PartitionLog, PartitionLogConfig};
-use crate::mirror::{MirrorPartition, MirrorStateFile};
+use crate::mirror::MirrorPartition;
 use crate::producer_state::{AppendOrigin, ProducerStateManager};
 use crate::summary::BatchSummary;
 
-/// Every batch timestamp and the clock of every run: no producer ever expires.
+/// Where the clock of every run starts. Batches are stamped with the clock, which only
+/// [`Op::Retention`] moves forward (by at most [`MAX_ADVANCE_MS`] a step): no producer ever
+/// expires in a workload.
 pub const TIMESTAMP: i64 = 1_700_000_000_000;
+/// `retention.ms` of every workload.
+pub const RETENTION_MS: i64 = 45_000;
+/// `retention.bytes` of every workload (about a segment and a half).
+pub const RETENTION_BYTES: i64 = 450;
+/// The largest clock step of a generated [`Op::Retention`].
+pub const MAX_ADVANCE_MS: i64 = 60_000;
 /// The producer id replicated batches use (follower appends).
 pub const REPLICA_PID: i64 = 50;
 /// The source cluster's producer id in a mirror failover (reused locally after the barrier).
@@ -121,6 +127,20 @@ pub enum Op {
     },
     /// A clean close and a reopen (`had_clean_shutdown = true`).
     Reopen,
+    /// Retention, as Kafka's log-retention task runs it: the high watermark moves up to the last
+    /// stable offset, the clock forward by `advance_ms`, the log start offset past the first
+    /// `delete_records` batches (Kafka `deleteRecords`; only up to the high watermark), then
+    /// `deleteOldSegments`: segments whose newest batch is older than [`RETENTION_MS`], those
+    /// beyond [`RETENTION_BYTES`], and those wholly below the log start offset go (each renamed
+    /// to `*.deleted`, the directory synced, then removed), never past the high watermark.
+    Retention {
+        /// Milliseconds the clock moves forward first.
+        advance_ms: i64,
+        /// Batches (from the log start) to delete with `deleteRecords`; 0 for none.
+        delete_records: usize,
+    },
+    /// An explicit producer snapshot at the log end offset, without a flush first.
+    Snapshot,
     /// A KIP-1279 failover: start mirroring, replicate two source batches of [`SOURCE_PID`],
     /// stop (Stopping → barrier → Stopped), then a local append reusing [`SOURCE_PID`].
     Failover,
@@ -138,8 +158,9 @@ pub struct Workload {
 }
 
 impl Workload {
-    /// `len` steps drawn from `seed`: produce 40%, end transaction 12%, replicate 10%,
-    /// flush 18%, truncate 7%, reopen 8%, failover 5% (at most once).
+    /// `len` steps drawn from `seed`: produce 37%, end transaction 12%, replicate 10%,
+    /// flush 14%, truncate 6%, reopen 6%, retention 7%, snapshot 3%, failover 5% (at most
+    /// once).
     pub fn generate(seed: u64, len: usize) -> Workload {
         let mut rng = XorShift::new(seed);
         let mut ops = Vec::with_capacity(len);
@@ -148,23 +169,28 @@ impl Workload {
             let r = rng.below(100);
             let pid = 1 + rng.below(3) as i64;
             let op = match r {
-                0..=39 => Op::Produce {
+                0..=36 => Op::Produce {
                     pid,
                     records: 1 + rng.below(3) as i32,
                     txn: rng.below(4) == 0,
                 },
-                40..=51 => Op::EndTxn {
+                37..=48 => Op::EndTxn {
                     pid,
                     commit: rng.below(2) == 0,
                 },
-                52..=61 => Op::Replicate {
+                49..=58 => Op::Replicate {
                     records: 1 + rng.below(2) as i32,
                 },
-                62..=79 => Op::Flush,
-                80..=86 => Op::Truncate {
+                59..=72 => Op::Flush,
+                73..=78 => Op::Truncate {
                     batches: 1 + rng.below(3) as usize,
                 },
-                87..=94 => Op::Reopen,
+                79..=84 => Op::Reopen,
+                85..=91 => Op::Retention {
+                    advance_ms: MAX_ADVANCE_MS / 2 * rng.below(3) as i64,
+                    delete_records: rng.below(3) as usize,
+                },
+                92..=94 => Op::Snapshot,
                 _ if !failover => {
                     failover = true;
                     Op::Failover
@@ -181,61 +207,50 @@ impl Workload {
     }
 
     /// A small fixed workload with every kind of step: idempotent and transactional appends,
-    /// COMMIT and ABORT, a follower append, flushes, a roll, a truncation, a clean reopen and a
-    /// failover.
+    /// COMMIT and ABORT, a follower append, flushes, rolls, a truncation, an explicit snapshot,
+    /// retention by log start offset, by time and by size, a clean reopen and a failover.
     pub fn small() -> Workload {
         use Op::*;
+        let produce = |pid, records, txn| Produce { pid, records, txn };
         Workload {
             seed: 0,
             ops: vec![
-                Produce {
-                    pid: 1,
-                    records: 2,
-                    txn: false,
-                },
-                Produce {
-                    pid: 2,
-                    records: 1,
-                    txn: true,
-                },
+                produce(1, 2, false),
+                produce(2, 1, true),
                 Flush,
-                Produce {
-                    pid: 1,
-                    records: 1,
-                    txn: false,
-                },
+                produce(1, 1, false),
                 EndTxn {
                     pid: 2,
                     commit: false,
                 },
                 Replicate { records: 1 },
-                Produce {
-                    pid: 3,
-                    records: 1,
-                    txn: true,
-                },
+                Snapshot,
+                produce(3, 1, true),
                 Truncate { batches: 1 },
-                Produce {
-                    pid: 3,
-                    records: 2,
-                    txn: true,
-                },
+                produce(3, 2, true),
                 EndTxn {
                     pid: 3,
                     commit: true,
                 },
+                Retention {
+                    advance_ms: 0,
+                    delete_records: 3,
+                },
                 Flush,
                 Reopen,
-                Produce {
-                    pid: 2,
-                    records: 1,
-                    txn: false,
+                produce(2, 1, false),
+                Retention {
+                    advance_ms: MAX_ADVANCE_MS,
+                    delete_records: 0,
                 },
                 Failover,
-                Produce {
-                    pid: 1,
-                    records: 1,
-                    txn: false,
+                produce(1, 3, false),
+                produce(2, 3, false),
+                produce(3, 3, false),
+                produce(1, 2, false),
+                Retention {
+                    advance_ms: 0,
+                    delete_records: 0,
                 },
                 Flush,
             ],
@@ -250,6 +265,8 @@ impl Workload {
                 segment_bytes: self.segment_bytes,
                 index_interval_bytes: 1,
                 max_index_size: 1024,
+                retention_ms: RETENTION_MS,
+                retention_bytes: RETENTION_BYTES,
                 ..LogConfig::default()
             },
             ..Default::default()
@@ -272,6 +289,16 @@ pub struct Expectation {
     pub recovery_point: i64,
     /// The barrier offset once `stop` reported `Stopped`.
     pub stopped_barrier: Option<i64>,
+    /// The batches a retention step may have deleted (those below the high watermark when it
+    /// started; once it completed, those below the log start offset it reached), until a
+    /// truncation removes their offsets. Producer state may remember their producers or not
+    /// (Kafka keeps them only while a snapshot at or below the log start holds them).
+    pub retired: BTreeMap<i64, Vec<u8>>,
+    /// The highest log start offset a crash image may recover to: retention may delete whole
+    /// segments below it, everything from it on that was reported durable must survive.
+    pub log_start_limit: i64,
+    /// The clock when the run stopped (recovery runs at this time).
+    pub now_ms: i64,
     /// Steps that completed before the crash.
     pub steps_done: usize,
 }
@@ -308,6 +335,26 @@ impl Expectation {
     fn mark_durable(&mut self, log: &PartitionLog) {
         self.durable = self.current.clone();
         self.recovery_point = log.recovery_point();
+    }
+
+    /// The log's recovery point moved up without a flush step (a roll flushes up to the new
+    /// segment): everything below it is durable too.
+    fn note_recovery_point(&mut self, log: &PartitionLog) {
+        let rp = log.recovery_point();
+        if rp > self.recovery_point {
+            for (o, b) in self.current.range(..rp) {
+                self.durable.insert(*o, b.clone());
+            }
+            self.recovery_point = rp;
+        }
+    }
+
+    /// Batches at or above `offset` are about to be removed by a requested truncation: they are
+    /// no longer durable, and no longer a retention candidate.
+    fn truncating_to(&mut self, offset: i64) {
+        self.durable.retain(|o, _| *o < offset);
+        self.retired.retain(|o, _| *o < offset);
+        self.stopped_barrier = self.stopped_barrier.filter(|b| *b < offset);
     }
 }
 
@@ -346,13 +393,13 @@ pub fn read_log(log: &PartitionLog) -> Result<BTreeMap<i64, Vec<u8>>, String> {
     Ok(out)
 }
 
-fn client_batch(pid: i64, seq: i32, records: i32, txn: bool) -> Result<Vec<u8>, String> {
+fn client_batch(pid: i64, seq: i32, records: i32, txn: bool, now: i64) -> Result<Vec<u8>, String> {
     let mut b = RecordBatchBuilder::new(0)
         .producer(pid, 0, seq)
         .transactional(txn);
     for i in 0..records {
         let v = format!("p{pid}-s{}", seq + i);
-        b.append(TIMESTAMP, Some(b"k"), Some(v.as_bytes()), &[])
+        b.append(now, Some(b"k"), Some(v.as_bytes()), &[])
             .map_err(|e| e.to_string())?;
     }
     Ok(b.build())
@@ -364,13 +411,14 @@ fn replica_batch(
     seq: i32,
     records: i32,
     epoch: i32,
+    now: i64,
 ) -> Result<Vec<u8>, String> {
     let mut b = RecordBatchBuilder::new(base)
         .partition_leader_epoch(epoch)
         .producer(pid, 0, seq);
     for i in 0..records {
         let v = format!("r{pid}-s{}", seq + i);
-        b.append(TIMESTAMP, Some(b"k"), Some(v.as_bytes()), &[])
+        b.append(now, Some(b"k"), Some(v.as_bytes()), &[])
             .map_err(|e| e.to_string())?;
     }
     Ok(b.build())
@@ -389,11 +437,11 @@ fn txn_open(log: &PartitionLog, pid: i64) -> bool {
         .is_some_and(|e| e.current_txn_first_offset().is_some())
 }
 
-/// The environment of a run: the simulated storage and a fixed clock.
-fn sim_env(sim: &SimulatedFs) -> LogEnv {
+/// The environment of a run: the simulated storage and a clock starting at [`TIMESTAMP`].
+fn sim_env(sim: &SimulatedFs, clock: &Arc<ManualClock>) -> LogEnv {
     LogEnv {
         storage: Arc::new(sim.clone()),
-        clock: Arc::new(ManualClock::new(TIMESTAMP)),
+        clock: Arc::clone(clock) as Arc<dyn Clock>,
     }
 }
 
@@ -413,6 +461,7 @@ fn run_ops(
     w: &Workload,
     dir: &Path,
     env: &LogEnv,
+    clock: &ManualClock,
     sim: Option<&SimulatedFs>,
     exp: &mut Expectation,
 ) -> Result<(), String> {
@@ -422,10 +471,11 @@ fn run_ops(
     let mut epoch = 0i32;
     let mut failed_over = false;
     for op in &w.ops {
+        let now = clock.now_ms();
         match *op {
             Op::Produce { pid, records, txn } => {
                 let txn = txn || txn_open(&log, pid);
-                let b = client_batch(pid, next_seq(&log, pid), records, txn)?;
+                let b = client_batch(pid, next_seq(&log, pid), records, txn, now)?;
                 log.append_as_leader(&b, epoch, AppendOrigin::Client)
                     .map_err(|e| s(&e))?;
             }
@@ -436,7 +486,7 @@ fn run_ops(
                     } else {
                         ControlRecordType::Abort
                     };
-                    let b = end_txn_marker_batch(0, TIMESTAMP, 0, pid, 0, t, 0);
+                    let b = end_txn_marker_batch(0, now, 0, pid, 0, t, 0);
                     log.append_as_leader(&b, epoch, AppendOrigin::Coordinator)
                         .map_err(|e| s(&e))?;
                 }
@@ -448,6 +498,7 @@ fn run_ops(
                     next_seq(&log, REPLICA_PID),
                     records,
                     epoch,
+                    now,
                 )?;
                 log.append_as_follower(&b).map_err(|e| s(&e))?;
             }
@@ -466,10 +517,38 @@ fn run_ops(
                 if let Some(t) = target {
                     // A requested truncation releases the durability of what it removes, from
                     // the moment it starts.
-                    exp.durable.retain(|o, _| *o < t);
-                    exp.stopped_barrier = exp.stopped_barrier.filter(|b| *b < t);
+                    exp.truncating_to(t);
                     log.truncate_to(t).map_err(|e| s(&e))?;
                 }
+            }
+            Op::Retention {
+                advance_ms,
+                delete_records,
+            } => {
+                clock.advance(advance_ms);
+                // The high watermark stops at the last stable offset, so retention never deletes
+                // data of a transaction still open.
+                let state = log.producer_state();
+                let lso =
+                    state.last_stable_offset_for(log.log_end_offset(), log.log_start_offset());
+                let hw = log.set_high_watermark(lso.max(log.high_watermark()));
+                // Until the step completes, a crash may keep any of its deletions.
+                let limit = exp.log_start_limit;
+                exp.log_start_limit = limit.max(hw);
+                for (o, b) in exp.current.range(..hw) {
+                    exp.retired.insert(*o, b.clone());
+                }
+                let target = exp.current.keys().nth(delete_records).copied();
+                if let Some(t) = target.filter(|&t| delete_records > 0 && t <= hw) {
+                    log.delete_records_before(t).map_err(|e| s(&e))?;
+                }
+                log.delete_old_segments().map_err(|e| s(&e))?;
+                let start = log.log_start_offset();
+                exp.retired.retain(|o, _| *o < start);
+                exp.log_start_limit = limit.max(start);
+            }
+            Op::Snapshot => {
+                log.take_producer_snapshot().map_err(|e| s(&e))?;
             }
             Op::Reopen => {
                 exp.resync(&log)?;
@@ -484,13 +563,13 @@ fn run_ops(
                 log.set_high_watermark(i64::MAX);
                 // start_mirroring and stop truncate to the LSO (open transactions are dropped).
                 let lso = log.last_stable_offset();
-                exp.durable.retain(|o, _| *o < lso);
-                let mut part =
-                    MirrorPartition::open(log, MirrorStateFile::in_dir(dir)).map_err(|e| s(&e))?;
+                exp.truncating_to(lso);
+                let store = log.mirror_state_file();
+                let mut part = MirrorPartition::open(log, store).map_err(|e| s(&e))?;
                 part.start_mirroring("source").map_err(|e| s(&e))?;
                 let (mut l, store) = part.into_parts();
                 for seq in [0, 2] {
-                    let b = replica_batch(l.log_end_offset(), SOURCE_PID, seq, 2, epoch)?;
+                    let b = replica_batch(l.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
                     l.append_as_follower(&b).map_err(|e| s(&e))?;
                 }
                 l.set_high_watermark(i64::MAX);
@@ -498,7 +577,7 @@ fn run_ops(
                 // stop truncates to the LSO again, and it can be lower now: truncating to the
                 // first LSO may have removed the marker that closed an earlier transaction.
                 let lso = part.log().last_stable_offset();
-                exp.durable.retain(|o, _| *o < lso);
+                exp.truncating_to(lso);
                 let barrier = part.stop().map_err(|e| s(&e))?;
                 let (l, _) = part.into_parts();
                 log = l;
@@ -507,13 +586,14 @@ fn run_ops(
                 exp.stopped_barrier = Some(barrier);
                 epoch += 1;
                 // A local producer reuses the source's pid from sequence 0.
-                let b = client_batch(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false)?;
+                let b = client_batch(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false, now)?;
                 log.append_as_leader(&b, epoch, AppendOrigin::Client)
                     .map_err(|e| s(&e))?;
             }
             Op::Failover => {}
         }
         exp.resync(&log)?;
+        exp.note_recovery_point(&log);
         if let Some(sim) = sim {
             exp.harvest_files(&sim.live_image());
         }
@@ -617,8 +697,6 @@ pub struct CrashRun {
     pub durable: BTreeMap<PathBuf, Vec<u8>>,
     /// The images with every byte-prefix of the write in flight (empty if none).
     pub torn: Vec<(usize, BTreeMap<PathBuf, Vec<u8>>)>,
-    /// Snapshots and `mirror-state` as the real directory held them (outside the seam).
-    pub outside: BTreeMap<PathBuf, Vec<u8>>,
     /// The run directory (the paths of the images are in it).
     pub dir: PathBuf,
 }
@@ -632,11 +710,13 @@ pub fn run_crashed(w: &Workload, scratch: &Path, fail_at: Option<u64>) -> Result
     if let Some(n) = fail_at {
         sim.fail_after(n);
     }
-    let env = sim_env(&sim);
+    let clock = Arc::new(ManualClock::new(TIMESTAMP));
+    let env = sim_env(&sim, &clock);
     let mut exp = Expectation::default();
     let outcome = catch_unwind(AssertUnwindSafe(|| {
-        run_ops(w, &dir, &env, Some(&sim), &mut exp)
+        run_ops(w, &dir, &env, &clock, Some(&sim), &mut exp)
     }));
+    exp.now_ms = clock.now_ms();
     let stopped_by = match outcome {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e),
@@ -648,20 +728,15 @@ pub fn run_crashed(w: &Workload, scratch: &Path, fail_at: Option<u64>) -> Result
     let full = sim.crash(TornWrite::Prefix(usize::MAX));
     exp.harvest_files(&full);
     let torn = torn_images(&durable, &full);
-    let mut outside = BTreeMap::new();
-    if let Ok(entries) = std::fs::read_dir(&dir) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.ends_with(".snapshot") || name == "mirror-state" {
-                if let Ok(bytes) = std::fs::read(e.path()) {
-                    outside.insert(e.path(), bytes);
-                }
-            }
-        }
-    }
+    // Only the memory-mapped indexes (derived data, rebuilt by recovery) and the directory lock
+    // may be real files: anything else was written around the seam.
+    let around = files_around_the_seam(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(e) = stopped_by.as_deref().filter(|e| e.starts_with("PANIC")) {
         return Err(e.to_owned());
+    }
+    if !around.is_empty() {
+        return Err(format!("written around the storage seam: {around:?}"));
     }
     Ok(CrashRun {
         expectation: exp,
@@ -669,9 +744,36 @@ pub fn run_crashed(w: &Workload, scratch: &Path, fail_at: Option<u64>) -> Result
         io_points,
         durable,
         torn,
-        outside,
         dir,
     })
+}
+
+/// The real files under `dir` (recursively) other than the memory-mapped `.index` and
+/// `.timeindex` files (also as `*.deleted`) and the `.lock` file.
+pub fn files_around_the_seam(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let name = name.strip_suffix(DELETED_FILE_SUFFIX).unwrap_or(&name);
+            let mapped =
+                name.ends_with(INDEX_FILE_SUFFIX) || name.ends_with(TIME_INDEX_FILE_SUFFIX);
+            if !mapped && name != LOCK_FILE_NAME {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 /// The torn variants between the durable image and the image keeping the whole in-flight write
@@ -713,14 +815,13 @@ pub fn torn_images(
         .collect()
 }
 
-/// Writes `image` (paths under `from`) and `outside` into the empty directory `to`.
+/// Writes `image` (paths under `from`) into the empty directory `to`.
 pub fn materialize(
     image: &BTreeMap<PathBuf, Vec<u8>>,
-    outside: &BTreeMap<PathBuf, Vec<u8>>,
     from: &Path,
     to: &Path,
 ) -> Result<(), String> {
-    for (path, bytes) in image.iter().chain(outside) {
+    for (path, bytes) in image {
         let rel = path
             .strip_prefix(from)
             .map_err(|_| format!("{} is outside {}", path.display(), from.display()))?;
@@ -780,7 +881,7 @@ fn check_dir_inner(
 ) -> Result<(), String> {
     let env = LogEnv {
         storage: Arc::new(StdFs),
-        clock: Arc::new(ManualClock::new(TIMESTAMP)),
+        clock: Arc::new(ManualClock::new(exp.now_ms.max(TIMESTAMP))),
     };
     let opts = load_opts(w, env, false, exp.recovery_point);
     let (mut log, _report) =
@@ -856,8 +957,16 @@ fn check_dir_inner(
     out.batches = recovered.len() as u64;
     out.log_end_offset = leo;
 
-    // (a) durable batches survive byte for byte.
-    for (offset, bytes) in &exp.durable {
+    // (a) durable batches survive byte for byte, except below a log start offset that retention
+    // may have reached.
+    let start = log.log_start_offset();
+    if start > exp.log_start_limit {
+        v.push(format!(
+            "(a) the log starts at offset {start}, retention could delete only below {}",
+            exp.log_start_limit
+        ));
+    }
+    for (offset, bytes) in exp.durable.range(start.min(exp.log_start_limit)..) {
         if recovered.get(offset).map(|r| &r.bytes) != Some(bytes) {
             out.durable_lost += 1;
             v.push(format!(
@@ -899,48 +1008,55 @@ fn check_dir_inner(
         }
     });
 
-    // (d) producer state and LSO equal a reference replay of the recovered batches.
+    // (d) producer state and LSO equal a reference replay of the recovered batches. Retention
+    // may have deleted batches below the log start: a producer known from them may be
+    // remembered (through a snapshot) or not, as in Kafka, so each producer must equal either
+    // the replay of the recovered batches or the replay of the deleted ones followed by them.
     log.set_high_watermark(i64::MAX);
-    let mut psm = ProducerStateManager::new(w.config().producer_state);
-    for (offset, r) in &recovered {
-        let batch = RecordBatch::new(&r.bytes, 0).map_err(|e| e.to_string())?;
-        let summary = BatchSummary::from_batch(&batch).map_err(|e| e.to_string())?;
-        if let Err(e) = psm.apply_batches([&summary], AppendOrigin::Replication) {
-            v.push(format!("(d) reference replay refused offset {offset}: {e}"));
+    let recovered_bytes: Vec<(i64, &[u8])> = recovered
+        .iter()
+        .map(|(o, r)| (*o, r.bytes.as_slice()))
+        .collect();
+    let deleted: Vec<(i64, &[u8])> = exp
+        .retired
+        .range(..start)
+        .map(|(o, b)| (*o, b.as_slice()))
+        .collect();
+    let with_deleted: Vec<(i64, &[u8])> = deleted.iter().chain(&recovered_bytes).copied().collect();
+    let refs = [
+        reference_state(w, &recovered_bytes, leo, start, v)?,
+        reference_state(w, &with_deleted, leo, start, v)?,
+    ];
+    let got = producer_keys(log.producer_state());
+    let pids: BTreeSet<i64> = got
+        .keys()
+        .chain(refs.iter().flat_map(|(k, _)| k.keys()))
+        .copied()
+        .collect();
+    for pid in pids {
+        let g = got.get(&pid);
+        if refs.iter().all(|(k, _)| k.get(&pid) != g) {
+            let want: Vec<_> = refs.iter().map(|(k, _)| k.get(&pid)).collect();
+            v.push(format!(
+                "(d) producer {pid}: state {g:?}, reference {:?}",
+                want.first()
+            ));
+            if deleted.is_empty() {
+                continue;
+            }
+            v.push(format!(
+                "(d) producer {pid}: reference with the batches retention deleted {:?}",
+                want.get(1)
+            ));
         }
     }
-    psm.update_map_end_offset(leo);
-    psm.on_high_watermark_updated(leo);
-    let key = |m: &ProducerStateManager| {
-        m.active_producers()
-            .iter()
-            .filter(|(_, e)| !e.is_empty() || e.current_txn_first_offset().is_some())
-            .map(|(pid, e)| {
-                (
-                    *pid,
-                    e.producer_epoch(),
-                    e.last_seq(),
-                    e.last_data_offset(),
-                    e.coordinator_epoch(),
-                    e.current_txn_first_offset(),
-                )
-            })
-            .collect::<Vec<_>>()
-    };
-    let (got, want) = (key(log.producer_state()), key(&psm));
-    if got != want {
-        v.push(format!("(d) producer state {got:?}, reference {want:?}"));
-    }
-    let want_lso = psm.last_stable_offset_for(leo, log.log_start_offset());
-    if log.last_stable_offset() != want_lso {
-        v.push(format!(
-            "(d) LSO {}, reference {want_lso}",
-            log.last_stable_offset()
-        ));
+    let lso = log.last_stable_offset();
+    if refs.iter().all(|(_, want)| *want != lso) {
+        v.push(format!("(d) LSO {lso}, reference {}", refs[0].1));
     }
 
-    // (e) the barrier once Stopped was reported.
-    if let Some(b) = exp.stopped_barrier {
+    // (e) the barrier once Stopped was reported (unless retention deleted it).
+    if let Some(b) = exp.stopped_barrier.filter(|b| *b >= start) {
         let is_barrier = recovered
             .get(&b)
             .and_then(|r| RecordBatch::new(&r.bytes, 0).ok())
@@ -954,6 +1070,50 @@ fn check_dir_inner(
     }
     drop(log);
     Ok(())
+}
+
+/// What check (d) compares of a producer: epoch, last sequence, last data offset, coordinator
+/// epoch and open transaction, for every producer with a cached batch or an open transaction.
+type ProducerKey = (i16, i32, i64, i32, Option<i64>);
+
+fn producer_keys(m: &ProducerStateManager) -> BTreeMap<i64, ProducerKey> {
+    m.active_producers()
+        .iter()
+        .filter(|(_, e)| !e.is_empty() || e.current_txn_first_offset().is_some())
+        .map(|(pid, e)| {
+            let key = (
+                e.producer_epoch(),
+                e.last_seq(),
+                e.last_data_offset(),
+                e.coordinator_epoch(),
+                e.current_txn_first_offset(),
+            );
+            (*pid, key)
+        })
+        .collect()
+}
+
+/// A fresh manager fed `batches` with `Replication` rules, as of log end `leo` with the high
+/// watermark there: its producers and its last stable offset. A refused batch is a violation.
+fn reference_state(
+    w: &Workload,
+    batches: &[(i64, &[u8])],
+    leo: i64,
+    log_start: i64,
+    v: &mut Vec<String>,
+) -> Result<(BTreeMap<i64, ProducerKey>, i64), String> {
+    let mut psm = ProducerStateManager::new(w.config().producer_state);
+    for (offset, bytes) in batches {
+        let batch = RecordBatch::new(bytes, 0).map_err(|e| e.to_string())?;
+        let summary = BatchSummary::from_batch(&batch).map_err(|e| e.to_string())?;
+        if let Err(e) = psm.apply_batches([&summary], AppendOrigin::Replication) {
+            v.push(format!("(d) reference replay refused offset {offset}: {e}"));
+        }
+    }
+    psm.update_map_end_offset(leo);
+    psm.on_high_watermark_updated(leo);
+    let lso = psm.last_stable_offset_for(leo, log_start);
+    Ok((producer_keys(&psm), lso))
 }
 
 fn batch_delta(bytes: &[u8]) -> i32 {
@@ -976,7 +1136,7 @@ pub fn check_image(
             }
         }
     };
-    let out = match materialize(image, &run.outside, &run.dir, &dir) {
+    let out = match materialize(image, &run.dir, &dir) {
         Ok(()) => check_dir(w, &dir, &run.expectation),
         Err(e) => CheckOutcome {
             violations: vec![format!("materialize: {e}")],
