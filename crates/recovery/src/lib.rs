@@ -73,6 +73,6 @@ pub use producer_state::{
 };
 pub use snapshot::{
     read_snapshot, write_snapshot, SetAsideSnapshot, SnapshotEntry, SnapshotFile, SnapshotIo,
-    SnapshotLoad, StdIo,
+    SnapshotLoad, StdIo, StorageIo,
 };
 pub use summary::{BatchSummary, ControlInfo, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};

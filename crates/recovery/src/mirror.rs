@@ -33,7 +33,9 @@
 //!
 //! # The `mirror-state` file
 //! A small UTF-8 text file in the partition directory, written atomically (temporary file, fsync,
-//! rename, fsync of the directory, through [`SnapshotIo::write_atomically`]). Lines end with
+//! rename, fsync of the directory, through [`SnapshotIo::write_atomically`]; a partition log's
+//! own file, [`crate::PartitionLog::mirror_state_file`], goes through the log's storage seam).
+//! Lines end with
 //! `\n`; the first line is the format version, the second the state, then `key=value` lines in
 //! exactly this order (the value is everything after the first `=`):
 //!

@@ -10,5 +10,6 @@ mod loader;
 mod log;
 mod mirror;
 mod prop;
+mod retention;
 mod rules;
 mod snapshot;
