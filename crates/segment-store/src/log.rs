@@ -569,7 +569,8 @@ impl LocalLog {
         // Kafka flushes up to the new base at every roll (asynchronously). Here it is done
         // first: the next sync of the directory (a snapshot, a deletion, a flush) makes the new
         // segment's name durable, and an older segment whose tail a crash then lost would leave
-        // a gap in the offsets below it. So only the active segment ever holds unflushed data.
+        // a gap in the offsets below it. So only the active segment ever holds unflushed data
+        // (a truncation is synced at once, see `truncate_to`).
         self.flush_locked(inner, inner.log_end_offset)?;
         let new_offset = expected_next_offset.unwrap_or(0).max(inner.log_end_offset);
         if let Some((&base, seg)) = inner.segments.iter().next_back() {
@@ -676,7 +677,8 @@ impl LocalLog {
 
     /// Kafka's `truncateTo`: removes every batch from the one containing `target` on (which must
     /// be a batch boundary). A negative target is [`SegmentError::InvalidTruncation`]; a target at
-    /// or past the log end offset is a no-op. Returns whether anything was removed.
+    /// or past the log end offset is a no-op. Unlike Kafka, the cut is synced at once (the later
+    /// segments' deletions are durable too). Returns whether anything was removed.
     pub fn truncate_to(&self, target: i64) -> Result<bool> {
         if target < 0 {
             return Err(SegmentError::InvalidTruncation {
@@ -719,7 +721,15 @@ impl LocalLog {
                 seg.delete()?;
             }
         }
-        active_mut(&mut inner)?.truncate_to(target)?;
+        let active = active_mut(&mut inner)?;
+        if active.truncate_to(target)? > 0 {
+            // The cut is made durable at once. Left to the page cache, a crash could keep the
+            // cut bytes while a later write at their place survives (an unsynced truncation
+            // undone under a new batch: two histories in one file, which producer state cannot
+            // replay), or keep them under a segment rolled later, below the recovery point
+            // (overlapping offsets).
+            active.flush()?;
+        }
         inner.log_end_offset = target;
         inner.log_start_offset = inner.log_start_offset.min(target);
         inner.recovery_point = inner.recovery_point.min(target);

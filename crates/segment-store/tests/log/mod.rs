@@ -1202,4 +1202,44 @@ mod local_log {
         assert!(!p.exists(), "the .log must not be written around the seam");
         let _: &dyn Storage = &sim;
     }
+
+    #[test]
+    fn rolls_and_truncations_leave_every_older_segment_durable_as_it_is() {
+        // A roll's new segment becomes durable at the next directory sync, and recovery does not
+        // look below the recovery point: the segment it seals must be durable as it stands (no
+        // gap under the new segment). A truncation is durable at once: a crash cannot bring the
+        // cut batches back, under a later write or under a later segment.
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        let sim = segment_store::SimulatedFs::new();
+        sim.create_durable_dir_all(&real);
+        let clock = Arc::new(ManualClock::new(0));
+        let env = LogEnv {
+            storage: Arc::new(sim.clone()),
+            clock,
+        };
+        let log = LocalLog::open_with(&real, config(1 << 20), 0, env, &mut |_| Ok(None)).unwrap();
+        for b in batches(4, 2, 0, 1) {
+            log.append(&b).unwrap();
+        }
+        let first = segment_file_path(&real, 0, FileKind::Log);
+        let durable_len = |sim: &segment_store::SimulatedFs| sim.durable_image()[&first].len();
+        assert_eq!(durable_len(&sim), 0, "nothing flushed yet");
+        assert_eq!(log.roll(None).unwrap(), 8);
+        assert_eq!(log.recovery_point(), 8);
+        assert_eq!(durable_len(&sim), sim.read(&first).unwrap().len());
+
+        // Flushed bytes cut by a truncation: the recovery point stays at the log end.
+        let before = durable_len(&sim);
+        log.truncate_to(4).unwrap();
+        assert_eq!((log.log_end_offset(), log.recovery_point()), (4, 4));
+        let kept = sim.read(&first).unwrap().len();
+        assert!(kept < before);
+        assert_eq!(durable_len(&sim), kept);
+        assert_eq!(log.roll(None).unwrap(), 4);
+        assert_eq!(durable_len(&sim), kept);
+        drop(log);
+        let image = sim.crash(segment_store::TornWrite::None);
+        assert_eq!(image[&first].len(), kept);
+    }
 }
