@@ -572,6 +572,11 @@ fn run_ops(
                     let b = replica_batch(l.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
                     l.append_as_follower(&b).map_err(|e| s(&e))?;
                 }
+                // stop() may truncate them away again within this step, after a roll made them
+                // durable: they were written all the same.
+                if let Some(sim) = sim {
+                    exp.harvest_files(&sim.live_image());
+                }
                 l.set_high_watermark(i64::MAX);
                 let mut part = MirrorPartition::open(l, store).map_err(|e| s(&e))?;
                 // stop truncates to the LSO again, and it can be lower now: truncating to the
@@ -1008,24 +1013,27 @@ fn check_dir_inner(
         }
     });
 
-    // (d) producer state and LSO equal a reference replay of the recovered batches. Retention
-    // may have deleted batches below the log start: a producer known from them may be
-    // remembered (through a snapshot) or not, as in Kafka, so each producer must equal either
-    // the replay of the recovered batches or the replay of the deleted ones followed by them.
+    // (d) producer state and LSO equal a reference replay of the recovered batches. Batches
+    // below a log start offset that retention or deleteRecords reached (deleted, or only hidden
+    // inside a segment that a reload shows again, since nothing here checkpoints the log start)
+    // may be reflected in producer state or not, as in Kafka: each producer must equal either the
+    // replay of every batch ever retained (the deleted ones, then the recovered ones) or the
+    // replay of the recovered batches from that log start on.
     log.set_high_watermark(i64::MAX);
-    let recovered_bytes: Vec<(i64, &[u8])> = recovered
-        .iter()
-        .map(|(o, r)| (*o, r.bytes.as_slice()))
-        .collect();
-    let deleted: Vec<(i64, &[u8])> = exp
+    let forget_below = exp.log_start_limit.max(start);
+    let recovered_bytes = recovered.iter().map(|(o, r)| (*o, r.bytes.as_slice()));
+    let all: Vec<(i64, &[u8])> = exp
         .retired
         .range(..start)
         .map(|(o, b)| (*o, b.as_slice()))
+        .chain(recovered_bytes.clone())
         .collect();
-    let with_deleted: Vec<(i64, &[u8])> = deleted.iter().chain(&recovered_bytes).copied().collect();
+    let kept: Vec<(i64, &[u8])> = recovered_bytes
+        .filter(|(o, _)| *o >= forget_below)
+        .collect();
     let refs = [
-        reference_state(w, &recovered_bytes, leo, start, v)?,
-        reference_state(w, &with_deleted, leo, start, v)?,
+        reference_state(w, &kept, leo, start, v)?,
+        reference_state(w, &all, leo, start, v)?,
     ];
     let got = producer_keys(log.producer_state());
     let pids: BTreeSet<i64> = got
@@ -1035,18 +1043,16 @@ fn check_dir_inner(
         .collect();
     for pid in pids {
         let g = got.get(&pid);
-        if refs.iter().all(|(k, _)| k.get(&pid) != g) {
-            let want: Vec<_> = refs.iter().map(|(k, _)| k.get(&pid)).collect();
+        let [(kept, _), (all, _)] = &refs;
+        let (want, or_all) = (kept.get(&pid), all.get(&pid));
+        if g != want && g != or_all {
+            let also = if want == or_all {
+                String::new()
+            } else {
+                format!(" (or {or_all:?} with the batches below the log start)")
+            };
             v.push(format!(
-                "(d) producer {pid}: state {g:?}, reference {:?}",
-                want.first()
-            ));
-            if deleted.is_empty() {
-                continue;
-            }
-            v.push(format!(
-                "(d) producer {pid}: reference with the batches retention deleted {:?}",
-                want.get(1)
+                "(d) producer {pid}: state {g:?}, reference {want:?}{also}"
             ));
         }
     }

@@ -55,8 +55,12 @@ fn random_workloads_recover_at_every_crash_point() {
     // oldest first (a crash part-way left a gap under a later segment) and that stop() may
     // truncate below start_mirroring's LSO. Seed 1 found that a roll's snapshot, once written
     // through the seam, synced the directory and so made the new segment durable above an
-    // unflushed tail (rolls now flush first).
-    for seed in [1u64, 7, 29] {
+    // unflushed tail (rolls now flush first); seed 517 that a roll after a truncation kept the
+    // cut bytes durable under the new segment, and seed 1009 that a crash could undo an unsynced
+    // truncation under the batch written in its place (truncations are now synced at once);
+    // seed 31 that mirrored batches truncated within the failover step were never recorded as
+    // written.
+    for seed in [1u64, 7, 29, 31, 517, 1009] {
         let w = Workload::generate(seed, 16);
         let sum = crash_test(
             &w,
