@@ -75,7 +75,9 @@ impl Default for LogConfig {
 /// The environment of a log: storage seam and clock.
 #[derive(Debug, Clone)]
 pub struct LogEnv {
-    /// Storage every `.log`/`.txnindex` write goes through.
+    /// Storage every write of the partition goes through (`.log`, `.txnindex`, deletions,
+    /// checkpoints; the recovery crate adds producer snapshots, `mirror-state` and quarantine),
+    /// all but the memory-mapped indexes.
     pub storage: Arc<dyn Storage>,
     /// Time source for rolls and retention.
     pub clock: Arc<dyn Clock>,
