@@ -4,7 +4,8 @@
 //! The loop, for one [`Workload`] (a list of [`Op`]s generated from a seed by a xorshift
 //! generator):
 //!
-//! 1. run it once to count its I/O points (every mutating call of the [`Storage`] seam);
+//! 1. run it once to count its I/O points (every mutating call of the
+//!    [`segment_store::Storage`] seam);
 //! 2. for each point `n`: run it again on a fresh [`SimulatedFs`] that fails the `n`-th call
 //!    and every later one (the process "dies" at the first error), then take the durable image
 //!    and, with [`TornMode::EveryByte`], the image with every byte-prefix of the write that was

@@ -12,8 +12,8 @@
 //! * [`leader_epoch`]: the leader-epoch cache and its checkpoint;
 //! * [`mirror`]: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
 //!   STOPPING steps that write the barrier;
-//! * [`crash_test`]: the crash-recovery harness (seeded workloads on a simulated file system,
-//!   crashed at every I/O point, recovered and checked);
+//! * [`crash_test`](mod@crash_test): the crash-recovery harness (seeded workloads on a
+//!   simulated file system, crashed at every I/O point, recovered and checked);
 //! * [`error`]: typed errors.
 //!
 //! No `unsafe`, no panics on any input.
