@@ -25,8 +25,9 @@
 //! 4. in one round out of three closes the directory cleanly (`load_log_dir` + `LogDir::close`,
 //!    which must cut nothing more), so the next child starts from a clean shutdown.
 //!
-//! `SEGLOG_KILL9_SEED` (default 1) and `SEGLOG_KILL9_ROUNDS` (default 16) replay or extend a run;
-//! every failure names the seed and the round. The figures are printed on stderr
+//! `SEGLOG_KILL9_SEED` (default 1) and `SEGLOG_KILL9_ROUNDS` (default 24) replay or extend a run;
+//! `SEGLOG_KILL9_SECONDS` (default 25) bounds its duration: no round starts after it. Every
+//! failure names the seed and the round. The figures are printed on stderr
 //! (`cargo test --test kill9 -- --nocapture`).
 #![cfg(unix)]
 
@@ -48,7 +49,7 @@ const SEGMENT_BYTES: u64 = 2048;
 const DEFAULT_SEED: u64 = 1;
 const DEFAULT_ROUNDS: u64 = 24;
 /// Bounds the test's duration (not an assertion): no new round starts after it.
-const TIME_BUDGET: Duration = Duration::from_secs(25);
+const DEFAULT_SECONDS: u64 = 25;
 /// Bounds a wait for the child's output lines (not an assertion).
 const LINE_WAIT: Duration = Duration::from_secs(3);
 const SIGKILL: i32 = 9;
@@ -338,6 +339,7 @@ fn check_nothing_destroyed(
 fn sigkill_at_random_moments_loses_no_durable_batch() {
     let seed = env_u64("SEGLOG_KILL9_SEED", DEFAULT_SEED);
     let rounds = env_u64("SEGLOG_KILL9_ROUNDS", DEFAULT_ROUNDS);
+    let budget = Duration::from_secs(env_u64("SEGLOG_KILL9_SECONDS", DEFAULT_SECONDS));
     let tmp = tempfile::tempdir().expect("temp dir");
     let root = tmp.path().join("logs");
     let pdir = partition_dir(&root);
@@ -348,7 +350,7 @@ fn sigkill_at_random_moments_loses_no_durable_batch() {
     let started = Instant::now();
 
     for round in 0..rounds {
-        if round > 0 && started.elapsed() > TIME_BUDGET {
+        if round > 0 && started.elapsed() > budget {
             break;
         }
         let ctx = format!("seed {seed} round {round} (SEGLOG_KILL9_SEED={seed})");
