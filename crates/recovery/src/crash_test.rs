@@ -312,7 +312,7 @@ impl Expectation {
 }
 
 /// The valid V2 batches at the start of `bytes`, with their positions.
-fn valid_batches(bytes: &[u8]) -> Vec<(u64, RecordBatch<'_>)> {
+pub fn valid_batches(bytes: &[u8]) -> Vec<(u64, RecordBatch<'_>)> {
     let mut out = Vec::new();
     for entry in Batches::new(bytes, 0) {
         match entry {
@@ -346,7 +346,9 @@ pub fn read_log(log: &PartitionLog) -> Result<BTreeMap<i64, Vec<u8>>, String> {
     Ok(out)
 }
 
-fn client_batch(pid: i64, seq: i32, records: i32, txn: bool) -> Result<Vec<u8>, String> {
+/// A client batch of producer `pid` (epoch 0) from sequence `seq`: `records` records stamped
+/// [`TIMESTAMP`], transactional if `txn`, base offset 0 (the leader assigns it).
+pub fn client_batch(pid: i64, seq: i32, records: i32, txn: bool) -> Result<Vec<u8>, String> {
     let mut b = RecordBatchBuilder::new(0)
         .producer(pid, 0, seq)
         .transactional(txn);
@@ -358,7 +360,9 @@ fn client_batch(pid: i64, seq: i32, records: i32, txn: bool) -> Result<Vec<u8>, 
     Ok(b.build())
 }
 
-fn replica_batch(
+/// A replicated batch at offset `base` of producer `pid` (epoch 0) from sequence `seq`, with
+/// `records` records and partition leader epoch `epoch`, as a follower receives it.
+pub fn replica_batch(
     base: i64,
     pid: i64,
     seq: i32,
@@ -376,14 +380,16 @@ fn replica_batch(
     Ok(b.build())
 }
 
-fn next_seq(log: &PartitionLog, pid: i64) -> i32 {
+/// The sequence number `pid`'s next batch must start at (0 for an unknown producer).
+pub fn next_seq(log: &PartitionLog, pid: i64) -> i32 {
     log.producer_state()
         .last_entry(pid)
         .filter(|e| !e.is_empty())
         .map_or(0, |e| e.last_seq().wrapping_add(1))
 }
 
-fn txn_open(log: &PartitionLog, pid: i64) -> bool {
+/// Whether `pid` has a transaction open in `log`.
+pub fn txn_open(log: &PartitionLog, pid: i64) -> bool {
     log.producer_state()
         .last_entry(pid)
         .is_some_and(|e| e.current_txn_first_offset().is_some())
