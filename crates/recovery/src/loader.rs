@@ -45,10 +45,11 @@ use segment_store::{
     AbortedTxn, DirLock, LocalLog, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition,
 };
 
+use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
-use crate::producer_state::{AppendOrigin, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::list_snapshots;
+use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
+use crate::snapshot::{list_snapshots, write_snapshot, SnapshotEntry};
 use crate::summary::BatchSummary;
 
 /// Name of the quarantine folder inside a partition directory.
@@ -284,33 +285,70 @@ impl LogLoader {
             let qdir = new_quarantine_dir(dir)?;
             let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
             let mut next_boundary = 0usize;
-            let mut visitor = |batch: &record_format::RecordBatch<'_>| {
+            let mut applied = AppliedBatches::default();
+            let (snapshot_tx, snapshot_rx) =
+                std::sync::mpsc::channel::<Option<(i64, Vec<SnapshotEntry>)>>();
+            let mut visitor = |batch: &record_format::RecordBatch<'_>,
+                               aborted: &mut Vec<AbortedTxn>| {
                 let summary = BatchSummary::from_batch(batch)?;
                 while let Some(&b) = boundaries.get(next_boundary) {
                     if summary.base_offset < b {
                         break;
                     }
-                    // Kafka takes a snapshot after each recovered segment.
+                    // Kafka takes a snapshot after each recovered segment. Written (and fsync'd)
+                    // by the snapshot writer thread while the scan goes on.
                     psm.update_map_end_offset(psm.map_end_offset().max(b));
-                    psm.take_snapshot(dir)?;
+                    // A failed send means the writer stopped on an error, which joining it
+                    // reports.
+                    if psm.last_map_offset > psm.last_snap_offset
+                        && snapshot_tx.send(Some((b, psm.snapshot_entries()))).is_ok()
+                    {
+                        psm.last_snap_offset = psm.last_map_offset;
+                    }
                     next_boundary += 1;
                 }
                 let epoch = batch.partition_leader_epoch();
                 if epoch >= 0 && epochs.latest_epoch().is_none_or(|l| epoch > l) {
                     epochs.assign(epoch, batch.base_offset())?;
                 }
-                let applied = psm.apply_batches([&summary], AppendOrigin::Replication)?;
-                warnings.extend(applied.warnings);
-                Ok::<_, PartitionLogError>(applied.aborted_txns.first().map(|a| {
+                // Kafka's LogSegment.updateProducerState: one batch at a time, in place.
+                psm.apply_replicated_batch(&summary, &mut applied)?;
+                warnings.append(&mut applied.warnings);
+                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
                     AbortedTxn::new(
                         a.producer_id,
                         a.first_offset,
                         a.last_offset,
                         a.last_stable_offset,
                     )
-                }))
+                }));
+                applied.completed_txns.clear();
+                applied.barriers.clear();
+                Ok::<_, PartitionLogError>(())
             };
-            let (outcomes, moved) = local.recover_from(base, &mut visitor, &qdir)?;
+            let recovered = std::thread::scope(|scope| {
+                let writer = scope.spawn(move || {
+                    while let Ok(Some((offset, entries))) = snapshot_rx.recv() {
+                        write_snapshot(dir, offset, &entries)?;
+                    }
+                    Ok::<_, SnapshotError>(())
+                });
+                let recovered = local.recover_from(base, &mut visitor, &qdir);
+                // The writer has stopped if this fails; joining it tells why.
+                snapshot_tx.send(None).ok();
+                // Every snapshot is durable before the scan's result is used.
+                let written = writer.join().unwrap_or_else(|_| {
+                    Err(SnapshotError::Io {
+                        path: dir.to_path_buf(),
+                        op: "writing producer snapshots",
+                        source: std::io::Error::other("the snapshot writer thread panicked"),
+                    })
+                });
+                let recovered = recovered?;
+                written?;
+                Ok::<_, PartitionLogError>(recovered)
+            });
+            let (outcomes, moved) = recovered?;
             for (segment, o) in &outcomes {
                 segments_scanned += 1;
                 batches_scanned += o.batches;

@@ -871,22 +871,19 @@ pub struct ClosedLog {
 }
 
 /// Transaction-index entries for `aborted`, in order. Barrier aborts share the barrier's offset
-/// as last offset; the transaction index only accepts strictly increasing last offsets, so only
-/// the first entry per last offset is written (see `barrier.rs`, decision 2a).
+/// as last offset (the index accepts equal last offsets for them; see `docs/barrier.md`).
 pub(crate) fn txn_index_entries(aborted: &[AbortedTxnRecord]) -> Vec<AbortedTxn> {
-    let mut out: Vec<AbortedTxn> = Vec::with_capacity(aborted.len());
-    for a in aborted {
-        if out.last().is_some_and(|l| l.last_offset >= a.last_offset) {
-            continue;
-        }
-        out.push(AbortedTxn::new(
-            a.producer_id,
-            a.first_offset,
-            a.last_offset,
-            a.last_stable_offset,
-        ));
-    }
-    out
+    aborted
+        .iter()
+        .map(|a| {
+            AbortedTxn::new(
+                a.producer_id,
+                a.first_offset,
+                a.last_offset,
+                a.last_stable_offset,
+            )
+        })
+        .collect()
 }
 
 /// Replays the batches of `local` in `[from, to)` into `psm` with `Replication` rules (Kafka

@@ -31,8 +31,8 @@ use crate::index::AbortedTxn;
 use crate::io::{StdFs, Storage};
 use crate::lock::DirLock;
 use crate::segment::{
-    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RollParams, RollReason,
-    SegmentConfig, SegmentContext, SystemClock,
+    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RecoveryVisitor,
+    RollParams, RollReason, SegmentConfig, SegmentContext, SystemClock,
 };
 
 /// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
@@ -150,11 +150,12 @@ pub struct LocalLog {
     inner: RwLock<Inner>,
 }
 
-/// What recovery calls with each valid batch (see [`LogSegment::recover`]).
-pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>> + 'v;
+/// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted
+/// transactions it pushes go into the segment's transaction index.
+pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>, &mut Vec<AbortedTxn>) -> Result<()> + 'v;
 
-fn no_producer_state(_: &RecordBatch<'_>) -> Result<Option<AbortedTxn>> {
-    Ok(None)
+fn no_producer_state(_: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>) -> Result<()> {
+    Ok(())
 }
 
 struct Summary {
@@ -185,7 +186,7 @@ impl LocalLog {
         config: LogConfig,
         recovery_point: i64,
         env: LogEnv,
-        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>>,
+        visitor: &mut BatchVisitor<'_>,
     ) -> Result<LocalLog> {
         Self::open_inner(dir, config, recovery_point, env, Some(visitor)).map(|(log, _)| log)
     }
@@ -323,7 +324,7 @@ impl LocalLog {
     pub fn recover_from<E: From<SegmentError>>(
         &self,
         from_base: i64,
-        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> std::result::Result<Option<AbortedTxn>, E>,
+        visitor: &mut RecoveryVisitor<'_, E>,
         quarantine_dir: &Path,
     ) -> std::result::Result<(Vec<(i64, RecoveryOutcome)>, Vec<PathBuf>), E> {
         let mut inner = self.write_inner();
