@@ -377,10 +377,7 @@ impl LogLoader {
                 }
             }
             if cut.is_empty() && quarantined.is_empty() {
-                let _ = std::fs::remove_dir(&qdir);
-                if let Some(parent) = qdir.parent() {
-                    let _ = std::fs::remove_dir(parent);
-                }
+                remove_empty_quarantine_dir(&qdir);
             } else {
                 quarantine_dir = Some(qdir);
             }
@@ -389,7 +386,19 @@ impl LogLoader {
         // Log start offset.
         let mut log_end = local.log_end_offset();
         if opts.log_start_offset > log_end {
-            local.truncate_fully_and_start_at(opts.log_start_offset)?;
+            // Kafka deletes every segment here (the checkpoint says all of them lie below the log
+            // start: files were lost or deleted behind its back). We keep them aside instead.
+            let qdir = match &quarantine_dir {
+                Some(q) => q.clone(),
+                None => new_quarantine_dir(dir)?,
+            };
+            let moved = local.quarantine_fully_and_start_at(opts.log_start_offset, &qdir)?;
+            if moved.is_empty() && quarantine_dir.is_none() {
+                remove_empty_quarantine_dir(&qdir);
+            } else {
+                quarantined.extend(moved);
+                quarantine_dir = Some(qdir);
+            }
             epochs.clear()?;
             psm.truncate_fully_and_start_at(opts.log_start_offset);
             log_end = opts.log_start_offset;
@@ -443,6 +452,16 @@ impl LogLoader {
             producers: log.psm.active_producers().len(),
         };
         Ok((log, report))
+    }
+}
+
+/// Removes a quarantine folder that received nothing (and `quarantine/` if that is now empty).
+/// Best effort: a folder that cannot be removed is merely left behind, empty.
+fn remove_empty_quarantine_dir(qdir: &Path) {
+    if std::fs::remove_dir(qdir).is_ok() {
+        if let Some(parent) = qdir.parent() {
+            std::fs::remove_dir(parent).ok();
+        }
     }
 }
 

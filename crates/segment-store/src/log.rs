@@ -729,6 +729,33 @@ impl LocalLog {
         self.truncate_fully_locked(&mut inner, new_offset)
     }
 
+    /// [`Self::truncate_fully_and_start_at`] that destroys nothing: every non-empty segment is
+    /// moved into `quarantine_dir` (empty ones, holding no data, are deleted), then the log starts
+    /// empty at `new_offset`. For a loader whose log start checkpoint lies above the log end (Kafka
+    /// deletes every segment there). Returns the moved files.
+    pub fn quarantine_fully_and_start_at(
+        &self,
+        new_offset: i64,
+        quarantine_dir: &Path,
+    ) -> Result<Vec<PathBuf>> {
+        let mut inner = self.write_inner();
+        let mut moved = Vec::new();
+        for (_, seg) in std::mem::take(&mut inner.segments) {
+            if seg.size() == 0 {
+                seg.delete()?;
+            } else {
+                moved.extend(seg.move_to(quarantine_dir)?);
+            }
+        }
+        let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
+        inner.segments.insert(new_offset, seg);
+        inner.log_start_offset = new_offset;
+        inner.log_end_offset = new_offset;
+        inner.recovery_point = new_offset;
+        inner.dir_dirty = true;
+        Ok(moved)
+    }
+
     fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
         for (_, seg) in std::mem::take(&mut inner.segments) {
             seg.delete()?;
