@@ -322,8 +322,7 @@ impl LogLoader {
                         a.last_stable_offset,
                     )
                 }));
-                applied.completed_txns.clear();
-                applied.barriers.clear();
+                applied.clear();
                 Ok::<_, PartitionLogError>(())
             };
             let recovered = std::thread::scope(|scope| {

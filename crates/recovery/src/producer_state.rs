@@ -641,6 +641,17 @@ pub struct AppliedBatches {
     pub barriers: Vec<BarrierOutcome>,
 }
 
+impl AppliedBatches {
+    /// Empties every list, keeping their allocations (for a caller that reuses one value).
+    pub fn clear(&mut self) {
+        self.completed_txns.clear();
+        self.aborted_txns.clear();
+        self.duplicates.clear();
+        self.warnings.clear();
+        self.barriers.clear();
+    }
+}
+
 /// Kafka's per-partition producer state: producers, open and unreplicated transactions, and the
 /// offsets of the map end and of the last snapshot.
 #[derive(Debug, Clone)]
