@@ -326,21 +326,28 @@ impl LogLoader {
                 Ok::<_, PartitionLogError>(())
             };
             let recovered = std::thread::scope(|scope| {
-                let writer = scope.spawn(move || {
-                    while let Ok(Some((offset, entries))) = snapshot_rx.recv() {
-                        write_snapshot(dir, offset, &entries)?;
-                    }
-                    Ok::<_, SnapshotError>(())
-                });
+                // Without a writer thread (none to be had) the sends fail and no snapshot is
+                // taken during the scan; the one at the log end is still written below.
+                let writer = std::thread::Builder::new()
+                    .name("seglog-snapshots".into())
+                    .spawn_scoped(scope, move || {
+                        while let Ok(Some((offset, entries))) = snapshot_rx.recv() {
+                            write_snapshot(dir, offset, &entries)?;
+                        }
+                        Ok::<_, SnapshotError>(())
+                    })
+                    .ok();
                 let recovered = local.recover_from(base, &mut visitor, &qdir);
                 // The writer has stopped if this fails; joining it tells why.
                 snapshot_tx.send(None).ok();
                 // Every snapshot is durable before the scan's result is used.
-                let written = writer.join().unwrap_or_else(|_| {
-                    Err(SnapshotError::Io {
-                        path: dir.to_path_buf(),
-                        op: "writing producer snapshots",
-                        source: std::io::Error::other("the snapshot writer thread panicked"),
+                let written = writer.map_or(Ok(()), |w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(SnapshotError::Io {
+                            path: dir.to_path_buf(),
+                            op: "writing producer snapshots",
+                            source: std::io::Error::other("the snapshot writer thread panicked"),
+                        })
                     })
                 });
                 let recovered = recovered?;

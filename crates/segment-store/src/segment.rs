@@ -694,7 +694,13 @@ impl LogSegment {
             let base_offset = self.base_offset;
             let applied = std::thread::scope(|scope| {
                 for _ in 0..helpers {
-                    scope.spawn(|| while chunks.work() {});
+                    // Without a helper (no thread to be had) this thread does all the work.
+                    let helper = std::thread::Builder::new()
+                        .name("seglog-crc".into())
+                        .spawn_scoped(scope, || while chunks.work() {});
+                    if helper.is_err() {
+                        break;
+                    }
                 }
                 let mut apply = || -> std::result::Result<Option<FormatError>, E> {
                     for i in 0.. {
