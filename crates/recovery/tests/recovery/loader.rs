@@ -408,3 +408,52 @@ fn log_files(dir: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// A full recovery writes the snapshot Kafka takes after each recovered segment (named after the
+/// next segment's base), byte for byte what the live log wrote when it rolled there.
+#[test]
+fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path());
+    let end = log.log_end_offset();
+    log.close().unwrap();
+    let snapshots = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let live = snapshots(dir.path());
+    let bases: Vec<String> = log_files(dir.path())
+        .iter()
+        .skip(1)
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned() + ".snapshot")
+        .collect();
+    assert!(bases.len() > 2, "{bases:?}");
+    for (name, _) in &live {
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+    }
+    let opts = LoadOptions {
+        full: true,
+        ..options(false)
+    };
+    let (log, report) = LogLoader::load(dir.path(), &opts).unwrap();
+    assert!(report.cut.is_empty(), "{report}");
+    let recovered = snapshots(dir.path());
+    for base in &bases {
+        let want = live.iter().find(|(n, _)| n == base).expect("live snapshot");
+        let got = recovered.iter().find(|(n, _)| n == base);
+        assert_eq!(got, Some(want), "{base}");
+    }
+    // And the one at the log end.
+    let at_end = format!("{end:020}.snapshot");
+    assert!(recovered.iter().any(|(n, _)| *n == at_end), "{recovered:?}");
+    log.close().unwrap();
+}
