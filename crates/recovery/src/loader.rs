@@ -45,10 +45,11 @@ use segment_store::{
     AbortedTxn, DirLock, LocalLog, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition,
 };
 
+use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
-use crate::producer_state::{AppendOrigin, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::list_snapshots;
+use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
+use crate::snapshot::{list_snapshots, write_snapshot, SnapshotEntry};
 use crate::summary::BatchSummary;
 
 /// Name of the quarantine folder inside a partition directory.
@@ -284,33 +285,76 @@ impl LogLoader {
             let qdir = new_quarantine_dir(dir)?;
             let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
             let mut next_boundary = 0usize;
-            let mut visitor = |batch: &record_format::RecordBatch<'_>| {
+            let mut applied = AppliedBatches::default();
+            let (snapshot_tx, snapshot_rx) =
+                std::sync::mpsc::channel::<Option<(i64, Vec<SnapshotEntry>)>>();
+            let mut visitor = |batch: &record_format::RecordBatch<'_>,
+                               aborted: &mut Vec<AbortedTxn>| {
                 let summary = BatchSummary::from_batch(batch)?;
                 while let Some(&b) = boundaries.get(next_boundary) {
                     if summary.base_offset < b {
                         break;
                     }
-                    // Kafka takes a snapshot after each recovered segment.
+                    // Kafka takes a snapshot after each recovered segment. Written (and fsync'd)
+                    // by the snapshot writer thread while the scan goes on.
                     psm.update_map_end_offset(psm.map_end_offset().max(b));
-                    psm.take_snapshot(dir)?;
+                    // A failed send means the writer stopped on an error, which joining it
+                    // reports.
+                    if psm.last_map_offset > psm.last_snap_offset
+                        && snapshot_tx.send(Some((b, psm.snapshot_entries()))).is_ok()
+                    {
+                        psm.last_snap_offset = psm.last_map_offset;
+                    }
                     next_boundary += 1;
                 }
                 let epoch = batch.partition_leader_epoch();
                 if epoch >= 0 && epochs.latest_epoch().is_none_or(|l| epoch > l) {
                     epochs.assign(epoch, batch.base_offset())?;
                 }
-                let applied = psm.apply_batches([&summary], AppendOrigin::Replication)?;
-                warnings.extend(applied.warnings);
-                Ok::<_, PartitionLogError>(applied.aborted_txns.first().map(|a| {
+                // Kafka's LogSegment.updateProducerState: one batch at a time, in place.
+                psm.apply_replicated_batch(&summary, &mut applied)?;
+                warnings.append(&mut applied.warnings);
+                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
                     AbortedTxn::new(
                         a.producer_id,
                         a.first_offset,
                         a.last_offset,
                         a.last_stable_offset,
                     )
-                }))
+                }));
+                applied.clear();
+                Ok::<_, PartitionLogError>(())
             };
-            let (outcomes, moved) = local.recover_from(base, &mut visitor, &qdir)?;
+            let recovered = std::thread::scope(|scope| {
+                // Without a writer thread (none to be had) the sends fail and no snapshot is
+                // taken during the scan; the one at the log end is still written below.
+                let writer = std::thread::Builder::new()
+                    .name("seglog-snapshots".into())
+                    .spawn_scoped(scope, move || {
+                        while let Ok(Some((offset, entries))) = snapshot_rx.recv() {
+                            write_snapshot(dir, offset, &entries)?;
+                        }
+                        Ok::<_, SnapshotError>(())
+                    })
+                    .ok();
+                let recovered = local.recover_from(base, &mut visitor, &qdir);
+                // The writer has stopped if this fails; joining it tells why.
+                snapshot_tx.send(None).ok();
+                // Every snapshot is durable before the scan's result is used.
+                let written = writer.map_or(Ok(()), |w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(SnapshotError::Io {
+                            path: dir.to_path_buf(),
+                            op: "writing producer snapshots",
+                            source: std::io::Error::other("the snapshot writer thread panicked"),
+                        })
+                    })
+                });
+                let recovered = recovered?;
+                written?;
+                Ok::<_, PartitionLogError>(recovered)
+            });
+            let (outcomes, moved) = recovered?;
             for (segment, o) in &outcomes {
                 segments_scanned += 1;
                 batches_scanned += o.batches;
@@ -339,10 +383,7 @@ impl LogLoader {
                 }
             }
             if cut.is_empty() && quarantined.is_empty() {
-                let _ = std::fs::remove_dir(&qdir);
-                if let Some(parent) = qdir.parent() {
-                    let _ = std::fs::remove_dir(parent);
-                }
+                remove_empty_quarantine_dir(&qdir);
             } else {
                 quarantine_dir = Some(qdir);
             }
@@ -351,7 +392,19 @@ impl LogLoader {
         // Log start offset.
         let mut log_end = local.log_end_offset();
         if opts.log_start_offset > log_end {
-            local.truncate_fully_and_start_at(opts.log_start_offset)?;
+            // Kafka deletes every segment here (the checkpoint says all of them lie below the log
+            // start: files were lost or deleted behind its back). We keep them aside instead.
+            let qdir = match &quarantine_dir {
+                Some(q) => q.clone(),
+                None => new_quarantine_dir(dir)?,
+            };
+            let moved = local.quarantine_fully_and_start_at(opts.log_start_offset, &qdir)?;
+            if moved.is_empty() && quarantine_dir.is_none() {
+                remove_empty_quarantine_dir(&qdir);
+            } else {
+                quarantined.extend(moved);
+                quarantine_dir = Some(qdir);
+            }
             epochs.clear()?;
             psm.truncate_fully_and_start_at(opts.log_start_offset);
             log_end = opts.log_start_offset;
@@ -405,6 +458,16 @@ impl LogLoader {
             producers: log.psm.active_producers().len(),
         };
         Ok((log, report))
+    }
+}
+
+/// Removes a quarantine folder that received nothing (and `quarantine/` if that is now empty).
+/// Best effort: a folder that cannot be removed is merely left behind, empty.
+fn remove_empty_quarantine_dir(qdir: &Path) {
+    if std::fs::remove_dir(qdir).is_ok() {
+        if let Some(parent) = qdir.parent() {
+            std::fs::remove_dir(parent).ok();
+        }
     }
 }
 
