@@ -501,9 +501,9 @@ pub fn segment_recover(data: &[u8]) {
     };
     let mut seg = LogSegment::open(&ctx, &s.dir, base).unwrap();
     let mut seen: Vec<(u64, usize, i64)> = Vec::new();
-    let mut visit = |b: &RecordBatch<'_>| -> Result<Option<AbortedTxn>, SegmentError> {
+    let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| -> Result<(), SegmentError> {
         seen.push((b.position(), b.size_in_bytes(), b.last_offset()));
-        Ok(None)
+        Ok(())
     };
     let outcome = match seg.recover(&mut visit, &quarantine) {
         Ok(o) => o,

@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 use seglog::crash_test::CrashTestArgs;
 use seglog::demo::DemoArgs;
 use seglog::dump::DumpArgs;
+use seglog::kill_child::KillChildArgs;
 use seglog::producers::ProducersArgs;
 use seglog::recover::RecoverArgs;
 use seglog::verify::VerifyArgs;
@@ -40,6 +41,9 @@ enum Command {
     Demo(DemoArgs),
     /// Crash generated workloads at every I/O point, recover and verify each image
     CrashTest(CrashTestArgs),
+    /// Child process of the SIGKILL test (tests/kill9.rs): works on a log directory until killed
+    #[command(hide = true)]
+    KillChild(KillChildArgs),
 }
 
 fn main() -> ExitCode {
@@ -58,6 +62,7 @@ fn main() -> ExitCode {
         Command::Producers(args) => seglog::producers::run(args, &mut out, &mut err),
         Command::Demo(args) => seglog::demo::run(args, &mut out, &mut err),
         Command::CrashTest(args) => seglog::crash_test::run(args, &mut out, &mut err),
+        Command::KillChild(args) => seglog::kill_child::run(args, &mut out, &mut err),
     };
     match out.flush() {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {

@@ -360,7 +360,7 @@ impl Expectation {
 }
 
 /// The valid V2 batches at the start of `bytes`, with their positions.
-fn valid_batches(bytes: &[u8]) -> Vec<(u64, RecordBatch<'_>)> {
+pub fn valid_batches(bytes: &[u8]) -> Vec<(u64, RecordBatch<'_>)> {
     let mut out = Vec::new();
     for entry in Batches::new(bytes, 0) {
         match entry {
@@ -394,7 +394,20 @@ pub fn read_log(log: &PartitionLog) -> Result<BTreeMap<i64, Vec<u8>>, String> {
     Ok(out)
 }
 
-fn client_batch(pid: i64, seq: i32, records: i32, txn: bool, now: i64) -> Result<Vec<u8>, String> {
+/// A client batch of producer `pid` (epoch 0) from sequence `seq`: `records` records stamped
+/// [`TIMESTAMP`], transactional if `txn`, base offset 0 (the leader assigns it).
+pub fn client_batch(pid: i64, seq: i32, records: i32, txn: bool) -> Result<Vec<u8>, String> {
+    client_batch_at(pid, seq, records, txn, TIMESTAMP)
+}
+
+/// [`client_batch`] with its records stamped `now`.
+pub fn client_batch_at(
+    pid: i64,
+    seq: i32,
+    records: i32,
+    txn: bool,
+    now: i64,
+) -> Result<Vec<u8>, String> {
     let mut b = RecordBatchBuilder::new(0)
         .producer(pid, 0, seq)
         .transactional(txn);
@@ -406,7 +419,21 @@ fn client_batch(pid: i64, seq: i32, records: i32, txn: bool, now: i64) -> Result
     Ok(b.build())
 }
 
-fn replica_batch(
+/// A replicated batch at offset `base` of producer `pid` (epoch 0) from sequence `seq`, with
+/// `records` records stamped [`TIMESTAMP`] and partition leader epoch `epoch`, as a follower
+/// receives it.
+pub fn replica_batch(
+    base: i64,
+    pid: i64,
+    seq: i32,
+    records: i32,
+    epoch: i32,
+) -> Result<Vec<u8>, String> {
+    replica_batch_at(base, pid, seq, records, epoch, TIMESTAMP)
+}
+
+/// [`replica_batch`] with its records stamped `now`.
+pub fn replica_batch_at(
     base: i64,
     pid: i64,
     seq: i32,
@@ -425,14 +452,16 @@ fn replica_batch(
     Ok(b.build())
 }
 
-fn next_seq(log: &PartitionLog, pid: i64) -> i32 {
+/// The sequence number `pid`'s next batch must start at (0 for an unknown producer).
+pub fn next_seq(log: &PartitionLog, pid: i64) -> i32 {
     log.producer_state()
         .last_entry(pid)
         .filter(|e| !e.is_empty())
         .map_or(0, |e| e.last_seq().wrapping_add(1))
 }
 
-fn txn_open(log: &PartitionLog, pid: i64) -> bool {
+/// Whether `pid` has a transaction open in `log`.
+pub fn txn_open(log: &PartitionLog, pid: i64) -> bool {
     log.producer_state()
         .last_entry(pid)
         .is_some_and(|e| e.current_txn_first_offset().is_some())
@@ -476,7 +505,7 @@ fn run_ops(
         match *op {
             Op::Produce { pid, records, txn } => {
                 let txn = txn || txn_open(&log, pid);
-                let b = client_batch(pid, next_seq(&log, pid), records, txn, now)?;
+                let b = client_batch_at(pid, next_seq(&log, pid), records, txn, now)?;
                 log.append_as_leader(&b, epoch, AppendOrigin::Client)
                     .map_err(|e| s(&e))?;
             }
@@ -493,7 +522,7 @@ fn run_ops(
                 }
             }
             Op::Replicate { records } => {
-                let b = replica_batch(
+                let b = replica_batch_at(
                     log.log_end_offset(),
                     REPLICA_PID,
                     next_seq(&log, REPLICA_PID),
@@ -570,7 +599,7 @@ fn run_ops(
                 part.start_mirroring("source").map_err(|e| s(&e))?;
                 let (mut l, store) = part.into_parts();
                 for seq in [0, 2] {
-                    let b = replica_batch(l.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
+                    let b = replica_batch_at(l.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
                     l.append_as_follower(&b).map_err(|e| s(&e))?;
                 }
                 // stop() may truncate them away again within this step, after a roll made them
@@ -592,7 +621,7 @@ fn run_ops(
                 exp.stopped_barrier = Some(barrier);
                 epoch += 1;
                 // A local producer reuses the source's pid from sequence 0.
-                let b = client_batch(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false, now)?;
+                let b = client_batch_at(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false, now)?;
                 log.append_as_leader(&b, epoch, AppendOrigin::Client)
                     .map_err(|e| s(&e))?;
             }

@@ -45,10 +45,11 @@ use segment_store::{
     AbortedTxn, DirLock, LocalLog, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition,
 };
 
+use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
-use crate::producer_state::{AppendOrigin, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::{list_snapshots_with, StorageIo};
+use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
+use crate::snapshot::{list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo};
 use crate::summary::BatchSummary;
 
 /// Name of the quarantine folder inside a partition directory.
@@ -292,33 +293,77 @@ impl LogLoader {
             let qdir = new_quarantine_dir(env, dir)?;
             let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
             let mut next_boundary = 0usize;
-            let mut visitor = |batch: &record_format::RecordBatch<'_>| {
+            let mut applied = AppliedBatches::default();
+            let (snapshot_tx, snapshot_rx) =
+                std::sync::mpsc::channel::<Option<(i64, Vec<SnapshotEntry>)>>();
+            let mut visitor = |batch: &record_format::RecordBatch<'_>,
+                               aborted: &mut Vec<AbortedTxn>| {
                 let summary = BatchSummary::from_batch(batch)?;
                 while let Some(&b) = boundaries.get(next_boundary) {
                     if summary.base_offset < b {
                         break;
                     }
-                    // Kafka takes a snapshot after each recovered segment.
+                    // Kafka takes a snapshot after each recovered segment. Written (and fsync'd)
+                    // by the snapshot writer thread while the scan goes on.
                     psm.update_map_end_offset(psm.map_end_offset().max(b));
-                    psm.take_snapshot_with(&io, dir)?;
+                    // A failed send means the writer stopped on an error, which joining it
+                    // reports.
+                    if psm.last_map_offset > psm.last_snap_offset
+                        && snapshot_tx.send(Some((b, psm.snapshot_entries()))).is_ok()
+                    {
+                        psm.last_snap_offset = psm.last_map_offset;
+                    }
                     next_boundary += 1;
                 }
                 let epoch = batch.partition_leader_epoch();
                 if epoch >= 0 && epochs.latest_epoch().is_none_or(|l| epoch > l) {
                     epochs.assign(epoch, batch.base_offset())?;
                 }
-                let applied = psm.apply_batches([&summary], AppendOrigin::Replication)?;
-                warnings.extend(applied.warnings);
-                Ok::<_, PartitionLogError>(applied.aborted_txns.first().map(|a| {
+                // Kafka's LogSegment.updateProducerState: one batch at a time, in place.
+                psm.apply_replicated_batch(&summary, &mut applied)?;
+                warnings.append(&mut applied.warnings);
+                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
                     AbortedTxn::new(
                         a.producer_id,
                         a.first_offset,
                         a.last_offset,
                         a.last_stable_offset,
                     )
-                }))
+                }));
+                applied.clear();
+                Ok::<_, PartitionLogError>(())
             };
-            let (outcomes, moved) = local.recover_from(base, &mut visitor, &qdir)?;
+            let writer_io = io.clone();
+            let recovered = std::thread::scope(|scope| {
+                // Without a writer thread (none to be had) the sends fail and no snapshot is
+                // taken during the scan; the one at the log end is still written below.
+                let writer = std::thread::Builder::new()
+                    .name("seglog-snapshots".into())
+                    .spawn_scoped(scope, move || {
+                        while let Ok(Some((offset, entries))) = snapshot_rx.recv() {
+                            write_snapshot_with(&writer_io, dir, offset, &entries)?;
+                        }
+                        Ok::<_, SnapshotError>(())
+                    })
+                    .ok();
+                let recovered = local.recover_from(base, &mut visitor, &qdir);
+                // The writer has stopped if this fails; joining it tells why.
+                snapshot_tx.send(None).ok();
+                // Every snapshot is durable before the scan's result is used.
+                let written = writer.map_or(Ok(()), |w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(SnapshotError::Io {
+                            path: dir.to_path_buf(),
+                            op: "writing producer snapshots",
+                            source: std::io::Error::other("the snapshot writer thread panicked"),
+                        })
+                    })
+                });
+                let recovered = recovered?;
+                written?;
+                Ok::<_, PartitionLogError>(recovered)
+            });
+            let (outcomes, moved) = recovered?;
             for (segment, o) in &outcomes {
                 segments_scanned += 1;
                 batches_scanned += o.batches;
@@ -350,7 +395,7 @@ impl LogLoader {
                 }
             }
             if cut.is_empty() && quarantined.is_empty() {
-                remove_unused_quarantine_dir(env, &qdir)?;
+                remove_empty_quarantine_dir(env, &qdir);
             } else {
                 quarantine_dir = Some(qdir);
             }
@@ -359,7 +404,19 @@ impl LogLoader {
         // Log start offset.
         let mut log_end = local.log_end_offset();
         if opts.log_start_offset > log_end {
-            local.truncate_fully_and_start_at(opts.log_start_offset)?;
+            // Kafka deletes every segment here (the checkpoint says all of them lie below the log
+            // start: files were lost or deleted behind its back). We keep them aside instead.
+            let qdir = match &quarantine_dir {
+                Some(q) => q.clone(),
+                None => new_quarantine_dir(env, dir)?,
+            };
+            let moved = local.quarantine_fully_and_start_at(opts.log_start_offset, &qdir)?;
+            if moved.is_empty() && quarantine_dir.is_none() {
+                remove_empty_quarantine_dir(env, &qdir);
+            } else {
+                quarantined.extend(moved);
+                quarantine_dir = Some(qdir);
+            }
             epochs.clear()?;
             psm.truncate_fully_and_start_at(opts.log_start_offset);
             log_end = opts.log_start_offset;
@@ -417,6 +474,17 @@ impl LogLoader {
     }
 }
 
+/// Removes, through the storage seam, a quarantine folder that received nothing (and
+/// `quarantine/` if that is now empty). Best effort: a folder that cannot be removed is merely
+/// left behind, empty. Not synced: an empty folder that comes back after a crash is harmless.
+fn remove_empty_quarantine_dir(env: &LogEnv, qdir: &Path) {
+    if env.storage.remove_dir(qdir).is_ok() {
+        if let Some(parent) = qdir.parent() {
+            env.storage.remove_dir(parent).ok();
+        }
+    }
+}
+
 /// `<dir>/quarantine/<n>`, `n` one more than the largest existing number, created through the
 /// storage seam and made durable (both new directory entries synced), so that the cut bytes
 /// recovery writes into it survive a crash once their own directory is synced.
@@ -452,18 +520,6 @@ fn move_into_quarantine(
         env.storage.sync_dir(qdir)?;
     }
     env.storage.sync_dir(dir)?;
-    Ok(())
-}
-
-/// Removes the quarantine folder of a load that put nothing there, and `quarantine/` itself if
-/// that left it empty. Not synced: an empty folder that comes back after a crash is harmless.
-fn remove_unused_quarantine_dir(env: &LogEnv, qdir: &Path) -> Result<(), PartitionLogError> {
-    env.storage.remove_dir(qdir)?;
-    if let Some(root) = qdir.parent() {
-        if env.storage.list_dir(root)?.is_empty() {
-            env.storage.remove_dir(root)?;
-        }
-    }
     Ok(())
 }
 

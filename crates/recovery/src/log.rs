@@ -38,8 +38,8 @@ use crate::error::{ProducerStateError, SnapshotError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::mirror::{MirrorLog, MirrorStateFile};
 use crate::producer_state::{
-    AbortedTxnRecord, AppendOrigin, ProducerStateManager, ProducerStateManagerConfig,
-    ProducerStateWarning,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, ProducerStateManager,
+    ProducerStateManagerConfig, ProducerStateWarning,
 };
 use crate::snapshot::{delete_snapshots_above_with, SnapshotLoad, StorageIo};
 use crate::summary::BatchSummary;
@@ -949,22 +949,19 @@ pub struct ClosedLog {
 }
 
 /// Transaction-index entries for `aborted`, in order. Barrier aborts share the barrier's offset
-/// as last offset; the transaction index only accepts strictly increasing last offsets, so only
-/// the first entry per last offset is written (see `barrier.rs`, decision 2a).
+/// as last offset (the index accepts equal last offsets for them; see `docs/barrier.md`).
 pub(crate) fn txn_index_entries(aborted: &[AbortedTxnRecord]) -> Vec<AbortedTxn> {
-    let mut out: Vec<AbortedTxn> = Vec::with_capacity(aborted.len());
-    for a in aborted {
-        if out.last().is_some_and(|l| l.last_offset >= a.last_offset) {
-            continue;
-        }
-        out.push(AbortedTxn::new(
-            a.producer_id,
-            a.first_offset,
-            a.last_offset,
-            a.last_stable_offset,
-        ));
-    }
-    out
+    aborted
+        .iter()
+        .map(|a| {
+            AbortedTxn::new(
+                a.producer_id,
+                a.first_offset,
+                a.last_offset,
+                a.last_stable_offset,
+            )
+        })
+        .collect()
 }
 
 /// Replays the batches of `local` in `[from, to)` into `psm` with `Replication` rules (Kafka
@@ -976,9 +973,11 @@ pub(crate) fn replay(
     to: i64,
 ) -> Result<(), PartitionLogError> {
     let mut offset = from;
+    // Batch by batch, in place (the state equals applying each fetch in one call, as Kafka's
+    // `loadProducersFromRecords` does: the property tests check both).
+    let mut applied = AppliedBatches::default();
     while offset < to && offset < local.log_end_offset() {
         let data = local.read(offset, READ_CHUNK, true)?;
-        let mut summaries = Vec::new();
         let mut next = None;
         for entry in Batches::new(&data.records, 0) {
             let LogEntry::V2(batch) = entry? else {
@@ -990,10 +989,10 @@ pub(crate) fn replay(
             }
             next = Some(batch.next_offset());
             if batch.base_offset() >= from {
-                summaries.push(BatchSummary::from_batch(&batch)?);
+                psm.apply_replicated_batch(&BatchSummary::from_batch(&batch)?, &mut applied)?;
+                applied.clear();
             }
         }
-        psm.apply_batches(summaries.iter(), AppendOrigin::Replication)?;
         match next {
             Some(n) if n > offset => offset = n,
             _ => break,

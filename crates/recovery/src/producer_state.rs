@@ -641,6 +641,17 @@ pub struct AppliedBatches {
     pub barriers: Vec<BarrierOutcome>,
 }
 
+impl AppliedBatches {
+    /// Empties every list, keeping their allocations (for a caller that reuses one value).
+    pub fn clear(&mut self) {
+        self.completed_txns.clear();
+        self.aborted_txns.clear();
+        self.duplicates.clear();
+        self.warnings.clear();
+        self.barriers.clear();
+    }
+}
+
 /// Kafka's per-partition producer state: producers, open and unreplicated transactions, and the
 /// offsets of the map end and of the last snapshot.
 #[derive(Debug, Clone)]
@@ -983,6 +994,169 @@ impl ProducerStateManager {
             }
         }
         Ok(out)
+    }
+}
+
+impl ProducerStateManager {
+    /// Kafka `LogSegment.updateProducerState` for ONE batch under [`AppendOrigin::Replication`]
+    /// (what recovery does for every batch it scans), updating the entry in place.
+    ///
+    /// Same result as `apply_batches([batch], AppendOrigin::Replication)` (state, outputs and
+    /// errors; a property test compares the two), without that call's per-append bookkeeping
+    /// (grouping, cloned entries, fresh output vectors): the outputs are appended to `out`, which
+    /// the caller clears when it wants. All-or-nothing: on error nothing changed.
+    pub fn apply_replicated_batch(
+        &mut self,
+        batch: &BatchSummary,
+        out: &mut AppliedBatches,
+    ) -> Result<(), ProducerStateError> {
+        let offset_delta = batch.offset_delta()?;
+        if batch.is_mirror_pid_reset() {
+            let outcome = self.apply_barrier(batch);
+            out.completed_txns
+                .extend(outcome.aborted_txns.iter().map(|a| CompletedTxn {
+                    producer_id: a.producer_id,
+                    first_offset: a.first_offset,
+                    last_offset: a.last_offset,
+                    is_aborted: true,
+                }));
+            out.aborted_txns.extend_from_slice(&outcome.aborted_txns);
+            out.barriers.push(outcome);
+            return Ok(());
+        }
+        if batch.has_producer_id() {
+            let pid = batch.producer_id;
+            let (epoch, coordinator_epoch, txn_first_offset) =
+                self.producers
+                    .get(&pid)
+                    .map_or((NO_PRODUCER_EPOCH, -1, None), |e| {
+                        (
+                            e.producer_epoch,
+                            e.coordinator_epoch,
+                            e.current_txn_first_offset,
+                        )
+                    });
+            let epoch_warning = |offset, is_marker| {
+                (batch.producer_epoch < epoch).then_some(ProducerStateWarning::EpochRegression {
+                    producer_id: pid,
+                    offset,
+                    epoch: batch.producer_epoch,
+                    current_epoch: epoch,
+                    is_marker,
+                })
+            };
+            if batch.is_control {
+                let invalid = |reason| ProducerStateError::InvalidControlBatch {
+                    producer_id: pid,
+                    offset: batch.base_offset,
+                    reason,
+                };
+                match &batch.control {
+                    None if batch.records_count <= 0 => {
+                        // A no-op for an existing producer; a new one gets an empty entry.
+                        self.producers
+                            .entry(pid)
+                            .or_insert_with(|| ProducerStateEntry::empty(pid));
+                    }
+                    None => return Err(invalid(InvalidControlReason::MissingControlRecord)),
+                    Some(ControlInfo::MirrorPidReset { .. }) => {
+                        return Err(invalid(InvalidControlReason::NotAnEndTxnMarker(7)))
+                    }
+                    Some(ControlInfo::Other(t)) => {
+                        return Err(invalid(InvalidControlReason::NotAnEndTxnMarker(*t)))
+                    }
+                    Some(ControlInfo::EndTxn {
+                        commit,
+                        coordinator_epoch: marker_coordinator_epoch,
+                    }) => {
+                        let offset = batch.base_offset;
+                        let completed = txn_first_offset.map(|first_offset| CompletedTxn {
+                            producer_id: pid,
+                            first_offset,
+                            last_offset: offset,
+                            is_aborted: !commit,
+                        });
+                        if let Some(txn) = &completed {
+                            if !self.ongoing_txns.contains_key(&txn.first_offset) {
+                                return Err(ProducerStateError::TxnNotStarted {
+                                    producer_id: pid,
+                                    first_offset: txn.first_offset,
+                                    last_offset: txn.last_offset,
+                                });
+                            }
+                        }
+                        // Checks passed: apply.
+                        out.warnings.extend(epoch_warning(offset, true));
+                        if coordinator_epoch > *marker_coordinator_epoch {
+                            out.warnings
+                                .push(ProducerStateWarning::CoordinatorEpochRegression {
+                                    producer_id: pid,
+                                    offset,
+                                    coordinator_epoch: *marker_coordinator_epoch,
+                                    current_coordinator_epoch: coordinator_epoch,
+                                });
+                        }
+                        let e = self
+                            .producers
+                            .entry(pid)
+                            .or_insert_with(|| ProducerStateEntry::empty(pid));
+                        e.maybe_update_producer_epoch(batch.producer_epoch);
+                        e.current_txn_first_offset = None;
+                        e.coordinator_epoch = *marker_coordinator_epoch;
+                        e.last_timestamp = batch.max_timestamp;
+                        if let Some(txn) = completed {
+                            let lso = self.last_stable_offset(&txn);
+                            self.complete_txn(&txn)?;
+                            if txn.is_aborted {
+                                out.aborted_txns.push(AbortedTxnRecord {
+                                    producer_id: pid,
+                                    first_offset: txn.first_offset,
+                                    last_offset: txn.last_offset,
+                                    last_stable_offset: lso,
+                                });
+                            }
+                            out.completed_txns.push(txn);
+                        }
+                    }
+                }
+            } else {
+                if let (Some(txn_first_offset), false) = (txn_first_offset, batch.is_transactional)
+                {
+                    return Err(ProducerStateError::InvalidTxnState {
+                        producer_id: pid,
+                        offset: batch.base_offset,
+                        txn_first_offset,
+                    });
+                }
+                out.warnings.extend(epoch_warning(batch.base_offset, false));
+                let e = self
+                    .producers
+                    .entry(pid)
+                    .or_insert_with(|| ProducerStateEntry::empty(pid));
+                e.add_batch(
+                    batch.producer_epoch,
+                    BatchMetadata {
+                        last_seq: batch.last_sequence,
+                        last_offset: batch.last_offset,
+                        offset_delta,
+                        timestamp: batch.max_timestamp,
+                    },
+                );
+                if txn_first_offset.is_none() && batch.is_transactional {
+                    e.current_txn_first_offset = Some(batch.base_offset);
+                    self.ongoing_txns.insert(
+                        batch.base_offset,
+                        TxnMetadata {
+                            producer_id: pid,
+                            first_offset: batch.base_offset,
+                            last_offset: None,
+                        },
+                    );
+                }
+            }
+        }
+        self.update_map_end_offset(batch.last_offset.saturating_add(1));
+        Ok(())
     }
 }
 

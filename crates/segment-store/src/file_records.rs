@@ -310,6 +310,18 @@ impl FileRecords {
         Ok(())
     }
 
+    /// [`Self::map_read_only`] with every page mapped up front, for a caller about to read the
+    /// whole file (recovery).
+    pub fn map_read_only_populated(&mut self, lock: &DirLock) -> Result<()> {
+        if self.map.is_none() && self.size > 0 {
+            let map = MmapFile::open_populated(lock, &self.path)?;
+            if map.len() == self.size {
+                self.map = Some(map);
+            }
+        }
+        Ok(())
+    }
+
     /// Drops the map, if any.
     pub fn unmap(&mut self) {
         self.map = None;

@@ -24,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod checkpoint;
+mod crc_check;
 pub mod error;
 pub mod file_name;
 pub mod file_records;
@@ -52,6 +53,6 @@ pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
 pub use segment::{
-    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock, RecoveryOutcome, RollParams,
-    RollReason, SegmentConfig, SegmentContext, SystemClock,
+    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock, RecoveryOutcome,
+    RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext, SystemClock,
 };

@@ -31,8 +31,8 @@ use crate::index::AbortedTxn;
 use crate::io::{StdFs, Storage};
 use crate::lock::DirLock;
 use crate::segment::{
-    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RollParams, RollReason,
-    SegmentConfig, SegmentContext, SystemClock,
+    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RecoveryVisitor,
+    RollParams, RollReason, SegmentConfig, SegmentContext, SystemClock,
 };
 
 /// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
@@ -152,11 +152,12 @@ pub struct LocalLog {
     inner: RwLock<Inner>,
 }
 
-/// What recovery calls with each valid batch (see [`LogSegment::recover`]).
-pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>> + 'v;
+/// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted
+/// transactions it pushes go into the segment's transaction index.
+pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>, &mut Vec<AbortedTxn>) -> Result<()> + 'v;
 
-fn no_producer_state(_: &RecordBatch<'_>) -> Result<Option<AbortedTxn>> {
-    Ok(None)
+fn no_producer_state(_: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>) -> Result<()> {
+    Ok(())
 }
 
 struct Summary {
@@ -187,7 +188,7 @@ impl LocalLog {
         config: LogConfig,
         recovery_point: i64,
         env: LogEnv,
-        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> Result<Option<AbortedTxn>>,
+        visitor: &mut BatchVisitor<'_>,
     ) -> Result<LocalLog> {
         Self::open_inner(dir, config, recovery_point, env, Some(visitor)).map(|(log, _)| log)
     }
@@ -325,7 +326,7 @@ impl LocalLog {
     pub fn recover_from<E: From<SegmentError>>(
         &self,
         from_base: i64,
-        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> std::result::Result<Option<AbortedTxn>, E>,
+        visitor: &mut RecoveryVisitor<'_, E>,
         quarantine_dir: &Path,
     ) -> std::result::Result<(Vec<(i64, RecoveryOutcome)>, Vec<PathBuf>), E> {
         let mut inner = self.write_inner();
@@ -744,6 +745,33 @@ impl LocalLog {
     pub fn truncate_fully_and_start_at(&self, new_offset: i64) -> Result<()> {
         let mut inner = self.write_inner();
         self.truncate_fully_locked(&mut inner, new_offset)
+    }
+
+    /// [`Self::truncate_fully_and_start_at`] that destroys nothing: every non-empty segment is
+    /// moved into `quarantine_dir` (empty ones, holding no data, are deleted), then the log starts
+    /// empty at `new_offset`. For a loader whose log start checkpoint lies above the log end (Kafka
+    /// deletes every segment there). Returns the moved files.
+    pub fn quarantine_fully_and_start_at(
+        &self,
+        new_offset: i64,
+        quarantine_dir: &Path,
+    ) -> Result<Vec<PathBuf>> {
+        let mut inner = self.write_inner();
+        let mut moved = Vec::new();
+        for (_, seg) in std::mem::take(&mut inner.segments) {
+            if seg.size() == 0 {
+                seg.delete()?;
+            } else {
+                moved.extend(seg.move_to(quarantine_dir)?);
+            }
+        }
+        let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
+        inner.segments.insert(new_offset, seg);
+        inner.log_start_offset = new_offset;
+        inner.log_end_offset = new_offset;
+        inner.recovery_point = new_offset;
+        inner.dir_dirty = true;
+        Ok(moved)
     }
 
     fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {

@@ -86,6 +86,20 @@ impl MmapFile {
         Self::from_file(lock, path, file, writable, None)
     }
 
+    /// Maps an existing file read-only like [`Self::open`], with every page mapped up front
+    /// (`MAP_POPULATE`): for a caller about to read the whole file (recovery), one pass in the
+    /// kernel instead of a page fault per few pages.
+    pub fn open_populated(lock: &DirLock, path: &Path) -> Result<MmapFile> {
+        Self::check_covered(lock, path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .open(path)
+            .map_err(|e| SegmentError::io(path, "open", e))?;
+        let mut m = Self::from_file_unmapped(lock, path, file, false, None)?;
+        m.map = m.map_with(true)?;
+        Ok(m)
+    }
+
     /// Creates a new file (failing if it exists), sets its length to `len` (zero-filled) and maps
     /// it writable.
     pub fn create(lock: &DirLock, path: &Path, len: u64) -> Result<MmapFile> {
@@ -117,6 +131,19 @@ impl MmapFile {
         writable: bool,
         set_len: Option<u64>,
     ) -> Result<MmapFile> {
+        let mut m = Self::from_file_unmapped(lock, path, file, writable, set_len)?;
+        m.map = m.map_current()?;
+        Ok(m)
+    }
+
+    /// [`Self::from_file`] without the map (the caller maps).
+    fn from_file_unmapped(
+        lock: &DirLock,
+        path: &Path,
+        file: File,
+        writable: bool,
+        set_len: Option<u64>,
+    ) -> Result<MmapFile> {
         // Invariant 2, before the length is read or changed and before mapping.
         lock_file(path, &file)?;
         if let Some(len) = set_len {
@@ -127,20 +154,23 @@ impl MmapFile {
             .metadata()
             .map_err(|e| SegmentError::io(path, "metadata", e))?
             .len();
-        let mut m = MmapFile {
+        Ok(MmapFile {
             map: None,
             file,
             path: path.to_path_buf(),
             len,
             writable,
             _dir_lock: lock.clone(),
-        };
-        m.map = m.map_current()?;
-        Ok(m)
+        })
     }
 
     /// Maps `self.file` at `self.len`. Must only be called with no live map.
     fn map_current(&self) -> Result<Option<Map>> {
+        self.map_with(false)
+    }
+
+    /// [`Self::map_current`], read-only maps optionally populated up front.
+    fn map_with(&self, populate: bool) -> Result<Option<Map>> {
         if self.len == 0 {
             return Ok(None);
         }
@@ -160,9 +190,15 @@ impl MmapFile {
             let _ = m.advise(memmap2::Advice::Random);
             Map::ReadWrite(m)
         } else {
+            let mut options = MmapOptions::new();
+            options.len(len);
+            if populate {
+                // MAP_POPULATE only pre-faults the pages of this same mapping.
+                options.populate();
+            }
             // SAFETY: as above: invariants 1-4 keep the file at least `len` bytes long and
             // unmodified by others for the lifetime of the map.
-            let m = unsafe { MmapOptions::new().len(len).map(&self.file) };
+            let m = unsafe { options.map(&self.file) };
             Map::ReadOnly(m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?)
         };
         Ok(Some(map))
@@ -247,11 +283,9 @@ impl MmapFile {
         }
         // Fail before unmapping if the new length cannot be mapped at all.
         to_usize(&self.path, new_len)?;
-        // Invariant 3: unmap before the length changes.
-        if let Some(Map::ReadWrite(m)) = &self.map {
-            m.flush()
-                .map_err(|e| SegmentError::io(&self.path, "msync", e))?;
-        }
+        // Invariant 3: unmap before the length changes. Unmapping a shared map loses nothing
+        // (dirty pages stay in the page cache and are written back as usual), so no msync here:
+        // durability is `flush`'s job, as in Kafka's `AbstractIndex.resize`.
         self.map = None;
         let result = if self.writable {
             self.file.set_len(new_len)

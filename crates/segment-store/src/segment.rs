@@ -24,6 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 use record_format::{Batches, FormatError, FormatErrorKind, IterEnd, LogEntry, RecordBatch};
 
+use crate::crc_check::{helper_threads, Chunks, FrameEnd, Ready, CHUNK_BYTES};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
 use crate::file_records::{whole_batches_len, FileRecords, LogOffsetPosition, TimestampAndOffset};
@@ -188,6 +189,12 @@ pub struct RecoveryOutcome {
     /// written and synced before the `.log` was truncated.
     pub quarantine_file: Option<PathBuf>,
 }
+
+/// What [`LogSegment::recover`] calls with each valid v2 batch, in log order: the aborted
+/// transactions it pushes onto the vector (cleared before each call) are appended to the
+/// segment's transaction index.
+pub type RecoveryVisitor<'v, E> =
+    dyn FnMut(&RecordBatch<'_>, &mut Vec<AbortedTxn>) -> std::result::Result<(), E> + 'v;
 
 /// One segment of a partition log.
 #[derive(Debug)]
@@ -651,7 +658,7 @@ impl LogSegment {
     /// offsets that go backwards ([`SegmentError::InvalidOffset`]), I/O, or the visitor's error.
     pub fn recover<E: From<SegmentError>>(
         &mut self,
-        visitor: &mut dyn FnMut(&RecordBatch<'_>) -> std::result::Result<Option<AbortedTxn>, E>,
+        visitor: &mut RecoveryVisitor<'_, E>,
         quarantine_dir: &Path,
     ) -> std::result::Result<RecoveryOutcome, E> {
         self.offset_index.reset()?;
@@ -664,65 +671,107 @@ impl LogSegment {
         let was_mapped = self.log.is_mapped();
         if self.ctx.storage.supports_mmap() {
             // Zero-copy scan; a failure to map just means reading into a buffer.
-            let _ = self.log.map_read_only(&self.ctx.lock);
+            let _ = self.log.map_read_only_populated(&self.ctx.lock);
         }
         let interval = u64::from(self.ctx.config.index_interval_bytes);
         let mut valid_bytes = 0u64;
         let mut last_index_entry = 0u64;
         let mut batches = 0u64;
         let mut last_offset = None;
+        let mut aborted = Vec::new();
         let truncated_at;
         {
             let data = self.log.batches_from(0)?;
-            let mut it = data.iter().validate_crc(true);
-            let mut error = None;
-            for entry in &mut it {
-                let entry = match entry {
-                    Ok(e) => e,
-                    Err(e) => {
-                        error = Some(e);
+            // Framing and CRC checks run on every core, chunk by chunk; this thread applies the
+            // entries strictly in order (see `crc_check`).
+            let chunks = Chunks::new(data.bytes(), 0);
+            let helpers = if data.bytes().len() > CHUNK_BYTES {
+                helper_threads()
+            } else {
+                0
+            };
+            let log_path = self.log.path().to_path_buf();
+            let base_offset = self.base_offset;
+            let applied = std::thread::scope(|scope| {
+                for _ in 0..helpers {
+                    // Without a helper (no thread to be had) this thread does all the work.
+                    let helper = std::thread::Builder::new()
+                        .name("seglog-crc".into())
+                        .spawn_scoped(scope, || while chunks.work() {});
+                    if helper.is_err() {
                         break;
                     }
-                };
-                let last = entry.last_offset();
-                self.ensure_offset_in_range(last)?;
-                let max_ts = match &entry {
-                    LogEntry::V2(b) => b.max_timestamp(),
-                    LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
-                        .next()
-                        .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
-                };
-                if max_ts > self.max_timestamp_so_far.timestamp {
-                    self.max_timestamp_so_far = TimestampOffset {
-                        timestamp: max_ts,
-                        offset: last,
-                    };
                 }
-                if valid_bytes - last_index_entry > interval {
-                    self.offset_index
-                        .append(last, FilePosition(valid_bytes as u32))?;
-                    self.time_index.maybe_append(
-                        self.max_timestamp_so_far.timestamp,
-                        self.max_timestamp_so_far.offset,
-                        false,
-                    )?;
-                    last_index_entry = valid_bytes;
-                }
-                valid_bytes += entry.size_in_bytes() as u64;
-                batches += 1;
-                last_offset = Some(last);
-                if let LogEntry::V2(batch) = &entry {
-                    if let Some(aborted) = visitor(batch)? {
-                        self.txn_index.append(&aborted)?;
+                let mut apply = || -> std::result::Result<Option<FormatError>, E> {
+                    for i in 0.. {
+                        let (entries, all_valid) = match chunks.ready(i) {
+                            Ready::Chunk(entries, valid) => (entries, valid),
+                            Ready::Finished => break,
+                        };
+                        for entry in entries {
+                            if !all_valid {
+                                if let Err(e) = entry.validate() {
+                                    return Ok(Some(FormatError::new(e.kind, entry.position())));
+                                }
+                            }
+                            let last = entry.last_offset();
+                            if !self.offset_index.can_append_offset(last) {
+                                return Err(SegmentError::OffsetOverflow {
+                                    path: log_path.clone(),
+                                    offset: last,
+                                    base_offset,
+                                }
+                                .into());
+                            }
+                            let max_ts = match entry {
+                                LogEntry::V2(b) => b.max_timestamp(),
+                                LogEntry::Legacy(_) => {
+                                    headers_in(entry.as_bytes(), entry.position())
+                                        .next()
+                                        .map_or(NO_TIMESTAMP, |h| h.max_timestamp)
+                                }
+                            };
+                            if max_ts > self.max_timestamp_so_far.timestamp {
+                                self.max_timestamp_so_far = TimestampOffset {
+                                    timestamp: max_ts,
+                                    offset: last,
+                                };
+                            }
+                            if valid_bytes - last_index_entry > interval {
+                                self.offset_index
+                                    .append(last, FilePosition(valid_bytes as u32))?;
+                                self.time_index.maybe_append(
+                                    self.max_timestamp_so_far.timestamp,
+                                    self.max_timestamp_so_far.offset,
+                                    false,
+                                )?;
+                                last_index_entry = valid_bytes;
+                            }
+                            valid_bytes += entry.size_in_bytes() as u64;
+                            batches += 1;
+                            last_offset = Some(last);
+                            if let LogEntry::V2(batch) = entry {
+                                aborted.clear();
+                                visitor(batch, &mut aborted)?;
+                                for txn in &aborted {
+                                    self.txn_index.append(txn)?;
+                                }
+                            }
+                        }
                     }
-                }
-            }
-            truncated_at = match (error, it.stopped_at()) {
-                (Some(e), _) => Some((e.position, e)),
-                (None, Some(IterEnd::IncompleteTrailing { position, bytes })) => {
+                    Ok(None)
+                };
+                let applied = apply();
+                chunks.stop();
+                applied
+            })?;
+            let framing_end = chunks.end();
+            truncated_at = match (applied, framing_end) {
+                (Some(e), _) | (None, Some(FrameEnd::Error(e))) => Some((e.position, e)),
+                (None, Some(FrameEnd::End(IterEnd::IncompleteTrailing { position, bytes }))) => {
                     let rest = data
                         .bytes()
-                        .get(usize::try_from(*position).unwrap_or(usize::MAX)..)
+                        .get(usize::try_from(position).unwrap_or(usize::MAX)..)
                         .unwrap_or_default();
                     let need = if rest.len() >= 12 {
                         12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
@@ -730,10 +779,10 @@ impl LogSegment {
                         RECORD_BATCH_OVERHEAD as u64
                     };
                     let e = FormatError::new(
-                        FormatErrorKind::Truncated { need, have: *bytes },
-                        *position,
+                        FormatErrorKind::Truncated { need, have: bytes },
+                        position,
                     );
-                    Some((*position, e))
+                    Some((position, e))
                 }
                 _ => None,
             };

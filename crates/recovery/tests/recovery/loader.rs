@@ -349,3 +349,111 @@ fn a_log_directory_loads_partitions_in_parallel_and_round_trips_a_clean_shutdown
     assert!(loaded.reports.iter().all(|r| r.segments_scanned >= 4));
     assert!(loaded.reports.iter().all(|r| r.cut.is_empty()));
 }
+
+/// A log start checkpoint above the log end (segment files lost or deleted behind the broker's
+/// back): Kafka deletes every segment; we move them into the quarantine folder, byte for byte,
+/// report them, and start the log empty at the checkpointed offset.
+#[test]
+fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path());
+    let end = log.log_end_offset();
+    log.close().unwrap();
+    let logs_before: Vec<(String, Vec<u8>)> = log_files(dir.path())
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let bytes = std::fs::read(&p).unwrap();
+            (name, bytes)
+        })
+        .collect();
+    assert!(logs_before.len() > 1, "{logs_before:?}");
+
+    let start = end + 100;
+    let opts = LoadOptions {
+        log_start_offset: start,
+        ..options(true)
+    };
+    let (log, report) = LogLoader::load(dir.path(), &opts).unwrap();
+    assert_eq!(
+        (log.log_start_offset(), log.log_end_offset()),
+        (start, start)
+    );
+    assert_eq!(
+        (report.log_start_offset, report.log_end_offset),
+        (start, start)
+    );
+    assert!(log.producer_state().active_producers().is_empty());
+    let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
+    for (name, bytes) in &logs_before {
+        let moved = qdir.join(name);
+        assert!(
+            report.quarantined_segments.contains(&moved),
+            "{name} not reported: {report:?}"
+        );
+        assert_eq!(&std::fs::read(&moved).unwrap(), bytes, "{name}");
+    }
+    let left: Vec<PathBuf> = log_files(dir.path());
+    assert_eq!(left, [dir.path().join(format!("{start:020}.log"))]);
+    log.close().unwrap();
+}
+
+/// The `.log` files directly in `dir`, sorted.
+fn log_files(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A full recovery writes the snapshot Kafka takes after each recovered segment (named after the
+/// next segment's base), byte for byte what the live log wrote when it rolled there.
+#[test]
+fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path());
+    let end = log.log_end_offset();
+    log.close().unwrap();
+    let snapshots = |dir: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
+            .map(|p| {
+                let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                (name, std::fs::read(&p).unwrap())
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let live = snapshots(dir.path());
+    let bases: Vec<String> = log_files(dir.path())
+        .iter()
+        .skip(1)
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned() + ".snapshot")
+        .collect();
+    assert!(bases.len() > 2, "{bases:?}");
+    for (name, _) in &live {
+        std::fs::remove_file(dir.path().join(name)).unwrap();
+    }
+    let opts = LoadOptions {
+        full: true,
+        ..options(false)
+    };
+    let (log, report) = LogLoader::load(dir.path(), &opts).unwrap();
+    assert!(report.cut.is_empty(), "{report}");
+    let recovered = snapshots(dir.path());
+    for base in &bases {
+        let want = live.iter().find(|(n, _)| n == base).expect("live snapshot");
+        let got = recovered.iter().find(|(n, _)| n == base);
+        assert_eq!(got, Some(want), "{base}");
+    }
+    // And the one at the log end.
+    let at_end = format!("{end:020}.snapshot");
+    assert!(recovered.iter().any(|(n, _)| *n == at_end), "{recovered:?}");
+    log.close().unwrap();
+}

@@ -340,6 +340,50 @@ fn abort_marker_writes_a_txnindex_entry_with_kafkas_lso() {
     assert_eq!(entries, [AbortedTxn::new(1, 1, 4, 3)]);
 }
 
+/// Three transactions still open when a barrier arrives (a log no correct failover writes, but
+/// one a reader must handle): each gets its own `.txnindex` entry ending at the barrier, live and
+/// after a full recovery alike, and `read_committed` skips all their records.
+#[test]
+fn every_transaction_open_at_a_barrier_gets_a_txnindex_entry_live_and_after_recovery() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    // Offsets: 0 data(9), 1 txn(1), 2 txn(2), 3 txn(3), 4 barrier, 5 data(9).
+    let mut bytes = batch_at(0, 9, 0, 0, 1, false, 1);
+    bytes.extend(batch_at(1, 1, 0, 0, 1, true, 1));
+    bytes.extend(batch_at(2, 2, 0, 0, 1, true, 1));
+    bytes.extend(batch_at(3, 3, 0, 0, 1, true, 1));
+    bytes.extend(mirror_pid_reset_batch(4, ts(), 1, "src"));
+    bytes.extend(batch_at(5, 9, 0, 0, 1, false, 1));
+    let info = log.append_as_follower(&bytes).unwrap();
+    assert_eq!(info.barriers[0].aborted_txns.len(), 3);
+    // Kafka's LSO for each: the first offset of the earliest other open transaction, else the
+    // barrier's offset + 1.
+    let want = [
+        AbortedTxn::new(1, 1, 4, 2),
+        AbortedTxn::new(2, 2, 4, 3),
+        AbortedTxn::new(3, 3, 4, 5),
+    ];
+    let txnindex = dir.path().join(format!("{:020}.txnindex", 0));
+    assert_eq!(txn_index_entries(&txnindex), want);
+    log.set_high_watermark(i64::MAX);
+    let rc = log.read(0, 1 << 20, IsolationLevel::ReadCommitted).unwrap();
+    assert_eq!(rc.aborted_transactions.as_deref(), Some(&want[..]));
+    let offsets: Vec<i64> = consume(&rc).unwrap().iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, [0, 5]);
+    log.close().unwrap();
+
+    // Full recovery rebuilds the same entries (and a clean load keeps them).
+    std::fs::remove_file(&txnindex).unwrap();
+    let opts = LoadOptions {
+        full: true,
+        ..Default::default()
+    };
+    let (log, report) = LogLoader::load(dir.path(), &opts).unwrap();
+    assert_eq!(report.batches_scanned, 6);
+    assert_eq!(txn_index_entries(&txnindex), want);
+    log.close().unwrap();
+}
+
 #[test]
 fn read_committed_skips_aborted_records_and_hides_markers_and_the_barrier() {
     let dir = tempfile::tempdir().unwrap();

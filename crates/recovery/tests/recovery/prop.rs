@@ -219,3 +219,91 @@ proptest! {
         check_one_call_equals_one_by_one(&batches, Coordinator);
     }
 }
+
+/// Everything the manager holds: producers, ongoing and unreplicated transactions, map end.
+type FullState = (
+    BTreeMap<i64, recovery::ProducerStateEntry>,
+    BTreeMap<i64, TxnMetadata>,
+    BTreeMap<i64, TxnMetadata>,
+    i64,
+);
+
+/// Everything the manager holds, for exact comparisons.
+fn full_state(psm: &ProducerStateManager) -> FullState {
+    (
+        psm.active_producers().clone(),
+        psm.ongoing_txns().clone(),
+        psm.unreplicated_txns().clone(),
+        psm.map_end_offset(),
+    )
+}
+
+/// Bends a valid batch into something replication must refuse or warn about: a control batch
+/// without its control record, of another control type, an older epoch, a lower coordinator
+/// epoch, a non-transactional batch inside a transaction, offsets that go backwards.
+fn bend(b: &mut BatchSummary, how: u8) {
+    use recovery::ControlInfo;
+    match how {
+        1 if b.is_control => b.control = None,
+        2 if b.is_control => b.control = Some(ControlInfo::Other(3)),
+        3 => b.producer_epoch = b.producer_epoch.saturating_sub(1),
+        4 => {
+            if let Some(ControlInfo::EndTxn {
+                coordinator_epoch, ..
+            }) = &mut b.control
+            {
+                *coordinator_epoch -= 1;
+            }
+        }
+        5 => b.is_transactional = !b.is_transactional,
+        6 => b.last_offset = b.base_offset - 1,
+        _ => {}
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The in-place recovery path (`apply_replicated_batch`) is `apply_batches([b], Replication)`:
+    /// same state, same outputs, same errors, batch after batch, including refused batches.
+    #[test]
+    fn apply_replicated_batch_equals_apply_batches_of_one(
+        ops in prop::collection::vec((op(), prop::bool::weighted(0.1)), 0..60),
+        bends in prop::collection::vec(prop_oneof![6 => Just(0u8), 1 => 1u8..7], 60),
+    ) {
+        let mut batches = build(&ops);
+        for (b, how) in batches.iter_mut().zip(&bends) {
+            bend(b, *how);
+        }
+        let mut reference = ProducerStateManager::default();
+        let mut fast = ProducerStateManager::default();
+        let mut out = recovery::AppliedBatches::default();
+        let (mut accepted, mut refused) = (0, 0);
+        for b in &batches {
+            out = recovery::AppliedBatches::default();
+            let want = reference.apply_batches([b], Replication);
+            let got = fast.apply_replicated_batch(b, &mut out);
+            match (want, got) {
+                (Ok(want), Ok(())) => {
+                    accepted += 1;
+                    prop_assert_eq!(&out, &want, "outputs for {:?}", b);
+                }
+                (Err(want), Err(got)) => {
+                    refused += 1;
+                    prop_assert_eq!(got, want, "error for {:?}", b);
+                    prop_assert_eq!(&out, &recovery::AppliedBatches::default());
+                }
+                (want, got) => prop_assert!(false, "{:?}: apply_batches {:?}, in place {:?}", b, want, got),
+            }
+            prop_assert_eq!(full_state(&fast), full_state(&reference), "state after {:?}", b);
+        }
+        prop_assert_eq!(accepted + refused, batches.len());
+        // Outputs are appended to what `out` holds, never replaced.
+        let kept = out.clone();
+        fast.apply_replicated_batch(&barrier(fast.map_end_offset()), &mut out).unwrap();
+        prop_assert_eq!(out.barriers.len(), kept.barriers.len() + 1);
+        prop_assert_eq!(&out.barriers[..kept.barriers.len()], &kept.barriers[..]);
+        prop_assert_eq!(&out.completed_txns[..kept.completed_txns.len()], &kept.completed_txns[..]);
+        prop_assert_eq!(&out.warnings, &kept.warnings);
+    }
+}

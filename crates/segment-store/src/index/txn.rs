@@ -154,12 +154,14 @@ impl TransactionIndex {
         self.start_offset
     }
 
-    /// Appends `txn`; its `last_offset` must be larger than the previous entry's
-    /// ([`SegmentError::InvalidOffset`]). Creates the file if needed. Not synced: see
+    /// Appends `txn`; its `last_offset` must not be below the previous entry's
+    /// ([`SegmentError::InvalidOffset`]). Kafka requires strictly increasing last offsets; equal
+    /// ones are accepted here because one `MIRROR_PID_RESET` barrier aborts every transaction
+    /// still open at its own offset (Kafka's readers scan every entry, so they read them too). Creates the file if needed. Not synced: see
     /// [`Self::flush`].
     pub fn append(&mut self, txn: &AbortedTxn) -> Result<()> {
         if let Some(last) = self.last_offset {
-            if last >= txn.last_offset {
+            if last > txn.last_offset {
                 return Err(SegmentError::InvalidOffset {
                     path: self.path.clone(),
                     offset: txn.last_offset,

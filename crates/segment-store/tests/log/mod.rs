@@ -156,7 +156,7 @@ fn env(clock: &Arc<ManualClock>) -> LogEnv {
 }
 
 fn open_log(dir: &Path, cfg: LogConfig, clock: &Arc<ManualClock>) -> LocalLog {
-    LocalLog::open_with(dir, cfg, i64::MAX, env(clock), &mut |_| Ok(None)).unwrap()
+    LocalLog::open_with(dir, cfg, i64::MAX, env(clock), &mut |_, _| Ok(())).unwrap()
 }
 
 /// Every batch in `bytes` is whole and CRC-valid; returns their (base, last) offsets.
@@ -217,9 +217,9 @@ mod segment {
                 let mut visited = Vec::new();
                 let out = seg
                     .recover(
-                        &mut |b| {
+                        &mut |b, _| {
                             visited.push(b.base_offset());
-                            Ok::<_, SegmentError>(None)
+                            Ok::<_, SegmentError>(())
                         },
                         dir.path(),
                     )
@@ -508,9 +508,9 @@ mod segment {
         let mut seen = 0;
         let out = seg
             .recover(
-                &mut |_| {
+                &mut |_, _| {
                     seen += 1;
-                    Ok::<_, SegmentError>(None)
+                    Ok::<_, SegmentError>(())
                 },
                 q.path(),
             )
@@ -541,6 +541,128 @@ mod segment {
         assert_eq!(read_file(dir.path(), 0, FileKind::TimeIndex), time);
     }
 
+    /// A segment of many 512 KiB CRC chunks (checked by helper threads while the recovering
+    /// thread applies batches in order) recovers exactly as a sequential CRC-checking scan says:
+    /// same batches visited, same valid prefix, same first problem in log order (even when a
+    /// later chunk's problem is found first), same indexes.
+    #[test]
+    fn recover_across_many_crc_chunks_matches_a_sequential_scan() {
+        let bs_bytes = batches(330, 100, 7_000, 3);
+        let all = bs_bytes.concat();
+        let bs = batches_of(&all);
+        let n = bs.len();
+        assert!(all.len() > 6 * 512 * 1024, "{}", all.len());
+        let at = |i: usize, off: u64| (bs[i].pos + off) as usize;
+        // (name, bytes to flip with their xor masks, length to cut the file to)
+        type Case<'a> = (&'a str, Vec<(usize, u8)>, Option<usize>);
+        let cases: Vec<Case<'_>> = vec![
+            ("intact", vec![], None),
+            ("first batch", vec![(at(0, 70), 0x40)], None),
+            ("middle batch", vec![(at(n / 2, 70), 0x01)], None),
+            ("last batch", vec![(at(n - 1, 500), 0x01)], None),
+            (
+                "two bad batches: the earlier one wins",
+                vec![(at(n - 10, 70), 0x01), (at(n / 3, 70), 0x01)],
+                None,
+            ),
+            (
+                "bad CRC before a bad length",
+                vec![(at(n / 4, 70), 0x01), (at(n / 2, 8), 0x80)],
+                None,
+            ),
+            ("bad length", vec![(at(2 * n / 3, 8), 0x80)], None),
+            ("bad magic", vec![(at(n / 5, 16), 0x07)], None),
+            ("torn tail", vec![], Some(at(n - 3, 900))),
+            (
+                "torn tail after a bad CRC",
+                vec![(at(n - 30, 70), 0x01)],
+                Some(at(n - 3, 900)),
+            ),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let q = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let interval = 4096;
+        let c = ctx(&lock, interval as u32, 1 << 20);
+        for (name, flips, cut) in cases {
+            let mut corrupt = all.clone();
+            for (i, x) in &flips {
+                corrupt[*i] ^= x;
+            }
+            if let Some(len) = cut {
+                corrupt.truncate(len);
+            }
+            // The reference: one sequential scan checking every CRC.
+            let mut it = Batches::new(&corrupt, 0).validate_crc(true);
+            let mut want_visited = Vec::new();
+            let mut want_error = None;
+            for e in &mut it {
+                match e {
+                    Ok(e) => want_visited.push(e.as_v2().unwrap().base_offset()),
+                    Err(e) => want_error = Some(e),
+                }
+            }
+            let want_end = it.valid_prefix_end();
+            let kept = want_visited.len();
+            for round in 0..3 {
+                for kind in [FileKind::Log, FileKind::Index, FileKind::TimeIndex] {
+                    let p = segment_file_path(dir.path(), 0, kind);
+                    if p.exists() {
+                        std::fs::remove_file(p).unwrap();
+                    }
+                }
+                std::fs::write(segment_file_path(dir.path(), 0, FileKind::Log), &corrupt).unwrap();
+                let mut seg = LogSegment::open(&c, dir.path(), 0).unwrap();
+                let mut visited = Vec::new();
+                let out = seg
+                    .recover(
+                        &mut |b, _| {
+                            visited.push(b.base_offset());
+                            Ok::<_, SegmentError>(())
+                        },
+                        q.path(),
+                    )
+                    .unwrap();
+                let ctx = format!("{name}, round {round}");
+                assert_eq!(visited, want_visited, "{ctx}");
+                assert_eq!(out.valid_bytes, want_end, "{ctx}");
+                assert_eq!(out.batches, kept as u64, "{ctx}");
+                assert_eq!(
+                    out.truncated_bytes,
+                    corrupt.len() as u64 - want_end,
+                    "{ctx}"
+                );
+                match (&out.truncated_at, &want_error) {
+                    (None, None) => assert_eq!(want_end, corrupt.len() as u64, "{ctx}"),
+                    (Some((pos, got)), Some(want)) => {
+                        assert_eq!((*pos, got), (want.position, want), "{ctx}");
+                    }
+                    (Some((pos, got)), None) => {
+                        // The sequential scan ends on an incomplete trailing batch.
+                        assert_eq!(*pos, want_end, "{ctx}");
+                        assert!(
+                            matches!(got.kind, FormatErrorKind::Truncated { .. }),
+                            "{ctx}: {got:?}"
+                        );
+                    }
+                    (None, Some(want)) => panic!("{ctx}: recovery missed {want:?}"),
+                }
+                seg.close().unwrap();
+                let (index, time) = expected_indexes(0, &bs[..kept], interval);
+                assert_eq!(read_file(dir.path(), 0, FileKind::Index), index, "{ctx}");
+                assert_eq!(read_file(dir.path(), 0, FileKind::TimeIndex), time, "{ctx}");
+                if let Some(f) = &out.quarantine_file {
+                    assert_eq!(
+                        std::fs::read(f).unwrap(),
+                        &corrupt[want_end as usize..],
+                        "{ctx}"
+                    );
+                    std::fs::remove_file(f).unwrap();
+                }
+            }
+        }
+    }
+
     #[test]
     fn recover_cuts_a_torn_tail_as_truncated() {
         let dir = tempfile::tempdir().unwrap();
@@ -558,7 +680,7 @@ mod segment {
         std::fs::write(&p, &bytes).unwrap();
         let mut seg = LogSegment::open(&c, dir.path(), 0).unwrap();
         let out = seg
-            .recover(&mut |_| Ok::<_, SegmentError>(None), dir.path())
+            .recover(&mut |_, _| Ok::<_, SegmentError>(()), dir.path())
             .unwrap();
         assert_eq!((out.valid_bytes, out.truncated_bytes), (a.len() as u64, 30));
         let (_, e) = out.truncated_at.unwrap();
@@ -584,16 +706,28 @@ mod segment {
         for i in 0..4 {
             append_batch(&mut seg, &batch(i * 2, 2, 1));
         }
-        let mut seg_txn = |b: &record_format::RecordBatch<'_>| {
-            Ok::<_, SegmentError>((b.base_offset() % 4 == 2).then(|| {
-                segment_store::AbortedTxn::new(7, b.base_offset() - 1, b.last_offset(), 0)
-            }))
+        // Batch 2 aborts one transaction; batch 6 is a barrier-like point aborting two, both
+        // ending at its last offset (equal last offsets are accepted, in order).
+        let mut seg_txn = |b: &record_format::RecordBatch<'_>,
+                           out: &mut Vec<segment_store::AbortedTxn>| {
+            let (base, last) = (b.base_offset(), b.last_offset());
+            match base {
+                2 => out.push(segment_store::AbortedTxn::new(7, base - 1, last, 0)),
+                6 => {
+                    out.push(segment_store::AbortedTxn::new(8, base - 2, last, 4));
+                    out.push(segment_store::AbortedTxn::new(9, base - 1, last, 4));
+                }
+                _ => {}
+            }
+            Ok::<_, SegmentError>(())
         };
         seg.recover(&mut seg_txn, dir.path()).unwrap();
         let txns = seg.txn_index().all_aborted_txns().unwrap();
         assert_eq!(
-            txns.iter().map(|t| t.last_offset).collect::<Vec<_>>(),
-            vec![3, 7]
+            txns.iter()
+                .map(|t| (t.producer_id, t.last_offset))
+                .collect::<Vec<_>>(),
+            vec![(7, 3), (8, 7), (9, 7)]
         );
         #[derive(Debug)]
         #[allow(dead_code)]
@@ -607,11 +741,11 @@ mod segment {
             }
         }
         let r = seg.recover(
-            &mut |b| {
+            &mut |b, _| {
                 if b.base_offset() == 4 {
                     Err(MyErr::Stop(4))
                 } else {
-                    Ok(None)
+                    Ok(())
                 }
             },
             dir.path(),
@@ -664,7 +798,7 @@ mod segment {
             ),
             "offset index still short: {err:?}"
         );
-        seg.recover(&mut |_| Ok::<_, SegmentError>(None), dir.path())
+        seg.recover(&mut |_, _| Ok::<_, SegmentError>(()), dir.path())
             .unwrap();
         seg.sanity_check().unwrap();
         seg.close().unwrap();
@@ -699,7 +833,7 @@ mod segment {
             config(1 << 30),
             i64::MAX,
             env(&clock),
-            &mut |_| Ok(None),
+            &mut |_, _| Ok(()),
         )
         .unwrap();
         assert_eq!(log.log_end_offset(), 101);
@@ -755,7 +889,7 @@ mod segment {
         // Recovery over the crash image keeps the synced batch and quarantines the torn one.
         let mut seg = LogSegment::open(&c, &real, 0).unwrap();
         let out = seg
-            .recover(&mut |_| Ok::<_, SegmentError>(None), &real)
+            .recover(&mut |_, _| Ok::<_, SegmentError>(()), &real)
             .unwrap();
         assert_eq!((out.valid_bytes, out.truncated_bytes), (a.len() as u64, 20));
         assert_eq!(
@@ -1071,8 +1205,8 @@ mod local_log {
         // segment (segments start at 0, 6 and 12).
         assert_eq!(log.recovery_point(), 12);
         drop(log);
-        let log = LocalLog::open_with(dir.path(), config(3 * size), 0, env(&clock), &mut |_| {
-            Ok(None)
+        let log = LocalLog::open_with(dir.path(), config(3 * size), 0, env(&clock), &mut |_, _| {
+            Ok(())
         })
         .unwrap();
         assert_eq!(log.recovery_point(), 0);
@@ -1099,9 +1233,9 @@ mod local_log {
             },
             7,
             env(&clock),
-            &mut |b| {
+            &mut |b, _| {
                 visited.push(b.base_offset());
-                Ok(None)
+                Ok(())
             },
         )
         .unwrap();
@@ -1192,7 +1326,7 @@ mod local_log {
                 storage: Arc::new(sim.clone()),
                 clock,
             },
-            &mut |_| Ok(None),
+            &mut |_, _| Ok(()),
         )
         .unwrap();
         let b = batch(0, 3, 1);
@@ -1218,7 +1352,7 @@ mod local_log {
             storage: Arc::new(sim.clone()),
             clock,
         };
-        let log = LocalLog::open_with(&real, config(1 << 20), 0, env, &mut |_| Ok(None)).unwrap();
+        let log = LocalLog::open_with(&real, config(1 << 20), 0, env, &mut |_, _| Ok(())).unwrap();
         for b in batches(4, 2, 0, 1) {
             log.append(&b).unwrap();
         }
