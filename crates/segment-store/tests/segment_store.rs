@@ -878,8 +878,18 @@ mod lock {
     const EXIT_LOCKED: i32 = 10;
     const EXIT_ACQUIRED: i32 = 11;
 
+    /// Serialises the tests of this module: a child being spawned holds a copy of every open
+    /// file (and so every flock) of this process until its `exec`, which would make a lock
+    /// dropped at that moment look still held to a test running alongside.
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     #[test]
     fn second_lock_in_process_fails_at_once() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let a = DirLock::acquire(dir.path()).unwrap();
         assert!(a.lock_path().ends_with(".lock"));
@@ -923,6 +933,7 @@ mod lock {
 
     #[test]
     fn lock_from_another_process() {
+        let _serial = serial();
         let dir = tempfile::tempdir().unwrap();
         let held = DirLock::acquire(dir.path()).unwrap();
         assert_eq!(run_child(dir.path()), Some(EXIT_LOCKED));
