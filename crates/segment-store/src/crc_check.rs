@@ -16,7 +16,7 @@ use record_format::{Batches, FormatError, IterEnd, LogEntry};
 
 /// Bytes of entries per chunk: large enough that a unit's bookkeeping costs nothing next to its
 /// CRCs, small enough that applying starts a fraction of a millisecond after recovery does.
-pub(crate) const CHUNK_BYTES: usize = 512 * 1024;
+pub(crate) const CHUNK_BYTES: usize = 1024 * 1024;
 
 const PENDING: u8 = 0;
 const VALID: u8 = 1;

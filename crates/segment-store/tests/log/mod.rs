@@ -541,7 +541,7 @@ mod segment {
         assert_eq!(read_file(dir.path(), 0, FileKind::TimeIndex), time);
     }
 
-    /// A segment of many 512 KiB CRC chunks (checked by helper threads while the recovering
+    /// A segment of several 1 MiB CRC chunks (checked by helper threads while the recovering
     /// thread applies batches in order) recovers exactly as a sequential CRC-checking scan says:
     /// same batches visited, same valid prefix, same first problem in log order (even when a
     /// later chunk's problem is found first), same indexes.
@@ -551,7 +551,7 @@ mod segment {
         let all = bs_bytes.concat();
         let bs = batches_of(&all);
         let n = bs.len();
-        assert!(all.len() > 6 * 512 * 1024, "{}", all.len());
+        assert!(all.len() > 3 * 1024 * 1024, "{}", all.len());
         let at = |i: usize, off: u64| (bs[i].pos + off) as usize;
         // (name, bytes to flip with their xor masks, length to cut the file to)
         type Case<'a> = (&'a str, Vec<(usize, u8)>, Option<usize>);
