@@ -17,7 +17,12 @@
 //!    rebuild the offset/time/transaction indexes, apply each batch to producer state
 //!    (`Replication` origin, barriers included, snapshot at each segment boundary), and stop at
 //!    the first invalid batch (quarantine as above);
-//! 4. log start offset = max(checkpoint, first segment base); leader-epoch cache truncated to
+//!    CRCs are checked on every core while this thread applies the batches in log order (see
+//!    segment-store's `LogSegment::recover`); producer state is updated in place per batch and
+//!    the per-segment snapshots are written by a writer thread, joined before the result is used;
+//! 4. log start offset = max(checkpoint, first segment base) — a checkpoint above the log end
+//!    (Kafka deletes every segment then) moves every non-empty segment into quarantine and starts
+//!    the log empty at the checkpoint; leader-epoch cache truncated to
 //!    the log; producer state from the newest valid snapshot at or below the log end (corrupt
 //!    ones renamed `*.corrupt` and reported) plus a replay of the rest, or — clean shutdown and no
 //!    snapshot at all — Kafka's shortcut of starting empty at the log end.
