@@ -149,7 +149,8 @@ impl<'a> Chunks<'a> {
     /// Waits for chunk `i`, doing units of work while it is not ready.
     pub(crate) fn ready(&self, i: usize) -> Ready<'_, 'a> {
         loop {
-            if i >= self.total.load(Ordering::Acquire) {
+            // (`i` past the slots cannot happen: the last slot frames to the end of the data.)
+            if i >= self.total.load(Ordering::Acquire) || i >= self.chunks.len() {
                 return Ready::Finished;
             }
             let verdict = self
