@@ -765,12 +765,7 @@ impl LocalLog {
                 moved.extend(seg.move_to(quarantine_dir)?);
             }
         }
-        let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
-        inner.segments.insert(new_offset, seg);
-        inner.log_start_offset = new_offset;
-        inner.log_end_offset = new_offset;
-        inner.recovery_point = new_offset;
-        inner.dir_dirty = true;
+        self.start_empty_at(&mut inner, new_offset)?;
         Ok(moved)
     }
 
@@ -778,6 +773,12 @@ impl LocalLog {
         for (_, seg) in std::mem::take(&mut inner.segments) {
             seg.delete()?;
         }
+        self.start_empty_at(inner, new_offset)
+    }
+
+    /// One empty segment at `new_offset`, which becomes the log start, end and recovery point
+    /// (the segments are gone already).
+    fn start_empty_at(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
         let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
         inner.segments.insert(new_offset, seg);
         inner.log_start_offset = new_offset;
