@@ -314,7 +314,9 @@ impl LogLoader {
                     // A failed send means the writer stopped on an error, which joining it
                     // reports.
                     if psm.last_map_offset > psm.last_snap_offset
-                        && snapshot_tx.send(Some((b, psm.snapshot_entries()))).is_ok()
+                        && snapshot_tx
+                            .send(Some((psm.last_map_offset, psm.snapshot_entries())))
+                            .is_ok()
                     {
                         psm.last_snap_offset = psm.last_map_offset;
                     }
