@@ -38,7 +38,7 @@ use clap::Parser;
 use record_format::batch::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
 use recovery::crash_test::{
-    client_batch, next_seq, replica_batch, txn_open, valid_batches, XorShift, REPLICA_PID,
+    client_batch, next_seq, read_batches, replica_batch, txn_open, XorShift, REPLICA_PID,
     SOURCE_PID, TIMESTAMP,
 };
 use recovery::{
@@ -55,7 +55,6 @@ pub const TOPIC: &str = "kill9";
 pub const SOURCE_CLUSTER: &str = "source";
 /// Producer ids of the local leader appends.
 const LOCAL_PIDS: [i64; 4] = [1, 2, 3, SOURCE_PID];
-const READ_CHUNK: usize = 1 << 20;
 
 /// Arguments of `seglog kill-child`.
 #[derive(Debug, Clone, Parser)]
@@ -248,7 +247,7 @@ impl<W: Write> Child<'_, W> {
     fn close(&mut self, mut ld: LogDir) -> R<()> {
         let log = self.log(&mut ld)?;
         let end = log.log_end_offset();
-        let batches = batches_in(log, self.reported, end)?;
+        let batches = read_batches(log, self.reported, end)?;
         ld.close().map_err(|e| e.to_string())?;
         self.report_durable(batches, end, end)?;
         self.line("C".to_owned())
@@ -266,7 +265,7 @@ impl<W: Write> Child<'_, W> {
         let log = self.log(ld)?;
         log.flush().map_err(|e| e.to_string())?;
         let (end, rp) = (log.log_end_offset(), log.recovery_point());
-        let batches = batches_in(log, self.reported, end)?;
+        let batches = read_batches(log, self.reported, end)?;
         self.report_durable(batches, end, rp)
     }
 
@@ -336,7 +335,7 @@ impl<W: Write> Child<'_, W> {
         // Step 4 of the stop flushed the log, barrier included.
         let log = self.log(ld)?;
         let (end, rp) = (log.log_end_offset(), log.recovery_point());
-        let batches = batches_in(log, self.reported, end)?;
+        let batches = read_batches(log, self.reported, end)?;
         self.line(format!("S {at}"))?;
         self.report_durable(batches, end, rp)?;
         self.epoch = self.epoch.max(epoch) + 1;
@@ -397,7 +396,7 @@ impl<W: Write> Child<'_, W> {
                     // start_mirroring flushed after truncating.
                     let log = self.log(&mut ld)?;
                     let (end, rp) = (log.log_end_offset(), log.recovery_point());
-                    let batches = batches_in(log, self.reported, end)?;
+                    let batches = read_batches(log, self.reported, end)?;
                     self.report_durable(batches, end, rp)?;
                 }
                 _ => {
@@ -423,33 +422,6 @@ impl<W: Write> Child<'_, W> {
         self.close(ld)?;
         self.open()
     }
-}
-
-/// The batches of `log` with base offsets in `[from, to)`, as stored.
-fn batches_in(log: &PartitionLog, from: i64, to: i64) -> R<Vec<(i64, Vec<u8>)>> {
-    let mut out = Vec::new();
-    let mut offset = from.max(log.log_start_offset());
-    while offset < to {
-        let data = log
-            .local_log()
-            .read(offset, READ_CHUNK, true)
-            .map_err(|e| e.to_string())?;
-        let mut next = offset;
-        for (_, b) in valid_batches(&data.records) {
-            if b.base_offset() >= to {
-                break;
-            }
-            if b.base_offset() >= from {
-                out.push((b.base_offset(), b.as_bytes().to_vec()));
-            }
-            next = b.next_offset();
-        }
-        if next <= offset {
-            return Err(format!("read of offset {offset} returned no batch"));
-        }
-        offset = next;
-    }
-    Ok(out)
 }
 
 /// `<root>/kill9-0`.

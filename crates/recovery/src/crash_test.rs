@@ -373,17 +373,30 @@ pub fn valid_batches(bytes: &[u8]) -> Vec<(u64, RecordBatch<'_>)> {
 
 /// The whole log through the API (offset → batch bytes).
 pub fn read_log(log: &PartitionLog) -> Result<BTreeMap<i64, Vec<u8>>, String> {
-    let mut out = BTreeMap::new();
-    let end = log.log_end_offset();
-    let mut offset = log.log_start_offset();
-    while offset < end {
+    Ok(
+        read_batches(log, log.log_start_offset(), log.log_end_offset())?
+            .into_iter()
+            .collect(),
+    )
+}
+
+/// The batches of `log` with base offsets in `[from, to)`, as stored, through the API.
+pub fn read_batches(log: &PartitionLog, from: i64, to: i64) -> Result<Vec<(i64, Vec<u8>)>, String> {
+    let mut out = Vec::new();
+    let mut offset = from.max(log.log_start_offset());
+    while offset < to {
         let data = log
             .local_log()
             .read(offset, READ_CHUNK, true)
             .map_err(|e| e.to_string())?;
         let mut next = offset;
         for (_, b) in valid_batches(&data.records) {
-            out.insert(b.base_offset(), b.as_bytes().to_vec());
+            if b.base_offset() >= to {
+                break;
+            }
+            if b.base_offset() >= from {
+                out.push((b.base_offset(), b.as_bytes().to_vec()));
+            }
             next = b.next_offset();
         }
         if next <= offset {

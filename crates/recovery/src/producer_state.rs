@@ -642,6 +642,20 @@ pub struct AppliedBatches {
 }
 
 impl AppliedBatches {
+    /// Records an applied barrier: its aborts as completed and aborted transactions, then the
+    /// barrier itself.
+    fn push_barrier(&mut self, outcome: BarrierOutcome) {
+        self.completed_txns
+            .extend(outcome.aborted_txns.iter().map(|a| CompletedTxn {
+                producer_id: a.producer_id,
+                first_offset: a.first_offset,
+                last_offset: a.last_offset,
+                is_aborted: true,
+            }));
+        self.aborted_txns.extend_from_slice(&outcome.aborted_txns);
+        self.barriers.push(outcome);
+    }
+
     /// Empties every list, keeping their allocations (for a caller that reuses one value).
     pub fn clear(&mut self) {
         self.completed_txns.clear();
@@ -981,16 +995,7 @@ impl ProducerStateManager {
                 self.update_map_end_offset(last.saturating_add(1));
             }
             if let Some(b) = barrier {
-                let outcome = self.apply_barrier(b);
-                out.completed_txns
-                    .extend(outcome.aborted_txns.iter().map(|a| CompletedTxn {
-                        producer_id: a.producer_id,
-                        first_offset: a.first_offset,
-                        last_offset: a.last_offset,
-                        is_aborted: true,
-                    }));
-                out.aborted_txns.extend_from_slice(&outcome.aborted_txns);
-                out.barriers.push(outcome);
+                out.push_barrier(self.apply_barrier(b));
             }
         }
         Ok(out)
@@ -1012,16 +1017,7 @@ impl ProducerStateManager {
     ) -> Result<(), ProducerStateError> {
         let offset_delta = batch.offset_delta()?;
         if batch.is_mirror_pid_reset() {
-            let outcome = self.apply_barrier(batch);
-            out.completed_txns
-                .extend(outcome.aborted_txns.iter().map(|a| CompletedTxn {
-                    producer_id: a.producer_id,
-                    first_offset: a.first_offset,
-                    last_offset: a.last_offset,
-                    is_aborted: true,
-                }));
-            out.aborted_txns.extend_from_slice(&outcome.aborted_txns);
-            out.barriers.push(outcome);
+            out.push_barrier(self.apply_barrier(batch));
             return Ok(());
         }
         if batch.has_producer_id() {

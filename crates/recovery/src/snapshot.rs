@@ -664,12 +664,7 @@ impl ProducerStateManager {
         let mut out = if log_end_offset != self.last_map_offset {
             self.load_from_snapshot_with(io, dir, log_start_offset, log_end_offset, now_ms)?
         } else {
-            self.unreplicated_txns
-                .retain(|_, t| t.last_offset.is_none_or(|l| l >= log_start_offset));
-            self.last_map_offset = self.last_map_offset.max(log_start_offset);
-            self.last_snap_offset = list_snapshots_with(io, dir)?
-                .last()
-                .map_or(log_start_offset, |f| f.offset);
+            self.forget_below_log_start(io, dir, log_start_offset)?;
             SnapshotLoad::default()
         };
         out.deleted = deleted;
@@ -690,13 +685,26 @@ impl ProducerStateManager {
         oldest_segment_base: i64,
     ) -> Result<Vec<SnapshotFile>, SnapshotError> {
         let deleted = delete_snapshots_where(io, dir, |o| o < oldest_segment_base)?;
+        self.forget_below_log_start(io, dir, log_start_offset)?;
+        Ok(deleted)
+    }
+
+    /// Kafka `onLogStartOffsetIncremented` (in-memory part): forgets unreplicated transactions
+    /// that ended below `log_start_offset`, moves the map end offset up to it, and takes the
+    /// newest snapshot left (or the log start) as the last snapshot offset.
+    fn forget_below_log_start(
+        &mut self,
+        io: &dyn SnapshotIo,
+        dir: &Path,
+        log_start_offset: i64,
+    ) -> Result<(), SnapshotError> {
         self.unreplicated_txns
             .retain(|_, t| t.last_offset.is_none_or(|l| l >= log_start_offset));
         self.last_map_offset = self.last_map_offset.max(log_start_offset);
         self.last_snap_offset = list_snapshots_with(io, dir)?
             .last()
             .map_or(log_start_offset, |f| f.offset);
-        Ok(deleted)
+        Ok(())
     }
 }
 

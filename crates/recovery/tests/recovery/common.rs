@@ -109,3 +109,14 @@ pub fn apply_ok(
         Err(e) => panic!("apply failed: {e} ({e:?})"),
     }
 }
+
+/// The `.log` files directly in `dir`, sorted.
+pub fn logs_in(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<std::path::PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    v.sort();
+    v
+}

@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use crate::common::logs_in;
+
 use recovery::crash_test::{
     check_dir, check_image, crash_test, files_around_the_seam, fresh_dir, materialize, run_crashed,
     CrashOptions, Expectation, TornMode, Workload,
@@ -178,16 +180,6 @@ fn written_partition(root: &Path) -> (Workload, PathBuf, Expectation) {
     let dir = fresh_dir(root, "rot").unwrap();
     materialize(&run.durable, &run.dir, &dir).unwrap();
     (w, dir, run.expectation)
-}
-
-fn logs_in(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// `(offset, position, size)` of every batch of a `.log`.

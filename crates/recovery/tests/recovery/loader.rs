@@ -16,6 +16,7 @@ use recovery::{
 };
 use segment_store::{LogConfig, TopicPartition};
 
+use super::common::logs_in;
 use super::log::{all_batches, batch, open_with, reference_log, small_segments, ts};
 
 const SEGMENT_BYTES: u64 = 400;
@@ -359,7 +360,7 @@ fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it(
     let log = build_log(dir.path());
     let end = log.log_end_offset();
     log.close().unwrap();
-    let logs_before: Vec<(String, Vec<u8>)> = log_files(dir.path())
+    let logs_before: Vec<(String, Vec<u8>)> = logs_in(dir.path())
         .into_iter()
         .map(|p| {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
@@ -393,20 +394,9 @@ fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it(
         );
         assert_eq!(&std::fs::read(&moved).unwrap(), bytes, "{name}");
     }
-    let left: Vec<PathBuf> = log_files(dir.path());
+    let left: Vec<PathBuf> = logs_in(dir.path());
     assert_eq!(left, [dir.path().join(format!("{start:020}.log"))]);
     log.close().unwrap();
-}
-
-/// The `.log` files directly in `dir`, sorted.
-fn log_files(dir: &Path) -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
-        .collect();
-    v.sort();
-    v
 }
 
 /// A full recovery writes the snapshot Kafka takes after each recovered segment (named after the
@@ -431,7 +421,7 @@ fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
         v
     };
     let live = snapshots(dir.path());
-    let bases: Vec<String> = log_files(dir.path())
+    let bases: Vec<String> = logs_in(dir.path())
         .iter()
         .skip(1)
         .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned() + ".snapshot")
