@@ -2,25 +2,52 @@
 //! order.
 //!
 //! Recovery must apply batches strictly in log order and stop at the first invalid one, but
-//! checking CRCs is most of its cost and needs no order. The file is cut into chunks of about
-//! [`CHUNK_BYTES`] of whole entries. A unit of work is "frame the next chunk (walk its headers
-//! from the framing frontier), then check every CRC in it"; framing is short and serialised by a
-//! lock, checking runs in parallel. Helper threads do units until the file is framed; the applying
-//! thread does one whenever the chunk it needs next is not ready yet, so no core idles. Nothing
-//! past an invalid entry is ever applied, and the first problem in log order is the one reported.
+//! walking the headers and checking CRCs is most of its cost. The file is cut into regions of
+//! [`REGION_BYTES`]. Each region (after the first) starts at its first *candidate* batch start:
+//! the first position in it that looks like a v2 batch header (magic 2, a length that fits and a
+//! following header that also has magic 2) whose CRC matches. A unit of work takes one region and
+//! walks the entries from its start up to the next region's start, checking every CRC as it goes,
+//! so the header walk, the page faults of a fresh map and the CRC pass over each batch all happen
+//! together, on whichever core took the region.
+//!
+//! Candidates are only hints. The one walk that counts is the chain of entries from the start of
+//! the file, and the [`ChainReader`] follows it: a region's entries are used only when the chain
+//! arrives exactly at that region's start. If it does not (a record's value that happens to look
+//! like a batch, or a batch longer than a region), the reader walks the gap itself, checking every
+//! CRC, until the chain meets a later region's start again. So the entries handed out, the first
+//! invalid one and the way framing ended are always exactly those of one sequential scan.
+//!
+//! Helper threads take regions in file order; the applying thread takes the region it needs next
+//! whenever no one has, and otherwise the next free one while it waits, so no core idles.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use record_format::{Batches, FormatError, IterEnd, LogEntry};
 
-/// Bytes of entries per chunk: large enough that a unit's bookkeeping costs nothing next to its
-/// CRCs, small enough that applying starts a fraction of a millisecond after recovery does.
-pub(crate) const CHUNK_BYTES: usize = 1024 * 1024;
+/// Bytes per region: large enough that a unit's bookkeeping (finding the region's start, one
+/// extra CRC) costs nothing next to its CRCs, small enough that applying starts a fraction of a
+/// millisecond after recovery does and the last region does not leave a core idle for long.
+pub(crate) const REGION_BYTES: usize = 1024 * 1024;
 
-const PENDING: u8 = 0;
-const VALID: u8 = 1;
-const INVALID: u8 = 2;
+/// How many regions past its own a unit looks for the next region's start before walking to a
+/// plain position instead (a batch longer than several regions, or a zero-filled tail).
+const LOOKAHEAD_REGIONS: usize = 4;
+
+/// Bytes of a v2 batch header up to and including the CRC field.
+const CRC_END: usize = 21;
+/// Byte position of the magic and of the CRC in a batch header.
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+/// Smallest `length` field of a v2 batch (61-byte header, minus the 12 bytes before `length`'s
+/// end).
+const MIN_V2_LENGTH: usize = 49;
+
+const UNCLAIMED: u8 = 0;
+const CLAIMED: u8 = 1;
 
 /// Why framing stopped.
 #[derive(Debug, Clone)]
@@ -31,161 +58,345 @@ pub(crate) enum FrameEnd {
     End(IterEnd),
 }
 
+/// The entries walked from one start position.
 #[derive(Debug)]
-struct Frontier {
-    /// Byte position (in `data`) where the next chunk starts.
-    pos: usize,
-    /// Index of the next chunk.
-    next: usize,
-    /// Set once framing reached the end or a malformed entry.
-    end: Option<FrameEnd>,
-    /// No more units (an invalid chunk was found, or the applier gave up).
-    stopped: bool,
+struct Span<'a> {
+    /// Position (in the data) just past the last entry.
+    end: usize,
+    entries: Vec<LogEntry<'a>>,
+    /// `false` when the last entry's CRC (or legacy checksum) did not match; the walk stopped
+    /// there.
+    all_valid: bool,
+    /// Set when the walk met the end of the data or a malformed entry before its stop position.
+    frame_end: Option<FrameEnd>,
 }
 
-/// One file's chunks, their entries and CRC verdicts.
+/// One file's regions, their starts and their walked spans.
 pub(crate) struct Chunks<'a> {
     data: &'a [u8],
     base_position: u64,
-    chunks: Vec<OnceLock<Vec<LogEntry<'a>>>>,
-    verdicts: Vec<AtomicU8>,
-    /// Number of chunks once framing has ended, else `usize::MAX`.
-    total: AtomicUsize,
-    frontier: Mutex<Frontier>,
+    region_bytes: usize,
+    /// Candidate batch start of each region (`None`: no candidate in it). Region 0 starts at 0.
+    starts: Vec<OnceLock<Option<usize>>>,
+    claims: Vec<AtomicU8>,
+    spans: Vec<OnceLock<Span<'a>>>,
+    /// Next region a helper tries to claim.
+    next: AtomicUsize,
+    /// No further unit starts (running ones finish).
+    stopped: AtomicBool,
 }
 
-/// What the applier gets for chunk `i`.
-pub(crate) enum Ready<'c, 'a> {
-    /// The chunk's entries and whether every CRC in it matched.
-    Chunk(&'c [LogEntry<'a>], bool),
-    /// There is no chunk `i`: framing ended before it.
+/// What the applier gets next.
+pub(crate) enum Piece<'c, 'a> {
+    /// The next entries of the chain, and whether every CRC among them matched (if not, the last
+    /// one is the first invalid entry of the file).
+    Entries(Cow<'c, [LogEntry<'a>]>, bool),
+    /// The chain has no more entries (see [`ChainReader::end`]).
     Finished,
 }
 
 impl<'a> Chunks<'a> {
     /// `data` is the whole file; its first byte is at `base_position`.
     pub(crate) fn new(data: &'a [u8], base_position: u64) -> Self {
-        // Every chunk but the last holds at least CHUNK_BYTES, so this many slots always suffice
-        // (the last slot also takes whatever remains).
-        let slots = data.len() / CHUNK_BYTES + 2;
+        Self::with_region_bytes(data, base_position, REGION_BYTES)
+    }
+
+    /// [`Self::new`] with another region size (tests use small ones to get many regions).
+    pub(crate) fn with_region_bytes(data: &'a [u8], base_position: u64, region: usize) -> Self {
+        let region_bytes = region.max(1);
+        let regions = data.len().div_ceil(region_bytes).max(1);
         Self {
             data,
             base_position,
-            chunks: (0..slots).map(|_| OnceLock::new()).collect(),
-            verdicts: (0..slots).map(|_| AtomicU8::new(PENDING)).collect(),
-            total: AtomicUsize::new(usize::MAX),
-            frontier: Mutex::new(Frontier {
-                pos: 0,
-                next: 0,
-                end: None,
-                stopped: false,
-            }),
+            region_bytes,
+            starts: (0..regions).map(|_| OnceLock::new()).collect(),
+            claims: (0..regions).map(|_| AtomicU8::new(UNCLAIMED)).collect(),
+            spans: (0..regions).map(|_| OnceLock::new()).collect(),
+            next: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Frontier> {
-        self.frontier.lock().unwrap_or_else(|p| p.into_inner())
+    /// Number of regions.
+    fn regions(&self) -> usize {
+        self.spans.len()
     }
 
-    /// Frames the next chunk and checks its CRCs. Returns `false` once there is nothing left.
-    pub(crate) fn work(&self) -> bool {
-        let Some(i) = self.frame_next() else {
+    /// Does units of work until every region is taken or [`Self::stop`] was called.
+    pub(crate) fn help(&self) {
+        while self.work() {}
+    }
+
+    /// Claims the next free region in file order and walks it. `false` once there is none.
+    fn work(&self) -> bool {
+        loop {
+            if self.stopped.load(Ordering::Acquire) {
+                return false;
+            }
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            if k >= self.regions() {
+                return false;
+            }
+            if self.claim(k) {
+                self.process(k);
+                return true;
+            }
+        }
+    }
+
+    fn claim(&self, k: usize) -> bool {
+        self.claims.get(k).is_some_and(|c| {
+            c.compare_exchange(UNCLAIMED, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Walks region `k` from its start to the next region's start (the caller claimed it).
+    fn process(&self, k: usize) {
+        let span = match self.start(k) {
+            Some(start) => {
+                let stop = self.next_start_after(k);
+                let span = self.walk(start, stop);
+                if !span.all_valid || matches!(span.frame_end, Some(FrameEnd::Error(_))) {
+                    // Nothing after an invalid entry is applied. (Should this region be off the
+                    // chain after all, the reader walks what it needs itself.)
+                    self.stop();
+                }
+                span
+            }
+            None => Span {
+                end: 0,
+                entries: Vec::new(),
+                all_valid: true,
+                frame_end: None,
+            },
+        };
+        if let Some(slot) = self.spans.get(k) {
+            // Set once: only the claimer of region `k` walks it.
+            if slot.set(span).is_err() {
+                debug_assert!(false, "region {k} walked twice");
+            }
+        }
+    }
+
+    /// The candidate start of region `k` (computed once, by whoever asks first).
+    fn start(&self, k: usize) -> Option<usize> {
+        let slot = self.starts.get(k)?;
+        *slot.get_or_init(|| {
+            if k == 0 {
+                return Some(0);
+            }
+            let from = k.checked_mul(self.region_bytes)?;
+            let to = from.saturating_add(self.region_bytes).min(self.data.len());
+            (from..to).find(|&p| self.looks_like_batch(p))
+        })
+    }
+
+    /// Where a walk of region `k` stops: the next region's candidate start (looking a few regions
+    /// ahead), else a plain position, else the end of the data.
+    fn next_start_after(&self, k: usize) -> usize {
+        let last = (k + LOOKAHEAD_REGIONS).min(self.regions() - 1);
+        for j in k + 1..=last {
+            if let Some(s) = self.start(j) {
+                return s;
+            }
+        }
+        if last + 1 >= self.regions() {
+            self.data.len()
+        } else {
+            (last + 1).saturating_mul(self.region_bytes)
+        }
+    }
+
+    /// Whether a v2 batch plausibly starts at `p`: magic 2, attributes with no unknown bit, a
+    /// non-negative last offset delta, a length that fits, the next header (if any) with magic 2
+    /// as well, and a matching CRC. The checks on the header itself come first, so that random
+    /// bytes are rejected before anything further away is read.
+    fn looks_like_batch(&self, p: usize) -> bool {
+        let d = self.data;
+        if d.get(p + MAGIC_AT) != Some(&2) {
+            return false;
+        }
+        let be32 = |at: usize| {
+            d.get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_be_bytes)
+        };
+        // attributes (int16 at 21): compression 0-4 in bits 0-2, bits 3-6 flags, the rest zero;
+        // lastOffsetDelta (int32 at 23) >= 0.
+        let attributes_ok = matches!(d.get(p + ATTRIBUTES_AT..p + ATTRIBUTES_AT + 2),
+            Some(&[0, low]) if low & 0x80 == 0 && low & 0x07 <= 4);
+        if !attributes_ok || be32(p + LAST_OFFSET_DELTA_AT).is_none_or(|v| v >= 0x8000_0000) {
+            return false;
+        }
+        let Some(len) = be32(p + 8).and_then(|l| usize::try_from(l).ok()) else {
             return false;
         };
-        let entries = self.chunks.get(i).and_then(OnceLock::get);
-        let valid = entries.is_none_or(|es| es.iter().all(|e| e.validate().is_ok()));
-        if let Some(v) = self.verdicts.get(i) {
-            v.store(if valid { VALID } else { INVALID }, Ordering::Release);
+        let Some(next) = (p + 12).checked_add(len) else {
+            return false;
+        };
+        if len < MIN_V2_LENGTH || next > d.len() {
+            return false;
         }
-        if !valid {
-            // Nothing after an invalid entry is applied: stop framing.
-            self.stop();
+        if next != d.len() && d.get(next + MAGIC_AT) != Some(&2) {
+            return false;
         }
-        true
+        match (be32(p + CRC_AT), d.get(p + CRC_END..next)) {
+            (Some(stored), Some(covered)) => crc32c::crc32c(covered) == stored,
+            _ => false,
+        }
     }
 
-    fn frame_next(&self) -> Option<usize> {
-        let mut f = self.lock();
-        if f.stopped || f.end.is_some() {
-            return None;
-        }
-        let i = f.next;
-        let slot = self.chunks.get(i)?;
-        let last_slot = i + 1 == self.chunks.len();
-        let rest = self.data.get(f.pos..).unwrap_or_default();
-        let mut it = Batches::new(rest, self.base_position + f.pos as u64);
-        let (mut entries, mut bytes) = (Vec::new(), 0usize);
-        let mut end = None;
-        while bytes < CHUNK_BYTES || last_slot {
+    /// Walks the entries from `start`, checking every CRC, until an entry ends at or past `stop`
+    /// (when `stop` is the end of the data: until the iterator ends), an invalid entry, or the
+    /// end of framing.
+    fn walk(&self, start: usize, stop: usize) -> Span<'a> {
+        let rest = self.data.get(start..).unwrap_or_default();
+        let mut it = Batches::new(rest, self.base_position + start as u64);
+        let to_the_end = stop >= self.data.len();
+        let mut span = Span {
+            end: start,
+            entries: Vec::new(),
+            all_valid: true,
+            frame_end: None,
+        };
+        while span.end < stop || to_the_end {
             match it.next() {
                 Some(Ok(e)) => {
-                    bytes += e.size_in_bytes();
-                    entries.push(e);
+                    span.end += e.size_in_bytes();
+                    let valid = e.validate().is_ok();
+                    span.entries.push(e);
+                    if !valid {
+                        span.all_valid = false;
+                        break;
+                    }
                 }
                 Some(Err(e)) => {
-                    end = Some(FrameEnd::Error(e));
+                    span.frame_end = Some(FrameEnd::Error(e));
                     break;
                 }
                 None => {
-                    end = Some(FrameEnd::End(
-                        it.stopped_at().cloned().unwrap_or(IterEnd::Complete),
-                    ));
+                    let end = it.stopped_at().cloned().unwrap_or(IterEnd::Complete);
+                    span.frame_end = Some(FrameEnd::End(end));
                     break;
                 }
             }
         }
-        // An iterator that stopped exactly at a chunk boundary is found out by the next unit.
-        f.pos += bytes;
-        f.next = i + 1;
-        if end.is_some() {
-            f.end = end;
-            self.total.store(i + 1, Ordering::Release);
-        }
-        // `slot` is set once: only the holder of the frontier lock frames chunk `i`.
-        let _ = slot.set(entries);
-        Some(i)
+        span
     }
 
-    /// Waits for chunk `i`, doing units of work while it is not ready.
-    pub(crate) fn ready(&self, i: usize) -> Ready<'_, 'a> {
-        loop {
-            // (`i` past the slots cannot happen: the last slot frames to the end of the data.)
-            if i >= self.total.load(Ordering::Acquire) || i >= self.chunks.len() {
-                return Ready::Finished;
-            }
-            let verdict = self
-                .verdicts
-                .get(i)
-                .map_or(VALID, |v| v.load(Ordering::Acquire));
-            if verdict != PENDING {
-                let entries = self
-                    .chunks
-                    .get(i)
-                    .and_then(OnceLock::get)
-                    .map_or(&[][..], Vec::as_slice);
-                return Ready::Chunk(entries, verdict == VALID);
-            }
-            if !self.work() {
-                // Chunk `i` is being checked by another thread (it is at most one unit of work
-                // away), or it will never be framed because the units were stopped.
-                let f = self.lock();
-                if f.stopped && i >= f.next {
-                    return Ready::Finished;
+    /// No further unit starts (running ones finish).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    /// Follows the chain of entries from the start of the file.
+    pub(crate) fn reader(&self) -> ChainReader<'_, 'a> {
+        ChainReader {
+            chunks: self,
+            pos: 0,
+            region: 0,
+            done: false,
+            end: None,
+            gap_walks: 0,
+        }
+    }
+}
+
+/// The applier's side: the file's entries in log order, exactly as one sequential scan frames
+/// them, with their CRC verdicts.
+pub(crate) struct ChainReader<'c, 'a> {
+    chunks: &'c Chunks<'a>,
+    /// Where the chain is: the end of the entries handed out so far.
+    pos: usize,
+    /// First region whose start may still be at or after `pos`.
+    region: usize,
+    done: bool,
+    end: Option<FrameEnd>,
+    /// How many gaps between region starts this thread walked itself.
+    gap_walks: usize,
+}
+
+impl<'c, 'a> ChainReader<'c, 'a> {
+    /// The next entries of the chain.
+    pub(crate) fn next_piece(&mut self) -> Piece<'c, 'a> {
+        if self.done {
+            return Piece::Finished;
+        }
+        let chunks = self.chunks;
+        // The first region whose start is not behind the chain.
+        let mut next_start = None;
+        while self.region < chunks.regions() {
+            match chunks.start(self.region) {
+                Some(s) if s >= self.pos => {
+                    next_start = Some(s);
+                    break;
                 }
-                drop(f);
+                _ => self.region += 1,
+            }
+        }
+        let region = next_start
+            .filter(|&s| s == self.pos)
+            .and_then(|_| self.span(self.region));
+        let (entries, span_end, all_valid, frame_end) = if let Some(span) = region {
+            // The chain arrives at this region's start: its walk is the chain's.
+            self.region += 1;
+            (
+                Cow::Borrowed(span.entries.as_slice()),
+                span.end,
+                span.all_valid,
+                span.frame_end.clone(),
+            )
+        } else {
+            // Between region starts (or past the last): walk the gap on this thread.
+            let stop = next_start.unwrap_or(chunks.data.len());
+            let span = chunks.walk(self.pos, stop);
+            self.gap_walks += 1;
+            (
+                Cow::Owned(span.entries),
+                span.end,
+                span.all_valid,
+                span.frame_end,
+            )
+        };
+        self.pos = span_end;
+        if !all_valid || frame_end.is_some() {
+            self.done = true;
+            self.end = frame_end;
+        }
+        Piece::Entries(entries, all_valid)
+    }
+
+    /// Region `k`'s walk: done by this thread if nobody took it, else awaited (doing other
+    /// regions meanwhile).
+    fn span(&self, k: usize) -> Option<&'c Span<'a>> {
+        let chunks = self.chunks;
+        let slot = chunks.spans.get(k)?;
+        if chunks.claim(k) {
+            chunks.process(k);
+        }
+        loop {
+            if let Some(span) = slot.get() {
+                return Some(span);
+            }
+            // Another thread is walking region `k` (at most one unit of work away).
+            if !chunks.work() {
                 std::thread::yield_now();
             }
         }
     }
 
-    /// Why framing stopped (once [`Ready::Finished`] was returned).
+    /// Why framing stopped, once [`Piece::Finished`] was returned: `None` when the chain stopped
+    /// at an invalid entry (the last one handed out).
     pub(crate) fn end(&self) -> Option<FrameEnd> {
-        self.lock().end.clone()
+        self.end.clone()
     }
 
-    /// No further unit starts (running ones finish).
-    pub(crate) fn stop(&self) {
-        self.lock().stopped = true;
+    /// How many gaps between region starts the reader walked itself (0 when every region's
+    /// candidate start was on the chain).
+    #[cfg(test)]
+    fn gap_walks(&self) -> usize {
+        self.gap_walks
     }
 }
 
@@ -195,4 +406,196 @@ pub(crate) fn helper_threads() -> usize {
         .map_or(1, |n| n.get())
         .saturating_sub(1)
         .min(3)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record_format::{FormatErrorKind, RecordBatchBuilder};
+
+    /// xorshift64*.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn batch(base: i64, values: &[Vec<u8>]) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(base);
+        for (i, v) in values.iter().enumerate() {
+            b.append(1_000 + i as i64, None, Some(v), &[]).unwrap();
+        }
+        b.build()
+    }
+
+    /// A log whose record values are sometimes themselves two complete, valid batches (so that
+    /// region starts land on look-alikes off the chain), sometimes several regions long, and
+    /// otherwise random bytes.
+    fn log(rng: &mut Rng, region: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut base = 0i64;
+        for _ in 0..40 {
+            let kind = rng.below(10);
+            let values: Vec<Vec<u8>> = (0..1 + rng.below(3))
+                .map(|_| {
+                    if kind < 3 {
+                        let a = batch(7, &[vec![2u8; 1 + rng.below(300) as usize]]);
+                        let b = batch(9, &[vec![5u8; 1 + rng.below(300) as usize]]);
+                        [a, b].concat()
+                    } else if kind == 3 {
+                        (0..region * (1 + rng.below(5) as usize))
+                            .map(|_| rng.next() as u8)
+                            .collect()
+                    } else {
+                        (0..rng.below(600)).map(|_| rng.next() as u8).collect()
+                    }
+                })
+                .collect();
+            let b = batch(base, &values);
+            base += values.len() as i64;
+            out.extend(b);
+        }
+        out
+    }
+
+    /// What one sequential CRC-checking scan says: the positions of the valid entries, and the
+    /// first problem.
+    fn sequential(data: &[u8]) -> (Vec<u64>, IterEnd) {
+        let mut it = Batches::new(data, 0).validate_crc(true);
+        let positions = it
+            .by_ref()
+            .map_while(|e| e.ok())
+            .map(|e| e.position())
+            .collect();
+        (
+            positions,
+            it.stopped_at().cloned().unwrap_or(IterEnd::Complete),
+        )
+    }
+
+    /// The same through the regions, with `helpers` helper threads: also how many gaps the
+    /// reader walked itself.
+    fn chained(data: &[u8], region: usize, helpers: usize) -> (Vec<u64>, IterEnd, usize) {
+        let chunks = Chunks::with_region_bytes(data, 0, region);
+        let mut reader = chunks.reader();
+        let mut positions = Vec::new();
+        let mut invalid = None;
+        std::thread::scope(|scope| {
+            for _ in 0..helpers {
+                scope.spawn(|| chunks.help());
+            }
+            while let Piece::Entries(entries, all_valid) = reader.next_piece() {
+                for e in entries.iter() {
+                    match e.validate() {
+                        Err(err) if !all_valid => {
+                            invalid = Some(FormatError::new(err.kind, e.position()));
+                            break;
+                        }
+                        _ => positions.push(e.position()),
+                    }
+                }
+                if invalid.is_some() {
+                    break;
+                }
+            }
+            chunks.stop();
+        });
+        let end = match (invalid, reader.end()) {
+            (Some(e), _) | (None, Some(FrameEnd::Error(e))) => IterEnd::Error(e),
+            (None, Some(FrameEnd::End(end))) => end,
+            (None, None) => panic!("the reader stopped without a reason"),
+        };
+        (positions, end, reader.gap_walks())
+    }
+
+    #[test]
+    fn the_chain_through_regions_is_exactly_the_sequential_scan() {
+        let mut rng = Rng(0x5EED_0FC4_A1A1);
+        let mut gap_walks = 0;
+        let mut kinds = [0usize; 3];
+        for case in 0..120 {
+            let region = [256, 1000, 4096][case % 3];
+            let mut data = log(&mut rng, region);
+            match case % 6 {
+                0 => {}
+                1 | 2 => {
+                    for _ in 0..1 + rng.below(2) {
+                        let at = rng.below(data.len() as u64) as usize;
+                        data[at] ^= 1 << rng.below(8);
+                    }
+                }
+                3 => data.truncate(rng.below(data.len() as u64) as usize),
+                4 => {
+                    // A zero-filled tail, as a crash can leave in preallocated blocks.
+                    let at = rng.below(data.len() as u64) as usize;
+                    data[at..].fill(0);
+                    data.resize(data.len() + 20 * region, 0);
+                }
+                _ => {
+                    let at = rng.below(data.len() as u64) as usize;
+                    let to = (at + 8).min(data.len());
+                    data[at..to].fill(0xFF);
+                }
+            }
+            let want = sequential(&data);
+            kinds[match want.1 {
+                IterEnd::Complete => 0,
+                IterEnd::IncompleteTrailing { .. } => 1,
+                IterEnd::Error(_) => 2,
+            }] += 1;
+            for helpers in [0, 1, 3] {
+                let (positions, end, gaps) = chained(&data, region, helpers);
+                assert_eq!(
+                    (&positions, &end),
+                    (&want.0, &want.1),
+                    "case {case}, {helpers} helpers"
+                );
+                gap_walks += gaps;
+            }
+        }
+        // The cases reach every kind of end, and look-alikes and long batches sent the reader
+        // into gaps it had to walk itself.
+        assert!(kinds.iter().all(|&k| k > 0), "{kinds:?}");
+        assert!(gap_walks > 0);
+    }
+
+    #[test]
+    fn an_empty_file_is_complete() {
+        let (positions, end, _) = chained(&[], 1024, 1);
+        assert_eq!((positions, end), (vec![], IterEnd::Complete));
+    }
+
+    #[test]
+    fn a_bad_crc_at_a_region_start_is_the_first_problem() {
+        let mut rng = Rng(42);
+        let values: Vec<Vec<u8>> = vec![(0..900).map(|_| rng.next() as u8).collect()];
+        let batches: Vec<Vec<u8>> = (0..20).map(|i| batch(i, &values)).collect();
+        let mut data = batches.concat();
+        let size = batches[0].len();
+        // Region 5 (of `size` bytes each, plus one) starts at batch 5, which is corrupt.
+        data[5 * size + 100] ^= 0x10;
+        let (positions, end, _) = chained(&data, size + 1, 1);
+        assert_eq!(
+            positions,
+            (0..5).map(|i| (i * size) as u64).collect::<Vec<_>>()
+        );
+        match end {
+            IterEnd::Error(e) => {
+                assert!(
+                    matches!(e.kind, FormatErrorKind::CrcMismatch { .. }),
+                    "{e:?}"
+                );
+                assert_eq!(e.position, (5 * size) as u64);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -24,7 +24,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 use record_format::{Batches, FormatError, FormatErrorKind, IterEnd, LogEntry, RecordBatch};
 
-use crate::crc_check::{helper_threads, Chunks, FrameEnd, Ready, CHUNK_BYTES};
+use crate::crc_check::{helper_threads, Chunks, FrameEnd, Piece, REGION_BYTES};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
 use crate::file_records::{whole_batches_len, FileRecords, LogOffsetPosition, TimestampAndOffset};
@@ -682,10 +682,11 @@ impl LogSegment {
         let truncated_at;
         {
             let data = self.log.batches_from(0)?;
-            // Framing and CRC checks run on every core, chunk by chunk; this thread applies the
-            // entries strictly in order (see `crc_check`).
+            // Framing and CRC checks run on every core, region by region; this thread applies
+            // the entries strictly in order (see `crc_check`).
             let chunks = Chunks::new(data.bytes(), 0);
-            let helpers = if data.bytes().len() > CHUNK_BYTES {
+            let mut reader = chunks.reader();
+            let helpers = if data.bytes().len() > REGION_BYTES {
                 helper_threads()
             } else {
                 0
@@ -697,18 +698,14 @@ impl LogSegment {
                     // Without a helper (no thread to be had) this thread does all the work.
                     let helper = std::thread::Builder::new()
                         .name("seglog-crc".into())
-                        .spawn_scoped(scope, || while chunks.work() {});
+                        .spawn_scoped(scope, || chunks.help());
                     if helper.is_err() {
                         break;
                     }
                 }
                 let mut apply = || -> std::result::Result<Option<FormatError>, E> {
-                    for i in 0.. {
-                        let (entries, all_valid) = match chunks.ready(i) {
-                            Ready::Chunk(entries, valid) => (entries, valid),
-                            Ready::Finished => break,
-                        };
-                        for entry in entries {
+                    while let Piece::Entries(entries, all_valid) = reader.next_piece() {
+                        for entry in entries.iter() {
                             if !all_valid {
                                 if let Err(e) = entry.validate() {
                                     return Ok(Some(FormatError::new(e.kind, entry.position())));
@@ -765,7 +762,7 @@ impl LogSegment {
                 chunks.stop();
                 applied
             })?;
-            let framing_end = chunks.end();
+            let framing_end = reader.end();
             truncated_at = match (applied, framing_end) {
                 (Some(e), _) | (None, Some(FrameEnd::Error(e))) => Some((e.position, e)),
                 (None, Some(FrameEnd::End(IterEnd::IncompleteTrailing { position, bytes }))) => {
