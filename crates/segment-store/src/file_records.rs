@@ -301,19 +301,8 @@ impl FileRecords {
     /// checks [`Storage::supports_mmap`]); `lock` must cover the file. The map is dropped again by
     /// the next append or truncation.
     pub fn map_read_only(&mut self, lock: &DirLock) -> Result<()> {
-        self.map_with(|path| MmapFile::open(lock, path, false))
-    }
-
-    /// [`Self::map_read_only`] with every page mapped up front, for a caller about to read the
-    /// whole file (recovery).
-    pub fn map_read_only_populated(&mut self, lock: &DirLock) -> Result<()> {
-        self.map_with(|path| MmapFile::open_populated(lock, path))
-    }
-
-    /// Keeps the map `open` makes if there is none yet and it covers exactly the file.
-    fn map_with(&mut self, open: impl FnOnce(&Path) -> Result<MmapFile>) -> Result<()> {
         if self.map.is_none() && self.size > 0 {
-            let map = open(&self.path)?;
+            let map = MmapFile::open(lock, &self.path, false)?;
             if map.len() == self.size {
                 self.map = Some(map);
             }

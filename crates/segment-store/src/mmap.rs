@@ -86,20 +86,6 @@ impl MmapFile {
         Self::from_file(lock, path, file, writable, None)
     }
 
-    /// Maps an existing file read-only like [`Self::open`], with every page mapped up front
-    /// (`MAP_POPULATE`): for a caller about to read the whole file (recovery), one pass in the
-    /// kernel instead of a page fault per few pages.
-    pub fn open_populated(lock: &DirLock, path: &Path) -> Result<MmapFile> {
-        Self::check_covered(lock, path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .open(path)
-            .map_err(|e| SegmentError::io(path, "open", e))?;
-        let mut m = Self::from_file_unmapped(lock, path, file, false, None)?;
-        m.map = m.map_with(true)?;
-        Ok(m)
-    }
-
     /// Creates a new file (failing if it exists), sets its length to `len` (zero-filled) and maps
     /// it writable.
     pub fn create(lock: &DirLock, path: &Path, len: u64) -> Result<MmapFile> {
@@ -166,11 +152,6 @@ impl MmapFile {
 
     /// Maps `self.file` at `self.len`. Must only be called with no live map.
     fn map_current(&self) -> Result<Option<Map>> {
-        self.map_with(false)
-    }
-
-    /// [`Self::map_current`], read-only maps optionally populated up front.
-    fn map_with(&self, populate: bool) -> Result<Option<Map>> {
         if self.len == 0 {
             return Ok(None);
         }
@@ -192,10 +173,6 @@ impl MmapFile {
         } else {
             let mut options = MmapOptions::new();
             options.len(len);
-            if populate {
-                // MAP_POPULATE only pre-faults the pages of this same mapping.
-                options.populate();
-            }
             // SAFETY: as above: invariants 1-4 keep the file at least `len` bytes long and
             // unmodified by others for the lifetime of the map.
             let m = unsafe { options.map(&self.file) };

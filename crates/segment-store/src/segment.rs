@@ -670,8 +670,10 @@ impl LogSegment {
         };
         let was_mapped = self.log.is_mapped();
         if self.ctx.storage.supports_mmap() {
-            // Zero-copy scan; a failure to map just means reading into a buffer.
-            let _ = self.log.map_read_only_populated(&self.ctx.lock);
+            // Zero-copy scan; a failure to map just means reading into a buffer. (Not
+            // MAP_POPULATE: the page faults are taken by whichever core walks a region, in
+            // parallel, instead of on this thread before any walking starts.)
+            let _ = self.log.map_read_only(&self.ctx.lock);
         }
         let interval = u64::from(self.ctx.config.index_interval_bytes);
         let mut valid_bytes = 0u64;
