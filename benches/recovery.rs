@@ -355,22 +355,54 @@ fn full_recovery(c: &mut Criterion) {
         full: true,
         ..LoadOptions::default()
     };
+    let load = || {
+        let t = Instant::now();
+        let (log, report) = LogLoader::load(&dir, &opts).expect("full recovery");
+        let spent = t.elapsed();
+        assert!(report.cut.is_empty(), "{report}");
+        assert_eq!(report.bytes_scanned, total);
+        black_box(report.producers);
+        log.close().expect("close");
+        spent
+    };
     g.bench_function("log_loader_full", |b| {
-        b.iter_custom(|iters| {
-            let mut spent = Duration::ZERO;
-            for _ in 0..iters {
-                let t = Instant::now();
-                let (log, report) = LogLoader::load(&dir, &opts).expect("full recovery");
-                spent += t.elapsed();
-                assert!(report.cut.is_empty(), "{report}");
-                assert_eq!(report.bytes_scanned, total);
-                black_box(report.producers);
-                log.close().expect("close");
-            }
-            spent
-        })
+        b.iter_custom(|iters| (0..iters).map(|_| load()).sum())
     });
     g.finish();
+    paired_ratio(
+        "full_recovery: mmap crc32c pass / LogLoader::load(full)",
+        || {
+            let t = Instant::now();
+            black_box(crc_pass_mmap(&dir, &files));
+            t.elapsed()
+        },
+        load,
+    );
+}
+
+/// Pairs run back to back (baseline, then subject), so that both see the same machine: prints
+/// the median of `baseline / subject` over the pairs (above 1: the subject is faster). Criterion's
+/// groups run each function for seconds at a time, and this VM's speed drifts between them.
+fn paired_ratio(
+    name: &str,
+    mut baseline: impl FnMut() -> Duration,
+    mut subject: impl FnMut() -> Duration,
+) {
+    const PAIRS: usize = 15;
+    let mut ratios: Vec<f64> = (0..PAIRS)
+        .map(|_| {
+            let b = baseline();
+            let s = subject();
+            b.as_secs_f64() / s.as_secs_f64()
+        })
+        .collect();
+    ratios.sort_by(f64::total_cmp);
+    eprintln!(
+        "{name}: median ratio over {PAIRS} back-to-back pairs {:.2} (min {:.2}, max {:.2})",
+        ratios[PAIRS / 2],
+        ratios[0],
+        ratios[PAIRS - 1]
+    );
 }
 
 fn snapshot_replay(c: &mut Criterion) {
@@ -414,43 +446,50 @@ fn snapshot_replay(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(5))
         .throughput(Throughput::Bytes(tail_bytes));
 
-    g.bench_function("header_scan_tail", |b| {
-        b.iter(|| {
-            let mut batches = 0u64;
-            for f in &tail_files {
-                let records = FileRecords::open(&StdFs, f, OpenMode::Read).expect("open .log");
-                for h in records.headers_from(0) {
-                    let h = h.expect("header");
-                    batches += u64::from(h.size > 0);
-                }
+    let header_scan = || {
+        let mut batches = 0u64;
+        for f in &tail_files {
+            let records = FileRecords::open(&StdFs, f, OpenMode::Read).expect("open .log");
+            for h in records.headers_from(0) {
+                let h = h.expect("header");
+                batches += u64::from(h.size > 0);
             }
-            black_box(batches)
-        })
-    });
-
-    let run = |b: &mut criterion::Bencher<'_>, keep_up_to: i64| {
-        b.iter_custom(|iters| {
-            let mut spent = Duration::ZERO;
-            for _ in 0..iters {
-                for (o, p) in snapshots(&dir) {
-                    if o > keep_up_to {
-                        std::fs::remove_file(p).expect("remove snapshot");
-                    }
-                }
-                let t = Instant::now();
-                let (log, report) = LogLoader::load(&dir, &clean).expect("clean load");
-                spent += t.elapsed();
-                assert_eq!(report.segments_scanned, 0);
-                // The generated log ends with all 12 producers active (none started empty).
-                assert_eq!(log.producer_state().active_producers().len(), 12);
-                log.close().expect("close");
-            }
-            spent
-        })
+        }
+        black_box(batches)
     };
-    g.bench_function("snapshot_plus_tail_replay", |b| run(b, tail_start));
-    g.bench_function("snapshot_at_end_no_replay", |b| run(b, end));
+    g.bench_function("header_scan_tail", |b| b.iter(header_scan));
+
+    let load = |keep_up_to: i64| {
+        for (o, p) in snapshots(&dir) {
+            if o > keep_up_to {
+                std::fs::remove_file(p).expect("remove snapshot");
+            }
+        }
+        let t = Instant::now();
+        let (log, report) = LogLoader::load(&dir, &clean).expect("clean load");
+        let spent = t.elapsed();
+        assert_eq!(report.segments_scanned, 0);
+        // The generated log ends with all 12 producers active (none started empty).
+        assert_eq!(log.producer_state().active_producers().len(), 12);
+        log.close().expect("close");
+        spent
+    };
+    g.bench_function("snapshot_plus_tail_replay", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| load(tail_start)).sum())
+    });
+    g.bench_function("snapshot_at_end_no_replay", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| load(end)).sum())
+    });
     g.finish();
+    paired_ratio(
+        "snapshot_replay: header-only scan of the tail / snapshot + tail replay",
+        || {
+            let t = Instant::now();
+            header_scan();
+            t.elapsed()
+        },
+        || load(tail_start),
+    );
 }
 
 criterion_group!(benches, full_recovery, snapshot_replay);
