@@ -497,6 +497,9 @@ pub fn segment_recover(data: &[u8]) {
         config: SegmentConfig {
             index_interval_bytes: interval,
             max_index_size: 64 * 1024,
+            // Regions of 16-527 bytes: the parallel framing and CRC checks split even these
+            // small segments (and spawn helper threads).
+            recovery_region_bytes: 16 + interval as usize % 512,
         },
     };
     let mut seg = LogSegment::open(&ctx, &s.dir, base).unwrap();

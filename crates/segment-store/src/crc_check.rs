@@ -96,13 +96,9 @@ pub(crate) enum Piece<'c, 'a> {
 }
 
 impl<'a> Chunks<'a> {
-    /// `data` is the whole file; its first byte is at `base_position`.
-    pub(crate) fn new(data: &'a [u8], base_position: u64) -> Self {
-        Self::with_region_bytes(data, base_position, REGION_BYTES)
-    }
-
-    /// [`Self::new`] with another region size (tests use small ones to get many regions).
-    pub(crate) fn with_region_bytes(data: &'a [u8], base_position: u64, region: usize) -> Self {
+    /// `data` is the whole file; its first byte is at `base_position`; regions of `region` bytes
+    /// ([`REGION_BYTES`] unless a test wants many).
+    pub(crate) fn new(data: &'a [u8], base_position: u64, region: usize) -> Self {
         let region_bytes = region.max(1);
         let regions = data.len().div_ceil(region_bytes).max(1);
         Self {
@@ -484,7 +480,7 @@ mod tests {
     /// The same through the regions, with `helpers` helper threads: also how many gaps the
     /// reader walked itself.
     fn chained(data: &[u8], region: usize, helpers: usize) -> (Vec<u64>, IterEnd, usize) {
-        let chunks = Chunks::with_region_bytes(data, 0, region);
+        let chunks = Chunks::new(data, 0, region);
         let mut reader = chunks.reader();
         let mut positions = Vec::new();
         let mut invalid = None;

@@ -224,6 +224,7 @@ impl LocalLog {
             config: SegmentConfig {
                 index_interval_bytes: config.index_interval_bytes,
                 max_index_size: config.max_index_size,
+                ..SegmentConfig::default()
             },
         };
         let quarantine = config.quarantine_dir.clone().unwrap_or_else(|| dir.clone());

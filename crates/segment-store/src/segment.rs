@@ -85,6 +85,9 @@ pub struct SegmentConfig {
     pub index_interval_bytes: u32,
     /// Preallocated size of the offset and time indexes (default 10 MiB).
     pub max_index_size: u64,
+    /// Bytes per unit of recovery's parallel framing and CRC checks (default 1 MiB; not a Kafka
+    /// setting). Tests and the fuzzer set it small to get many regions out of a small segment.
+    pub recovery_region_bytes: usize,
 }
 
 impl Default for SegmentConfig {
@@ -92,6 +95,7 @@ impl Default for SegmentConfig {
         SegmentConfig {
             index_interval_bytes: 4096,
             max_index_size: DEFAULT_MAX_INDEX_SIZE,
+            recovery_region_bytes: REGION_BYTES,
         }
     }
 }
@@ -686,9 +690,10 @@ impl LogSegment {
             let data = self.log.batches_from(0)?;
             // Framing and CRC checks run on every core, region by region; this thread applies
             // the entries strictly in order (see `crc_check`).
-            let chunks = Chunks::new(data.bytes(), 0);
+            let region = self.ctx.config.recovery_region_bytes;
+            let chunks = Chunks::new(data.bytes(), 0, region);
             let mut reader = chunks.reader();
-            let helpers = if data.bytes().len() > REGION_BYTES {
+            let helpers = if data.bytes().len() > region {
                 helper_threads()
             } else {
                 0

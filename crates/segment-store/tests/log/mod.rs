@@ -107,6 +107,7 @@ fn ctx(lock: &DirLock, interval: u32, max_index_size: u64) -> SegmentContext {
         config: SegmentConfig {
             index_interval_bytes: interval,
             max_index_size,
+            ..SegmentConfig::default()
         },
     }
 }
@@ -583,14 +584,23 @@ mod segment {
         let q = tempfile::tempdir().unwrap();
         let lock = DirLock::acquire(dir.path()).unwrap();
         let interval = 4096;
-        let c = ctx(&lock, interval as u32, 1 << 20);
-        for (name, flips, cut) in cases {
+        // 1 MiB regions (the default), and regions smaller than most batches (so that most
+        // regions hold no batch start and the applier walks gaps itself).
+        let contexts = [1 << 20, 4000].map(|region| {
+            let mut c = ctx(&lock, interval as u32, 1 << 20);
+            c.config.recovery_region_bytes = region;
+            c
+        });
+        for ((name, flips, cut), c) in cases
+            .iter()
+            .flat_map(|case| contexts.iter().map(move |c| (case, c)))
+        {
             let mut corrupt = all.clone();
-            for (i, x) in &flips {
+            for (i, x) in flips {
                 corrupt[*i] ^= x;
             }
             if let Some(len) = cut {
-                corrupt.truncate(len);
+                corrupt.truncate(*len);
             }
             // The reference: one sequential scan checking every CRC.
             let mut it = Batches::new(&corrupt, 0).validate_crc(true);
@@ -612,7 +622,7 @@ mod segment {
                     }
                 }
                 std::fs::write(segment_file_path(dir.path(), 0, FileKind::Log), &corrupt).unwrap();
-                let mut seg = LogSegment::open(&c, dir.path(), 0).unwrap();
+                let mut seg = LogSegment::open(c, dir.path(), 0).unwrap();
                 let mut visited = Vec::new();
                 let out = seg
                     .recover(
@@ -623,7 +633,8 @@ mod segment {
                         q.path(),
                     )
                     .unwrap();
-                let ctx = format!("{name}, round {round}");
+                let region = c.config.recovery_region_bytes;
+                let ctx = format!("{name}, {region}-byte regions, round {round}");
                 assert_eq!(visited, want_visited, "{ctx}");
                 assert_eq!(out.valid_bytes, want_end, "{ctx}");
                 assert_eq!(out.batches, kept as u64, "{ctx}");
