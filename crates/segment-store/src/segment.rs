@@ -701,13 +701,15 @@ impl LogSegment {
             let log_path = self.log.path().to_path_buf();
             let base_offset = self.base_offset;
             let applied = std::thread::scope(|scope| {
+                let mut handles = Vec::with_capacity(helpers);
                 for _ in 0..helpers {
                     // Without a helper (no thread to be had) this thread does all the work.
-                    let helper = std::thread::Builder::new()
+                    match std::thread::Builder::new()
                         .name("seglog-crc".into())
-                        .spawn_scoped(scope, || chunks.help());
-                    if helper.is_err() {
-                        break;
+                        .spawn_scoped(scope, || chunks.help())
+                    {
+                        Ok(h) => handles.push(h),
+                        Err(_) => break,
                     }
                 }
                 let mut apply = || -> std::result::Result<Option<FormatError>, E> {
@@ -767,6 +769,13 @@ impl LogSegment {
                 };
                 let applied = apply();
                 chunks.stop();
+                // Joined explicitly: the scope's implicit wait returns once the helpers' closures
+                // are done, before their threads have exited (and freed their thread-locals).
+                for h in handles {
+                    if let Err(panic) = h.join() {
+                        std::panic::resume_unwind(panic);
+                    }
+                }
                 applied
             })?;
             let framing_end = reader.end();
