@@ -1,10 +1,30 @@
-//! Validating a whole `.log` buffer on several threads.
+//! Validating a whole `.log` buffer on several threads, with results exactly those of one
+//! sequential CRC-checking scan.
 //!
-//! Walking the batch headers is cheap (one length field per batch); checking every CRC reads every
-//! byte. [`scan_log`] walks the headers once on the calling thread, then checks the CRCs of
-//! contiguous runs of batches on `threads` scoped threads, and reports exactly what a sequential
-//! [`BatchIterator`](crate::BatchIterator) with `validate_crc(true)` would: the batches of the valid
-//! prefix, where it ends, and the first error in file order.
+//! Walking the batch headers and checking CRCs is most of the cost of validating a log. The buffer
+//! is cut into [`Regions`] of [`DEFAULT_REGION_BYTES`]. Each region (after the first) starts at
+//! its first *candidate* batch start: the first position in it that looks like a v2 batch header
+//! (magic 2, no unknown attribute bit, a non-negative last offset delta, a length that fits, a
+//! following header that also has magic 2) whose CRC matches. A unit of work takes one region and
+//! walks the entries from its start up to the next region's start, checking every CRC as it goes,
+//! so the header walk (and, over a fresh memory map, the page faults) and the CRC pass over each
+//! batch happen together, on whichever thread took the region.
+//!
+//! Candidates are only hints. The one walk that counts is the chain of entries from the start of
+//! the buffer, and the [`ChainReader`] follows it: a region's entries are used only when the chain
+//! arrives exactly at that region's start. If it does not (a record's value that happens to hold a
+//! batch, or a batch longer than a region), the reader walks the gap itself, checking every CRC,
+//! until the chain meets a later region's start again. So the entries handed out, the first
+//! invalid one and the way framing ended are always exactly those of one sequential scan.
+//!
+//! Helper threads ([`Regions::help`]) take regions in buffer order; the reader takes the region it
+//! needs next whenever no one has, and otherwise the next free one while it waits, so no thread
+//! idles. [`scan_log`] is this with `threads - 1` helpers; segment-store's recovery applies each
+//! [`Piece`] as it comes.
+
+use std::borrow::Cow;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 use crate::batches::{Batches, IterEnd, LogEntry};
 use crate::error::FormatError;
@@ -47,42 +67,59 @@ impl LogScan {
 /// up to `threads` threads (1 = on the calling thread). Equivalent to iterating
 /// `Batches::new(bytes, base_position).validate_crc(true)` to the end.
 pub fn scan_log(bytes: &[u8], base_position: u64, threads: usize) -> LogScan {
-    let mut it = Batches::new(bytes, base_position);
-    let mut entries: Vec<LogEntry<'_>> = Vec::new();
-    for e in &mut it {
-        match e {
-            Ok(entry) => entries.push(entry),
-            Err(_) => break,
-        }
-    }
-    let structural_end = it.stopped_at().cloned().unwrap_or(IterEnd::Complete);
+    scan_in_regions(bytes, base_position, threads, DEFAULT_REGION_BYTES)
+}
 
-    // First entry (index) whose CRC fails, in file order.
-    let first_bad = first_invalid(&entries, threads.max(1));
-    let crc_failed = first_bad.is_some();
-    let (kept, end) = match first_bad {
-        Some((index, err)) => (index, IterEnd::Error(err)),
-        None => (entries.len(), structural_end),
+fn scan_in_regions(bytes: &[u8], base_position: u64, threads: usize, region: usize) -> LogScan {
+    let regions = Regions::new(bytes, base_position, region);
+    let mut reader = regions.reader();
+    let helpers = if bytes.len() > region {
+        threads.saturating_sub(1)
+    } else {
+        0
     };
-    let batches: Vec<ScannedBatch> = entries
-        .iter()
-        .take(kept)
-        .map(|e| ScannedBatch {
-            position: e.position(),
-            size: u32::try_from(e.size_in_bytes()).unwrap_or(u32::MAX),
-            magic: e.magic(),
-            last_offset: e.last_offset(),
-        })
-        .collect();
+    let mut batches = Vec::new();
+    let mut crc_error = None;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..helpers)
+            .map_while(|_| {
+                std::thread::Builder::new()
+                    .name("seglog-scan".into())
+                    .spawn_scoped(scope, || regions.help())
+                    .ok()
+            })
+            .collect();
+        'chain: while let Piece::Entries(entries, all_valid) = reader.next_piece() {
+            for e in entries.iter() {
+                if !all_valid {
+                    if let Err(err) = e.validate() {
+                        // Positioned at the start of its entry, as the sequential iterator does.
+                        crc_error = Some(FormatError::new(err.kind, e.position()));
+                        break 'chain;
+                    }
+                }
+                batches.push(ScannedBatch {
+                    position: e.position(),
+                    size: u32::try_from(e.size_in_bytes()).unwrap_or(u32::MAX),
+                    magic: e.magic(),
+                    last_offset: e.last_offset(),
+                });
+            }
+        }
+        regions.stop();
+        // A helper cannot panic (no indexing, no unwrap); joined so that its thread is gone.
+        for h in handles {
+            if h.join().is_err() {
+                break;
+            }
+        }
+    });
     let valid_prefix_end = batches
         .last()
         .map_or(base_position, |b| b.position + u64::from(b.size));
-    let end = match end {
-        // Re-position a CRC error at the start of its entry, as the sequential iterator does.
-        IterEnd::Error(e) if crc_failed => {
-            IterEnd::Error(FormatError::new(e.kind, valid_prefix_end))
-        }
-        other => other,
+    let end = match crc_error {
+        Some(e) => IterEnd::Error(e),
+        None => reader.end().unwrap_or(IterEnd::Complete),
     };
     LogScan {
         batches,
@@ -91,56 +128,372 @@ pub fn scan_log(bytes: &[u8], base_position: u64, threads: usize) -> LogScan {
     }
 }
 
-fn first_invalid(entries: &[LogEntry<'_>], threads: usize) -> Option<(usize, FormatError)> {
-    let check = |from: usize, chunk: &[LogEntry<'_>]| {
-        chunk
-            .iter()
-            .enumerate()
-            .find_map(|(i, e)| e.validate().err().map(|err| (from + i, err)))
-    };
-    if threads <= 1 || entries.len() < 2 {
-        return check(0, entries);
-    }
-    // Split into `threads` runs of about equal bytes.
-    let total: usize = entries.iter().map(LogEntry::size_in_bytes).sum();
-    let per = total / threads + 1;
-    let mut runs: Vec<(usize, &[LogEntry<'_>])> = Vec::with_capacity(threads);
-    let mut start = 0;
-    let mut acc = 0;
-    for (i, e) in entries.iter().enumerate() {
-        acc += e.size_in_bytes();
-        if acc >= per {
-            runs.push((start, entries.get(start..=i).unwrap_or(&[])));
-            start = i + 1;
-            acc = 0;
+/// Bytes per region: large enough that a unit's bookkeeping (finding the region's start, one
+/// extra CRC) costs nothing next to its CRCs, small enough that applying starts a fraction of a
+/// millisecond after recovery does and the last region does not leave a core idle for long.
+pub const DEFAULT_REGION_BYTES: usize = 1024 * 1024;
+
+/// How many regions past its own a unit looks for the next region's start before walking to a
+/// plain position instead (a batch longer than several regions, or a zero-filled tail).
+const LOOKAHEAD_REGIONS: usize = 4;
+
+/// Bytes of a v2 batch header up to and including the CRC field.
+const CRC_END: usize = 21;
+/// Byte position of the magic and of the CRC in a batch header.
+const MAGIC_AT: usize = 16;
+const CRC_AT: usize = 17;
+const ATTRIBUTES_AT: usize = 21;
+const LAST_OFFSET_DELTA_AT: usize = 23;
+/// Smallest `length` field of a v2 batch (61-byte header, minus the 12 bytes before `length`'s
+/// end).
+const MIN_V2_LENGTH: usize = 49;
+
+const UNCLAIMED: u8 = 0;
+const CLAIMED: u8 = 1;
+
+/// The entries walked from one start position.
+#[derive(Debug)]
+struct Span<'a> {
+    /// Position (in the data) just past the last entry.
+    end: usize,
+    entries: Vec<LogEntry<'a>>,
+    /// `false` when the last entry's CRC (or legacy checksum) did not match; the walk stopped
+    /// there.
+    all_valid: bool,
+    /// Set when the walk met the end of the data or a malformed entry before its stop position.
+    frame_end: Option<IterEnd>,
+}
+
+/// One file's regions, their starts and their walked spans.
+#[derive(Debug)]
+pub struct Regions<'a> {
+    data: &'a [u8],
+    base_position: u64,
+    region_bytes: usize,
+    /// Candidate batch start of each region (`None`: no candidate in it). Region 0 starts at 0.
+    starts: Vec<OnceLock<Option<usize>>>,
+    claims: Vec<AtomicU8>,
+    spans: Vec<OnceLock<Span<'a>>>,
+    /// Next region a helper tries to claim.
+    next: AtomicUsize,
+    /// No further unit starts (running ones finish).
+    stopped: AtomicBool,
+}
+
+/// What the applier gets next.
+#[derive(Debug)]
+pub enum Piece<'c, 'a> {
+    /// The next entries of the chain, and whether every CRC among them matched (if not, the last
+    /// one is the first invalid entry of the file).
+    Entries(Cow<'c, [LogEntry<'a>]>, bool),
+    /// The chain has no more entries (see [`ChainReader::end`]).
+    Finished,
+}
+
+impl<'a> Regions<'a> {
+    /// `data` is the whole file; its first byte is at `base_position`; regions of `region` bytes
+    /// ([`DEFAULT_REGION_BYTES`] unless a test wants many).
+    pub fn new(data: &'a [u8], base_position: u64, region: usize) -> Self {
+        let region_bytes = region.max(1);
+        let regions = data.len().div_ceil(region_bytes).max(1);
+        Self {
+            data,
+            base_position,
+            region_bytes,
+            starts: (0..regions).map(|_| OnceLock::new()).collect(),
+            claims: (0..regions).map(|_| AtomicU8::new(UNCLAIMED)).collect(),
+            spans: (0..regions).map(|_| OnceLock::new()).collect(),
+            next: AtomicUsize::new(0),
+            stopped: AtomicBool::new(false),
         }
     }
-    if start < entries.len() {
-        runs.push((start, entries.get(start..).unwrap_or(&[])));
+
+    /// Number of regions.
+    fn count(&self) -> usize {
+        self.spans.len()
     }
-    std::thread::scope(|s| {
-        let handles: Vec<_> = runs
-            .iter()
-            .skip(1)
-            .map(|&(from, chunk)| s.spawn(move || check(from, chunk)))
-            .collect();
-        let mut results = Vec::with_capacity(runs.len());
-        if let Some(&(from, chunk)) = runs.first() {
-            results.push(check(from, chunk));
+
+    /// Does units of work until every region is taken or [`Self::stop`] was called.
+    pub fn help(&self) {
+        while self.work() {}
+    }
+
+    /// Claims the next free region in file order and walks it. `false` once there is none.
+    fn work(&self) -> bool {
+        loop {
+            if self.stopped.load(Ordering::Acquire) {
+                return false;
+            }
+            let k = self.next.fetch_add(1, Ordering::Relaxed);
+            if k >= self.count() {
+                return false;
+            }
+            if self.claim(k) {
+                self.process(k);
+                return true;
+            }
         }
-        for h in handles {
-            // A panic in a CRC check cannot happen (no indexing, no unwrap); treat it as "no
-            // result" rather than propagating.
-            results.push(h.join().unwrap_or(None));
+    }
+
+    fn claim(&self, k: usize) -> bool {
+        self.claims.get(k).is_some_and(|c| {
+            c.compare_exchange(UNCLAIMED, CLAIMED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Walks region `k` from its start to the next region's start (the caller claimed it).
+    fn process(&self, k: usize) {
+        let span = match self.start(k) {
+            Some(start) => {
+                let stop = self.next_start_after(k);
+                let span = self.walk(start, stop);
+                if !span.all_valid || matches!(span.frame_end, Some(IterEnd::Error(_))) {
+                    // Nothing after an invalid entry is applied. (Should this region be off the
+                    // chain after all, the reader walks what it needs itself.)
+                    self.stop();
+                }
+                span
+            }
+            None => Span {
+                end: 0,
+                entries: Vec::new(),
+                all_valid: true,
+                frame_end: None,
+            },
+        };
+        if let Some(slot) = self.spans.get(k) {
+            // Set once: only the claimer of region `k` walks it.
+            if slot.set(span).is_err() {
+                debug_assert!(false, "region {k} walked twice");
+            }
         }
-        results.into_iter().flatten().min_by_key(|(i, _)| *i)
-    })
+    }
+
+    /// The candidate start of region `k` (computed once, by whoever asks first).
+    fn start(&self, k: usize) -> Option<usize> {
+        let slot = self.starts.get(k)?;
+        *slot.get_or_init(|| {
+            if k == 0 {
+                return Some(0);
+            }
+            let from = k.checked_mul(self.region_bytes)?;
+            let to = from.saturating_add(self.region_bytes).min(self.data.len());
+            (from..to).find(|&p| self.looks_like_batch(p))
+        })
+    }
+
+    /// Where a walk of region `k` stops: the next region's candidate start (looking a few regions
+    /// ahead), else a plain position, else the end of the data.
+    fn next_start_after(&self, k: usize) -> usize {
+        let last = (k + LOOKAHEAD_REGIONS).min(self.count() - 1);
+        for j in k + 1..=last {
+            if let Some(s) = self.start(j) {
+                return s;
+            }
+        }
+        if last + 1 >= self.count() {
+            self.data.len()
+        } else {
+            (last + 1).saturating_mul(self.region_bytes)
+        }
+    }
+
+    /// Whether a v2 batch plausibly starts at `p`: magic 2, attributes with no unknown bit, a
+    /// non-negative last offset delta, a length that fits, the next header (if any) with magic 2
+    /// as well, and a matching CRC. The checks on the header itself come first, so that random
+    /// bytes are rejected before anything further away is read.
+    fn looks_like_batch(&self, p: usize) -> bool {
+        let d = self.data;
+        if d.get(p + MAGIC_AT) != Some(&2) {
+            return false;
+        }
+        let be32 = |at: usize| {
+            d.get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_be_bytes)
+        };
+        // attributes (int16 at 21): compression 0-4 in bits 0-2, bits 3-6 flags, the rest zero;
+        // lastOffsetDelta (int32 at 23) >= 0.
+        let attributes_ok = matches!(d.get(p + ATTRIBUTES_AT..p + ATTRIBUTES_AT + 2),
+            Some(&[0, low]) if low & 0x80 == 0 && low & 0x07 <= 4);
+        if !attributes_ok || be32(p + LAST_OFFSET_DELTA_AT).is_none_or(|v| v >= 0x8000_0000) {
+            return false;
+        }
+        let Some(len) = be32(p + 8).and_then(|l| usize::try_from(l).ok()) else {
+            return false;
+        };
+        let Some(next) = (p + 12).checked_add(len) else {
+            return false;
+        };
+        if len < MIN_V2_LENGTH || next > d.len() {
+            return false;
+        }
+        if next != d.len() && d.get(next + MAGIC_AT) != Some(&2) {
+            return false;
+        }
+        match (be32(p + CRC_AT), d.get(p + CRC_END..next)) {
+            (Some(stored), Some(covered)) => crc32c::crc32c(covered) == stored,
+            _ => false,
+        }
+    }
+
+    /// Walks the entries from `start`, checking every CRC, until an entry ends at or past `stop`
+    /// (when `stop` is the end of the data: until the iterator ends), an invalid entry, or the
+    /// end of framing.
+    fn walk(&self, start: usize, stop: usize) -> Span<'a> {
+        let rest = self.data.get(start..).unwrap_or_default();
+        let mut it = Batches::new(rest, self.base_position + start as u64);
+        let to_the_end = stop >= self.data.len();
+        let mut span = Span {
+            end: start,
+            entries: Vec::new(),
+            all_valid: true,
+            frame_end: None,
+        };
+        while span.end < stop || to_the_end {
+            match it.next() {
+                Some(Ok(e)) => {
+                    span.end += e.size_in_bytes();
+                    let valid = e.validate().is_ok();
+                    span.entries.push(e);
+                    if !valid {
+                        span.all_valid = false;
+                        break;
+                    }
+                }
+                Some(Err(e)) => {
+                    span.frame_end = Some(IterEnd::Error(e));
+                    break;
+                }
+                None => {
+                    span.frame_end = Some(it.stopped_at().cloned().unwrap_or(IterEnd::Complete));
+                    break;
+                }
+            }
+        }
+        span
+    }
+
+    /// No further unit starts (running ones finish).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    /// Follows the chain of entries from the start of the file.
+    pub fn reader(&self) -> ChainReader<'_, 'a> {
+        ChainReader {
+            regions: self,
+            pos: 0,
+            region: 0,
+            done: false,
+            end: None,
+            gap_walks: 0,
+        }
+    }
+}
+
+/// The applier's side: the file's entries in log order, exactly as one sequential scan frames
+/// them, with their CRC verdicts.
+#[derive(Debug)]
+pub struct ChainReader<'c, 'a> {
+    regions: &'c Regions<'a>,
+    /// Where the chain is: the end of the entries handed out so far.
+    pos: usize,
+    /// First region whose start may still be at or after `pos`.
+    region: usize,
+    done: bool,
+    end: Option<IterEnd>,
+    /// How many gaps between region starts this thread walked itself.
+    gap_walks: usize,
+}
+
+impl<'c, 'a> ChainReader<'c, 'a> {
+    /// The next entries of the chain.
+    pub fn next_piece(&mut self) -> Piece<'c, 'a> {
+        if self.done {
+            return Piece::Finished;
+        }
+        let regions = self.regions;
+        // The first region whose start is not behind the chain.
+        let mut next_start = None;
+        while self.region < regions.count() {
+            match regions.start(self.region) {
+                Some(s) if s >= self.pos => {
+                    next_start = Some(s);
+                    break;
+                }
+                _ => self.region += 1,
+            }
+        }
+        let region = next_start
+            .filter(|&s| s == self.pos)
+            .and_then(|_| self.span(self.region));
+        let (entries, span_end, all_valid, frame_end) = if let Some(span) = region {
+            // The chain arrives at this region's start: its walk is the chain's.
+            self.region += 1;
+            (
+                Cow::Borrowed(span.entries.as_slice()),
+                span.end,
+                span.all_valid,
+                span.frame_end.clone(),
+            )
+        } else {
+            // Between region starts (or past the last): walk the gap on this thread.
+            let stop = next_start.unwrap_or(regions.data.len());
+            let span = regions.walk(self.pos, stop);
+            self.gap_walks += 1;
+            (
+                Cow::Owned(span.entries),
+                span.end,
+                span.all_valid,
+                span.frame_end,
+            )
+        };
+        self.pos = span_end;
+        if !all_valid || frame_end.is_some() {
+            self.done = true;
+            self.end = frame_end;
+        }
+        Piece::Entries(entries, all_valid)
+    }
+
+    /// Region `k`'s walk: done by this thread if nobody took it, else awaited (doing other
+    /// regions meanwhile).
+    fn span(&self, k: usize) -> Option<&'c Span<'a>> {
+        let regions = self.regions;
+        let slot = regions.spans.get(k)?;
+        if regions.claim(k) {
+            regions.process(k);
+        }
+        loop {
+            if let Some(span) = slot.get() {
+                return Some(span);
+            }
+            // Another thread is walking region `k` (at most one unit of work away).
+            if !regions.work() {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Why framing stopped, once [`Piece::Finished`] was returned: `None` when the chain stopped
+    /// at an invalid entry (the last one handed out).
+    pub fn end(&self) -> Option<IterEnd> {
+        self.end.clone()
+    }
+
+    /// How many gaps between region starts the reader walked itself (0 when every region's
+    /// candidate start was on the chain).
+    pub fn gap_walks(&self) -> usize {
+        self.gap_walks
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RecordBatchBuilder;
+    use crate::{FormatErrorKind, RecordBatchBuilder};
 
     fn log(n: usize) -> Vec<u8> {
         let mut out = Vec::new();
@@ -179,7 +532,7 @@ mod tests {
             let mut bad = clean.clone();
             bad[pos] ^= 0x5a;
             for threads in [1, 2, 4] {
-                let s = scan_log(&bad, 0, threads);
+                let s = scan_in_regions(&bad, 0, threads, 300);
                 let (positions, end, stop) = sequential(&bad, 0);
                 assert_eq!(
                     s.batches.iter().map(|b| b.position).collect::<Vec<_>>(),
@@ -191,10 +544,199 @@ mod tests {
             }
         }
         for cut in (0..clean.len()).step_by(13) {
-            let s = scan_log(&clean[..cut], 0, 2);
+            let s = scan_in_regions(&clean[..cut], 0, 2, 300);
             let (positions, end, stop) = sequential(&clean[..cut], 0);
             assert_eq!(s.batches.len(), positions.len());
             assert_eq!((s.valid_prefix_end, s.end), (end, stop));
+        }
+    }
+
+    /// xorshift64*.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n.max(1)
+        }
+    }
+
+    fn batch(base: i64, values: &[Vec<u8>]) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(base);
+        for (i, v) in values.iter().enumerate() {
+            b.append(1_000 + i as i64, None, Some(v), &[]).unwrap();
+        }
+        b.build()
+    }
+
+    /// A log whose record values are sometimes themselves two complete, valid batches (so that
+    /// region starts land on look-alikes off the chain), sometimes several regions long, and
+    /// otherwise random bytes.
+    fn tricky_log(rng: &mut Rng, region: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut base = 0i64;
+        for _ in 0..40 {
+            let kind = rng.below(10);
+            let values: Vec<Vec<u8>> = (0..1 + rng.below(3))
+                .map(|_| {
+                    if kind < 3 {
+                        let a = batch(7, &[vec![2u8; 1 + rng.below(300) as usize]]);
+                        let b = batch(9, &[vec![5u8; 1 + rng.below(300) as usize]]);
+                        [a, b].concat()
+                    } else if kind == 3 {
+                        (0..region * (1 + rng.below(5) as usize))
+                            .map(|_| rng.next() as u8)
+                            .collect()
+                    } else {
+                        (0..rng.below(600)).map(|_| rng.next() as u8).collect()
+                    }
+                })
+                .collect();
+            let b = batch(base, &values);
+            base += values.len() as i64;
+            out.extend(b);
+        }
+        out
+    }
+
+    /// What one sequential CRC-checking scan says: the positions of the valid entries, and the
+    /// first problem.
+    fn sequential_scan(data: &[u8]) -> (Vec<u64>, IterEnd) {
+        let mut it = Batches::new(data, 0).validate_crc(true);
+        let positions = it
+            .by_ref()
+            .map_while(|e| e.ok())
+            .map(|e| e.position())
+            .collect();
+        (
+            positions,
+            it.stopped_at().cloned().unwrap_or(IterEnd::Complete),
+        )
+    }
+
+    /// The same through the regions, with `helpers` helper threads: also how many gaps the
+    /// reader walked itself.
+    fn chained(data: &[u8], region: usize, helpers: usize) -> (Vec<u64>, IterEnd, usize) {
+        let regions = Regions::new(data, 0, region);
+        let mut reader = regions.reader();
+        let mut positions = Vec::new();
+        let mut invalid = None;
+        std::thread::scope(|scope| {
+            for _ in 0..helpers {
+                scope.spawn(|| regions.help());
+            }
+            while let Piece::Entries(entries, all_valid) = reader.next_piece() {
+                for e in entries.iter() {
+                    match e.validate() {
+                        Err(err) if !all_valid => {
+                            invalid = Some(FormatError::new(err.kind, e.position()));
+                            break;
+                        }
+                        _ => positions.push(e.position()),
+                    }
+                }
+                if invalid.is_some() {
+                    break;
+                }
+            }
+            regions.stop();
+        });
+        let end = match (invalid, reader.end()) {
+            (Some(e), _) => IterEnd::Error(e),
+            (None, Some(end)) => end,
+            (None, None) => panic!("the reader stopped without a reason"),
+        };
+        (positions, end, reader.gap_walks())
+    }
+
+    #[test]
+    fn the_chain_through_regions_is_exactly_the_sequential_scan() {
+        let mut rng = Rng(0x5EED_0FC4_A1A1);
+        let mut gap_walks = 0;
+        let mut kinds = [0usize; 3];
+        for case in 0..120 {
+            let region = [256, 1000, 4096][case % 3];
+            let mut data = tricky_log(&mut rng, region);
+            match case % 6 {
+                0 => {}
+                1 | 2 => {
+                    for _ in 0..1 + rng.below(2) {
+                        let at = rng.below(data.len() as u64) as usize;
+                        data[at] ^= 1 << rng.below(8);
+                    }
+                }
+                3 => data.truncate(rng.below(data.len() as u64) as usize),
+                4 => {
+                    // A zero-filled tail, as a crash can leave in preallocated blocks.
+                    let at = rng.below(data.len() as u64) as usize;
+                    data[at..].fill(0);
+                    data.resize(data.len() + 20 * region, 0);
+                }
+                _ => {
+                    let at = rng.below(data.len() as u64) as usize;
+                    let to = (at + 8).min(data.len());
+                    data[at..to].fill(0xFF);
+                }
+            }
+            let want = sequential_scan(&data);
+            kinds[match want.1 {
+                IterEnd::Complete => 0,
+                IterEnd::IncompleteTrailing { .. } => 1,
+                IterEnd::Error(_) => 2,
+            }] += 1;
+            for helpers in [0, 1, 3] {
+                let (positions, end, gaps) = chained(&data, region, helpers);
+                assert_eq!(
+                    (&positions, &end),
+                    (&want.0, &want.1),
+                    "case {case}, {helpers} helpers"
+                );
+                gap_walks += gaps;
+                let scan = scan_in_regions(&data, 0, helpers + 1, region);
+                let scanned: Vec<u64> = scan.batches.iter().map(|b| b.position).collect();
+                assert_eq!((&scanned, &scan.end), (&want.0, &want.1), "case {case}");
+            }
+        }
+        // The cases reach every kind of end, and look-alikes and long batches sent the reader
+        // into gaps it had to walk itself.
+        assert!(kinds.iter().all(|&k| k > 0), "{kinds:?}");
+        assert!(gap_walks > 0);
+    }
+
+    #[test]
+    fn an_empty_file_is_complete() {
+        let (positions, end, _) = chained(&[], 1024, 1);
+        assert_eq!((positions, end), (vec![], IterEnd::Complete));
+    }
+
+    #[test]
+    fn a_bad_crc_at_a_region_start_is_the_first_problem() {
+        let mut rng = Rng(42);
+        let values: Vec<Vec<u8>> = vec![(0..900).map(|_| rng.next() as u8).collect()];
+        let batches: Vec<Vec<u8>> = (0..20).map(|i| batch(i, &values)).collect();
+        let mut data = batches.concat();
+        let size = batches[0].len();
+        // Region 5 (of `size` bytes each, plus one) starts at batch 5, which is corrupt.
+        data[5 * size + 100] ^= 0x10;
+        let (positions, end, _) = chained(&data, size + 1, 1);
+        assert_eq!(
+            positions,
+            (0..5).map(|i| (i * size) as u64).collect::<Vec<_>>()
+        );
+        match end {
+            IterEnd::Error(e) => {
+                assert!(
+                    matches!(e.kind, FormatErrorKind::CrcMismatch { .. }),
+                    "{e:?}"
+                );
+                assert_eq!(e.position, (5 * size) as u64);
+            }
+            other => panic!("{other:?}"),
         }
     }
 }

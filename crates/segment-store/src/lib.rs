@@ -24,7 +24,6 @@
 #![warn(missing_docs)]
 
 pub mod checkpoint;
-mod crc_check;
 pub mod error;
 pub mod file_name;
 pub mod file_records;

@@ -21,10 +21,12 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use record_format::scan::DEFAULT_REGION_BYTES;
 use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
-use record_format::{Batches, FormatError, FormatErrorKind, IterEnd, LogEntry, RecordBatch};
+use record_format::{
+    Batches, FormatError, FormatErrorKind, IterEnd, LogEntry, Piece, RecordBatch, Regions,
+};
 
-use crate::crc_check::{helper_threads, Chunks, FrameEnd, Piece, REGION_BYTES};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
 use crate::file_records::{whole_batches_len, FileRecords, LogOffsetPosition, TimestampAndOffset};
@@ -95,7 +97,7 @@ impl Default for SegmentConfig {
         SegmentConfig {
             index_interval_bytes: 4096,
             max_index_size: DEFAULT_MAX_INDEX_SIZE,
-            recovery_region_bytes: REGION_BYTES,
+            recovery_region_bytes: DEFAULT_REGION_BYTES,
         }
     }
 }
@@ -689,10 +691,10 @@ impl LogSegment {
         {
             let data = self.log.batches_from(0)?;
             // Framing and CRC checks run on every core, region by region; this thread applies
-            // the entries strictly in order (see `crc_check`).
+            // the entries strictly in order (see `record_format::scan`).
             let region = self.ctx.config.recovery_region_bytes;
-            let chunks = Chunks::new(data.bytes(), 0, region);
-            let mut reader = chunks.reader();
+            let regions = Regions::new(data.bytes(), 0, region);
+            let mut reader = regions.reader();
             let helpers = if data.bytes().len() > region {
                 helper_threads()
             } else {
@@ -706,7 +708,7 @@ impl LogSegment {
                     // Without a helper (no thread to be had) this thread does all the work.
                     match std::thread::Builder::new()
                         .name("seglog-crc".into())
-                        .spawn_scoped(scope, || chunks.help())
+                        .spawn_scoped(scope, || regions.help())
                     {
                         Ok(h) => handles.push(h),
                         Err(_) => break,
@@ -768,7 +770,7 @@ impl LogSegment {
                     Ok(None)
                 };
                 let applied = apply();
-                chunks.stop();
+                regions.stop();
                 // Joined explicitly: the scope's implicit wait returns once the helpers' closures
                 // are done, before their threads have exited (and freed their thread-locals).
                 for h in handles {
@@ -780,8 +782,8 @@ impl LogSegment {
             })?;
             let framing_end = reader.end();
             truncated_at = match (applied, framing_end) {
-                (Some(e), _) | (None, Some(FrameEnd::Error(e))) => Some((e.position, e)),
-                (None, Some(FrameEnd::End(IterEnd::IncompleteTrailing { position, bytes }))) => {
+                (Some(e), _) | (None, Some(IterEnd::Error(e))) => Some((e.position, e)),
+                (None, Some(IterEnd::IncompleteTrailing { position, bytes })) => {
                     let rest = data
                         .bytes()
                         .get(usize::try_from(position).unwrap_or(usize::MAX)..)
@@ -1020,4 +1022,12 @@ pub(crate) fn headers_in(
             partition_leader_epoch,
         })
     })
+}
+
+/// Helper threads for recovery's CRC checks: every other core, at most three.
+fn helper_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .saturating_sub(1)
+        .min(3)
 }
