@@ -10,7 +10,8 @@
 
 use record_format::{
     Batches, ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker, Header,
-    IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch, RecordBatchBuilder, TimestampType,
+    IterEnd, LogEntry, MirrorPidResetRecord, Piece, RecordBatch, RecordBatchBuilder, Regions,
+    TimestampType,
 };
 
 /// Small decompression budget so a fuzzer cannot exhaust memory.
@@ -126,7 +127,8 @@ pub fn batch_parse(data: &[u8]) {
 
 /// The iterator over a `.log` file's bytes: positions strictly increase, each batch lies inside
 /// the valid prefix, and re-iterating just the valid prefix yields the same batches and ends
-/// `Complete`.
+/// `Complete`. The region scan (recovery's parallel one, here on one thread with 16-526-byte
+/// regions) hands out exactly the same batches and ends the same way.
 pub fn batch_iter(data: &[u8]) {
     let mut it = Batches::new(data, 0).validate_crc(true);
     let mut seen = Vec::new();
@@ -161,6 +163,27 @@ pub fn batch_iter(data: &[u8]) {
     }
     assert_eq!(seen, seen2);
     assert_eq!(again.stopped_at(), Some(&IterEnd::Complete));
+
+    let region = 16 + usize::from(data.first().copied().unwrap_or(0)) * 2;
+    let regions = Regions::new(data, 0, region);
+    let mut reader = regions.reader();
+    let mut chained = Vec::new();
+    let mut crc_error = None;
+    'chain: while let Piece::Entries(entries, all_valid) = reader.next_piece() {
+        for e in entries.iter() {
+            if let (false, Err(err)) = (all_valid, e.validate()) {
+                crc_error = Some(IterEnd::Error(record_format::FormatError::new(
+                    err.kind,
+                    e.position(),
+                )));
+                break 'chain;
+            }
+            chained.push((e.position(), e.size_in_bytes(), e.last_offset()));
+        }
+    }
+    assert_eq!(chained, seen, "region scan with {region}-byte regions");
+    let chain_end = crc_error.or_else(|| reader.end());
+    assert_eq!(chain_end.as_ref(), it.stopped_at(), "region scan end");
 }
 
 /// Control records: key, end-transaction marker and MirrorPidResetRecord parsers. Whatever parses
