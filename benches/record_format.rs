@@ -3,7 +3,8 @@
 //! (a) `walk_validate`: walk every batch of a ≥100 MB `.log` buffer of 10-record batches and
 //!     CRC-32C-validate each one, against one `crc32c` call over the whole buffer (the physical
 //!     floor: validation must read every byte once).
-//!     Also `scan_log` with 2 threads (header walk, then CRCs on both cores), as recovery uses it.
+//!     Also `scan_log` with 2 threads (regions walked and CRC-checked on both cores, the engine
+//!     recovery uses).
 //! (b) `iterate_records`: validate and iterate every record (offset, timestamp, key, value,
 //!     headers) of the same buffer, against `kafka-protocol` 0.18's
 //!     `RecordBatchDecoder::decode_all` over the same bytes.
