@@ -23,7 +23,7 @@
 //! [`Piece`] as it comes.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::batches::{Batches, IterEnd, LogEntry};
@@ -137,6 +137,15 @@ pub const DEFAULT_REGION_BYTES: usize = 1024 * 1024;
 /// plain position instead (a batch longer than several regions, or a zero-filled tail).
 const LOOKAHEAD_REGIONS: usize = 4;
 
+/// A region walk leaves an entry longer than this many regions to the reader (who walks it only
+/// if it is on the chain), and a candidate start must be of a batch no longer than that: so no
+/// input, however crafted, makes a region cost more than a few regions' worth of CRC work.
+const MAX_ENTRY_REGIONS: usize = 4;
+
+/// Candidates whose CRC is computed per region before the search gives up (the region then has
+/// no start and the walks around it simply go on).
+const MAX_CANDIDATE_CRCS: usize = 2;
+
 /// Bytes of a v2 batch header up to and including the CRC field.
 const CRC_END: usize = 21;
 /// Byte position of the magic and of the CRC in a batch header.
@@ -178,6 +187,8 @@ pub struct Regions<'a> {
     next: AtomicUsize,
     /// No further unit starts (running ones finish).
     stopped: AtomicBool,
+    /// See [`Regions::bytes_checked`].
+    checked: AtomicU64,
 }
 
 /// What the applier gets next.
@@ -205,6 +216,7 @@ impl<'a> Regions<'a> {
             spans: (0..regions).map(|_| OnceLock::new()).collect(),
             next: AtomicUsize::new(0),
             stopped: AtomicBool::new(false),
+            checked: AtomicU64::new(0),
         }
     }
 
@@ -247,7 +259,7 @@ impl<'a> Regions<'a> {
         let span = match self.start(k) {
             Some(start) => {
                 let stop = self.next_start_after(k);
-                let span = self.walk(start, stop);
+                let span = self.walk(start, stop, true);
                 if !span.all_valid || matches!(span.frame_end, Some(IterEnd::Error(_))) {
                     // Nothing after an invalid entry is applied. (Should this region be off the
                     // chain after all, the reader walks what it needs itself.)
@@ -279,8 +291,38 @@ impl<'a> Regions<'a> {
             }
             let from = k.checked_mul(self.region_bytes)?;
             let to = from.saturating_add(self.region_bytes).min(self.data.len());
-            (from..to).find(|&p| self.looks_like_batch(p))
+            let mut crcs = 0;
+            for p in from..to {
+                let Some(covered) = self.plausible_batch(p) else {
+                    continue;
+                };
+                if crcs == MAX_CANDIDATE_CRCS {
+                    return None;
+                }
+                crcs += 1;
+                self.count_checked(covered.len());
+                let stored = self.data.get(p + CRC_AT..p + CRC_END);
+                if stored == Some(&crc32c::crc32c(covered).to_be_bytes()[..]) {
+                    return Some(p);
+                }
+            }
+            None
         })
+    }
+
+    fn max_entry_bytes(&self) -> usize {
+        self.region_bytes.saturating_mul(MAX_ENTRY_REGIONS)
+    }
+
+    fn count_checked(&self, bytes: usize) {
+        self.checked.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes of the entries walked and of the candidates checked so far (every one of them
+    /// CRC-checked): about the data's length when every candidate was on the chain, more for
+    /// look-alikes, and bounded by a few regions' worth per region whatever the input.
+    pub fn bytes_checked(&self) -> u64 {
+        self.checked.load(Ordering::Relaxed)
     }
 
     /// Where a walk of region `k` stops: the next region's candidate start (looking a few regions
@@ -299,14 +341,15 @@ impl<'a> Regions<'a> {
         }
     }
 
-    /// Whether a v2 batch plausibly starts at `p`: magic 2, attributes with no unknown bit, a
-    /// non-negative last offset delta, a length that fits, the next header (if any) with magic 2
-    /// as well, and a matching CRC. The checks on the header itself come first, so that random
-    /// bytes are rejected before anything further away is read.
-    fn looks_like_batch(&self, p: usize) -> bool {
+    /// Whether a v2 batch plausibly starts at `p` (then: the bytes its CRC covers): magic 2,
+    /// attributes with no unknown bit, a non-negative last offset delta, a length that fits and
+    /// is at most [`MAX_ENTRY_REGIONS`] regions, and the next header (if any) with magic 2 as well.
+    /// The checks on the header itself come first, so that random bytes are rejected before
+    /// anything further away is read.
+    fn plausible_batch(&self, p: usize) -> Option<&'a [u8]> {
         let d = self.data;
         if d.get(p + MAGIC_AT) != Some(&2) {
-            return false;
+            return None;
         }
         let be32 = |at: usize| {
             d.get(at..at + 4)
@@ -318,30 +361,24 @@ impl<'a> Regions<'a> {
         let attributes_ok = matches!(d.get(p + ATTRIBUTES_AT..p + ATTRIBUTES_AT + 2),
             Some(&[0, low]) if low & 0x80 == 0 && low & 0x07 <= 4);
         if !attributes_ok || be32(p + LAST_OFFSET_DELTA_AT).is_none_or(|v| v >= 0x8000_0000) {
-            return false;
+            return None;
         }
-        let Some(len) = be32(p + 8).and_then(|l| usize::try_from(l).ok()) else {
-            return false;
-        };
-        let Some(next) = (p + 12).checked_add(len) else {
-            return false;
-        };
-        if len < MIN_V2_LENGTH || next > d.len() {
-            return false;
+        let len = be32(p + 8).and_then(|l| usize::try_from(l).ok())?;
+        let next = (p + 12).checked_add(len)?;
+        if len < MIN_V2_LENGTH || len > self.max_entry_bytes() || next > d.len() {
+            return None;
         }
         if next != d.len() && d.get(next + MAGIC_AT) != Some(&2) {
-            return false;
+            return None;
         }
-        match (be32(p + CRC_AT), d.get(p + CRC_END..next)) {
-            (Some(stored), Some(covered)) => crc32c::crc32c(covered) == stored,
-            _ => false,
-        }
+        d.get(p + CRC_END..next)
     }
 
     /// Walks the entries from `start`, checking every CRC, until an entry ends at or past `stop`
     /// (when `stop` is the end of the data: until the iterator ends), an invalid entry, or the
-    /// end of framing.
-    fn walk(&self, start: usize, stop: usize) -> Span<'a> {
+    /// end of framing. A `bounded` walk (a region's) also ends before an entry longer than
+    /// [`MAX_ENTRY_REGIONS`] regions: the reader walks that one if it is on the chain.
+    fn walk(&self, start: usize, stop: usize, bounded: bool) -> Span<'a> {
         let rest = self.data.get(start..).unwrap_or_default();
         let mut it = Batches::new(rest, self.base_position + start as u64);
         let to_the_end = stop >= self.data.len();
@@ -354,7 +391,11 @@ impl<'a> Regions<'a> {
         while span.end < stop || to_the_end {
             match it.next() {
                 Some(Ok(e)) => {
+                    if bounded && e.size_in_bytes() > self.max_entry_bytes() {
+                        break;
+                    }
                     span.end += e.size_in_bytes();
+                    self.count_checked(e.size_in_bytes());
                     let valid = e.validate().is_ok();
                     span.entries.push(e);
                     if !valid {
@@ -441,7 +482,7 @@ impl<'c, 'a> ChainReader<'c, 'a> {
         } else {
             // Between region starts (or past the last): walk the gap on this thread.
             let stop = next_start.unwrap_or(regions.data.len());
-            let span = regions.walk(self.pos, stop);
+            let span = regions.walk(self.pos, stop, false);
             self.gap_walks += 1;
             (
                 Cow::Owned(span.entries),
@@ -738,5 +779,102 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Record values full of batch-header look-alikes (magic 2, clean attributes, a length that
+    /// lands on the next look-alike, a wrong CRC) at every 61 bytes: the region search computes
+    /// at most two candidate CRCs per region and no look-alike longer than four regions is
+    /// considered, so the CRC work stays within a small multiple of the data, and the result is
+    /// still the sequential scan's.
+    #[test]
+    fn look_alike_headers_cannot_multiply_the_work() {
+        let region = 4096;
+        let unit_len = 61;
+        let mut unit = vec![0u8; unit_len];
+        // length = 61 * 100 - 12: the "next header" lands on another look-alike 100 units on.
+        unit[8..12].copy_from_slice(&((unit_len * 100 - 12) as u32).to_be_bytes());
+        unit[MAGIC_AT] = 2;
+        let value: Vec<u8> = unit.repeat(200);
+        let data: Vec<u8> = (0..30)
+            .flat_map(|i| {
+                batch(
+                    i * 4,
+                    &[value.clone(), value.clone(), vec![1; 10], value.clone()],
+                )
+            })
+            .collect();
+        let (want_positions, want_end) = sequential_scan(&data);
+        assert_eq!(want_positions.len(), 30);
+        for helpers in [0, 1, 3] {
+            let (positions, end, _) = chained(&data, region, helpers);
+            assert_eq!((&positions, &end), (&want_positions, &want_end));
+        }
+        let regions = Regions::new(&data, 0, region);
+        let mut reader = regions.reader();
+        while let Piece::Entries(..) = reader.next_piece() {}
+        let checked = regions.bytes_checked();
+        assert!(
+            checked <= 8 * data.len() as u64,
+            "{checked} bytes checked for {} bytes of data",
+            data.len()
+        );
+    }
+
+    #[test]
+    fn an_intact_log_is_checked_about_once() {
+        let mut rng = Rng(7);
+        let values: Vec<Vec<u8>> = vec![(0..3000).map(|_| rng.next() as u8).collect()];
+        let data: Vec<u8> = (0..200).flat_map(|i| batch(i, &values)).collect();
+        let regions = Regions::new(&data, 0, 64 * 1024);
+        std::thread::scope(|scope| {
+            scope.spawn(|| regions.help());
+            let mut reader = regions.reader();
+            while let Piece::Entries(..) = reader.next_piece() {}
+            assert_eq!(reader.gap_walks(), 0);
+        });
+        let checked = regions.bytes_checked();
+        // Every byte once, plus one candidate batch per region after the first.
+        let extra = (data.len() / (64 * 1024)) as u64 * 3100;
+        assert!(
+            checked >= data.len() as u64 && checked <= data.len() as u64 + extra,
+            "{checked}"
+        );
+    }
+
+    /// Record values that each hold a small valid batch followed by the header of a 500 KB batch:
+    /// the small batch passes as the candidate start of about every other region, off the chain.
+    /// The result is still the sequential scan's, and the work stays within a small multiple of
+    /// the data (the walks from the look-alikes meet a CRC mismatch and stop the helpers).
+    #[test]
+    fn look_alike_batches_inside_values_cost_little() {
+        let region = 4096;
+        let inner = batch(5, &[vec![9; 20]]);
+        // The 61-byte header of a real batch with a 500 KB value (and none of its records).
+        let fake = batch(6, &[vec![3; 500_000]])[..61].to_vec();
+        let mut rng = Rng(11);
+        // Batches of about a region, the look-alike in the middle: about every other region's
+        // search meets it before the next real batch start.
+        let data: Vec<u8> = (0..270)
+            .flat_map(|i| {
+                let mut filler = || -> Vec<u8> { (0..1800).map(|_| rng.next() as u8).collect() };
+                let value = [filler(), inner.clone(), fake.clone(), filler()].concat();
+                batch(i, &[value])
+            })
+            .collect();
+        assert!(data.len() > 1_000_000);
+        let (want_positions, want_end) = sequential_scan(&data);
+        assert_eq!(want_positions.len(), 270);
+        let (positions, end, gaps) = chained(&data, region, 1);
+        assert_eq!((&positions, &end), (&want_positions, &want_end));
+        assert!(gaps > 0, "the look-alikes were taken as region starts");
+        let regions = Regions::new(&data, 0, region);
+        let mut reader = regions.reader();
+        while let Piece::Entries(..) = reader.next_piece() {}
+        let checked = regions.bytes_checked();
+        assert!(
+            checked <= 8 * data.len() as u64,
+            "{checked} bytes checked for {} bytes of data",
+            data.len()
+        );
     }
 }
