@@ -46,9 +46,6 @@ use crate::summary::BatchSummary;
 
 /// How much a replay or a barrier search reads at a time.
 const READ_CHUNK: usize = 1 << 20;
-/// Bytes per read when replaying producer state: borrowed from a sealed segment's map, so a
-/// large window costs nothing and saves index lookups.
-const REPLAY_CHUNK: usize = 64 << 20;
 
 /// Settings of a partition log.
 #[derive(Debug, Clone, Default)]
@@ -980,8 +977,11 @@ pub(crate) fn replay(
     // `loadProducersFromRecords` does: the property tests check both).
     let mut applied = AppliedBatches::default();
     while offset < to && offset < local.log_end_offset() {
-        // Zero-copy from the sealed segments' maps (only the headers are read).
-        let next = local.read_with(offset, REPLAY_CHUNK, true, |data| {
+        // Zero-copy from the sealed segments' maps (only the headers are read). The read walks
+        // the window's headers once to cut it at a batch boundary; a window that fits in the
+        // cache keeps them there for this walk (measured: 1 MiB windows 21 ms for the bench's
+        // 156 MiB tail, 16 MiB 33 ms, 64 MiB 59 ms).
+        let next = local.read_with(offset, READ_CHUNK, true, |data| {
             let mut next = None;
             for entry in Batches::new(&data.records, 0) {
                 let LogEntry::V2(batch) = entry? else {
