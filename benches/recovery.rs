@@ -371,6 +371,10 @@ fn full_recovery(c: &mut Criterion) {
     g.finish();
     paired_ratio(
         "full_recovery: mmap crc32c pass / LogLoader::load(full)",
+        &[
+            "full_recovery/crc32c_one_pass_mmap",
+            "full_recovery/log_loader_full",
+        ],
         || {
             let t = Instant::now();
             black_box(crc_pass_mmap(&dir, &files));
@@ -383,11 +387,26 @@ fn full_recovery(c: &mut Criterion) {
 /// Pairs run back to back (baseline, then subject), so that both see the same machine: prints
 /// the median of `baseline / subject` over the pairs (above 1: the subject is faster). Criterion's
 /// groups run each function for seconds at a time, and this VM's speed drifts between them.
+/// Skipped when criterion only lists or tests, or when a filter on the command line matches
+/// neither of the two benchmarks (`ids`).
 fn paired_ratio(
     name: &str,
+    ids: &[&str],
     mut baseline: impl FnMut() -> Duration,
     mut subject: impl FnMut() -> Duration,
 ) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list" || a == "--test") {
+        return;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    if !filters.is_empty()
+        && !filters
+            .iter()
+            .any(|f| ids.iter().any(|id| id.contains(f.as_str())))
+    {
+        return;
+    }
     const PAIRS: usize = 15;
     let mut ratios: Vec<f64> = (0..PAIRS)
         .map(|_| {
@@ -483,6 +502,10 @@ fn snapshot_replay(c: &mut Criterion) {
     g.finish();
     paired_ratio(
         "snapshot_replay: header-only scan of the tail / snapshot + tail replay",
+        &[
+            "snapshot_replay/header_scan_tail",
+            "snapshot_replay/snapshot_plus_tail_replay",
+        ],
         || {
             let t = Instant::now();
             header_scan();
