@@ -17,6 +17,11 @@
 //! until the chain meets a later region's start again. So the entries handed out, the first
 //! invalid one and the way framing ended are always exactly those of one sequential scan.
 //!
+//! No input makes this cost much more than one pass ([`Regions::bytes_checked`] counts it): a
+//! candidate must be a batch of at most four regions, at most two candidate CRCs are computed per
+//! region, and a region's walk leaves any longer entry to the reader, who walks it only if it is on
+//! the chain.
+//!
 //! Helper threads ([`Regions::help`]) take regions in buffer order; the reader takes the region it
 //! needs next whenever no one has, and otherwise the next free one while it waits, so no thread
 //! idles. [`scan_log`] is this with `threads - 1` helpers; segment-store's recovery applies each
