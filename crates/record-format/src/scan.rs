@@ -786,6 +786,19 @@ mod tests {
         }
     }
 
+    /// A reader alone over `data` computes at most 8 CRCs per byte of it.
+    fn assert_checked_at_most_8_times(data: &[u8], region: usize) {
+        let regions = Regions::new(data, 0, region);
+        let mut reader = regions.reader();
+        while let Piece::Entries(..) = reader.next_piece() {}
+        let checked = regions.bytes_checked();
+        assert!(
+            checked <= 8 * data.len() as u64,
+            "{checked} bytes checked for {} bytes of data",
+            data.len()
+        );
+    }
+
     /// Record values full of batch-header look-alikes (magic 2, clean attributes, a length that
     /// lands on the next look-alike, a wrong CRC) at every 61 bytes: the region search computes
     /// at most two candidate CRCs per region and no look-alike longer than four regions is
@@ -814,15 +827,7 @@ mod tests {
             let (positions, end, _) = chained(&data, region, helpers);
             assert_eq!((&positions, &end), (&want_positions, &want_end));
         }
-        let regions = Regions::new(&data, 0, region);
-        let mut reader = regions.reader();
-        while let Piece::Entries(..) = reader.next_piece() {}
-        let checked = regions.bytes_checked();
-        assert!(
-            checked <= 8 * data.len() as u64,
-            "{checked} bytes checked for {} bytes of data",
-            data.len()
-        );
+        assert_checked_at_most_8_times(&data, region);
     }
 
     #[test]
@@ -872,14 +877,6 @@ mod tests {
         let (positions, end, gaps) = chained(&data, region, 1);
         assert_eq!((&positions, &end), (&want_positions, &want_end));
         assert!(gaps > 0, "the look-alikes were taken as region starts");
-        let regions = Regions::new(&data, 0, region);
-        let mut reader = regions.reader();
-        while let Piece::Entries(..) = reader.next_piece() {}
-        let checked = regions.bytes_checked();
-        assert!(
-            checked <= 8 * data.len() as u64,
-            "{checked} bytes checked for {} bytes of data",
-            data.len()
-        );
+        assert_checked_at_most_8_times(&data, region);
     }
 }

@@ -351,6 +351,17 @@ fn a_log_directory_loads_partitions_in_parallel_and_round_trips_a_clean_shutdown
     assert!(loaded.reports.iter().all(|r| r.cut.is_empty()));
 }
 
+/// Each file's name and bytes.
+fn named_contents(paths: impl IntoIterator<Item = PathBuf>) -> Vec<(String, Vec<u8>)> {
+    paths
+        .into_iter()
+        .map(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            (name, std::fs::read(&p).unwrap())
+        })
+        .collect()
+}
+
 /// A log start checkpoint above the log end (segment files lost or deleted behind the broker's
 /// back): Kafka deletes every segment; we move them into the quarantine folder, byte for byte,
 /// report them, and start the log empty at the checkpointed offset.
@@ -360,14 +371,7 @@ fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it(
     let log = build_log(dir.path());
     let end = log.log_end_offset();
     log.close().unwrap();
-    let logs_before: Vec<(String, Vec<u8>)> = logs_in(dir.path())
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(&p).unwrap();
-            (name, bytes)
-        })
-        .collect();
+    let logs_before = named_contents(logs_in(dir.path()));
     assert!(logs_before.len() > 1, "{logs_before:?}");
 
     let start = end + 100;
@@ -407,16 +411,13 @@ fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
     let log = build_log(dir.path());
     let end = log.log_end_offset();
     log.close().unwrap();
-    let snapshots = |dir: &Path| -> Vec<(String, Vec<u8>)> {
-        let mut v: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
-            .map(|p| {
-                let name = p.file_name().unwrap().to_string_lossy().into_owned();
-                (name, std::fs::read(&p).unwrap())
-            })
-            .collect();
+    let snapshots = |dir: &Path| {
+        let mut v = named_contents(
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| p.extension().is_some_and(|e| e == "snapshot")),
+        );
         v.sort();
         v
     };
