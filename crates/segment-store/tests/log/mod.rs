@@ -112,6 +112,27 @@ fn ctx(lock: &DirLock, interval: u32, max_index_size: u64) -> SegmentContext {
     }
 }
 
+/// A temp partition directory (canonical path) known durable to a fresh `SimulatedFs`.
+fn simulated_dir() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    segment_store::SimulatedFs,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let real = dir.path().canonicalize().unwrap();
+    let sim = segment_store::SimulatedFs::new();
+    sim.create_durable_dir_all(&real);
+    (dir, real, sim)
+}
+
+/// A log environment writing through `sim`, with a manual clock at 0.
+fn sim_env(sim: &segment_store::SimulatedFs) -> LogEnv {
+    LogEnv {
+        storage: Arc::new(sim.clone()),
+        clock: Arc::new(ManualClock::new(0)),
+    }
+}
+
 fn read_file(dir: &Path, base: i64, kind: FileKind) -> Vec<u8> {
     std::fs::read(segment_file_path(dir, base, kind)).unwrap()
 }
@@ -877,12 +898,9 @@ mod segment {
 
     #[test]
     fn unflushed_log_bytes_are_lost_in_a_simulated_crash() {
-        use segment_store::{SimulatedFs, TornWrite};
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().canonicalize().unwrap();
+        use segment_store::TornWrite;
+        let (_dir, real, sim) = simulated_dir();
         let lock = DirLock::acquire(&real).unwrap();
-        let sim = SimulatedFs::new();
-        sim.create_durable_dir_all(&real);
         let c = SegmentContext {
             storage: Arc::new(sim.clone()),
             ..ctx(&lock, 0, 1 << 20)
@@ -1324,22 +1342,9 @@ mod local_log {
     #[test]
     fn storage_is_the_only_writer_of_the_log() {
         // Every .log byte goes through the Storage seam: a SimulatedFs sees them all.
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().canonicalize().unwrap();
-        let sim = segment_store::SimulatedFs::new();
-        sim.create_durable_dir_all(&real);
-        let clock = Arc::new(ManualClock::new(0));
-        let log = LocalLog::open_with(
-            &real,
-            config(1 << 20),
-            0,
-            LogEnv {
-                storage: Arc::new(sim.clone()),
-                clock,
-            },
-            &mut |_, _| Ok(()),
-        )
-        .unwrap();
+        let (_dir, real, sim) = simulated_dir();
+        let log = LocalLog::open_with(&real, config(1 << 20), 0, sim_env(&sim), &mut |_, _| Ok(()))
+            .unwrap();
         let b = batch(0, 3, 1);
         log.append(&b).unwrap();
         let p = segment_file_path(&real, 0, FileKind::Log);
@@ -1354,15 +1359,8 @@ mod local_log {
         // look below the recovery point: the segment it seals must be durable as it stands (no
         // gap under the new segment). A truncation is durable at once: a crash cannot bring the
         // cut batches back, under a later write or under a later segment.
-        let dir = tempfile::tempdir().unwrap();
-        let real = dir.path().canonicalize().unwrap();
-        let sim = segment_store::SimulatedFs::new();
-        sim.create_durable_dir_all(&real);
-        let clock = Arc::new(ManualClock::new(0));
-        let env = LogEnv {
-            storage: Arc::new(sim.clone()),
-            clock,
-        };
+        let (_dir, real, sim) = simulated_dir();
+        let env = sim_env(&sim);
         let log = LocalLog::open_with(&real, config(1 << 20), 0, env, &mut |_, _| Ok(())).unwrap();
         for b in batches(4, 2, 0, 1) {
             log.append(&b).unwrap();
