@@ -77,59 +77,25 @@ pub fn scan_log(bytes: &[u8], base_position: u64, threads: usize) -> LogScan {
 
 fn scan_in_regions(bytes: &[u8], base_position: u64, threads: usize, region: usize) -> LogScan {
     let regions = Regions::new(bytes, base_position, region);
-    let mut reader = regions.reader();
-    let helpers = if bytes.len() > region {
-        threads.saturating_sub(1)
-    } else {
-        0
-    };
-    let mut batches = Vec::new();
-    let mut crc_error = None;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..helpers)
-            .map_while(|_| {
-                std::thread::Builder::new()
-                    .name("seglog-scan".into())
-                    .spawn_scoped(scope, || regions.help())
-                    .ok()
-            })
-            .collect();
-        'chain: while let Piece::Entries(entries, all_valid) = reader.next_piece() {
-            for e in entries.iter() {
-                if !all_valid {
-                    if let Err(err) = e.validate() {
-                        // Positioned at the start of its entry, as the sequential iterator does.
-                        crc_error = Some(FormatError::new(err.kind, e.position()));
-                        break 'chain;
-                    }
-                }
-                batches.push(ScannedBatch {
-                    position: e.position(),
-                    size: u32::try_from(e.size_in_bytes()).unwrap_or(u32::MAX),
-                    magic: e.magic(),
-                    last_offset: e.last_offset(),
-                });
-            }
+    let (batches, end) = regions.follow_chain(threads.saturating_sub(1), |reader| {
+        let mut batches = Vec::new();
+        while let Piece::Entries(entries) = reader.next_piece() {
+            batches.extend(entries.iter().map(|e| ScannedBatch {
+                position: e.position(),
+                size: u32::try_from(e.size_in_bytes()).unwrap_or(u32::MAX),
+                magic: e.magic(),
+                last_offset: e.last_offset(),
+            }));
         }
-        regions.stop();
-        // A helper cannot panic (no indexing, no unwrap); joined so that its thread is gone.
-        for h in handles {
-            if h.join().is_err() {
-                break;
-            }
-        }
+        (batches, reader.end())
     });
     let valid_prefix_end = batches
         .last()
         .map_or(base_position, |b| b.position + u64::from(b.size));
-    let end = match crc_error {
-        Some(e) => IterEnd::Error(e),
-        None => reader.end().unwrap_or(IterEnd::Complete),
-    };
     LogScan {
         batches,
         valid_prefix_end,
-        end,
+        end: end.unwrap_or(IterEnd::Complete),
     }
 }
 
@@ -170,11 +136,10 @@ const CLAIMED: u8 = 1;
 struct Span<'a> {
     /// Position (in the data) just past the last entry.
     end: usize,
+    /// The valid entries walked.
     entries: Vec<LogEntry<'a>>,
-    /// `false` when the last entry's CRC (or legacy checksum) did not match; the walk stopped
-    /// there.
-    all_valid: bool,
-    /// Set when the walk met the end of the data or a malformed entry before its stop position.
+    /// Set when the walk met the end of the data, a malformed entry or an entry whose CRC (or
+    /// legacy checksum) does not match (an error at that entry's start) before its stop position.
     frame_end: Option<IterEnd>,
 }
 
@@ -199,9 +164,9 @@ pub struct Regions<'a> {
 /// What the applier gets next.
 #[derive(Debug)]
 pub enum Piece<'c, 'a> {
-    /// The next entries of the chain, and whether every CRC among them matched (if not, the last
-    /// one is the first invalid entry of the file).
-    Entries(Cow<'c, [LogEntry<'a>]>, bool),
+    /// The next entries of the chain, every one of them valid (the first invalid entry ends the
+    /// chain: see [`ChainReader::end`]).
+    Entries(Cow<'c, [LogEntry<'a>]>),
     /// The chain has no more entries (see [`ChainReader::end`]).
     Finished,
 }
@@ -265,7 +230,7 @@ impl<'a> Regions<'a> {
             Some(start) => {
                 let stop = self.next_start_after(k);
                 let span = self.walk(start, stop, true);
-                if !span.all_valid || matches!(span.frame_end, Some(IterEnd::Error(_))) {
+                if matches!(span.frame_end, Some(IterEnd::Error(_))) {
                     // Nothing after an invalid entry is applied. (Should this region be off the
                     // chain after all, the reader walks what it needs itself.)
                     self.stop();
@@ -275,7 +240,6 @@ impl<'a> Regions<'a> {
             None => Span {
                 end: 0,
                 entries: Vec::new(),
-                all_valid: true,
                 frame_end: None,
             },
         };
@@ -390,7 +354,6 @@ impl<'a> Regions<'a> {
         let mut span = Span {
             end: start,
             entries: Vec::new(),
-            all_valid: true,
             frame_end: None,
         };
         while span.end < stop || to_the_end {
@@ -399,14 +362,15 @@ impl<'a> Regions<'a> {
                     if bounded && e.size_in_bytes() > self.max_entry_bytes() {
                         break;
                     }
-                    span.end += e.size_in_bytes();
                     self.count_checked(e.size_in_bytes());
-                    let valid = e.validate().is_ok();
-                    span.entries.push(e);
-                    if !valid {
-                        span.all_valid = false;
+                    if let Err(err) = e.validate() {
+                        // At the entry's start, as the sequential iterator reports it.
+                        let err = FormatError::new(err.kind, e.position());
+                        span.frame_end = Some(IterEnd::Error(err));
                         break;
                     }
+                    span.end += e.size_in_bytes();
+                    span.entries.push(e);
                 }
                 Some(Err(e)) => {
                     span.frame_end = Some(IterEnd::Error(e));
@@ -424,6 +388,38 @@ impl<'a> Regions<'a> {
     /// No further unit starts (running ones finish).
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+    }
+
+    /// Runs `f` over this data's [`ChainReader`] while up to `helpers` threads walk regions (none
+    /// when there is a single region; a thread that cannot be spawned leaves its share to the
+    /// others), then stops and joins them, so no helper thread outlives the call.
+    pub fn follow_chain<R>(
+        &self,
+        helpers: usize,
+        f: impl FnOnce(&mut ChainReader<'_, 'a>) -> R,
+    ) -> R {
+        let helpers = if self.count() > 1 { helpers } else { 0 };
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..helpers)
+                .map_while(|_| {
+                    std::thread::Builder::new()
+                        .name("seglog-scan".into())
+                        .spawn_scoped(scope, || self.help())
+                        .ok()
+                })
+                .collect();
+            let mut reader = self.reader();
+            let out = f(&mut reader);
+            self.stop();
+            // Joined explicitly: the scope's own wait returns once the helpers' closures are
+            // done, before their threads have exited (and freed their thread-locals).
+            for h in handles {
+                if let Err(panic) = h.join() {
+                    std::panic::resume_unwind(panic);
+                }
+            }
+            out
+        })
     }
 
     /// Follows the chain of entries from the start of the file.
@@ -475,13 +471,12 @@ impl<'c, 'a> ChainReader<'c, 'a> {
         let region = next_start
             .filter(|&s| s == self.pos)
             .and_then(|_| self.span(self.region));
-        let (entries, span_end, all_valid, frame_end) = if let Some(span) = region {
+        let (entries, span_end, frame_end) = if let Some(span) = region {
             // The chain arrives at this region's start: its walk is the chain's.
             self.region += 1;
             (
                 Cow::Borrowed(span.entries.as_slice()),
                 span.end,
-                span.all_valid,
                 span.frame_end.clone(),
             )
         } else {
@@ -489,19 +484,14 @@ impl<'c, 'a> ChainReader<'c, 'a> {
             let stop = next_start.unwrap_or(regions.data.len());
             let span = regions.walk(self.pos, stop, false);
             self.gap_walks += 1;
-            (
-                Cow::Owned(span.entries),
-                span.end,
-                span.all_valid,
-                span.frame_end,
-            )
+            (Cow::Owned(span.entries), span.end, span.frame_end)
         };
         self.pos = span_end;
-        if !all_valid || frame_end.is_some() {
+        if frame_end.is_some() {
             self.done = true;
             self.end = frame_end;
         }
-        Piece::Entries(entries, all_valid)
+        Piece::Entries(entries)
     }
 
     /// Region `k`'s walk: done by this thread if nobody took it, else awaited (doing other
@@ -523,8 +513,9 @@ impl<'c, 'a> ChainReader<'c, 'a> {
         }
     }
 
-    /// Why framing stopped, once [`Piece::Finished`] was returned: `None` when the chain stopped
-    /// at an invalid entry (the last one handed out).
+    /// Why the chain stopped, once [`Piece::Finished`] was returned: `Complete`, an incomplete
+    /// trailing entry, or the first error (a malformed entry or a CRC mismatch) at the start of
+    /// the entry it names, exactly as the sequential iterator with `validate_crc(true)` ends.
     pub fn end(&self) -> Option<IterEnd> {
         self.end.clone()
     }
@@ -669,35 +660,14 @@ mod tests {
     /// reader walked itself.
     fn chained(data: &[u8], region: usize, helpers: usize) -> (Vec<u64>, IterEnd, usize) {
         let regions = Regions::new(data, 0, region);
-        let mut reader = regions.reader();
-        let mut positions = Vec::new();
-        let mut invalid = None;
-        std::thread::scope(|scope| {
-            for _ in 0..helpers {
-                scope.spawn(|| regions.help());
+        regions.follow_chain(helpers, |reader| {
+            let mut positions = Vec::new();
+            while let Piece::Entries(entries) = reader.next_piece() {
+                positions.extend(entries.iter().map(|e| e.position()));
             }
-            while let Piece::Entries(entries, all_valid) = reader.next_piece() {
-                for e in entries.iter() {
-                    match e.validate() {
-                        Err(err) if !all_valid => {
-                            invalid = Some(FormatError::new(err.kind, e.position()));
-                            break;
-                        }
-                        _ => positions.push(e.position()),
-                    }
-                }
-                if invalid.is_some() {
-                    break;
-                }
-            }
-            regions.stop();
-        });
-        let end = match (invalid, reader.end()) {
-            (Some(e), _) => IterEnd::Error(e),
-            (None, Some(end)) => end,
-            (None, None) => panic!("the reader stopped without a reason"),
-        };
-        (positions, end, reader.gap_walks())
+            let end = reader.end().expect("the reader stopped without a reason");
+            (positions, end, reader.gap_walks())
+        })
     }
 
     #[test]

@@ -694,34 +694,12 @@ impl LogSegment {
             // the entries strictly in order (see `record_format::scan`).
             let region = self.ctx.config.recovery_region_bytes;
             let regions = Regions::new(data.bytes(), 0, region);
-            let mut reader = regions.reader();
-            let helpers = if data.bytes().len() > region {
-                helper_threads()
-            } else {
-                0
-            };
             let log_path = self.log.path().to_path_buf();
             let base_offset = self.base_offset;
-            let applied = std::thread::scope(|scope| {
-                let mut handles = Vec::with_capacity(helpers);
-                for _ in 0..helpers {
-                    // Without a helper (no thread to be had) this thread does all the work.
-                    match std::thread::Builder::new()
-                        .name("seglog-crc".into())
-                        .spawn_scoped(scope, || regions.help())
-                    {
-                        Ok(h) => handles.push(h),
-                        Err(_) => break,
-                    }
-                }
-                let mut apply = || -> std::result::Result<Option<FormatError>, E> {
-                    while let Piece::Entries(entries, all_valid) = reader.next_piece() {
+            let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
+                let mut apply = || -> std::result::Result<(), E> {
+                    while let Piece::Entries(entries) = reader.next_piece() {
                         for entry in entries.iter() {
-                            if !all_valid {
-                                if let Err(e) = entry.validate() {
-                                    return Ok(Some(FormatError::new(e.kind, entry.position())));
-                                }
-                            }
                             let last = entry.last_offset();
                             if !self.offset_index.can_append_offset(last) {
                                 return Err(SegmentError::OffsetOverflow {
@@ -767,23 +745,14 @@ impl LogSegment {
                             }
                         }
                     }
-                    Ok(None)
+                    Ok(())
                 };
-                let applied = apply();
-                regions.stop();
-                // Joined explicitly: the scope's implicit wait returns once the helpers' closures
-                // are done, before their threads have exited (and freed their thread-locals).
-                for h in handles {
-                    if let Err(panic) = h.join() {
-                        std::panic::resume_unwind(panic);
-                    }
-                }
-                applied
-            })?;
-            let framing_end = reader.end();
-            truncated_at = match (applied, framing_end) {
-                (Some(e), _) | (None, Some(IterEnd::Error(e))) => Some((e.position, e)),
-                (None, Some(IterEnd::IncompleteTrailing { position, bytes })) => {
+                (apply(), reader.end())
+            });
+            applied?;
+            truncated_at = match framing_end {
+                Some(IterEnd::Error(e)) => Some((e.position, e)),
+                Some(IterEnd::IncompleteTrailing { position, bytes }) => {
                     let rest = data
                         .bytes()
                         .get(usize::try_from(position).unwrap_or(usize::MAX)..)
