@@ -1,5 +1,5 @@
 //! `seglog crash-test [--iterations N] [--seed S] [--dir D]`: the randomized
-//! crash/recover/verify cycle of [`recovery::crash_test`].
+//! crash/recover/verify cycle of [`mod@recovery::crash_test`].
 //!
 //! Iteration `i` generates a workload from seed `S + i` (leader, coordinator and follower
 //! appends, flushes, rolls, truncations, retention, explicit snapshots, clean reopens, a KIP-1279

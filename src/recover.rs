@@ -51,7 +51,7 @@ use crate::Status;
                   or I/O error."
 )]
 pub struct RecoverArgs {
-    /// A partition directory (with *.log files) or a log directory (with <topic>-<partition>
+    /// A partition directory (with *.log files) or a log directory (with `<topic>-<partition>`
     /// subdirectories)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,

@@ -42,7 +42,7 @@ use crate::Status;
                   Exit status: 0 clean; 1 problems found; 2 usage or I/O error."
 )]
 pub struct VerifyArgs {
-    /// A partition directory (with *.log files) or a log directory (with <topic>-<partition>
+    /// A partition directory (with *.log files) or a log directory (with `<topic>-<partition>`
     /// subdirectories)
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
