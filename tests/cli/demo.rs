@@ -32,7 +32,10 @@ fn demo_prints_every_step_and_exits_0() {
         "B: a client append (pid 9) is rejected: partition is read-only for clients in mirror state MIRRORING",
         "B: mirror-state -> STOPPING step=FEED_STOPPED source=cluster-A lso=9",
         "B: mirror-state -> STOPPING step=TRUNCATED source=cluster-A lso=9 last_mirrored_offset=9",
+        "B: mirror-state -> STOPPING step=EPOCH_BUMPED source=cluster-A lso=9 last_mirrored_offset=9 last_mirrored_epoch=0 leader_epoch=1",
         "B: mirror-state -> STOPPED barrier_offset=9",
+        // The barrier opens the new leader epoch (the mirrored batches are in epoch 0).
+        "baseOffset: 9 lastOffset: 9 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 1 ",
         r#"MirrorPidReset {"version":0,"sourceClusterId":"cluster-A"}"#,
         "B: pid 5 epoch 0 seq 0..1 -> written at offsets 10..11",
         "silently dropped as a duplicate of offset 0",

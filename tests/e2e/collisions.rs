@@ -356,7 +356,7 @@ fn txn_barrier_without_truncation_aborts_the_mirrored_transaction_and_recovery_a
     let mut b = Node::mirror_of("B", &a);
     b.failover_without_barrier(false);
     let barrier = b.with_log(|l| {
-        let at = MirrorLog::append_barrier(l, "cluster-A").unwrap();
+        let at = MirrorLog::append_barrier(l, "cluster-A", l.leader_epoch()).unwrap();
         l.set_high_watermark(l.log_end_offset());
         at
     });

@@ -22,12 +22,16 @@ use crate::common::{
 };
 
 /// The model's view of one producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Expected {
     epoch: i16,
     last_seq: i32,
     last_offset: i64,
     txn_first_offset: Option<i64>,
+    /// Every cached batch, oldest first, as `(last sequence, last offset, offset delta)`: the
+    /// data batches of the current epoch, at most the last five (Kafka
+    /// `NUM_BATCHES_TO_RETAIN`).
+    batches: Vec<(i32, i64, i32)>,
 }
 
 const UNKNOWN: Expected = Expected {
@@ -35,6 +39,7 @@ const UNKNOWN: Expected = Expected {
     last_seq: -1,
     last_offset: -1,
     txn_first_offset: None,
+    batches: Vec::new(),
 };
 
 /// The reference model: a fold over the log's batches in offset order.
@@ -54,6 +59,7 @@ fn model(log: &PartitionLog) -> BTreeMap<i64, Expected> {
             // A new epoch forgets the cached batches.
             e.last_seq = -1;
             e.last_offset = -1;
+            e.batches.clear();
         }
         e.epoch = v.producer_epoch();
         if v.is_control() {
@@ -61,6 +67,11 @@ fn model(log: &PartitionLog) -> BTreeMap<i64, Expected> {
         } else {
             e.last_seq = v.last_sequence();
             e.last_offset = v.last_offset();
+            if e.batches.len() == 5 {
+                e.batches.remove(0);
+            }
+            let delta = i32::try_from(v.last_offset() - v.base_offset()).unwrap();
+            e.batches.push((v.last_sequence(), v.last_offset(), delta));
             if v.is_transactional() && e.txn_first_offset.is_none() {
                 e.txn_first_offset = Some(v.base_offset());
             }
@@ -82,6 +93,11 @@ fn actual(log: &PartitionLog) -> BTreeMap<i64, Expected> {
                     last_seq: e.last_seq(),
                     last_offset: e.last_data_offset(),
                     txn_first_offset: e.current_txn_first_offset(),
+                    batches: e
+                        .batch_metadata()
+                        .iter()
+                        .map(|b| (b.last_seq, b.last_offset, b.offset_delta))
+                        .collect(),
                 },
             )
         })
@@ -181,7 +197,7 @@ fn assert_mirror(source: &Node, mirror: &Node) {
 fn active_passive_failover() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
-    b.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
     let mut pa = Producers::new("a", 0);
     for _ in 0..3 {
         pa.round(&mut a);
@@ -214,7 +230,7 @@ fn active_passive_failover() {
 fn failback() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
-    b.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
     let mut pa = Producers::new("a", 0);
     pa.round(&mut a);
     pa.round(&mut a);
@@ -235,7 +251,7 @@ fn failback() {
 
     // A comes back as a mirror of B: start_mirroring truncates A to its LSO, which is where B
     // truncated, so the offsets line up; A then follows B's log, barrier included.
-    a.start_mirroring("cluster-B");
+    a.start_mirroring(&b);
     assert_eq!(a.leo(), b_barrier, "A truncated to its LSO");
     a.mirror_from(&b);
     assert!(a.divergence_truncations.is_empty());
@@ -256,7 +272,7 @@ fn failback() {
     let a_barrier = a.stop();
     assert_eq!(a_barrier, b_open);
     assert!(assert_model(&a).is_empty());
-    b.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
     assert_eq!(b.leo(), a_barrier);
     let mut pa2 = Producers::new("A", 0);
     pa2.round(&mut a);
@@ -281,8 +297,8 @@ fn fan_out() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
     let mut c = Cluster::new("C").partition("t-0");
-    b.start_mirroring("cluster-A");
-    c.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
+    c.start_mirroring(&a);
     let mut pa = Producers::new("a", 0);
     pa.round(&mut a);
     b.mirror_from(&a);
@@ -335,8 +351,8 @@ fn fan_in_different_topics() {
     let mut payments = b.partition("payments-0");
     let mut c_orders = c.partition("orders-0");
     let mut c_payments = c.partition("payments-0");
-    c_orders.start_mirroring(&a.id());
-    c_payments.start_mirroring(&b.id());
+    c_orders.start_mirroring(&orders);
+    c_payments.start_mirroring(&payments);
     // Both sources use producer ids 5, 7 and 9, at different epochs.
     let mut pa = Producers::new("a", 0);
     let mut pb = Producers::new("b", 2);
@@ -393,8 +409,8 @@ fn chain_failover_at_b_then_at_c() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
     let mut c = Cluster::new("C").partition("t-0");
-    b.start_mirroring("cluster-A");
-    c.start_mirroring("cluster-B");
+    b.start_mirroring(&a);
+    c.start_mirroring(&b);
     let mut pa = Producers::new("a", 0);
     for _ in 0..2 {
         pa.round(&mut a);
@@ -454,8 +470,8 @@ fn chain_failover_at_c_while_a_to_b_goes_on() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
     let mut c = Cluster::new("C").partition("t-0");
-    b.start_mirroring("cluster-A");
-    c.start_mirroring("cluster-B");
+    b.start_mirroring(&a);
+    c.start_mirroring(&b);
     let mut pa = Producers::new("a", 0);
     pa.round(&mut a);
     pa.round(&mut a);
@@ -508,7 +524,8 @@ fn model_sanity() {
             epoch: 0,
             last_seq: 2,
             last_offset: 2,
-            txn_first_offset: None
+            txn_first_offset: None,
+            batches: vec![(2, 2, 2)],
         }
     );
     assert_eq!(
@@ -517,7 +534,8 @@ fn model_sanity() {
             epoch: 1,
             last_seq: 1,
             last_offset: 4,
-            txn_first_offset: Some(3)
+            txn_first_offset: Some(3),
+            batches: vec![(1, 4, 1)],
         }
     );
     a.write_marker(7, 1, true).unwrap();

@@ -53,6 +53,7 @@ use segment_store::{
 use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::mirror::{MirrorStateFile, MirrorStateStore};
 use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
 use crate::snapshot::{list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo};
 use crate::summary::BatchSummary;
@@ -444,6 +445,7 @@ impl LogLoader {
             config: opts.config.clone(),
             clock: Arc::clone(&env.clock),
             io: io.clone(),
+            mirror: MirrorStateFile::with_io(dir, io.clone()).load()?,
         };
         if clean && recover_base.is_none() && no_snapshot {
             // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
