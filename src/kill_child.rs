@@ -91,6 +91,7 @@ pub fn log_dir_options(segment_bytes: u64) -> LogDirOptions {
             storage: Arc::new(StdFs),
             clock: Arc::new(ManualClock::new(TIMESTAMP)),
         },
+        ..LogDirOptions::default()
     }
 }
 
