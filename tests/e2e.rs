@@ -13,6 +13,9 @@
 //! * `topologies`: active-passive, failback, fan-out, fan-in and chain, checking byte identity of
 //!   the mirrored ranges, aligned offsets, and every node's producer state against a small
 //!   reference model that clears at every barrier.
+//! * `consumers`: three transactions open at one barrier, read by a consumer that follows
+//!   Kafka's fetch algorithm exactly; `ConsumerReader` and producer state agree on what a
+//!   barrier is.
 //! * `findings`: two library bugs these tests ran into (aborted transactions indexed in a later
 //!   segment; a barrier's implicit abort hiding a reused producer id), kept as regression tests.
 #![allow(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
@@ -21,6 +24,8 @@
 mod collisions;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/consumers.rs"]
+mod consumers;
 #[path = "e2e/findings.rs"]
 mod findings;
 #[path = "e2e/topologies.rs"]

@@ -340,8 +340,10 @@ impl ConsumerReader {
     /// batch with a producer id, every aborted transaction starting at or before the batch's
     /// last offset adds its producer id to the aborted set; an ABORT marker removes its
     /// producer id from the set; a transactional batch of a producer in the set is skipped. A
-    /// `MIRROR_PID_RESET` barrier empties the set (it aborted every open transaction and reset
-    /// every producer).
+    /// `MIRROR_PID_RESET` barrier (any control batch whose first record has type 7, as producer
+    /// state decides) empties the set: it aborted every open transaction and reset every
+    /// producer. That is the one step Kafka's consumer does not have; it matters only for a log
+    /// whose barrier met open transactions (`docs/barrier.md`, "Consumers").
     pub fn read(&self, fetch: &FetchResult) -> Result<Vec<ConsumedRecord>, PartitionLogError> {
         let read_committed = self.isolation == IsolationLevel::ReadCommitted;
         let mut pending: Vec<AbortedTxn> = fetch.aborted_transactions.clone().unwrap_or_default();
@@ -353,11 +355,10 @@ impl ConsumerReader {
             let LogEntry::V2(batch) = entry? else {
                 continue;
             };
-            if read_committed
-                && batch.is_control()
-                && !batch.has_producer_id()
-                && first_control_type(&batch)? == Some(ControlRecordType::MirrorPidReset)
-            {
+            // A barrier is any control batch whose first record is of type 7, with or without a
+            // producer id: the same test producer state applies (`BatchSummary`,
+            // `is_mirror_pid_reset_batch`).
+            if read_committed && is_mirror_pid_reset_batch(&batch)? {
                 // The barrier completes every transaction still open as aborted (their
                 // aborted-transaction entries end at the barrier's offset) and forgets every
                 // producer: no producer id stays in the aborted set past it, so a local producer
