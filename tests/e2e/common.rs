@@ -14,7 +14,7 @@ use recovery::snapshot::read_snapshot;
 use recovery::{
     consume, AppendOrigin, IsolationLevel, LoadOptions, LogAppendInfo, LogLoader,
     MirrorPartitionState, MirroredLog, PartitionLog, PartitionLogConfig, PartitionLogError,
-    SnapshotEntry, TxnMetadata,
+    ProducerStateWarning, SnapshotEntry, TxnMetadata,
 };
 use segment_store::LogConfig;
 use tempfile::TempDir;
@@ -124,6 +124,7 @@ impl Cluster {
             dir,
             log: Some(log),
             divergence_truncations: Vec::new(),
+            mirror_warnings: Vec::new(),
         }
     }
 }
@@ -137,6 +138,8 @@ pub struct Node {
     log: Option<PartitionLog>,
     /// Offsets the mirror feed truncated this node to after the source diverged.
     pub divergence_truncations: Vec<i64>,
+    /// Producer-state warnings of the mirror feed's appends (replication rules).
+    pub mirror_warnings: Vec<ProducerStateWarning>,
 }
 
 impl Node {
@@ -292,12 +295,14 @@ impl Node {
             if fetch.records.is_empty() {
                 return copied;
             }
-            copied += self.with_log(|l| {
+            let info = self.with_log(|l| {
                 let info = l.append_as_mirror(&fetch.records).unwrap();
                 assert_eq!(info.first_offset, from, "the feed keeps offsets");
                 l.set_high_watermark(l.log_end_offset());
-                info.num_batches
+                info
             });
+            copied += info.num_batches;
+            self.mirror_warnings.extend(info.warnings);
         }
         copied
     }
