@@ -31,6 +31,10 @@ use recovery::{
 };
 use segment_store::{LogEnv, ManualClock, StdFs};
 
+mod scenarios;
+
+pub use scenarios::Scenario;
+
 use crate::dump::{self, DumpArgs};
 use crate::partition::producer_line;
 use crate::Status;
@@ -47,19 +51,30 @@ const SEGMENT: &str = "00000000000000000000.log";
 #[command(
     name = "demo",
     about = "Run the KIP-1279 failover demo on built-in sample data (a few seconds)",
-    after_help = "Examples:\n  seglog demo\n  seglog demo /tmp/seglog-demo   # keep the files somewhere known\n\n\
+    after_help = "Examples:\n  seglog demo\n  seglog demo /tmp/seglog-demo   # keep the files somewhere known\n  \
+                  seglog demo --scenario failback /tmp/fb && seglog producers --audit /tmp/fb/A\n  \
+                  seglog demo --scenario collision-same-epoch --no-barrier /tmp/c1\n\n\
+                  Scenarios: active-passive, failback, fan-out, fan-in, chain (KIP-1279's topologies); \
+                  collision-same-epoch, collision-epochs, collision-transactions (the three PID \
+                  collision scenarios, with a downstream mirror C). Each leaves DIR/<cluster>/<topic>-<partition>/.\n\n\
                   Exit status: 0 the demo ran; 2 DIR is unusable or a file operation failed."
 )]
 pub struct DemoArgs {
-    /// Where to create A/ and B/ (absent or empty; default: a fresh directory under the system
-    /// temporary directory, printed)
+    /// Where to create the clusters' directories (absent or empty; default: a fresh directory
+    /// under the system temporary directory, printed)
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Run one KIP-1279 topology or collision scenario instead of the failover story
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub scenario: Option<Scenario>,
+    /// With --scenario: fail over without the MIRROR_PID_RESET barrier (what the barrier prevents)
+    #[arg(long, requires = "scenario")]
+    pub no_barrier: bool,
 }
 
-type DemoResult<T> = Result<T, String>;
+pub(crate) type DemoResult<T> = Result<T, String>;
 
-fn io<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
+pub(crate) fn io<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
@@ -73,6 +88,19 @@ pub fn run(args: &DemoArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
         }
     };
     let clock = Arc::new(ManualClock::new(T0));
+    if let Some(scenario) = args.scenario {
+        let env = LogEnv {
+            storage: Arc::new(StdFs),
+            clock: clock.clone(),
+        };
+        return match scenarios::run(scenario, !args.no_barrier, &root, env, clock, out) {
+            Ok(()) => Status::Success,
+            Err(msg) => {
+                let _ = writeln!(err, "error: demo: {msg}");
+                Status::Usage
+            }
+        };
+    }
     let mut demo = Demo {
         out,
         root,
