@@ -15,6 +15,9 @@
 //!
 //! Producer state is printed after every step. Timestamps come from a fixed clock, so apart from
 //! the directory the output is the same on every run.
+//!
+//! `seglog demo --scenario NAME [--no-barrier] [DIR]` runs one of KIP-1279's topologies or the
+//! three producer-id collision scenarios instead ([`scenarios`]).
 
 use std::fs::OpenOptions;
 use std::io::Write;

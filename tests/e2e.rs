@@ -2,14 +2,16 @@
 //! one integration binary, one module per concern (`tests/e2e/*.rs`).
 //!
 //! A "cluster" is a temporary directory holding one partition directory per topic partition. A
-//! mirror feed reads whole batches from the source partition (below its high watermark) and hands
-//! them to the destination's `append_as_follower`, so the destination stores the source's bytes
-//! unchanged: same offsets, same producer ids, same CRCs.
+//! mirror feed aligns the destination to the source by leader epoch, reads whole batches from the
+//! source partition (below its high watermark) and hands them to the destination's
+//! `append_as_mirror`, so the destination stores the source's bytes unchanged: same offsets, same
+//! producer ids, same CRCs.
 //!
 //! * `collisions`: the three collision scenarios of the KIP (same epoch/wrong sequence, different
 //!   epochs, transactional interleaving). Each shows the harm of a failover without a barrier and
 //!   the correct behaviour with one, then checks that recovery from scratch, a clean reopen and
-//!   snapshot + replay across the barrier all reach the live producer state.
+//!   snapshot + replay across the barrier all reach the live producer state; and the same three
+//!   end to end on a downstream mirror under replication rules (silent without the barrier).
 //! * `topologies`: active-passive, failback, fan-out, fan-in and chain, checking byte identity of
 //!   the mirrored ranges, aligned offsets, and every node's producer state against a small
 //!   reference model that clears at every barrier.

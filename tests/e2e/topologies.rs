@@ -1,6 +1,7 @@
 //! The mirroring topologies of KIP-1279 on real partition directories: active-passive, failback,
-//! fan-out, fan-in and chain. Clusters are separate directories; every mirror feed copies whole
-//! batches byte for byte through `append_as_follower`.
+//! fan-out, fan-in and chain. Clusters are separate directories; every mirror feed first aligns
+//! by leader epoch (the `OffsetsForLeaderEpoch` rule: divergence is found by epochs, never by
+//! comparing bytes) and then copies whole batches byte for byte through `append_as_mirror`.
 //!
 //! After every step each node is checked against:
 //! * **byte identity**: the mirrored range holds the same batches at the same offsets, and the

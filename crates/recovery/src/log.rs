@@ -12,6 +12,12 @@
 //!   and apply producer state with `Replication` rules (warnings, not errors).
 //! * The KIP-1279 barrier is applied by [`ProducerStateManager::apply_batches`] on every origin,
 //!   strictly in log order (see [`crate::barrier`]).
+//! * The log owns its KIP-1279 mirror state ([`crate::mirror`], restored by the loader) and
+//!   enforces it: leader appends (client and coordinator) are refused while `Mirroring` or
+//!   `Stopping`, the mirror feed ([`PartitionLog::append_as_mirror`]) only appends while
+//!   `Mirroring`, intra-cluster follower appends work in every state; the transitions
+//!   (`start_mirroring` with log alignment by leader epoch, `stop_mirroring`,
+//!   `resume_mirror_stop`) are [`MirroredLog`]'s.
 //! * When the active segment rolls, a producer snapshot named after the new base is written
 //!   before the batches that caused the roll are applied (Kafka §6.3/§7.7).
 //! * Reads are bounded by the high watermark (`ReadUncommitted`) or the last stable offset
