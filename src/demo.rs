@@ -17,7 +17,7 @@
 //! the directory the output is the same on every run.
 //!
 //! `seglog demo --scenario NAME [--no-barrier] [DIR]` runs one of KIP-1279's topologies or the
-//! three producer-id collision scenarios instead ([`scenarios`]).
+//! three producer-id collision scenarios instead (`src/demo/scenarios.rs`).
 
 use std::fs::OpenOptions;
 use std::io::Write;
