@@ -367,21 +367,15 @@ fn clean_stop_performs_the_steps_in_order() {
     // flush, store FeedStopped, truncate, flush, store Truncated, store EpochBumped, assign
     // epoch, append, flush, store Stopped.
     assert_eq!(clean_stop_ops(), 10);
-    let w = world(mirrored_log(), mirroring("A"));
-    let mut p = open(&w);
-    p.stop().unwrap();
-    drop(p);
-    // Every intermediate state, as persisted: the stop point, then the last mirrored offset and
-    // epoch, then the new epoch.
-    let w = world(mirrored_log(), mirroring("A"));
+    // Every intermediate state, as persisted (a stop interrupted right after each store): the
+    // stop point, then the last mirrored offset and epoch, then the new epoch.
     let mut seen = Vec::new();
     for crash_at in [3, 6, 7] {
-        let w2 = world(mirrored_log(), mirroring("A"));
-        w2.borrow_mut().crash_at = Some(crash_at);
-        open(&w2).stop().unwrap_err();
-        seen.push(w2.borrow().state.clone());
+        let w = world(mirrored_log(), mirroring("A"));
+        w.borrow_mut().crash_at = Some(crash_at);
+        open(&w).stop().unwrap_err();
+        seen.push(w.borrow().state.clone());
     }
-    drop(w);
     let stopping = |step, last: Option<(i64, i32)>, leader_epoch| MirrorPartitionState::Stopping {
         step,
         source_cluster_id: "A".into(),
