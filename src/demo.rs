@@ -4,7 +4,8 @@
 //!    aborted one (pid 7);
 //! 2. cluster B (`B/orders-0`) mirrors A byte for byte (follower appends, `Mirroring` state, client
 //!    appends refused);
-//! 3. B fails over: `MirrorPartition::stop` runs the `STOPPING` steps and writes the barrier;
+//! 3. B fails over: `stop_mirroring` runs the `STOPPING` steps (the last one bumps the leader
+//!    epoch) and writes the barrier in the new epoch;
 //! 4. a local producer on B is handed producer id 5 and starts at sequence 0: accepted, where a
 //!    scratch copy of B taken before the stop (no barrier) answers it as a duplicate and writes
 //!    nothing;
@@ -14,6 +15,9 @@
 //!
 //! Producer state is printed after every step. Timestamps come from a fixed clock, so apart from
 //! the directory the output is the same on every run.
+//!
+//! `seglog demo --scenario NAME [--no-barrier] [DIR]` runs one of KIP-1279's topologies or the
+//! three producer-id collision scenarios instead (`src/demo/scenarios.rs`).
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -24,10 +28,15 @@ use clap::Parser;
 use record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
 use recovery::mirror::encode_mirror_state;
 use recovery::{
-    AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorPartition, MirrorPartitionState,
-    MirrorStateError, MirrorStateFile, MirrorStateStore, PartitionLog, SnapshotEntry,
+    AppendOrigin, EpochEndOffsets, IsolationLevel, LoadOptions, LogLoader, MirrorLog,
+    MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateStore, MirroredLog,
+    PartitionLog, PartitionLogError, SnapshotEntry,
 };
 use segment_store::{LogEnv, ManualClock, StdFs};
+
+mod scenarios;
+
+pub use scenarios::Scenario;
 
 use crate::dump::{self, DumpArgs};
 use crate::partition::producer_line;
@@ -45,19 +54,30 @@ const SEGMENT: &str = "00000000000000000000.log";
 #[command(
     name = "demo",
     about = "Run the KIP-1279 failover demo on built-in sample data (a few seconds)",
-    after_help = "Examples:\n  seglog demo\n  seglog demo /tmp/seglog-demo   # keep the files somewhere known\n\n\
+    after_help = "Examples:\n  seglog demo\n  seglog demo /tmp/seglog-demo   # keep the files somewhere known\n  \
+                  seglog demo --scenario failback /tmp/fb && seglog producers --audit /tmp/fb/A\n  \
+                  seglog demo --scenario collision-same-epoch --no-barrier /tmp/c1\n\n\
+                  Scenarios: active-passive, failback, fan-out, fan-in, chain (KIP-1279's topologies); \
+                  collision-same-epoch, collision-epochs, collision-transactions (the three PID \
+                  collision scenarios, with a downstream mirror C). Each leaves DIR/<cluster>/<topic>-<partition>/.\n\n\
                   Exit status: 0 the demo ran; 2 DIR is unusable or a file operation failed."
 )]
 pub struct DemoArgs {
-    /// Where to create A/ and B/ (absent or empty; default: a fresh directory under the system
-    /// temporary directory, printed)
+    /// Where to create the clusters' directories (absent or empty; default: a fresh directory
+    /// under the system temporary directory, printed)
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// Run one KIP-1279 topology or collision scenario instead of the failover story
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub scenario: Option<Scenario>,
+    /// With --scenario: fail over without the MIRROR_PID_RESET barrier (what the barrier prevents)
+    #[arg(long, requires = "scenario")]
+    pub no_barrier: bool,
 }
 
-type DemoResult<T> = Result<T, String>;
+pub(crate) type DemoResult<T> = Result<T, String>;
 
-fn io<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
+pub(crate) fn io<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
@@ -71,6 +91,19 @@ pub fn run(args: &DemoArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
         }
     };
     let clock = Arc::new(ManualClock::new(T0));
+    if let Some(scenario) = args.scenario {
+        let env = LogEnv {
+            storage: Arc::new(StdFs),
+            clock: clock.clone(),
+        };
+        return match scenarios::run(scenario, !args.no_barrier, &root, env, clock, out) {
+            Ok(()) => Status::Success,
+            Err(msg) => {
+                let _ = writeln!(err, "error: demo: {msg}");
+                Status::Usage
+            }
+        };
+    }
     let mut demo = Demo {
         out,
         root,
@@ -124,27 +157,64 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
     }
 }
 
-/// A [`MirrorStateFile`] that remembers every state it persisted, to show the STOPPING steps.
+/// A partition log that remembers every mirror state it persisted, to show the STOPPING steps
+/// (the transitions run on it exactly as on the log itself).
 #[derive(Debug)]
-struct RecordingStore {
-    file: MirrorStateFile,
-    persisted: Vec<MirrorPartitionState>,
+pub(crate) struct Recording<'a> {
+    pub(crate) log: &'a mut PartitionLog,
+    pub(crate) persisted: Vec<MirrorPartitionState>,
 }
 
-impl MirrorStateStore for RecordingStore {
-    fn load(&self) -> Result<MirrorPartitionState, MirrorStateError> {
-        self.file.load()
+impl EpochEndOffsets for Recording<'_> {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        self.log.end_offset_for_epoch(requested)
     }
+}
 
-    fn store(&mut self, state: &MirrorPartitionState) -> Result<(), MirrorStateError> {
-        self.file.store(state)?;
-        self.persisted.push(state.clone());
+impl MirrorLog for Recording<'_> {
+    type Error = PartitionLogError;
+    fn last_stable_offset(&self) -> i64 {
+        self.log.last_stable_offset()
+    }
+    fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+    fn latest_epoch(&self) -> Option<i32> {
+        MirrorLog::latest_epoch(&*self.log)
+    }
+    fn truncate_to(&mut self, offset: i64) -> Result<(), PartitionLogError> {
+        MirrorLog::truncate_to(&mut *self.log, offset)
+    }
+    fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), PartitionLogError> {
+        self.log.assign_epoch(epoch, start_offset)
+    }
+    fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, PartitionLogError> {
+        self.log.find_barrier_from(from)
+    }
+    fn append_barrier(&mut self, source: &str, epoch: i32) -> Result<i64, PartitionLogError> {
+        self.log.append_barrier(source, epoch)
+    }
+    fn flush(&mut self) -> Result<(), PartitionLogError> {
+        self.log.flush()
+    }
+}
+
+impl MirroredLog for Recording<'_> {
+    fn mirror_state(&self) -> &MirrorPartitionState {
+        self.log.mirror_state()
+    }
+    fn persist_mirror_state(&mut self, next: MirrorPartitionState) -> Result<(), MirrorStateError> {
+        self.log.persist_mirror_state(next.clone())?;
+        self.persisted.push(next);
         Ok(())
     }
 }
 
 /// The `mirror-state` file's content on one line (without the version line).
-fn state_line(state: &MirrorPartitionState) -> String {
+pub(crate) fn state_line(state: &MirrorPartitionState) -> String {
     encode_mirror_state(state).map_or_else(
         |e| e.to_string(),
         |text| text.lines().skip(1).collect::<Vec<_>>().join(" "),
@@ -324,25 +394,23 @@ impl<W: Write> Demo<'_, W> {
 
         // 2. Cluster B mirrors A.
         self.step("2. cluster B mirrors A byte for byte (B/orders-0)")?;
-        let b = self.open(&b_dir)?;
-        let store = RecordingStore {
-            file: MirrorStateFile::in_dir(&b_dir),
-            persisted: Vec::new(),
-        };
-        let mut mp = MirrorPartition::open(b, store).map_err(io("open mirror state"))?;
-        mp.start_mirroring(SOURCE).map_err(io("start mirroring"))?;
-        self.say(format!("B: mirror-state -> {}", state_line(mp.state())))?;
-        let (mut b, store) = mp.into_parts();
+        let mut b = self.open(&b_dir)?;
+        b.start_mirroring(SOURCE, &a)
+            .map_err(io("start mirroring"))?;
+        self.say(format!(
+            "B: mirror-state -> {}",
+            state_line(b.mirror_state())
+        ))?;
         let fetch = a
             .read(0, usize::MAX / 2, IsolationLevel::ReadUncommitted)
             .map_err(io("fetch from A"))?;
         let info = b
-            .append_as_follower(&fetch.records)
-            .map_err(io("follower append to B"))?;
+            .append_as_mirror(&fetch.records)
+            .map_err(io("mirror append to B"))?;
         let b_end = b.log_end_offset();
         b.set_high_watermark(b_end);
         self.say(format!(
-            "B: follower append of A's batches -> offsets {}..{} ({} bytes, offsets and bytes kept)",
+            "B: mirror append of A's batches -> offsets {}..{} ({} bytes, offsets and bytes kept)",
             info.first_offset, info.last_offset, info.bytes
         ))?;
         let a_bytes = std::fs::read(a_dir.join(SEGMENT)).map_err(io("read A"))?;
@@ -354,12 +422,12 @@ impl<W: Write> Demo<'_, W> {
             "B/orders-0/{SEGMENT} is byte-identical to A/orders-0/{SEGMENT} ({} bytes)",
             b_bytes.len()
         ))?;
-        let mut mp = MirrorPartition::open(b, store).map_err(io("open mirror state"))?;
-        match mp.check_client_append() {
+        let client = batch(0, 9, 0, false, &["c-1"], T0 + 60)?;
+        match b.append_as_leader(&client, 0, AppendOrigin::Client) {
             Err(e) => self.say(format!("B: a client append (pid 9) is rejected: {e}"))?,
-            Ok(()) => return Err("B accepted a client append while mirroring".into()),
+            Ok(_) => return Err("B accepted a client append while mirroring".into()),
         }
-        self.producers("B", mp.log())?;
+        self.producers("B", &b)?;
 
         // 3. Failover.
         self.step("3. B fails over: stop mirroring (STOPPING steps, then the barrier)")?;
@@ -369,18 +437,20 @@ impl<W: Write> Demo<'_, W> {
             self.rel(&scratch_dir)
         ))?;
         self.clock.set(T0 + 500);
-        let barrier = mp.stop().map_err(io("stop mirroring"))?;
-        let persisted: Vec<String> = mp
-            .store()
-            .persisted
-            .iter()
-            .skip(1)
-            .map(state_line)
-            .collect();
+        let mut rec = Recording {
+            log: &mut b,
+            persisted: Vec::new(),
+        };
+        let barrier = rec.stop_mirroring().map_err(io("stop mirroring"))?;
+        let persisted: Vec<String> = rec.persisted.iter().map(state_line).collect();
         for s in persisted {
             self.say(format!("B: mirror-state -> {s}"))?;
         }
-        let (mut b, _) = mp.into_parts();
+        self.say(format!(
+            "B: leader epoch {} from offset {barrier} (leader-epoch-checkpoint), above every \
+             epoch of the mirrored data",
+            b.leader_epoch()
+        ))?;
         self.say(format!(
             "B: the barrier at offset {barrier} (seglog dump --deep-iteration):"
         ))?;
@@ -398,8 +468,9 @@ impl<W: Write> Demo<'_, W> {
         // 4. A local producer reuses pid 5.
         self.step("4. a local producer on B is given producer id 5 and starts at sequence 0")?;
         let local = batch(0, 5, 0, false, &["b-1", "b-2"], T0 + 1_000)?;
+        let epoch = b.leader_epoch();
         let info = b
-            .append_as_leader(&local, 0, AppendOrigin::Client)
+            .append_as_leader(&local, epoch, AppendOrigin::Client)
             .map_err(io("client append to B"))?;
         if info.duplicate {
             return Err("B answered the local producer as a duplicate despite the barrier".into());

@@ -42,8 +42,8 @@ use recovery::crash_test::{
     SOURCE_PID, TIMESTAMP,
 };
 use recovery::{
-    load_log_dir, AppendOrigin, LogDir, LogDirOptions, MirrorPartition, MirrorPartitionState,
-    MirrorStateFile, MirrorStateStore, PartitionLog, StoppingStep, Workload,
+    load_log_dir, AppendOrigin, EpochHistory, LogDir, LogDirOptions, MirrorPartitionState,
+    MirrorStateFile, MirrorStateStore, PartitionLog, Workload,
 };
 use segment_store::{LogEnv, ManualClock, StdFs, TopicPartition};
 
@@ -91,6 +91,7 @@ pub fn log_dir_options(segment_bytes: u64) -> LogDirOptions {
             storage: Arc::new(StdFs),
             clock: Arc::new(ManualClock::new(TIMESTAMP)),
         },
+        ..LogDirOptions::default()
     }
 }
 
@@ -182,28 +183,11 @@ impl<W: Write> Child<'_, W> {
             .ok_or_else(|| format!("partition {}-0 not loaded", self.tp.topic))
     }
 
+    /// The persisted mirror state, read from the file (not from the loaded log).
     fn mirror_state(&self) -> R<MirrorPartitionState> {
         MirrorStateFile::in_dir(&self.partition_dir)
             .load()
             .map_err(|e| e.to_string())
-    }
-
-    /// Runs `f` on the partition wrapped in its mirror state driver.
-    fn with_mirror<T>(
-        &self,
-        ld: &mut LogDir,
-        f: impl FnOnce(&mut MirrorPartition<PartitionLog, MirrorStateFile>) -> R<T>,
-    ) -> R<T> {
-        let log = ld
-            .partitions
-            .remove(&self.tp)
-            .ok_or_else(|| format!("partition {}-0 not loaded", self.tp.topic))?;
-        let store = MirrorStateFile::in_dir(&self.partition_dir);
-        let mut part = MirrorPartition::open(log, store).map_err(|e| e.to_string())?;
-        let result = f(&mut part);
-        let (log, _) = part.into_parts();
-        ld.partitions.insert(self.tp.clone(), log);
-        result
     }
 
     /// Loads the log directory, reports it (`L`), and finishes an interrupted stop.
@@ -226,19 +210,23 @@ impl<W: Write> Child<'_, W> {
             "L clean={clean} cut={cut} leo={leo} state={}",
             state.kind()
         ))?;
+        if log.mirror_state() != &state {
+            return Err(format!(
+                "loaded mirror state {:?}, file {state:?}",
+                log.mirror_state()
+            ));
+        }
         if let MirrorPartitionState::Stopping {
-            step,
             lso,
             last_mirrored_offset,
+            leader_epoch,
             ..
         } = state
         {
             let log = self.log(&mut ld)?;
-            let point = match (step, last_mirrored_offset) {
-                (StoppingStep::Truncated, Some(p)) => p,
-                _ => lso.min(log.last_stable_offset()).min(log.log_end_offset()),
-            };
-            self.stop(&mut ld, point, true)?;
+            // The persisted stop point, never a recomputed LSO (the high watermark is lost).
+            let point = last_mirrored_offset.unwrap_or_else(|| lso.min(log.log_end_offset()));
+            self.stop(&mut ld, point, leader_epoch, true)?;
         }
         Ok(ld)
     }
@@ -303,42 +291,55 @@ impl<W: Write> Child<'_, W> {
         let bytes = replica_batch(at, pid, next_seq(log, pid), records, epoch)?;
         self.line(format!("W {at} {}", hex(&bytes)))?;
         let log = self.log(ld)?;
-        log.append_as_follower(&bytes).map_err(|e| e.to_string())?;
+        // While mirroring, these are the mirror feed's batches; otherwise intra-cluster replication.
+        if matches!(log.mirror_state(), MirrorPartitionState::Mirroring { .. }) {
+            log.append_as_mirror(&bytes).map_err(|e| e.to_string())?;
+        } else {
+            log.append_as_follower(&bytes).map_err(|e| e.to_string())?;
+        }
         Ok(())
     }
 
     /// Runs (or, with `resume`, finishes) a mirror stop that truncates to `point`: `T`, the
     /// barrier's `W`, then `S` and the durable batches once the library reports `Stopped`.
-    fn stop(&mut self, ld: &mut LogDir, point: i64, resume: bool) -> R<()> {
+    fn stop(
+        &mut self,
+        ld: &mut LogDir,
+        point: i64,
+        chosen_epoch: Option<i32>,
+        resume: bool,
+    ) -> R<()> {
         self.truncating(point)?;
         let log = self.log(ld)?;
-        // The barrier epoch is the latest one left after truncating to `point`.
-        let epoch = log
-            .leader_epoch_cache()
-            .entries()
-            .iter()
-            .rfind(|e| e.start_offset < point)
-            .map_or(0, |e| e.epoch);
+        // The barrier opens a new epoch: one above the latest left after truncating to `point`
+        // (unless a resumed stop already chose it).
+        let epoch = chosen_epoch.unwrap_or_else(|| {
+            log.leader_epoch_cache()
+                .entries()
+                .iter()
+                .rfind(|e| e.start_offset < point)
+                .map_or(0, |e| e.epoch + 1)
+        });
         let mut barrier = mirror_pid_reset_batch(0, TIMESTAMP, epoch, SOURCE_CLUSTER);
         set_base_offset_and_leader_epoch(&mut barrier, point, epoch).map_err(|e| e.to_string())?;
         self.line(format!("W {point} {}", hex(&barrier)))?;
-        let at = self.with_mirror(ld, |part| {
-            if resume {
-                match part.resume().map_err(|e| e.to_string())? {
-                    MirrorPartitionState::Stopped { barrier_offset } => Ok(*barrier_offset),
-                    other => Err(format!("resume ended in {:?}", other.kind())),
-                }
-            } else {
-                part.stop().map_err(|e| e.to_string())
+        let log = self.log(ld)?;
+        let at = if resume {
+            match log.resume_mirror_stop().map_err(|e| e.to_string())? {
+                MirrorPartitionState::Stopped { barrier_offset } => *barrier_offset,
+                other => return Err(format!("resume ended in {:?}", other.kind())),
             }
-        })?;
+        } else {
+            log.stop_mirroring().map_err(|e| e.to_string())?
+        };
         // Step 4 of the stop flushed the log, barrier included.
         let log = self.log(ld)?;
         let (end, rp) = (log.log_end_offset(), log.recovery_point());
         let batches = read_batches(log, self.reported, end)?;
         self.line(format!("S {at}"))?;
         self.report_durable(batches, end, rp)?;
-        self.epoch = self.epoch.max(epoch) + 1;
+        // Local appends go on in the barrier's epoch.
+        self.epoch = self.epoch.max(epoch);
         Ok(())
     }
 
@@ -362,7 +363,7 @@ impl<W: Write> Child<'_, W> {
                     let log = self.log(&mut ld)?;
                     log.set_high_watermark(i64::MAX);
                     let point = log.last_stable_offset().min(log.log_end_offset());
-                    self.stop(&mut ld, point, false)?;
+                    self.stop(&mut ld, point, None, false)?;
                 }
             },
             MirrorPartitionState::Stopping { .. } => {
@@ -387,12 +388,15 @@ impl<W: Write> Child<'_, W> {
                 41..=43 => {
                     let log = self.log(&mut ld)?;
                     log.set_high_watermark(i64::MAX);
+                    // The workload drops open transactions first; the source then holds this
+                    // log's history, so aligning to it keeps everything.
                     let lso = log.last_stable_offset();
                     self.truncating(lso)?;
-                    self.with_mirror(&mut ld, |part| {
-                        part.start_mirroring(SOURCE_CLUSTER)
-                            .map_err(|e| e.to_string())
-                    })?;
+                    let log = self.log(&mut ld)?;
+                    log.truncate_to(lso).map_err(|e| e.to_string())?;
+                    let source = EpochHistory::of(log);
+                    log.start_mirroring(SOURCE_CLUSTER, &source)
+                        .map_err(|e| e.to_string())?;
                     // start_mirroring flushed after truncating.
                     let log = self.log(&mut ld)?;
                     let (end, rp) = (log.log_end_offset(), log.recovery_point());

@@ -1,6 +1,9 @@
 //! `seglog demo`, run as the real binary (what README's first command runs): every step is
-//! printed, the barrier makes the reused producer id safe where the scratch copy without it
-//! drops the batch as a duplicate, the torn tail is quarantined byte for byte, exit 0.
+//! printed, the barrier (in the new leader epoch) makes the reused producer id safe where the
+//! scratch copy without it drops the batch as a duplicate, the torn tail is quarantined byte for
+//! byte, exit 0. Every `--scenario`: with the barrier each partition directory verifies clean
+//! and audits without error; with `--no-barrier` the audit reports the collision exactly where
+//! producer ids collide.
 
 use super::common::tempdir;
 use super::run::{assert_no_panic, seglog};
@@ -32,7 +35,10 @@ fn demo_prints_every_step_and_exits_0() {
         "B: a client append (pid 9) is rejected: partition is read-only for clients in mirror state MIRRORING",
         "B: mirror-state -> STOPPING step=FEED_STOPPED source=cluster-A lso=9",
         "B: mirror-state -> STOPPING step=TRUNCATED source=cluster-A lso=9 last_mirrored_offset=9",
+        "B: mirror-state -> STOPPING step=EPOCH_BUMPED source=cluster-A lso=9 last_mirrored_offset=9 last_mirrored_epoch=0 leader_epoch=1",
         "B: mirror-state -> STOPPED barrier_offset=9",
+        // The barrier opens the new leader epoch (the mirrored batches are in epoch 0).
+        "baseOffset: 9 lastOffset: 9 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 1 ",
         r#"MirrorPidReset {"version":0,"sourceClusterId":"cluster-A"}"#,
         "B: pid 5 epoch 0 seq 0..1 -> written at offsets 10..11",
         "silently dropped as a duplicate of offset 0",
@@ -70,4 +76,183 @@ fn demo_refuses_a_non_empty_dir() {
     assert_eq!(stdout, "");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("is not empty"), "{stderr}");
+}
+
+/// Every `--scenario`: `(name, partition dirs, those whose producer ids collide without the
+/// barrier, lines printed with the barrier)`.
+type Scenario = (
+    &'static str,
+    &'static [&'static str],
+    &'static [&'static str],
+    &'static [&'static str],
+);
+
+const SCENARIOS: [Scenario; 8] = [
+    (
+        "active-passive",
+        &["A/orders-0", "B/orders-0"],
+        &["B/orders-0"],
+        &["B/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 1"],
+    ),
+    (
+        "failback",
+        &["A/orders-0", "B/orders-0"],
+        &["A/orders-0", "B/orders-0"],
+        &[
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 10 in leader epoch 1",
+            "A/orders-0: start mirroring B/orders-0, truncated 11 -> 10 (aligned by leader epoch)",
+            "A/orders-0: MIRROR_PID_RESET barrier at offset 19 in leader epoch 2",
+        ],
+    ),
+    (
+        "fan-out",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &["B/orders-0", "C/orders-0"],
+        &[
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 1",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 16 in leader epoch 1",
+        ],
+    ),
+    (
+        "fan-in",
+        &["A/orders-0", "B/payments-0", "C/orders-0", "C/payments-0"],
+        &["C/orders-0", "C/payments-0"],
+        &[
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 1",
+            "C/payments-0: MIRROR_PID_RESET barrier at offset 16 in leader epoch 1",
+        ],
+    ),
+    (
+        "chain",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &["B/orders-0", "C/orders-0"],
+        &[
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 10 in leader epoch 1",
+            "C/orders-0: B/orders-0's log diverged: truncated to 10 (leader-epoch exchange)",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 19 in leader epoch 2",
+        ],
+    ),
+    (
+        "collision-same-epoch",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &["B/orders-0", "C/orders-0"],
+        &["B/orders-0: pid 5 epoch 0 idempotent seq 0..9 -> offsets 31..40 (leader epoch 1)"],
+    ),
+    (
+        "collision-epochs",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &["B/orders-0", "C/orders-0"],
+        &["C/orders-0 <- B/orders-0: 5 batch(es), offsets 0..40, byte for byte"],
+    ),
+    (
+        "collision-transactions",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &["B/orders-0", "C/orders-0"],
+        &["C: a read_committed consumer sees 0 record(s) of A's unfinished transaction"],
+    ),
+];
+
+fn run_scenario(name: &str, no_barrier: bool) -> (tempfile::TempDir, String) {
+    let dir = tempdir();
+    let root = dir.path().join("demo");
+    let mut args: Vec<&std::ffi::OsStr> =
+        vec!["demo".as_ref(), "--scenario".as_ref(), name.as_ref()];
+    if no_barrier {
+        args.push("--no-barrier".as_ref());
+    }
+    args.push(root.as_os_str());
+    let (code, stdout, stderr) = seglog(&args);
+    assert_eq!(code, 0, "{name}: {stderr}");
+    assert_eq!(stderr, "", "{name}");
+    assert_no_panic(&stderr);
+    (dir, stdout)
+}
+
+/// With the barrier, every partition directory of every scenario verifies clean and its audit
+/// finds no error; the scenario prints its steps.
+#[test]
+fn every_scenario_with_the_barrier_verifies_and_audits_clean() {
+    for (name, parts, _, needles) in SCENARIOS {
+        let (dir, stdout) = run_scenario(name, false);
+        assert!(
+            stdout.starts_with(&format!("seglog demo --scenario {name}: in ")),
+            "{stdout}"
+        );
+        assert!(stdout.contains("== 1. "), "{name}: {stdout}");
+        for needle in needles {
+            assert!(
+                stdout.contains(needle),
+                "{name}: missing {needle:?} in\n{stdout}"
+            );
+        }
+        let mut found: Vec<String> = Vec::new();
+        for cluster in std::fs::read_dir(dir.path().join("demo")).expect("clusters") {
+            let cluster = cluster.expect("entry").path();
+            for part in std::fs::read_dir(&cluster).expect("partitions") {
+                let part = part.expect("entry").path();
+                if part.is_dir() {
+                    let c = cluster
+                        .file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .into_owned();
+                    let p = part
+                        .file_name()
+                        .expect("name")
+                        .to_string_lossy()
+                        .into_owned();
+                    found.push(format!("{c}/{p}"));
+                }
+            }
+        }
+        found.sort();
+        assert_eq!(found, parts, "{name}: DIR/<cluster>/<topic>-<partition>/");
+        for part in parts {
+            let p = dir.path().join("demo").join(part);
+            let (code, out, err) = seglog(&["verify".as_ref(), p.as_os_str()]);
+            assert_eq!(code, 0, "{name} {part}: verify\n{out}{err}");
+            let (code, out, err) =
+                seglog(&["producers".as_ref(), "--audit".as_ref(), p.as_os_str()]);
+            assert_eq!(code, 0, "{name} {part}: audit\n{out}{err}");
+            assert!(out.contains(", 0 error(s)"), "{name} {part}: {out}");
+        }
+    }
+}
+
+/// Without the barrier, the audit reports the collision (exit 1) exactly where producer ids
+/// collide.
+#[test]
+fn every_scenario_without_the_barrier_shows_the_collision_to_the_audit() {
+    for (name, parts, colliding, _) in SCENARIOS {
+        let (dir, stdout) = run_scenario(name, true);
+        assert!(stdout.contains("--no-barrier"), "{stdout}");
+        assert!(
+            stdout.contains("failover WITHOUT a barrier"),
+            "{name}: {stdout}"
+        );
+        assert!(!stdout.contains("MIRROR_PID_RESET barrier at"), "{name}");
+        for part in parts {
+            let p = dir.path().join("demo").join(part);
+            let (code, out, err) =
+                seglog(&["producers".as_ref(), "--audit".as_ref(), p.as_os_str()]);
+            let expected = if colliding.contains(part) { 1 } else { 0 };
+            assert_eq!(code, expected, "{name} {part}: audit\n{out}{err}");
+            if expected == 1 {
+                assert!(out.contains("error: offset "), "{name} {part}: {out}");
+            }
+        }
+    }
+}
+
+#[test]
+fn no_barrier_needs_a_scenario_and_unknown_scenarios_are_refused() {
+    let (code, _, stderr) = seglog(&["demo".as_ref(), "--no-barrier".as_ref()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("required"), "{stderr}");
+    let (code, _, stderr) = seglog(&["demo".as_ref(), "--scenario".as_ref(), "ring".as_ref()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("invalid value 'ring' for '--scenario"),
+        "{stderr}"
+    );
 }

@@ -10,6 +10,10 @@
 //! and the barrier is never shown to a consumer. Finally the barrier node is crashed and reopened
 //! three ways (recovery from scratch, clean reopen, older snapshot + replay across the barrier),
 //! all of which must reach the live producer state.
+//!
+//! The last section runs the three scenarios end to end on a downstream mirror C of B, where
+//! the batches arrive under REPLICATION rules: without the barrier the collisions are silent
+//! there (no error; in scenario 2 one warning), with it C's producer state is B's.
 
 use recovery::{
     IsolationLevel, MirrorLog, PartitionLogError, ProducerStateError, SequenceViolation,
@@ -356,7 +360,7 @@ fn txn_barrier_without_truncation_aborts_the_mirrored_transaction_and_recovery_a
     let mut b = Node::mirror_of("B", &a);
     b.failover_without_barrier(false);
     let barrier = b.with_log(|l| {
-        let at = MirrorLog::append_barrier(l, "cluster-A").unwrap();
+        let at = MirrorLog::append_barrier(l, "cluster-A", l.leader_epoch()).unwrap();
         l.set_high_watermark(l.log_end_offset());
         at
     });
@@ -386,4 +390,245 @@ fn txn_barrier_without_truncation_aborts_the_mirrored_transaction_and_recovery_a
         .collect();
     assert_eq!(seen, values("b5-t1", 10));
     assert_recovery_agrees(b, barrier);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Downstream, under REPLICATION: the KIP's three scenarios where they are silent
+// ---------------------------------------------------------------------------------------------
+//
+// A failover that forgets producer state without a record in the log (B restarts cleanly with
+// no producer snapshot, which Kafka loads as empty state) lets B's leader accept its local
+// producer's reused id. C mirrors B (the mirror feed appends with REPLICATION rules, as any
+// follower of B would): nothing in B's log tells C to forget A's producers, so C merges the two
+// producers under one id with no error — at most a warning — and C's producer state is no longer
+// B's. B's own recovery from scratch merges them too. With the barrier, C's producer state is
+// B's, batch for batch.
+
+/// C, a new cluster mirroring B's partition from its first offset.
+fn downstream(b: &Node) -> Node {
+    Node::mirror_of("C", b)
+}
+
+/// The audit of `seglog producers --audit` over `node`'s log: its error findings.
+fn audit_errors(node: &Node) -> Vec<recovery::AuditFinding> {
+    let summaries: Vec<recovery::BatchSummary> = batches(node.log())
+        .iter()
+        .map(|b| recovery::BatchSummary::from_batch(&b.view()).unwrap())
+        .collect();
+    recovery::audit_batches(&summaries)
+        .into_iter()
+        .filter(|f| f.severity() == recovery::Severity::Error)
+        .collect()
+}
+
+/// Every producer with every cached batch, open transactions and the LSO of `node`.
+fn producer_view(node: &Node) -> (Vec<String>, Vec<i64>, i64) {
+    let psm = node.log().producer_state();
+    let producers = psm
+        .active_producers()
+        .values()
+        .map(|e| {
+            format!(
+                "pid {} epoch {} txn {:?} batches {:?}",
+                e.producer_id(),
+                e.producer_epoch(),
+                e.current_txn_first_offset(),
+                e.batch_metadata()
+                    .iter()
+                    .map(|m| (m.first_seq(), m.last_seq, m.first_offset(), m.last_offset))
+                    .collect::<Vec<_>>()
+            )
+        })
+        .collect();
+    let open = psm.ongoing_txns().keys().copied().collect();
+    (producers, open, node.log().last_stable_offset())
+}
+
+/// The last offsets of producer 5's cached batches.
+fn cached_5(node: &Node) -> Vec<i64> {
+    node.log()
+        .producer_state()
+        .last_entry(5)
+        .map(|e| e.batch_metadata().iter().map(|m| m.last_offset).collect())
+        .unwrap_or_default()
+}
+
+/// Recovers a copy of `node`'s directory from scratch and returns producer 5's cached batches.
+fn recovered_cached_5(node: &Node) -> Vec<i64> {
+    let copy = tempfile::tempdir().unwrap();
+    for e in std::fs::read_dir(&node.dir).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if e.file_type().unwrap().is_file() && name != ".lock" {
+            std::fs::copy(e.path(), copy.path().join(name)).unwrap();
+        }
+    }
+    let log = crate::common::open_log(copy.path());
+    log.producer_state()
+        .last_entry(5)
+        .map(|e| e.batch_metadata().iter().map(|m| m.last_offset).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn downstream_same_epoch_without_barrier_merges_two_producers_silently() {
+    let a = source_same_epoch();
+    let mut b = Node::mirror_of("B", &a);
+    b.failover_forgetting_producers_without_barrier(true);
+    // B's local producer gets pid 5, epoch 0, and is accepted from sequence 0.
+    let first = b.produce(&idem(5, 0, 0, 10, "b5-0")).unwrap();
+    assert!(!first.duplicate);
+    assert_eq!((first.first_offset, first.last_offset), (30, 39));
+    b.produce(&idem(5, 0, 10, 5, "b5-1")).unwrap();
+    assert_eq!(cached_5(&b), [39, 44], "B: only its own producer");
+
+    let c = downstream(&b);
+    assert_same_bytes(&b, &c, b.leo());
+    assert!(c.mirror_warnings.is_empty(), "{:?}", c.mirror_warnings);
+    // Same epoch, sequence back to 0: accepted silently, A's and B's batches under one entry.
+    assert_eq!(cached_5(&c), [9, 29, 39, 44]);
+    assert_ne!(producer_view(&c), producer_view(&b));
+    // B's own recovery reads the same log and merges them too.
+    assert_eq!(recovered_cached_5(&b), [9, 29, 39, 44]);
+    let errors = audit_errors(&c);
+    assert!(
+        errors
+            .iter()
+            .any(|f| matches!(f, recovery::AuditFinding::Duplicate { producer_id: 5, .. })),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn downstream_same_epoch_with_barrier_keeps_the_producers_apart() {
+    let a = source_same_epoch();
+    let mut b = Node::mirror_of("B", &a);
+    let barrier = b.stop();
+    b.produce(&idem(5, 0, 0, 10, "b5-0")).unwrap();
+    b.produce(&idem(5, 0, 10, 5, "b5-1")).unwrap();
+    let c = downstream(&b);
+    assert_same_bytes(&b, &c, b.leo());
+    assert!(c.mirror_warnings.is_empty());
+    assert_eq!(cached_5(&c), [40, 45]);
+    assert_eq!(producer_view(&c), producer_view(&b));
+    assert_eq!(recovered_cached_5(&b), [40, 45]);
+    assert!(audit_errors(&c).is_empty());
+    assert_eq!(barriers(c.log()), [(barrier, "cluster-A".to_owned())]);
+}
+
+#[test]
+fn downstream_different_epochs_without_barrier_only_warns() {
+    let a = source_epoch_3();
+    let mut b = Node::mirror_of("B", &a);
+    b.failover_forgetting_producers_without_barrier(true);
+    b.produce(&idem(5, 0, 0, 10, "b5-0")).unwrap();
+    let c = downstream(&b);
+    assert_same_bytes(&b, &c, b.leo());
+    // The lower epoch is accepted under replication: one warning, no error.
+    assert_eq!(c.mirror_warnings.len(), 1, "{:?}", c.mirror_warnings);
+    assert!(matches!(
+        c.mirror_warnings[0],
+        recovery::ProducerStateWarning::EpochRegression {
+            producer_id: 5,
+            epoch: 0,
+            current_epoch: 3,
+            ..
+        }
+    ));
+    assert_eq!(
+        c.log()
+            .producer_state()
+            .last_entry(5)
+            .unwrap()
+            .producer_epoch(),
+        0
+    );
+    let errors = audit_errors(&c);
+    assert!(
+        errors.iter().any(|f| matches!(
+            f,
+            recovery::AuditFinding::EpochWentBackwards { producer_id: 5, .. }
+        )),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn downstream_different_epochs_with_barrier_has_no_warning() {
+    let a = source_epoch_3();
+    let mut b = Node::mirror_of("B", &a);
+    b.stop();
+    b.produce(&idem(5, 0, 0, 10, "b5-0")).unwrap();
+    let c = downstream(&b);
+    assert!(c.mirror_warnings.is_empty(), "{:?}", c.mirror_warnings);
+    assert_eq!(producer_view(&c), producer_view(&b));
+    assert!(audit_errors(&c).is_empty());
+}
+
+#[test]
+fn downstream_txn_without_barrier_a_local_commit_commits_the_mirrored_transaction() {
+    let a = source_open_txn();
+    let mut b = Node::mirror_of("B", &a);
+    // Neither truncation nor barrier; B forgets its producers.
+    b.failover_forgetting_producers_without_barrier(false);
+    assert_eq!(b.leo(), 31);
+    b.produce(&txn(5, 0, 0, 10, "b5-t1")).unwrap();
+    let mut c = downstream(&b);
+    // Before the COMMIT: B's transaction is B's own (from 31); at C it is A's, open since 11.
+    assert_eq!(
+        b.log()
+            .producer_state()
+            .ongoing_txns()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [31]
+    );
+    assert_eq!(
+        c.log()
+            .producer_state()
+            .ongoing_txns()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [11]
+    );
+    assert_eq!(c.log().last_stable_offset(), 11);
+    b.write_marker(5, 0, true).unwrap();
+    c.mirror_from(&b);
+    assert!(c.mirror_warnings.is_empty(), "{:?}", c.mirror_warnings);
+    // B's COMMIT closed A's transaction at C: A's never-committed records are committed there.
+    let seen = committed_values(c.log());
+    assert!(seen.contains(&"a5-t2-0".to_owned()), "{seen:?}");
+    assert!(c.log().producer_state().ongoing_txns().is_empty());
+    assert!(!audit_errors(&c).is_empty());
+}
+
+#[test]
+fn downstream_txn_with_barrier_commits_only_the_local_transaction() {
+    let a = source_open_txn();
+    let mut b = Node::mirror_of("B", &a);
+    let barrier = b.stop();
+    assert_eq!(barrier, 11);
+    b.produce(&txn(5, 0, 0, 10, "b5-t1")).unwrap();
+    let mut c = downstream(&b);
+    assert_eq!(producer_view(&c), producer_view(&b));
+    assert_eq!(
+        c.log()
+            .producer_state()
+            .ongoing_txns()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [12]
+    );
+    b.write_marker(5, 0, true).unwrap();
+    c.mirror_from(&b);
+    assert!(c.mirror_warnings.is_empty());
+    assert_eq!(producer_view(&c), producer_view(&b));
+    assert_eq!(
+        committed_values(c.log()),
+        [values("a5-t1", 10), values("b5-t1", 10)].concat()
+    );
+    assert!(audit_errors(&c).is_empty());
 }

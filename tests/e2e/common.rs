@@ -12,9 +12,9 @@ use record_format::{
 };
 use recovery::snapshot::read_snapshot;
 use recovery::{
-    consume, AppendOrigin, IsolationLevel, LoadOptions, LogAppendInfo, LogLoader, MirrorPartition,
-    MirrorStateFile, PartitionLog, PartitionLogConfig, PartitionLogError, SnapshotEntry,
-    TxnMetadata,
+    consume, AppendOrigin, IsolationLevel, LoadOptions, LogAppendInfo, LogLoader,
+    MirrorPartitionState, MirroredLog, PartitionLog, PartitionLogConfig, PartitionLogError,
+    ProducerStateWarning, SnapshotEntry, TxnMetadata,
 };
 use segment_store::LogConfig;
 use tempfile::TempDir;
@@ -118,29 +118,28 @@ impl Cluster {
         let dir = self.root.path().join(topic_partition);
         std::fs::create_dir_all(&dir).unwrap();
         let log = open_log(&dir);
-        let part = MirrorPartition::open(log, MirrorStateFile::in_dir(&dir)).unwrap();
         Node {
             name: format!("{}/{topic_partition}", self.name),
             cluster: self.clone(),
             dir,
-            part: Some(part),
-            leader_epoch: 0,
+            log: Some(log),
             divergence_truncations: Vec::new(),
+            mirror_warnings: Vec::new(),
         }
     }
 }
 
-/// One partition of one cluster, with its persisted mirror state.
+/// One partition of one cluster; the partition log owns (and enforces) its mirror state.
 #[derive(Debug)]
 pub struct Node {
     pub name: String,
     pub cluster: Cluster,
     pub dir: PathBuf,
-    part: Option<MirrorPartition<PartitionLog, MirrorStateFile>>,
-    /// Leader epoch stamped on local (leader) appends.
-    pub leader_epoch: i32,
+    log: Option<PartitionLog>,
     /// Offsets the mirror feed truncated this node to after the source diverged.
     pub divergence_truncations: Vec<i64>,
+    /// Producer-state warnings of the mirror feed's appends (replication rules).
+    pub mirror_warnings: Vec<ProducerStateWarning>,
 }
 
 impl Node {
@@ -152,29 +151,27 @@ impl Node {
     /// A new cluster `name` whose `t-0` mirrors `source` from its first offset.
     pub fn mirror_of(name: &'static str, source: &Node) -> Self {
         let mut n = Self::new(name);
-        n.start_mirroring(&source.cluster.id());
+        n.start_mirroring(source);
         n.mirror_from(source);
         n
     }
 
-    pub fn part(&self) -> &MirrorPartition<PartitionLog, MirrorStateFile> {
-        self.part.as_ref().unwrap()
-    }
-
     pub fn log(&self) -> &PartitionLog {
-        self.part().log()
+        self.log.as_ref().unwrap()
     }
 
     pub fn leo(&self) -> i64 {
         self.log().log_end_offset()
     }
 
-    /// Runs `f` on the partition log (`MirrorPartition` only lends it out by value).
+    /// The leader epoch local appends are stamped with: the partition's latest.
+    pub fn leader_epoch(&self) -> i32 {
+        self.log().leader_epoch()
+    }
+
+    /// Runs `f` on the partition log.
     pub fn with_log<R>(&mut self, f: impl FnOnce(&mut PartitionLog) -> R) -> R {
-        let (mut log, store) = self.part.take().unwrap().into_parts();
-        let r = f(&mut log);
-        self.part = Some(MirrorPartition::open(log, store).unwrap());
-        r
+        f(self.log.as_mut().unwrap())
     }
 
     fn append(
@@ -182,10 +179,7 @@ impl Node {
         records: &[u8],
         origin: AppendOrigin,
     ) -> Result<LogAppendInfo, PartitionLogError> {
-        self.part()
-            .check_client_append()
-            .unwrap_or_else(|e| panic!("{}: {e}", self.name));
-        let epoch = self.leader_epoch;
+        let epoch = self.leader_epoch();
         self.with_log(|l| {
             let info = l.append_as_leader(records, epoch, origin)?;
             // A single replica: everything appended is committed.
@@ -209,68 +203,90 @@ impl Node {
         self.append(&marker(pid, epoch, commit), AppendOrigin::Coordinator)
     }
 
-    /// `MirrorPartition::start_mirroring` (truncates to the LSO).
-    pub fn start_mirroring(&mut self, source_cluster_id: &str) {
-        let part = self.part.as_mut().unwrap();
-        part.start_mirroring(source_cluster_id).unwrap();
-        assert!(part.accepts_mirrored_appends());
-        assert!(!part.accepts_client_appends());
+    /// `start_mirroring` from `source`'s cluster: aligns this partition to `source` by leader
+    /// epoch (failback truncates local history the source does not hold).
+    pub fn start_mirroring(&mut self, source: &Node) {
+        let id = source.cluster.id();
+        self.with_log(|l| l.start_mirroring(&id, source.log()).unwrap());
+        let log = self.log();
+        assert!(log.accepts_mirrored_appends());
+        assert!(!log.accepts_client_appends());
     }
 
-    /// Failover through `MirrorPartition::stop`: truncate to the LSO, barrier, writable. Local
-    /// appends then use the next leader epoch. Returns the barrier's offset.
+    /// Failover through `stop_mirroring`: truncate to the LSO, new leader epoch, barrier in it,
+    /// writable. Local appends then use that epoch. Returns the barrier's offset.
     pub fn stop(&mut self) -> i64 {
-        let part = self.part.as_mut().unwrap();
-        let barrier = part.stop().unwrap();
-        assert!(part.accepts_client_appends());
-        self.with_log(|l| l.set_high_watermark(l.log_end_offset()));
-        self.bump_leader_epoch();
+        let barrier = self.with_log(|l| {
+            let barrier = l.stop_mirroring().unwrap();
+            l.set_high_watermark(l.log_end_offset());
+            barrier
+        });
+        assert!(self.log().accepts_client_appends());
         barrier
     }
 
-    /// The failover of a system without KIP-1279's barrier: forget the mirror state (the
-    /// partition becomes writable), truncate to the LSO if `truncate`, write no barrier.
+    /// The failover of a system without KIP-1279's barrier: the partition becomes writable
+    /// (`Local`), truncated to the LSO if `truncate`; no barrier, no new epoch.
     pub fn failover_without_barrier(&mut self, truncate: bool) {
-        let (mut log, _) = self.part.take().unwrap().into_parts();
-        std::fs::remove_file(self.dir.join(recovery::mirror::MIRROR_STATE_FILE)).unwrap();
-        if truncate {
-            log.truncate_to(log.last_stable_offset()).unwrap();
+        self.with_log(|l| {
+            l.persist_mirror_state(MirrorPartitionState::Local).unwrap();
+            if truncate {
+                l.truncate_to(l.last_stable_offset()).unwrap();
+            }
+        });
+        assert!(self.log().accepts_client_appends());
+    }
+
+    /// A failover that forgets producer state without writing anything into the log (no
+    /// barrier): as [`failover_without_barrier`](Self::failover_without_barrier), then a clean
+    /// restart without producer snapshots, which Kafka loads as empty producer state. The
+    /// leader accepts reused producer ids afterwards, but nothing in the log says why.
+    pub fn failover_forgetting_producers_without_barrier(&mut self, truncate: bool) {
+        self.failover_without_barrier(truncate);
+        let log = self.log.take().unwrap();
+        let hw = log.high_watermark();
+        let closed = log.close().unwrap();
+        for e in std::fs::read_dir(&self.dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.extension().is_some_and(|x| x == "snapshot") {
+                std::fs::remove_file(p).unwrap();
+            }
         }
-        let part = MirrorPartition::open(log, MirrorStateFile::in_dir(&self.dir)).unwrap();
-        assert!(part.accepts_client_appends());
-        self.part = Some(part);
-        self.bump_leader_epoch();
+        let opts = LoadOptions {
+            config: config(),
+            had_clean_shutdown: true,
+            recovery_point: closed.log_end_offset,
+            high_watermark: Some(hw),
+            ..LoadOptions::default()
+        };
+        let log = LogLoader::load(&self.dir, &opts).unwrap().0;
+        assert!(log.producer_state().is_empty());
+        self.log = Some(log);
     }
 
-    fn bump_leader_epoch(&mut self) {
-        let latest = self.log().leader_epoch_cache().latest_epoch().unwrap_or(-1);
-        self.leader_epoch = self.leader_epoch.max(latest) + 1;
-    }
-
-    /// The mirror feed: copies every batch of `source` below its high watermark that this node
-    /// does not have yet, byte for byte, through `append_as_follower`. Returns the number of
-    /// batches copied.
-    ///
-    /// If this node's log has diverged from the source's (the source stopped mirroring, truncated
-    /// to its LSO and wrote a barrier where this node still holds the old tail), this node first
-    /// truncates to the first offset where the two differ, as Kafka's fetcher does after an
-    /// `OffsetsForLeaderEpoch` exchange (here by comparing batches); the point is recorded in
-    /// `divergence_truncations`.
+    /// The mirror feed: first the fetcher's leader-epoch exchange (`align_to_source`: if the
+    /// source failed over and its log diverged from this one, truncate to where they diverge,
+    /// recorded in `divergence_truncations`), then every batch of `source` below its high
+    /// watermark that this node does not have yet, byte for byte, through `append_as_mirror`.
+    /// Returns the number of batches copied.
     pub fn mirror_from(&mut self, source: &Node) -> usize {
+        self.mirror_from_until(source, i64::MAX)
+    }
+
+    /// As [`mirror_from`](Self::mirror_from), stopping once this node's log end reaches
+    /// `until` (batch by batch).
+    pub fn mirror_from_until(&mut self, source: &Node, until: i64) -> usize {
         assert!(
-            self.part().accepts_mirrored_appends(),
+            self.log().accepts_mirrored_appends(),
             "{} is not mirroring",
             self.name
         );
-        if let Some(at) = self.divergence(source) {
-            self.with_log(|l| {
-                l.truncate_to(at).unwrap();
-                l.set_high_watermark(l.log_end_offset());
-            });
+        if let Some(at) = self.with_log(|l| l.align_to_source(source.log()).unwrap()) {
+            self.with_log(|l| l.set_high_watermark(l.log_end_offset()));
             self.divergence_truncations.push(at);
         }
         let mut copied = 0;
-        loop {
+        while self.leo() < until {
             let from = self.leo();
             let fetch = source
                 .log()
@@ -279,28 +295,21 @@ impl Node {
             if fetch.records.is_empty() {
                 return copied;
             }
-            copied += self.with_log(|l| {
-                let info = l.append_as_follower(&fetch.records).unwrap();
+            let info = self.with_log(|l| {
+                let info = l.append_as_mirror(&fetch.records).unwrap();
                 assert_eq!(info.first_offset, from, "the feed keeps offsets");
                 l.set_high_watermark(l.log_end_offset());
-                info.num_batches
+                info
             });
+            copied += info.num_batches;
+            self.mirror_warnings.extend(info.warnings);
         }
-    }
-
-    /// The base offset of this node's first batch that the source does not hold identically.
-    fn divergence(&self, source: &Node) -> Option<i64> {
-        let theirs = batches(source.log());
-        batches(self.log())
-            .into_iter()
-            .enumerate()
-            .find(|(i, b)| theirs.get(*i) != Some(b))
-            .map(|(_, b)| b.base_offset)
+        copied
     }
 
     /// Takes the partition log out (the node is unusable afterwards).
     pub fn into_log(mut self) -> PartitionLog {
-        self.part.take().unwrap().into_parts().0
+        self.log.take().unwrap()
     }
 }
 

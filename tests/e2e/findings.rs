@@ -67,7 +67,7 @@ fn after_a_barrier_abort_the_reused_producer_ids_commit_is_visible_in_the_same_f
     let mut b = Node::mirror_of("B", &a);
     b.failover_without_barrier(false);
     b.with_log(|l| {
-        MirrorLog::append_barrier(l, "cluster-A").unwrap();
+        MirrorLog::append_barrier(l, "cluster-A", l.leader_epoch()).unwrap();
         l.set_high_watermark(l.log_end_offset());
     });
     b.produce(&txn(5, 1, 0, 10, "b5-t1")).unwrap();

@@ -1,6 +1,7 @@
 //! The mirroring topologies of KIP-1279 on real partition directories: active-passive, failback,
-//! fan-out, fan-in and chain. Clusters are separate directories; every mirror feed copies whole
-//! batches byte for byte through `append_as_follower`.
+//! fan-out, fan-in and chain. Clusters are separate directories; every mirror feed first aligns
+//! by leader epoch (the `OffsetsForLeaderEpoch` rule: divergence is found by epochs, never by
+//! comparing bytes) and then copies whole batches byte for byte through `append_as_mirror`.
 //!
 //! After every step each node is checked against:
 //! * **byte identity**: the mirrored range holds the same batches at the same offsets, and the
@@ -15,19 +16,23 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use recovery::{LogAppendInfo, PartitionLog};
+use recovery::{EpochEndOffsets, LogAppendInfo, PartitionLog};
 
 use crate::common::{
     assert_recovery_agrees, assert_same_bytes, barriers, batches, idem, marker, txn, Cluster, Node,
 };
 
 /// The model's view of one producer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Expected {
     epoch: i16,
     last_seq: i32,
     last_offset: i64,
     txn_first_offset: Option<i64>,
+    /// Every cached batch, oldest first, as `(last sequence, last offset, offset delta)`: the
+    /// data batches of the current epoch, at most the last five (Kafka
+    /// `NUM_BATCHES_TO_RETAIN`).
+    batches: Vec<(i32, i64, i32)>,
 }
 
 const UNKNOWN: Expected = Expected {
@@ -35,6 +40,7 @@ const UNKNOWN: Expected = Expected {
     last_seq: -1,
     last_offset: -1,
     txn_first_offset: None,
+    batches: Vec::new(),
 };
 
 /// The reference model: a fold over the log's batches in offset order.
@@ -54,6 +60,7 @@ fn model(log: &PartitionLog) -> BTreeMap<i64, Expected> {
             // A new epoch forgets the cached batches.
             e.last_seq = -1;
             e.last_offset = -1;
+            e.batches.clear();
         }
         e.epoch = v.producer_epoch();
         if v.is_control() {
@@ -61,6 +68,11 @@ fn model(log: &PartitionLog) -> BTreeMap<i64, Expected> {
         } else {
             e.last_seq = v.last_sequence();
             e.last_offset = v.last_offset();
+            if e.batches.len() == 5 {
+                e.batches.remove(0);
+            }
+            let delta = i32::try_from(v.last_offset() - v.base_offset()).unwrap();
+            e.batches.push((v.last_sequence(), v.last_offset(), delta));
             if v.is_transactional() && e.txn_first_offset.is_none() {
                 e.txn_first_offset = Some(v.base_offset());
             }
@@ -82,6 +94,11 @@ fn actual(log: &PartitionLog) -> BTreeMap<i64, Expected> {
                     last_seq: e.last_seq(),
                     last_offset: e.last_data_offset(),
                     txn_first_offset: e.current_txn_first_offset(),
+                    batches: e
+                        .batch_metadata()
+                        .iter()
+                        .map(|b| (b.last_seq, b.last_offset, b.offset_delta))
+                        .collect(),
                 },
             )
         })
@@ -164,9 +181,10 @@ impl Producers {
         self.end_txn(node, 7, false);
     }
 
-    /// Opens a transaction of producer 7 (left open); returns its first offset.
+    /// Opens a transaction of producer 7 (left open) with a one-record batch, so that the
+    /// offset after it is a batch boundary; returns its first offset.
     fn open_txn(&mut self, node: &mut Node) -> i64 {
-        self.send(node, 7, 5, true).first_offset
+        self.send(node, 7, 1, true).first_offset
     }
 }
 
@@ -181,7 +199,7 @@ fn assert_mirror(source: &Node, mirror: &Node) {
 fn active_passive_failover() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
-    b.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
     let mut pa = Producers::new("a", 0);
     for _ in 0..3 {
         pa.round(&mut a);
@@ -210,56 +228,111 @@ fn active_passive_failover() {
     assert_recovery_agrees(b, barrier);
 }
 
+/// Mirrors `source` into `node` up to and including the barrier at `barrier`, and checks that
+/// right after it `node` has no producer at all (so none of `gone`), with its producer state,
+/// every cached batch included, equal to the model.
+fn mirror_through_barrier(node: &mut Node, source: &Node, barrier: i64, gone: &[i64]) {
+    node.mirror_from_until(source, barrier + 1);
+    assert_eq!(
+        node.leo(),
+        barrier + 1,
+        "{}: stopped after the barrier",
+        node.name
+    );
+    assert!(
+        barriers(node.log()).iter().any(|(at, _)| *at == barrier),
+        "{}: the barrier at {barrier} was not received: {:?}",
+        node.name,
+        barriers(node.log())
+    );
+    let psm = node.log().producer_state();
+    for pid in gone {
+        assert!(
+            psm.last_entry(*pid).is_none(),
+            "{}: producer {pid} survived the propagated barrier",
+            node.name
+        );
+    }
+    assert!(psm.active_producers().is_empty(), "{}", node.name);
+    assert!(psm.ongoing_txns().is_empty(), "{}", node.name);
+    assert!(assert_model(node).is_empty());
+}
+
+/// Failback in both directions. Each side also runs a producer the other never reuses (A's pid
+/// 11 at epoch 3, B's pid 12 at epoch 2): only the propagated barrier can clear it on the other
+/// side, and it must be gone right after that barrier. Alignment is by leader epoch: the side
+/// coming back truncates at the barrier's offset because the barrier opens a new epoch (a
+/// barrier written in the old epoch leaves the returning side's own batch at that offset in
+/// place, and the barrier never arrives).
 #[test]
 fn failback() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
-    b.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
     let mut pa = Producers::new("a", 0);
+    let mut pa11 = Producers::new("a", 3);
     pa.round(&mut a);
+    pa11.send(&mut a, 11, 3, false);
     pa.round(&mut a);
+    pa11.send(&mut a, 11, 2, true);
+    pa11.end_txn(&mut a, 11, true);
     let open = pa.open_txn(&mut a);
     b.mirror_from(&a);
     assert_mirror(&a, &b);
     // A writes a tail B never receives, then is lost.
     pa.send(&mut a, 5, 10, false);
+    pa11.send(&mut a, 11, 4, false);
     pa.send(&mut a, 9, 10, false);
     assert!(a.leo() > b.leo());
+    assert_eq!(a.log().leader_epoch_cache().latest_epoch(), Some(0));
 
-    // Failover to B.
+    // Failover to B: B's barrier opens epoch 1 at the stop point.
     let b_barrier = b.stop();
     assert_eq!(b_barrier, open);
+    assert_eq!(b.leader_epoch(), 1);
+    assert_eq!(b.log().end_offset_for_epoch(0), (0, b_barrier));
     let mut pb = Producers::new("b", 0);
+    let mut pb12 = Producers::new("b", 2);
     pb.round(&mut b);
-    assert_eq!(pids(&assert_model(&b)), [5, 7, 9]);
+    pb12.send(&mut b, 12, 3, false);
+    assert_eq!(pids(&assert_model(&b)), [5, 7, 9, 12]);
 
-    // A comes back as a mirror of B: start_mirroring truncates A to its LSO, which is where B
-    // truncated, so the offsets line up; A then follows B's log, barrier included.
-    a.start_mirroring("cluster-B");
-    assert_eq!(a.leo(), b_barrier, "A truncated to its LSO");
+    // A comes back as a mirror of B: asked about A's latest epoch (0), B answers that epoch 0
+    // ends at its barrier; A truncates there (its own batch at that offset included) and the
+    // next fetch brings B's barrier, which clears A's own producers, pid 11 included.
+    a.start_mirroring(&b);
+    assert_eq!(a.leo(), b_barrier, "aligned to B's end of epoch 0");
+    assert!(a.log().producer_state().last_entry(11).is_some());
+    mirror_through_barrier(&mut a, &b, b_barrier, &[11]);
     a.mirror_from(&b);
     assert!(a.divergence_truncations.is_empty());
     assert_mirror(&b, &a);
-    // The propagated barrier cleared A's own producers (its open transaction included).
     let m = assert_model(&a);
     assert!(m.values().all(|e| e.last_offset > b_barrier), "{m:?}");
-    assert!(a.log().producer_state().ongoing_txns().is_empty());
 
     // More local traffic on B, left with an open transaction; A keeps up.
     pb.round(&mut b);
+    pb12.send(&mut b, 12, 1, false);
     let b_open = pb.open_txn(&mut b);
     a.mirror_from(&b);
     assert_mirror(&b, &a);
+    // B writes a tail A never receives, then is lost.
+    pb12.send(&mut b, 12, 2, false);
+    pb.send(&mut b, 9, 2, false);
 
-    // Failback: A stops mirroring (truncating B's open transaction away, then its own barrier);
-    // B becomes A's mirror (truncating to its LSO: the same point) and receives A's barrier.
+    // Failback: A stops mirroring (truncating B's open transaction away, then its own barrier in
+    // epoch 2); B becomes A's mirror, aligns to A's end of epoch 1 (A's barrier) and receives
+    // A's barrier, which clears B's producers, pid 12 included.
     let a_barrier = a.stop();
     assert_eq!(a_barrier, b_open);
+    assert_eq!(a.leader_epoch(), 2);
     assert!(assert_model(&a).is_empty());
-    b.start_mirroring("cluster-A");
-    assert_eq!(b.leo(), a_barrier);
     let mut pa2 = Producers::new("A", 0);
     pa2.round(&mut a);
+    b.start_mirroring(&a);
+    assert_eq!(b.leo(), a_barrier);
+    assert!(b.log().producer_state().last_entry(12).is_some());
+    mirror_through_barrier(&mut b, &a, a_barrier, &[12]);
     b.mirror_from(&a);
     assert!(b.divergence_truncations.is_empty());
     assert_mirror(&a, &b);
@@ -281,8 +354,8 @@ fn fan_out() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
     let mut c = Cluster::new("C").partition("t-0");
-    b.start_mirroring("cluster-A");
-    c.start_mirroring("cluster-A");
+    b.start_mirroring(&a);
+    c.start_mirroring(&a);
     let mut pa = Producers::new("a", 0);
     pa.round(&mut a);
     b.mirror_from(&a);
@@ -335,8 +408,8 @@ fn fan_in_different_topics() {
     let mut payments = b.partition("payments-0");
     let mut c_orders = c.partition("orders-0");
     let mut c_payments = c.partition("payments-0");
-    c_orders.start_mirroring(&a.id());
-    c_payments.start_mirroring(&b.id());
+    c_orders.start_mirroring(&orders);
+    c_payments.start_mirroring(&payments);
     // Both sources use producer ids 5, 7 and 9, at different epochs.
     let mut pa = Producers::new("a", 0);
     let mut pb = Producers::new("b", 2);
@@ -388,16 +461,22 @@ fn fan_in_different_topics() {
     assert_recovery_agrees(c_payments, payments_barrier);
 }
 
+/// A chain A -> B -> C where A's producer 11 (epoch 3) is never reused downstream: when B fails
+/// over, C's feed detects by leader epoch that B's log diverged at B's barrier (C still holds
+/// A's open transaction there), truncates there, receives the barrier, and has no producer left
+/// right after it.
 #[test]
 fn chain_failover_at_b_then_at_c() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
     let mut c = Cluster::new("C").partition("t-0");
-    b.start_mirroring("cluster-A");
-    c.start_mirroring("cluster-B");
+    b.start_mirroring(&a);
+    c.start_mirroring(&b);
     let mut pa = Producers::new("a", 0);
+    let mut pa11 = Producers::new("a", 3);
     for _ in 0..2 {
         pa.round(&mut a);
+        pa11.send(&mut a, 11, 2, false);
         b.mirror_from(&a);
         c.mirror_from(&b);
         assert_mirror(&a, &b);
@@ -413,12 +492,15 @@ fn chain_failover_at_b_then_at_c() {
     assert_eq!(b_barrier, open);
     let mut pb = Producers::new("b", 0);
     pb.round(&mut b);
-    // C still holds the truncated transaction: its feed truncates to the divergence point, then
-    // receives B's barrier, which clears C's (mirrored) producer state too.
+    // C still holds the truncated transaction: its feed asks B about C's latest epoch (0), B
+    // answers that epoch 0 ends at its barrier, C truncates there, then receives B's barrier,
+    // which clears C's (mirrored) producer state too, pid 11 included.
     let before = c.leo();
     assert!(before > b_barrier);
-    c.mirror_from(&b);
+    assert!(c.log().producer_state().last_entry(11).is_some());
+    mirror_through_barrier(&mut c, &b, b_barrier, &[11]);
     assert_eq!(c.divergence_truncations, [b_barrier]);
+    c.mirror_from(&b);
     assert_mirror(&b, &c);
     let m = assert_model(&c);
     assert!(m.values().all(|e| e.last_offset > b_barrier));
@@ -454,8 +536,8 @@ fn chain_failover_at_c_while_a_to_b_goes_on() {
     let mut a = Node::new("A");
     let mut b = Cluster::new("B").partition("t-0");
     let mut c = Cluster::new("C").partition("t-0");
-    b.start_mirroring("cluster-A");
-    c.start_mirroring("cluster-B");
+    b.start_mirroring(&a);
+    c.start_mirroring(&b);
     let mut pa = Producers::new("a", 0);
     pa.round(&mut a);
     pa.round(&mut a);
@@ -508,7 +590,8 @@ fn model_sanity() {
             epoch: 0,
             last_seq: 2,
             last_offset: 2,
-            txn_first_offset: None
+            txn_first_offset: None,
+            batches: vec![(2, 2, 2)],
         }
     );
     assert_eq!(
@@ -517,7 +600,8 @@ fn model_sanity() {
             epoch: 1,
             last_seq: 1,
             last_offset: 4,
-            txn_first_offset: Some(3)
+            txn_first_offset: Some(3),
+            batches: vec![(1, 4, 1)],
         }
     );
     a.write_marker(7, 1, true).unwrap();

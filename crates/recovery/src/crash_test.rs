@@ -39,9 +39,9 @@ use segment_store::file_name::{
 };
 use segment_store::{Clock, LogConfig, LogEnv, ManualClock, SimulatedFs, StdFs, TornWrite};
 
+use crate::leader_epoch::EpochHistory;
 use crate::loader::{LoadOptions, LogLoader};
 use crate::log::{PartitionLog, PartitionLogConfig};
-use crate::mirror::MirrorPartition;
 use crate::producer_state::{AppendOrigin, ProducerStateManager};
 use crate::summary::BatchSummary;
 
@@ -604,35 +604,33 @@ fn run_ops(
             Op::Failover if !failed_over => {
                 failed_over = true;
                 log.set_high_watermark(i64::MAX);
-                // start_mirroring and stop truncate to the LSO (open transactions are dropped).
+                // The workload drops open transactions before mirroring (truncation to the
+                // LSO); the source then holds this log's history, so aligning to it keeps all.
                 let lso = log.last_stable_offset();
                 exp.truncating_to(lso);
-                let store = log.mirror_state_file();
-                let mut part = MirrorPartition::open(log, store).map_err(|e| s(&e))?;
-                part.start_mirroring("source").map_err(|e| s(&e))?;
-                let (mut l, store) = part.into_parts();
+                log.truncate_to(lso).map_err(|e| s(&e))?;
+                let source = EpochHistory::of(&log);
+                log.start_mirroring("source", &source).map_err(|e| s(&e))?;
                 for seq in [0, 2] {
-                    let b = replica_batch_at(l.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
-                    l.append_as_follower(&b).map_err(|e| s(&e))?;
+                    let b = replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
+                    log.append_as_mirror(&b).map_err(|e| s(&e))?;
                 }
-                // stop() may truncate them away again within this step, after a roll made them
-                // durable: they were written all the same.
+                // The stop may truncate them away again within this step, after a roll made
+                // them durable: they were written all the same.
                 if let Some(sim) = sim {
                     exp.harvest_files(&sim.live_image());
                 }
-                l.set_high_watermark(i64::MAX);
-                let mut part = MirrorPartition::open(l, store).map_err(|e| s(&e))?;
-                // stop truncates to the LSO again, and it can be lower now: truncating to the
-                // first LSO may have removed the marker that closed an earlier transaction.
-                let lso = part.log().last_stable_offset();
+                log.set_high_watermark(i64::MAX);
+                // The stop truncates to the LSO again, and it can be lower now: truncating to
+                // the first LSO may have removed the marker that closed an earlier transaction.
+                let lso = log.last_stable_offset();
                 exp.truncating_to(lso);
-                let barrier = part.stop().map_err(|e| s(&e))?;
-                let (l, _) = part.into_parts();
-                log = l;
+                let barrier = log.stop_mirroring().map_err(|e| s(&e))?;
                 exp.resync(&log)?;
                 exp.mark_durable(&log);
                 exp.stopped_barrier = Some(barrier);
-                epoch += 1;
+                // Local appends go on in the epoch the stop opened (the barrier's).
+                epoch = log.leader_epoch();
                 // A local producer reuses the source's pid from sequence 0.
                 let b = client_batch_at(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false, now)?;
                 log.append_as_leader(&b, epoch, AppendOrigin::Client)

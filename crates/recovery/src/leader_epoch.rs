@@ -149,19 +149,7 @@ impl LeaderEpochFileCache {
     /// `requested` itself when it is below every known epoch). Unknown (above the latest, or
     /// undefined): `(UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)`.
     pub fn end_offset_for(&self, requested: i32, log_end_offset: i64) -> (i32, i64) {
-        if requested == UNDEFINED_EPOCH {
-            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
-        }
-        if self.latest_epoch() == Some(requested) {
-            return (requested, log_end_offset);
-        }
-        let Some(higher) = self.entries.iter().find(|e| e.epoch > requested) else {
-            return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
-        };
-        match self.entries.iter().rev().find(|e| e.epoch <= requested) {
-            Some(floor) => (floor.epoch, higher.start_offset),
-            None => (requested, higher.start_offset),
-        }
+        end_offset_for(&self.entries, requested, log_end_offset)
     }
 
     /// Removes every entry (Kafka `clearAndFlush`).
@@ -173,6 +161,51 @@ impl LeaderEpochFileCache {
     /// Writes the checkpoint file atomically.
     pub fn flush(&self) -> Result<(), SegmentError> {
         self.file.write(&self.entries)
+    }
+}
+
+/// Kafka `LeaderEpochFileCache.endOffsetFor` over `entries` (oldest first, increasing epochs and
+/// start offsets); see [`LeaderEpochFileCache::end_offset_for`].
+pub fn end_offset_for(entries: &[EpochEntry], requested: i32, log_end_offset: i64) -> (i32, i64) {
+    if requested == UNDEFINED_EPOCH {
+        return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+    }
+    if entries.last().map(|e| e.epoch) == Some(requested) {
+        return (requested, log_end_offset);
+    }
+    let Some(higher) = entries.iter().find(|e| e.epoch > requested) else {
+        return (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET);
+    };
+    match entries.iter().rev().find(|e| e.epoch <= requested) {
+        Some(floor) => (floor.epoch, higher.start_offset),
+        None => (requested, higher.start_offset),
+    }
+}
+
+/// A copy of a log's leader epochs and end offset: answers `OffsetsForLeaderEpoch` as that log
+/// did when it was taken (a source partition seen over the network, or a log that is about to
+/// be changed).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochHistory {
+    /// The epochs, oldest first.
+    pub entries: Vec<EpochEntry>,
+    /// The log end offset.
+    pub log_end_offset: i64,
+}
+
+impl EpochHistory {
+    /// The epochs and end offset of `log` now.
+    pub fn of(log: &crate::PartitionLog) -> Self {
+        Self {
+            entries: log.leader_epoch_cache().entries().to_vec(),
+            log_end_offset: log.log_end_offset(),
+        }
+    }
+}
+
+impl crate::mirror::EpochEndOffsets for EpochHistory {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        end_offset_for(&self.entries, requested, self.log_end_offset)
     }
 }
 

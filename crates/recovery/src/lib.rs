@@ -54,7 +54,9 @@ pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,
 };
-pub use leader_epoch::{LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+pub use leader_epoch::{
+    EpochHistory, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
+};
 pub use loader::{
     load_log_dir, CutInfo, LoadOptions, LogDir, LogDirOptions, LogLoader, RecoveryReport,
 };
@@ -63,8 +65,9 @@ pub use log::{
     PartitionLog, PartitionLogConfig, PartitionLogError,
 };
 pub use mirror::{
-    MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState, MirrorStateError,
-    MirrorStateFile, MirrorStateKind, MirrorStateStore, StoppingStep,
+    alignment_point, EpochEndOffsets, MirrorError, MirrorLog, MirrorPartition,
+    MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
+    MirroredLog, StoppingStep,
 };
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,

@@ -53,6 +53,7 @@ use segment_store::{
 use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::mirror::{MirrorStateFile, MirrorStateStore};
 use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
 use crate::snapshot::{list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo};
 use crate::summary::BatchSummary;
@@ -444,6 +445,7 @@ impl LogLoader {
             config: opts.config.clone(),
             clock: Arc::clone(&env.clock),
             io: io.clone(),
+            mirror: MirrorStateFile::with_io(dir, io.clone()).load()?,
         };
         if clean && recover_base.is_none() && no_snapshot {
             // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
@@ -632,6 +634,9 @@ pub struct LogDirOptions {
     pub config: PartitionLogConfig,
     /// Storage and clock.
     pub env: LogEnv,
+    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
+    /// [`LogDir::maybe_checkpoint_high_watermarks`] writes `replication-offset-checkpoint`.
+    pub high_watermark_checkpoint_interval_ms: i64,
 }
 
 impl Default for LogDirOptions {
@@ -641,6 +646,7 @@ impl Default for LogDirOptions {
             full: false,
             config: PartitionLogConfig::default(),
             env: LogEnv::default(),
+            high_watermark_checkpoint_interval_ms: 5_000,
         }
     }
 }
@@ -659,6 +665,8 @@ pub struct LogDir {
     /// `-delete`, `-future` and `-stray` folders that were not loaded.
     pub skipped: Vec<PathBuf>,
     env: LogEnv,
+    hw_checkpoint_interval_ms: i64,
+    last_hw_checkpoint_ms: i64,
     _lock: DirLock,
 }
 
@@ -759,11 +767,65 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         reports,
         skipped,
         env: env.clone(),
+        hw_checkpoint_interval_ms: opts.high_watermark_checkpoint_interval_ms,
+        last_hw_checkpoint_ms: env.clock.now_ms(),
         _lock: lock,
     })
 }
 
 impl LogDir {
+    fn write_checkpoint(
+        &self,
+        name: &str,
+        entries: &[(TopicPartition, i64)],
+    ) -> Result<(), PartitionLogError> {
+        OffsetCheckpointFile::new(Arc::clone(&self.env.storage), &self.dir.join(name))
+            .write(entries)?;
+        Ok(())
+    }
+
+    /// Kafka `ReplicaManager.checkpointHighWatermarks`: writes every partition's high watermark
+    /// to `replication-offset-checkpoint` (atomically: temporary file, fsync, rename, directory
+    /// fsync), so that an unclean restart starts from these instead of the log start offsets.
+    pub fn checkpoint_high_watermarks(&mut self) -> Result<(), PartitionLogError> {
+        let hws: Vec<(TopicPartition, i64)> = self
+            .partitions
+            .iter()
+            .map(|(tp, log)| (tp.clone(), log.high_watermark()))
+            .collect();
+        self.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, &hws)?;
+        self.last_hw_checkpoint_ms = self.env.clock.now_ms();
+        Ok(())
+    }
+
+    /// The periodic task of Kafka's `ReplicaManager` (`highwatermark-checkpoint`): checkpoints
+    /// the high watermarks when [`LogDirOptions::high_watermark_checkpoint_interval_ms`] has
+    /// passed on the clock since the last checkpoint. Returns whether it wrote one.
+    pub fn maybe_checkpoint_high_watermarks(&mut self) -> Result<bool, PartitionLogError> {
+        let now = self.env.clock.now_ms();
+        if now.saturating_sub(self.last_hw_checkpoint_ms) < self.hw_checkpoint_interval_ms {
+            return Ok(false);
+        }
+        self.checkpoint_high_watermarks()?;
+        Ok(true)
+    }
+
+    /// Flushes every partition up to its log end, then checkpoints what is now durable: the
+    /// recovery points (Kafka `LogManager.checkpointLogRecoveryOffsets`), the log start offsets
+    /// and the high watermarks.
+    pub fn flush(&mut self) -> Result<(), PartitionLogError> {
+        let mut recovery = Vec::new();
+        let mut starts = Vec::new();
+        for (tp, log) in &mut self.partitions {
+            log.flush()?;
+            recovery.push((tp.clone(), log.recovery_point()));
+            starts.push((tp.clone(), log.log_start_offset()));
+        }
+        self.write_checkpoint(RECOVERY_POINT_CHECKPOINT_FILE, &recovery)?;
+        self.write_checkpoint(LOG_START_OFFSET_CHECKPOINT_FILE, &starts)?;
+        self.checkpoint_high_watermarks()
+    }
+
     /// Clean shutdown (Kafka `LogManager.shutdown`): close every partition (flush, producer
     /// snapshot, leader-epoch checkpoint), write the recovery-point, log-start-offset and
     /// high-watermark checkpoints, then the `.kafka_cleanshutdown` marker.

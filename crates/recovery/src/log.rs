@@ -12,6 +12,12 @@
 //!   and apply producer state with `Replication` rules (warnings, not errors).
 //! * The KIP-1279 barrier is applied by [`ProducerStateManager::apply_batches`] on every origin,
 //!   strictly in log order (see [`crate::barrier`]).
+//! * The log owns its KIP-1279 mirror state ([`crate::mirror`], restored by the loader) and
+//!   enforces it: leader appends (client and coordinator) are refused while `Mirroring` or
+//!   `Stopping`, the mirror feed ([`PartitionLog::append_as_mirror`]) only appends while
+//!   `Mirroring`, intra-cluster follower appends work in every state; the transitions
+//!   (`start_mirroring` with log alignment by leader epoch, `stop_mirroring`,
+//!   `resume_mirror_stop`) are [`MirroredLog`]'s.
 //! * When the active segment rolls, a producer snapshot named after the new base is written
 //!   before the batches that caused the roll are applied (Kafka §6.3/§7.7).
 //! * Reads are bounded by the high watermark (`ReadUncommitted`) or the last stable offset
@@ -36,7 +42,10 @@ use segment_store::{AbortedTxn, Clock, LocalLog, LogConfig, SegmentError, Storag
 use crate::barrier::BarrierOutcome;
 use crate::error::{ProducerStateError, SnapshotError};
 use crate::leader_epoch::LeaderEpochFileCache;
-use crate::mirror::{MirrorLog, MirrorStateFile};
+use crate::mirror::{
+    EpochEndOffsets, MirrorError, MirrorLog, MirrorPartitionState, MirrorStateError,
+    MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog,
+};
 use crate::producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, ProducerStateManager,
     ProducerStateManagerConfig, ProducerStateWarning,
@@ -122,6 +131,21 @@ pub enum PartitionLogError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// A client or coordinator append while the partition is mirrored (`Mirroring` or
+    /// `Stopping`, KIP-1279): during mirroring every byte and every producer comes from the
+    /// source. Nothing was written.
+    ReadOnly {
+        /// The partition's mirror state.
+        state: MirrorStateKind,
+    },
+    /// A mirror-feed append ([`PartitionLog::append_as_mirror`]) outside `Mirroring`: once
+    /// `Stopping` began, the stop point is fixed. Nothing was written.
+    NotMirroring {
+        /// The partition's mirror state.
+        state: MirrorStateKind,
+    },
+    /// The partition's `mirror-state` file could not be read or written.
+    MirrorState(MirrorStateError),
     /// Loading one partition of a log directory failed.
     Partition {
         /// The partition directory.
@@ -176,6 +200,14 @@ impl fmt::Display for PartitionLogError {
                 "offset {offset} is outside the log [{log_start_offset}, {log_end_offset}]"
             ),
             Self::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
+            Self::ReadOnly { state } => write!(
+                f,
+                "partition is read-only for clients in mirror state {state}"
+            ),
+            Self::NotMirroring { state } => {
+                write!(f, "mirrored batches are refused in mirror state {state}")
+            }
+            Self::MirrorState(e) => write!(f, "{e}"),
             Self::Partition { dir, source } => {
                 write!(f, "loading partition {}: {source}", dir.display())
             }
@@ -191,6 +223,7 @@ impl std::error::Error for PartitionLogError {
             Self::ProducerState(e) => Some(e),
             Self::InvalidRecords(e) => Some(e),
             Self::Io { source, .. } => Some(source),
+            Self::MirrorState(e) => Some(e),
             Self::Partition { source, .. } => Some(source.as_ref()),
             _ => None,
         }
@@ -210,6 +243,11 @@ impl From<SnapshotError> for PartitionLogError {
 impl From<ProducerStateError> for PartitionLogError {
     fn from(e: ProducerStateError) -> Self {
         Self::ProducerState(e)
+    }
+}
+impl From<MirrorStateError> for PartitionLogError {
+    fn from(e: MirrorStateError) -> Self {
+        Self::MirrorState(e)
     }
 }
 impl From<FormatError> for PartitionLogError {
@@ -308,8 +346,10 @@ impl ConsumerReader {
     /// batch with a producer id, every aborted transaction starting at or before the batch's
     /// last offset adds its producer id to the aborted set; an ABORT marker removes its
     /// producer id from the set; a transactional batch of a producer in the set is skipped. A
-    /// `MIRROR_PID_RESET` barrier empties the set (it aborted every open transaction and reset
-    /// every producer).
+    /// `MIRROR_PID_RESET` barrier (any control batch whose first record has type 7, as producer
+    /// state decides) empties the set: it aborted every open transaction and reset every
+    /// producer. That is the one step Kafka's consumer does not have; it matters only for a log
+    /// whose barrier met open transactions (`docs/barrier.md`, "Consumers").
     pub fn read(&self, fetch: &FetchResult) -> Result<Vec<ConsumedRecord>, PartitionLogError> {
         let read_committed = self.isolation == IsolationLevel::ReadCommitted;
         let mut pending: Vec<AbortedTxn> = fetch.aborted_transactions.clone().unwrap_or_default();
@@ -321,11 +361,10 @@ impl ConsumerReader {
             let LogEntry::V2(batch) = entry? else {
                 continue;
             };
-            if read_committed
-                && batch.is_control()
-                && !batch.has_producer_id()
-                && first_control_type(&batch)? == Some(ControlRecordType::MirrorPidReset)
-            {
+            // A barrier is any control batch whose first record is of type 7, with or without a
+            // producer id: the same test producer state applies (`BatchSummary`,
+            // `is_mirror_pid_reset_batch`).
+            if read_committed && is_mirror_pid_reset_batch(&batch)? {
                 // The barrier completes every transaction still open as aborted (their
                 // aborted-transaction entries end at the barrier's offset) and forgets every
                 // producer: no producer id stays in the aborted set past it, so a local producer
@@ -473,6 +512,8 @@ pub struct PartitionLog {
     pub(crate) clock: Arc<dyn Clock>,
     /// The storage the segments are written through; producer snapshots go through it too.
     pub(crate) io: StorageIo,
+    /// The KIP-1279 mirror state, as persisted in the `mirror-state` file.
+    pub(crate) mirror: MirrorPartitionState,
 }
 
 impl PartitionLog {
@@ -503,6 +544,16 @@ impl PartitionLog {
     /// The partition's `mirror-state` file, through the same storage as the log.
     pub fn mirror_state_file(&self) -> MirrorStateFile<StorageIo> {
         MirrorStateFile::with_io(&self.dir, self.io.clone())
+    }
+    /// The KIP-1279 mirror state (restored by the loader; changed only by the
+    /// [`MirroredLog`] transitions, which persist it first).
+    pub fn mirror_state(&self) -> &MirrorPartitionState {
+        &self.mirror
+    }
+    /// The current leader epoch: the latest of the leader-epoch cache (after a mirror stop, the
+    /// bumped one), or 0 for a log that has none.
+    pub fn leader_epoch(&self) -> i32 {
+        self.epochs.latest_epoch().unwrap_or(0).max(0)
     }
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
@@ -540,7 +591,24 @@ impl PartitionLog {
 
     /// Kafka `appendAsLeader`. See the module docs. `origin` is `Client` for produce requests
     /// (control batches refused, duplicates detected) or `Coordinator` (markers, barriers).
+    /// Refused with [`PartitionLogError::ReadOnly`] while the partition is `Mirroring` or
+    /// `Stopping` (KIP-1279): nothing local may enter a mirrored log.
     pub fn append_as_leader(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo, PartitionLogError> {
+        if !self.mirror.accepts_client_appends() {
+            return Err(PartitionLogError::ReadOnly {
+                state: self.mirror.kind(),
+            });
+        }
+        self.append_as_leader_unchecked(records, leader_epoch, origin)
+    }
+
+    /// The leader append itself, past the mirror-state check (the barrier of a stop).
+    fn append_as_leader_unchecked(
         &mut self,
         records: &[u8],
         leader_epoch: i32,
@@ -566,9 +634,44 @@ impl PartitionLog {
         self.append_validated(bytes, &spans, origin)
     }
 
-    /// Kafka `appendAsFollower`: the batches keep their offsets, leader epochs and bytes; their
-    /// first offset must be at or above the log end offset and offsets must increase. Producer
-    /// state applies `Replication` rules.
+    /// The KIP-1279 mirror fetcher's append: as [`append_as_follower`](Self::append_as_follower)
+    /// (the source's batches keep their offsets, leader epochs and bytes), but only while the
+    /// partition is `Mirroring` ([`PartitionLogError::NotMirroring`] otherwise: once `Stopping`
+    /// began, nothing may land above the stop point).
+    pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo, PartitionLogError> {
+        if !matches!(self.mirror, MirrorPartitionState::Mirroring { .. }) {
+            return Err(PartitionLogError::NotMirroring {
+                state: self.mirror.kind(),
+            });
+        }
+        self.append_as_follower(records)
+    }
+
+    /// Truncates a mirroring partition to where it diverges from `source` (the mirror fetcher's
+    /// `OffsetsForLeaderEpoch` exchange, [`crate::mirror::alignment_point`]) and returns the new
+    /// log end if anything was removed. Used when the source's log may have changed under the
+    /// fetcher (the source failed over and truncated, as in a chain).
+    pub fn align_to_source(
+        &mut self,
+        source: &dyn EpochEndOffsets,
+    ) -> Result<Option<i64>, PartitionLogError> {
+        if !matches!(self.mirror, MirrorPartitionState::Mirroring { .. }) {
+            return Err(PartitionLogError::NotMirroring {
+                state: self.mirror.kind(),
+            });
+        }
+        let point = crate::mirror::alignment_point(self, source);
+        if point < self.log_end_offset() && self.truncate_to(point)? {
+            self.flush()?;
+            return Ok(Some(point));
+        }
+        Ok(None)
+    }
+
+    /// Kafka `appendAsFollower` (intra-cluster replication, allowed in every mirror state): the
+    /// batches keep their offsets, leader epochs and bytes; their first offset must be at or
+    /// above the log end offset and offsets must increase. Producer state applies `Replication`
+    /// rules.
     pub fn append_as_follower(
         &mut self,
         records: &[u8],
@@ -1007,6 +1110,13 @@ pub(crate) fn replay(
     Ok(())
 }
 
+impl EpochEndOffsets for PartitionLog {
+    /// Kafka `UnifiedLog.endOffsetForEpoch` (what the leader answers to `OffsetsForLeaderEpoch`).
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        self.epochs.end_offset_for(requested, self.log_end_offset())
+    }
+}
+
 impl MirrorLog for PartitionLog {
     type Error = PartitionLogError;
 
@@ -1014,8 +1124,23 @@ impl MirrorLog for PartitionLog {
         PartitionLog::last_stable_offset(self)
     }
 
+    fn log_start_offset(&self) -> i64 {
+        PartitionLog::log_start_offset(self)
+    }
+
     fn log_end_offset(&self) -> i64 {
         PartitionLog::log_end_offset(self)
+    }
+
+    fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.latest_epoch()
+    }
+
+    fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error> {
+        if self.epochs.latest_epoch() != Some(epoch) {
+            self.epochs.assign(epoch, start_offset)?;
+        }
+        Ok(())
     }
 
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
@@ -1026,14 +1151,56 @@ impl MirrorLog for PartitionLog {
         PartitionLog::find_barrier_from(self, from)
     }
 
-    fn append_barrier(&mut self, source_cluster_id: &str) -> Result<i64, Self::Error> {
-        let epoch = self.epochs.latest_epoch().unwrap_or(0);
-        let bytes = mirror_pid_reset_batch(0, self.clock.now_ms(), epoch, source_cluster_id);
-        let info = self.append_as_leader(&bytes, epoch, AppendOrigin::Coordinator)?;
+    fn append_barrier(
+        &mut self,
+        source_cluster_id: &str,
+        leader_epoch: i32,
+    ) -> Result<i64, Self::Error> {
+        let bytes = mirror_pid_reset_batch(0, self.clock.now_ms(), leader_epoch, source_cluster_id);
+        let info =
+            self.append_as_leader_unchecked(&bytes, leader_epoch, AppendOrigin::Coordinator)?;
         Ok(info.first_offset)
     }
 
     fn flush(&mut self) -> Result<(), Self::Error> {
         PartitionLog::flush(self)
+    }
+}
+
+impl MirroredLog for PartitionLog {
+    fn mirror_state(&self) -> &MirrorPartitionState {
+        &self.mirror
+    }
+
+    /// Writes the `mirror-state` file atomically through the log's storage seam, then takes the
+    /// state.
+    fn persist_mirror_state(&mut self, next: MirrorPartitionState) -> Result<(), MirrorStateError> {
+        self.mirror_state_file().store(&next)?;
+        self.mirror = next;
+        Ok(())
+    }
+}
+
+impl PartitionLog {
+    /// [`MirroredLog::start_mirroring`]: aligns this log to `source` by leader epoch, then
+    /// `Mirroring`.
+    pub fn start_mirroring(
+        &mut self,
+        source_cluster_id: &str,
+        source: &dyn EpochEndOffsets,
+    ) -> Result<(), MirrorError<PartitionLogError>> {
+        MirroredLog::start_mirroring(self, source_cluster_id, source)
+    }
+
+    /// [`MirroredLog::stop_mirroring`]: the `Stopping` steps; returns the barrier's offset.
+    pub fn stop_mirroring(&mut self) -> Result<i64, MirrorError<PartitionLogError>> {
+        MirroredLog::stop_mirroring(self)
+    }
+
+    /// [`MirroredLog::resume_mirror_stop`]: finishes an interrupted stop.
+    pub fn resume_mirror_stop(
+        &mut self,
+    ) -> Result<&MirrorPartitionState, MirrorError<PartitionLogError>> {
+        MirroredLog::resume_mirror_stop(self)
     }
 }

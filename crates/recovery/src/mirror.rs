@@ -3,65 +3,86 @@
 //!
 //! ```text
 //!   Local ──start_mirroring──▶ Mirroring ──stop──▶ Stopping{FeedStopped} ──▶ Stopping{Truncated}
-//!     ▲                            ▲                                                 │
-//!     │ (never mirrored)           └──────────start_mirroring (failback)── Stopped ◀─┘
+//!     ▲        (log alignment)     ▲                                                 │
+//!     │ (never mirrored)           │                                                 ▼
+//!     │                            └──start_mirroring (failback)── Stopped ◀── Stopping{EpochBumped}
 //! ```
 //!
+//! * `start_mirroring` (the KIP's LOG_ALIGNMENT step): a partition with history of its own is
+//!   truncated to the source's end offset for the last leader epoch both logs share, found with
+//!   Kafka's `OffsetsForLeaderEpoch` rule over the two leader-epoch caches ([`alignment_point`]),
+//!   so that everything it keeps is byte for byte what the source holds at the same offsets and
+//!   the next fetch starts where they diverged (a barrier the source wrote there arrives next).
 //! * `Mirroring`: the fetcher appends the source's batches as they are; clients may not write.
 //! * `Stopping`: a sequence of durable steps, each persisted before the next one starts, so that a
-//!   crash at any point resumes where it left off ([`MirrorPartition::resume`]):
-//!   1. persist `Stopping{step: FeedStopped, lso}` (the caller has removed the fetcher; `lso` is
-//!      the log's last stable offset at that moment);
-//!   2. truncate the log to the LSO, fsync, persist `Stopping{step: Truncated,
-//!      last_mirrored_offset}` (the truncation point = the new log end);
-//!   3. unless a barrier already exists at or after the truncation point, append the
-//!      `MIRROR_PID_RESET` barrier with the source cluster id;
-//!   4. fsync the log;
-//!   5. persist `Stopped{barrier_offset}`.
+//!   crash at any point resumes where it left off ([`MirroredLog::resume_mirror_stop`]):
+//!   1. the caller has removed the fetcher; the log's last stable offset (the stop point) is
+//!      computed, the log flushed (so the stop point survives any crash), and
+//!      `Stopping{step: FeedStopped, lso}` persisted. A resume truncates to this persisted
+//!      point, never to a recomputed LSO (after an unclean restart the high watermark, and with
+//!      it the LSO, can be stale);
+//!   2. truncate the log to the stop point, fsync, persist `Stopping{step: Truncated,
+//!      last_mirrored_offset, last_mirrored_epoch}` (the new log end and the leader epoch of the
+//!      last batch kept);
+//!   3. choose the new leader epoch (one more than every epoch in the log), persist
+//!      `Stopping{step: EpochBumped, leader_epoch}`, then record it in the leader-epoch cache
+//!      (`leader-epoch-checkpoint`, written atomically) as starting at the stop point;
+//!   4. unless a barrier already exists at or after the stop point (one from an interrupted
+//!      attempt), append the `MIRROR_PID_RESET` barrier with the source cluster id, **in the new
+//!      leader epoch**;
+//!   5. fsync the log;
+//!   6. persist `Stopped{barrier_offset}`.
 //! * `Stopped`: writable. `Local`: never mirrored (no `mirror-state` file), writable.
 //!
-//! Invariants (tested by crashing after every durable operation, `tests/recovery/mirror.rs`):
-//! the partition never accepts client appends before the barrier is durable, and the barrier is
-//! written exactly once per stop (on resume we look for it before writing it).
+//! Because the barrier opens a leader epoch no earlier batch has, a node that aligns to this log
+//! by leader epoch (failback, chain) truncates at the barrier's offset and then receives the
+//! barrier itself.
+//!
+//! Invariants (tested by crashing after every durable operation, `tests/recovery/mirror.rs`, and
+//! on a real [`PartitionLog`](crate::PartitionLog) through the storage seam): the partition never
+//! accepts client appends before the barrier is durable, the barrier is written exactly once per
+//! stop (on resume we look for it before writing it), and no batch below the stop point is lost.
 //!
 //! Differences from the KIP-1279 forks: they skip the barrier when the source cluster id is
 //! unknown; we refuse to start mirroring without one, so every stop writes a barrier. They abort
 //! open transactions with ABORT markers before the barrier; truncating to the LSO removes every
 //! open transaction's data first, so none is open at the barrier (and if one were, the barrier
-//! itself aborts it, see [`crate::barrier`]). Leader-epoch fencing (`LastMirrorEpochs`, epoch
-//! bumps) belongs to the coordinator, not to the log.
+//! itself aborts it, see [`crate::barrier`]).
 //!
 //! # The `mirror-state` file
 //! A small UTF-8 text file in the partition directory, written atomically (temporary file, fsync,
 //! rename, fsync of the directory, through [`SnapshotIo::write_atomically`]; a partition log's
-//! own file, [`crate::PartitionLog::mirror_state_file`], goes through the log's storage seam).
-//! Lines end with
-//! `\n`; the first line is the format version, the second the state, then `key=value` lines in
-//! exactly this order (the value is everything after the first `=`):
+//! own file goes through the log's storage seam). Lines end with `\n`; the first line is the
+//! format version, the second the state, then `key=value` lines in exactly this order (the value
+//! is everything after the first `=`):
 //!
 //! ```text
-//! 0                         version (only 0 exists)
+//! 1                         version (only 1 is read; version 0 had no epochs)
 //! MIRRORING                 source=<id>
-//! STOPPING                  step=FEED_STOPPED|TRUNCATED, source=<id>, lso=<i64>,
-//!                           last_mirrored_offset=<i64>   (only when step=TRUNCATED)
+//! STOPPING                  step=FEED_STOPPED|TRUNCATED|EPOCH_BUMPED, source=<id>, lso=<i64>,
+//!                           last_mirrored_offset=<i64>, last_mirrored_epoch=<i32>
+//!                                                        (from step=TRUNCATED on),
+//!                           leader_epoch=<i32>           (only when step=EPOCH_BUMPED)
 //! STOPPED                   barrier_offset=<i64>
 //! LOCAL                     (no fields; a missing file also means LOCAL)
 //! ```
-//! Offsets are non-negative decimal integers. A source cluster id is non-empty and contains no
-//! control characters (Kafka cluster ids are 22-character base64 UUIDs). Anything else (unknown
-//! version, state or step, a missing, extra or reordered line, a bad number) is reported as
-//! [`MirrorStateError::Malformed`] with its 1-based line number.
+//! Offsets are non-negative decimal integers; `last_mirrored_epoch` is `-1` (no epoch: an empty
+//! log) or a non-negative `i32`, `leader_epoch` a non-negative `i32`. A source cluster id is
+//! non-empty and contains no control characters (Kafka cluster ids are 22-character base64
+//! UUIDs). Anything else (unknown version, state or step, a missing, extra or reordered line, a
+//! bad number) is reported as [`MirrorStateError::Malformed`] with its 1-based line number.
 
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use crate::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 use crate::snapshot::{SnapshotIo, StdIo};
 
 /// Name of the state file in the partition directory.
 pub const MIRROR_STATE_FILE: &str = "mirror-state";
 /// The only version of the `mirror-state` format.
-pub const MIRROR_STATE_VERSION: u32 = 0;
+pub const MIRROR_STATE_VERSION: u32 = 1;
 
 /// A partition's mirror state (KIP-1279 `MirrorPartitionState`, reduced to what the log needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,17 +92,24 @@ pub enum MirrorPartitionState {
         /// The source cluster's id (written into the barrier at stop).
         source_cluster_id: String,
     },
-    /// Stopping, at `step`; read-only for clients.
+    /// Stopping, at `step`; read-only for clients and for the mirror feed.
     Stopping {
         /// The last step that is durable.
         step: StoppingStep,
         /// The source cluster's id.
         source_cluster_id: String,
-        /// The log's last stable offset when the feed stopped.
+        /// The log's last stable offset when the feed stopped: the stop point. A resume
+        /// truncates to it, never to a recomputed LSO.
         lso: i64,
-        /// The truncation point (log end after truncating to the LSO); set from
-        /// [`StoppingStep::Truncated`] on.
+        /// The log end after truncating to the stop point (the offset after the last mirrored
+        /// batch kept); set from [`StoppingStep::Truncated`] on.
         last_mirrored_offset: Option<i64>,
+        /// The leader epoch of the last mirrored batch kept (−1: the log is empty); set from
+        /// [`StoppingStep::Truncated`] on.
+        last_mirrored_epoch: Option<i32>,
+        /// The new leader epoch the barrier is written in; set from
+        /// [`StoppingStep::EpochBumped`] on.
+        leader_epoch: Option<i32>,
     },
     /// Mirroring stopped; the barrier at `barrier_offset` is durable; writable.
     Stopped {
@@ -97,8 +125,11 @@ pub enum MirrorPartitionState {
 pub enum StoppingStep {
     /// The fetcher is removed and the LSO recorded; the log is not truncated yet.
     FeedStopped,
-    /// The log is truncated to the LSO (durably); the barrier may or may not be written yet.
+    /// The log is truncated to the LSO (durably); last mirrored offset and epoch recorded.
     Truncated,
+    /// The new leader epoch is chosen (and may or may not be in the leader-epoch cache yet); the
+    /// barrier may or may not be written yet.
+    EpochBumped,
 }
 
 /// The name of a [`MirrorPartitionState`], for errors and logs.
@@ -155,6 +186,7 @@ impl StoppingStep {
         match self {
             Self::FeedStopped => "FEED_STOPPED",
             Self::Truncated => "TRUNCATED",
+            Self::EpochBumped => "EPOCH_BUMPED",
         }
     }
 }
@@ -215,6 +247,13 @@ pub enum MalformedReason {
         /// The line found.
         found: String,
     },
+    /// The value of a leader epoch is not `-1` or a non-negative `i32`.
+    BadEpoch {
+        /// The key.
+        key: &'static str,
+        /// The value found.
+        value: String,
+    },
     /// The value of an offset is not a non-negative decimal integer.
     BadOffset {
         /// The key.
@@ -246,6 +285,9 @@ impl fmt::Display for MirrorStateError {
                     }
                     MalformedReason::BadOffset { key, value } => {
                         write!(f, "{key} is not a non-negative offset: {value:?}")
+                    }
+                    MalformedReason::BadEpoch { key, value } => {
+                        write!(f, "{key} is not a leader epoch: {value:?}")
                     }
                     MalformedReason::BadSourceClusterId(id) => {
                         write!(f, "invalid source cluster id {id:?}")
@@ -286,21 +328,35 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
             source_cluster_id,
             lso,
             last_mirrored_offset,
+            last_mirrored_epoch,
+            leader_epoch,
         } => {
-            let offsets_ok = *lso >= 0 && last_mirrored_offset.is_none_or(|o| o >= 0);
-            let shape_ok = match step {
-                StoppingStep::FeedStopped => last_mirrored_offset.is_none(),
-                StoppingStep::Truncated => last_mirrored_offset.is_some(),
+            let values_ok = *lso >= 0
+                && last_mirrored_offset.is_none_or(|o| o >= 0)
+                && last_mirrored_epoch.is_none_or(|e| e >= -1)
+                && leader_epoch.is_none_or(|e| e >= 0);
+            let (truncated, bumped) = match step {
+                StoppingStep::FeedStopped => (false, false),
+                StoppingStep::Truncated => (true, false),
+                StoppingStep::EpochBumped => (true, true),
             };
-            if !is_valid_source_cluster_id(source_cluster_id) || !offsets_ok || !shape_ok {
+            let shape_ok = last_mirrored_offset.is_some() == truncated
+                && last_mirrored_epoch.is_some() == truncated
+                && leader_epoch.is_some() == bumped;
+            if !is_valid_source_cluster_id(source_cluster_id) || !values_ok || !shape_ok {
                 return Err(bad());
             }
             out.push_str(&format!(
                 "step={}\nsource={source_cluster_id}\nlso={lso}\n",
                 step.as_str()
             ));
-            if let Some(o) = last_mirrored_offset {
-                out.push_str(&format!("last_mirrored_offset={o}\n"));
+            if let (Some(o), Some(e)) = (last_mirrored_offset, last_mirrored_epoch) {
+                out.push_str(&format!(
+                    "last_mirrored_offset={o}\nlast_mirrored_epoch={e}\n"
+                ));
+            }
+            if let Some(e) = leader_epoch {
+                out.push_str(&format!("leader_epoch={e}\n"));
             }
         }
         MirrorPartitionState::Stopped { barrier_offset } => {
@@ -364,6 +420,28 @@ impl<'a> Lines<'a> {
         v.parse().map_err(|_| bad())
     }
 
+    /// `-1` or a non-negative `i32` (`min` is −1 or 0).
+    fn epoch(&mut self, key: &'static str, min: i32) -> Result<i32, (usize, MalformedReason)> {
+        let (n, v) = self.field(key)?;
+        let bad = || {
+            (
+                n,
+                MalformedReason::BadEpoch {
+                    key,
+                    value: v.to_owned(),
+                },
+            )
+        };
+        let digits = v.strip_prefix('-').unwrap_or(v);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        match v.parse::<i32>() {
+            Ok(e) if e >= min => Ok(e),
+            _ => Err(bad()),
+        }
+    }
+
     fn source(&mut self) -> Result<String, (usize, MalformedReason)> {
         let (n, v) = self.field("source")?;
         if !is_valid_source_cluster_id(v) {
@@ -410,19 +488,29 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
             let step = match step {
                 "FEED_STOPPED" => StoppingStep::FeedStopped,
                 "TRUNCATED" => StoppingStep::Truncated,
+                "EPOCH_BUMPED" => StoppingStep::EpochBumped,
                 other => return Err((n, MalformedReason::UnknownStep(other.to_owned()))),
             };
             let source_cluster_id = lines.source()?;
             let lso = lines.offset("lso")?;
-            let last_mirrored_offset = match step {
-                StoppingStep::FeedStopped => None,
-                StoppingStep::Truncated => Some(lines.offset("last_mirrored_offset")?),
+            let (last_mirrored_offset, last_mirrored_epoch) = match step {
+                StoppingStep::FeedStopped => (None, None),
+                StoppingStep::Truncated | StoppingStep::EpochBumped => (
+                    Some(lines.offset("last_mirrored_offset")?),
+                    Some(lines.epoch("last_mirrored_epoch", -1)?),
+                ),
+            };
+            let leader_epoch = match step {
+                StoppingStep::EpochBumped => Some(lines.epoch("leader_epoch", 0)?),
+                _ => None,
             };
             MirrorPartitionState::Stopping {
                 step,
                 source_cluster_id,
                 lso,
                 last_mirrored_offset,
+                last_mirrored_epoch,
+                leader_epoch,
             }
         }
         "STOPPED" => MirrorPartitionState::Stopped {
@@ -509,25 +597,120 @@ impl<I: SnapshotIo> MirrorStateStore for MirrorStateFile<I> {
 }
 
 // ------------------------------------------------------------------------------------------------
+// Leader epochs: the OffsetsForLeaderEpoch exchange of log alignment
+// ------------------------------------------------------------------------------------------------
+
+/// The answer of a log to Kafka's `OffsetsForLeaderEpoch` request: `(epoch, end offset)` where
+/// `epoch` is the largest leader epoch `<= requested` the log knows and `end offset` the start of
+/// the next higher epoch (the log end offset for the latest epoch); `(UNDEFINED_EPOCH,
+/// UNDEFINED_EPOCH_OFFSET)` when `requested` is above every epoch it knows (Kafka
+/// `LeaderEpochFileCache.endOffsetFor`).
+pub trait EpochEndOffsets {
+    /// See the trait docs.
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64);
+}
+
+impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        (**self).end_offset_for_epoch(requested)
+    }
+}
+
+/// Where a log must be truncated so that everything it keeps is what `source` holds at the same
+/// offsets: Kafka's follower truncation after `OffsetsForLeaderEpoch`
+/// (`AbstractFetcherThread.getOffsetTruncationState`), iterated until it completes.
+///
+/// Ask the source for the end offset of our latest epoch. If it answers with that epoch, the
+/// logs agree up to `min(its end offset, our end offset for that epoch)`. If it answers with an
+/// older epoch we also know, they agree up to `min` of both ends for that epoch. If we do not
+/// know the epoch it answers with, cut to our end offset for the largest epoch below it and ask
+/// again with that epoch. The result never exceeds `local`'s log end offset.
+///
+/// Two cases Kafka settles with the follower's high watermark are settled here without it (a
+/// mirror's high watermark says nothing about the source): a log with data but no leader epoch
+/// aligns to its log start offset (nothing kept); when the source has no epoch as high as ours
+/// (Kafka's `UNDEFINED_EPOCH_OFFSET` answer), our data from that epoch on cannot be in it, so we
+/// cut where that epoch starts and ask about the epoch below. An empty log is already aligned.
+pub fn alignment_point<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOffsets) -> i64 {
+    let log_start = local.log_start_offset();
+    let mut end = local.log_end_offset();
+    if end <= log_start {
+        return end;
+    }
+    let Some(mut epoch) = local.latest_epoch() else {
+        return log_start;
+    };
+    // Each round moves to a strictly smaller epoch, so this ends; the bound is a guard.
+    for _ in 0..=u16::MAX {
+        let (leader_epoch, leader_end) = source.end_offset_for_epoch(epoch);
+        if leader_end == UNDEFINED_EPOCH_OFFSET {
+            // The source has no epoch as high as ours: none of our data from this epoch on is
+            // in it. Cut where this epoch starts and ask about the one below.
+            let Some(below) = epoch.checked_sub(1) else {
+                return log_start;
+            };
+            let (lower, start) = local.end_offset_for_epoch(below);
+            end = start.min(end);
+            if end <= log_start || lower >= epoch || lower == UNDEFINED_EPOCH {
+                return end.max(log_start);
+            }
+            epoch = lower;
+            continue;
+        }
+        if leader_epoch == UNDEFINED_EPOCH {
+            return leader_end.min(end).max(log_start);
+        }
+        let (follower_epoch, follower_end) = local.end_offset_for_epoch(leader_epoch);
+        if follower_epoch == UNDEFINED_EPOCH || follower_end == UNDEFINED_EPOCH_OFFSET {
+            return leader_end.min(end).max(log_start);
+        }
+        if follower_epoch == leader_epoch {
+            return follower_end.min(leader_end).min(end).max(log_start);
+        }
+        // We do not know the source's epoch: keep what we have up to our end of the largest
+        // epoch below it, then ask again about that one.
+        end = follower_end.min(end);
+        if follower_epoch >= epoch {
+            break;
+        }
+        epoch = follower_epoch;
+    }
+    end.max(log_start)
+}
+
+// ------------------------------------------------------------------------------------------------
 // The transition driver
 // ------------------------------------------------------------------------------------------------
 
 /// What the mirror state driver needs from the partition log.
-pub trait MirrorLog {
+pub trait MirrorLog: EpochEndOffsets {
     /// The log's error type.
     type Error: std::error::Error + 'static;
     /// The last stable offset (no open or undecided transaction below it; `<=` the log end).
     fn last_stable_offset(&self) -> i64;
+    /// The first offset of the log.
+    fn log_start_offset(&self) -> i64;
     /// The offset the next append gets.
     fn log_end_offset(&self) -> i64;
+    /// The latest leader epoch of the leader-epoch cache, if any.
+    fn latest_epoch(&self) -> Option<i32>;
     /// Removes every batch at or above `offset` (a no-op when `offset >= log_end_offset`) and
     /// rebuilds producer state. Durable after the next [`flush`](MirrorLog::flush).
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error>;
+    /// Records in the leader-epoch cache, durably (the checkpoint is written atomically), that
+    /// `epoch` starts at `start_offset` (Kafka `assign`, as a new leader does at its log end); a
+    /// no-op when `epoch` is already the latest.
+    fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error>;
     /// Finds a `MIRROR_PID_RESET` batch at offset `>= from`; returns its offset.
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error>;
-    /// Appends the barrier (COORDINATOR origin) and returns its offset; must apply it to
-    /// producer state. Durable after the next [`flush`](MirrorLog::flush).
-    fn append_barrier(&mut self, source_cluster_id: &str) -> Result<i64, Self::Error>;
+    /// Appends the barrier in `leader_epoch` (COORDINATOR origin, past any read-only check) and
+    /// returns its offset; must apply it to producer state. Durable after the next
+    /// [`flush`](MirrorLog::flush).
+    fn append_barrier(
+        &mut self,
+        source_cluster_id: &str,
+        leader_epoch: i32,
+    ) -> Result<i64, Self::Error>;
     /// Makes every earlier append and truncation durable (fsync).
     fn flush(&mut self) -> Result<(), Self::Error>;
 }
@@ -535,9 +718,9 @@ pub trait MirrorLog {
 /// An operation the mirror state driver was asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MirrorOp {
-    /// [`MirrorPartition::start_mirroring`].
+    /// [`MirroredLog::start_mirroring`].
     StartMirroring,
-    /// [`MirrorPartition::stop`].
+    /// [`MirroredLog::stop_mirroring`].
     Stop,
 }
 
@@ -573,6 +756,8 @@ pub enum MirrorError<E> {
         /// The truncation point.
         last_mirrored_offset: i64,
     },
+    /// No leader epoch above the log's: its latest epoch is `i32::MAX`.
+    EpochExhausted,
     /// The partition log failed.
     Log(E),
     /// Persisting or loading the state failed.
@@ -608,6 +793,7 @@ impl<E: fmt::Display> fmt::Display for MirrorError<E> {
                 "barrier at offset {barrier_offset} is below the truncation point \
                  {last_mirrored_offset}"
             ),
+            Self::EpochExhausted => f.write_str("no leader epoch left above the log's"),
             Self::Log(e) => write!(f, "partition log: {e}"),
             Self::State(e) => e.fmt(f),
         }
@@ -630,12 +816,212 @@ impl<E> From<MirrorStateError> for MirrorError<E> {
     }
 }
 
-/// A partition log together with its persisted mirror state: the KIP-1279 transition driver.
+/// A partition log that owns its mirror state: the KIP-1279 transition driver, as provided
+/// methods over [`MirrorLog`] and two state accessors. [`crate::PartitionLog`] implements it (its
+/// appends enforce the state); [`MirrorPartition`] pairs any [`MirrorLog`] with a separate
+/// [`MirrorStateStore`].
 ///
-/// Every transition persists its state through `S` before it is visible here, so
-/// [`state`](Self::state) never runs ahead of what a crash would leave behind. On error the
-/// in-memory state is the last persisted one; call [`resume`](Self::resume) (or reopen) to
-/// continue.
+/// Every transition persists its state before it is visible through
+/// [`mirror_state`](Self::mirror_state), so the in-memory state never runs ahead of what a crash
+/// would leave behind. On error the in-memory state is the last persisted one; call
+/// [`resume_mirror_stop`](Self::resume_mirror_stop) (or reopen) to continue.
+pub trait MirroredLog: MirrorLog {
+    /// The current (persisted) state.
+    fn mirror_state(&self) -> &MirrorPartitionState;
+
+    /// Persists `next` durably and atomically, then makes it the current state.
+    fn persist_mirror_state(&mut self, next: MirrorPartitionState) -> Result<(), MirrorStateError>;
+
+    /// Whether clients (and transaction coordinators) may append: `Stopped` or `Local`.
+    fn accepts_client_appends(&self) -> bool {
+        self.mirror_state().accepts_client_appends()
+    }
+
+    /// `Ok` if clients may append, else [`MirrorError::ReadOnly`].
+    fn check_client_append(&self) -> Result<(), MirrorError<Self::Error>> {
+        if self.accepts_client_appends() {
+            Ok(())
+        } else {
+            Err(MirrorError::ReadOnly {
+                state: self.mirror_state().kind(),
+            })
+        }
+    }
+
+    /// Whether the mirror fetcher may append (only in `Mirroring`).
+    fn accepts_mirrored_appends(&self) -> bool {
+        matches!(self.mirror_state(), MirrorPartitionState::Mirroring { .. })
+    }
+
+    /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): the
+    /// KIP's log alignment — truncates the log to [`alignment_point`] against `source` (the
+    /// source partition's `OffsetsForLeaderEpoch` answers), fsyncs, then persists `Mirroring`.
+    /// A crash before the state is persisted leaves the old writable state with a truncated log;
+    /// calling again aligns again. Idempotent when already mirroring from the same source.
+    fn start_mirroring(
+        &mut self,
+        source_cluster_id: &str,
+        source: &dyn EpochEndOffsets,
+    ) -> Result<(), MirrorError<Self::Error>> {
+        if !is_valid_source_cluster_id(source_cluster_id) {
+            return Err(MirrorError::InvalidSourceClusterId(
+                source_cluster_id.to_owned(),
+            ));
+        }
+        match self.mirror_state() {
+            MirrorPartitionState::Local | MirrorPartitionState::Stopped { .. } => {}
+            MirrorPartitionState::Mirroring {
+                source_cluster_id: current,
+            } => {
+                return if current == source_cluster_id {
+                    Ok(())
+                } else {
+                    Err(MirrorError::SourceMismatch {
+                        current: current.clone(),
+                        requested: source_cluster_id.to_owned(),
+                    })
+                };
+            }
+            MirrorPartitionState::Stopping { .. } => {
+                return Err(MirrorError::InvalidTransition {
+                    from: MirrorStateKind::Stopping,
+                    op: MirrorOp::StartMirroring,
+                })
+            }
+        }
+        let point = alignment_point(self, source);
+        self.truncate_to(point).map_err(MirrorError::Log)?;
+        self.flush().map_err(MirrorError::Log)?;
+        self.persist_mirror_state(MirrorPartitionState::Mirroring {
+            source_cluster_id: source_cluster_id.to_owned(),
+        })?;
+        Ok(())
+    }
+
+    /// Stops mirroring: runs the `Stopping` steps (module docs) and returns the barrier's
+    /// offset. The caller has removed the fetcher. From `Stopping` this continues the stop
+    /// ([`resume_mirror_stop`](Self::resume_mirror_stop)); from `Stopped` it returns the
+    /// existing barrier's offset.
+    fn stop_mirroring(&mut self) -> Result<i64, MirrorError<Self::Error>> {
+        match self.mirror_state().clone() {
+            MirrorPartitionState::Mirroring { source_cluster_id } => {
+                // Step 1: the stop point, durable in the log before it is persisted.
+                let lso = self.last_stable_offset();
+                self.flush().map_err(MirrorError::Log)?;
+                self.persist_mirror_state(MirrorPartitionState::Stopping {
+                    step: StoppingStep::FeedStopped,
+                    source_cluster_id,
+                    lso,
+                    last_mirrored_offset: None,
+                    last_mirrored_epoch: None,
+                    leader_epoch: None,
+                })?;
+                continue_stopping(self)
+            }
+            MirrorPartitionState::Stopping { .. } => continue_stopping(self),
+            MirrorPartitionState::Stopped { barrier_offset } => Ok(barrier_offset),
+            MirrorPartitionState::Local => Err(MirrorError::InvalidTransition {
+                from: MirrorStateKind::Local,
+                op: MirrorOp::Stop,
+            }),
+        }
+    }
+
+    /// Continues an interrupted stop from its persisted step (after reopening, or after an error
+    /// from [`stop_mirroring`](Self::stop_mirroring)); does nothing in other states. Returns the
+    /// state reached.
+    ///
+    /// A stop that failed before `Stopping{FeedStopped}` was persisted left `Mirroring`: nothing
+    /// was changed, and the coordinator (whose desired state is still "stopped") calls
+    /// [`stop_mirroring`](Self::stop_mirroring) again.
+    fn resume_mirror_stop(&mut self) -> Result<&MirrorPartitionState, MirrorError<Self::Error>> {
+        if matches!(self.mirror_state(), MirrorPartitionState::Stopping { .. }) {
+            continue_stopping(self)?;
+        }
+        Ok(self.mirror_state())
+    }
+}
+
+/// Steps 2–6 from whatever step is persisted.
+fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorError<P::Error>> {
+    let MirrorPartitionState::Stopping {
+        step,
+        source_cluster_id,
+        lso,
+        last_mirrored_offset,
+        last_mirrored_epoch,
+        leader_epoch,
+    } = p.mirror_state().clone()
+    else {
+        return Err(MirrorError::InvalidTransition {
+            from: p.mirror_state().kind(),
+            op: MirrorOp::Stop,
+        });
+    };
+    // Step 2: truncate to the persisted stop point. Step 1 made it durable, so the log reaches
+    // it unless storage lost fsynced data; then the log end is the most that is left.
+    let (point, last_epoch) = match (step, last_mirrored_offset, last_mirrored_epoch) {
+        (StoppingStep::Truncated | StoppingStep::EpochBumped, Some(point), Some(epoch)) => {
+            (point, epoch)
+        }
+        _ => {
+            let point = lso.min(p.log_end_offset());
+            p.truncate_to(point).map_err(MirrorError::Log)?;
+            p.flush().map_err(MirrorError::Log)?;
+            let epoch = p.latest_epoch().unwrap_or(UNDEFINED_EPOCH);
+            p.persist_mirror_state(MirrorPartitionState::Stopping {
+                step: StoppingStep::Truncated,
+                source_cluster_id: source_cluster_id.clone(),
+                lso,
+                last_mirrored_offset: Some(point),
+                last_mirrored_epoch: Some(epoch),
+                leader_epoch: None,
+            })?;
+            (point, epoch)
+        }
+    };
+    // Step 3: the new epoch is chosen and persisted before it is used, so a resume uses the same.
+    let epoch = match (step, leader_epoch) {
+        (StoppingStep::EpochBumped, Some(epoch)) => epoch,
+        _ => {
+            let above = last_epoch.max(p.latest_epoch().unwrap_or(UNDEFINED_EPOCH));
+            let epoch = above.checked_add(1).ok_or(MirrorError::EpochExhausted)?;
+            p.persist_mirror_state(MirrorPartitionState::Stopping {
+                step: StoppingStep::EpochBumped,
+                source_cluster_id: source_cluster_id.clone(),
+                lso,
+                last_mirrored_offset: Some(point),
+                last_mirrored_epoch: Some(last_epoch),
+                leader_epoch: Some(epoch),
+            })?;
+            epoch
+        }
+    };
+    p.assign_epoch(epoch, point).map_err(MirrorError::Log)?;
+    // Step 4: a barrier at or after the stop point can only be ours (truncation removed
+    // everything there and nothing else may append while stopping); one from an earlier attempt
+    // may have survived a crash.
+    let barrier_offset = match p.find_barrier_from(point).map_err(MirrorError::Log)? {
+        Some(offset) => offset,
+        None => p
+            .append_barrier(&source_cluster_id, epoch)
+            .map_err(MirrorError::Log)?,
+    };
+    if barrier_offset < point {
+        return Err(MirrorError::BarrierBeforeTruncationPoint {
+            barrier_offset,
+            last_mirrored_offset: point,
+        });
+    }
+    // Step 5, also when the barrier was found: it may be in the log but not yet durable.
+    p.flush().map_err(MirrorError::Log)?;
+    // Step 6.
+    p.persist_mirror_state(MirrorPartitionState::Stopped { barrier_offset })?;
+    Ok(barrier_offset)
+}
+
+/// A [`MirrorLog`] paired with a separate [`MirrorStateStore`]: the driver for logs that do not
+/// own their mirror state (tests drive a fake log through it).
 #[derive(Debug)]
 pub struct MirrorPartition<L, S> {
     log: L,
@@ -672,177 +1058,67 @@ impl<L: MirrorLog, S: MirrorStateStore> MirrorPartition<L, S> {
         (self.log, self.store)
     }
 
-    /// Whether clients may append (`Stopped` or `Local`).
-    pub fn accepts_client_appends(&self) -> bool {
-        self.state.accepts_client_appends()
+    /// [`MirroredLog::stop_mirroring`].
+    pub fn stop(&mut self) -> Result<i64, MirrorError<L::Error>> {
+        self.stop_mirroring()
     }
 
-    /// `Ok` if clients may append, else [`MirrorError::ReadOnly`]; the client append path calls
-    /// this first.
-    pub fn check_client_append(&self) -> Result<(), MirrorError<L::Error>> {
-        if self.accepts_client_appends() {
-            Ok(())
-        } else {
-            Err(MirrorError::ReadOnly {
-                state: self.state.kind(),
-            })
-        }
+    /// [`MirroredLog::resume_mirror_stop`].
+    pub fn resume(&mut self) -> Result<&MirrorPartitionState, MirrorError<L::Error>> {
+        self.resume_mirror_stop()
     }
+}
 
-    /// Whether the mirror fetcher may append (only in `Mirroring`).
-    pub fn accepts_mirrored_appends(&self) -> bool {
-        matches!(self.state, MirrorPartitionState::Mirroring { .. })
+impl<L: MirrorLog, S> EpochEndOffsets for MirrorPartition<L, S> {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        self.log.end_offset_for_epoch(requested)
     }
+}
 
-    /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): truncates
-    /// the log to its last stable offset, fsyncs, then persists `Mirroring`. A crash before the
-    /// state is persisted leaves the old writable state with a truncated log; calling again
-    /// truncates again. Idempotent when already mirroring from the same source.
-    pub fn start_mirroring(
+impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
+    type Error = L::Error;
+    fn last_stable_offset(&self) -> i64 {
+        self.log.last_stable_offset()
+    }
+    fn log_start_offset(&self) -> i64 {
+        self.log.log_start_offset()
+    }
+    fn log_end_offset(&self) -> i64 {
+        self.log.log_end_offset()
+    }
+    fn latest_epoch(&self) -> Option<i32> {
+        self.log.latest_epoch()
+    }
+    fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
+        self.log.truncate_to(offset)
+    }
+    fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error> {
+        self.log.assign_epoch(epoch, start_offset)
+    }
+    fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {
+        self.log.find_barrier_from(from)
+    }
+    fn append_barrier(
         &mut self,
         source_cluster_id: &str,
-    ) -> Result<(), MirrorError<L::Error>> {
-        if !is_valid_source_cluster_id(source_cluster_id) {
-            return Err(MirrorError::InvalidSourceClusterId(
-                source_cluster_id.to_owned(),
-            ));
-        }
-        match &self.state {
-            MirrorPartitionState::Local | MirrorPartitionState::Stopped { .. } => {}
-            MirrorPartitionState::Mirroring {
-                source_cluster_id: current,
-            } => {
-                return if current == source_cluster_id {
-                    Ok(())
-                } else {
-                    Err(MirrorError::SourceMismatch {
-                        current: current.clone(),
-                        requested: source_cluster_id.to_owned(),
-                    })
-                };
-            }
-            MirrorPartitionState::Stopping { .. } => {
-                return Err(MirrorError::InvalidTransition {
-                    from: MirrorStateKind::Stopping,
-                    op: MirrorOp::StartMirroring,
-                })
-            }
-        }
-        let lso = self.log.last_stable_offset();
-        self.log.truncate_to(lso).map_err(MirrorError::Log)?;
-        self.log.flush().map_err(MirrorError::Log)?;
-        self.persist(MirrorPartitionState::Mirroring {
-            source_cluster_id: source_cluster_id.to_owned(),
-        })
+        leader_epoch: i32,
+    ) -> Result<i64, Self::Error> {
+        self.log.append_barrier(source_cluster_id, leader_epoch)
+    }
+    fn flush(&mut self) -> Result<(), Self::Error> {
+        self.log.flush()
+    }
+}
+
+impl<L: MirrorLog, S: MirrorStateStore> MirroredLog for MirrorPartition<L, S> {
+    fn mirror_state(&self) -> &MirrorPartitionState {
+        &self.state
     }
 
-    /// Stops mirroring: runs the `Stopping` steps (module docs) and returns the barrier's
-    /// offset. The caller has removed the fetcher. From `Stopping` this continues the stop
-    /// ([`resume`](Self::resume)); from `Stopped` it returns the existing barrier's offset.
-    pub fn stop(&mut self) -> Result<i64, MirrorError<L::Error>> {
-        match &self.state {
-            MirrorPartitionState::Mirroring { source_cluster_id } => {
-                let lso = self.log.last_stable_offset();
-                let next = MirrorPartitionState::Stopping {
-                    step: StoppingStep::FeedStopped,
-                    source_cluster_id: source_cluster_id.clone(),
-                    lso,
-                    last_mirrored_offset: None,
-                };
-                self.persist(next)?;
-                self.continue_stopping()
-            }
-            MirrorPartitionState::Stopping { .. } => self.continue_stopping(),
-            MirrorPartitionState::Stopped { barrier_offset } => Ok(*barrier_offset),
-            MirrorPartitionState::Local => Err(MirrorError::InvalidTransition {
-                from: MirrorStateKind::Local,
-                op: MirrorOp::Stop,
-            }),
-        }
-    }
-
-    /// Continues an interrupted stop from its persisted step (after reopening, or after an error
-    /// from [`stop`](Self::stop)); does nothing in other states. Returns the state reached.
-    ///
-    /// A stop that failed before `Stopping{FeedStopped}` was persisted left `Mirroring`: nothing
-    /// was changed, and the coordinator (whose desired state is still "stopped") calls
-    /// [`stop`](Self::stop) again.
-    pub fn resume(&mut self) -> Result<&MirrorPartitionState, MirrorError<L::Error>> {
-        if matches!(self.state, MirrorPartitionState::Stopping { .. }) {
-            self.continue_stopping()?;
-        }
-        Ok(&self.state)
-    }
-
-    fn persist(&mut self, next: MirrorPartitionState) -> Result<(), MirrorError<L::Error>> {
+    fn persist_mirror_state(&mut self, next: MirrorPartitionState) -> Result<(), MirrorStateError> {
         self.store.store(&next)?;
         self.state = next;
         Ok(())
-    }
-
-    /// Steps 2–5 from whatever step is persisted.
-    fn continue_stopping(&mut self) -> Result<i64, MirrorError<L::Error>> {
-        let MirrorPartitionState::Stopping {
-            step,
-            source_cluster_id,
-            lso,
-            last_mirrored_offset,
-        } = self.state.clone()
-        else {
-            return Err(MirrorError::InvalidTransition {
-                from: self.state.kind(),
-                op: MirrorOp::Stop,
-            });
-        };
-        let truncation_point = match (step, last_mirrored_offset) {
-            (StoppingStep::Truncated, Some(point)) => point,
-            _ => {
-                // Step 2. After a crash the log may have lost an unflushed tail and recomputed a
-                // lower LSO: never truncate above what is stable now.
-                let point = lso
-                    .min(self.log.last_stable_offset())
-                    .min(self.log.log_end_offset());
-                self.log.truncate_to(point).map_err(MirrorError::Log)?;
-                self.log.flush().map_err(MirrorError::Log)?;
-                self.persist(MirrorPartitionState::Stopping {
-                    step: StoppingStep::Truncated,
-                    source_cluster_id: source_cluster_id.clone(),
-                    lso,
-                    last_mirrored_offset: Some(point),
-                })?;
-                point
-            }
-        };
-        // Step 3: a barrier at or after the truncation point can only be ours (truncation removed
-        // everything there); one from an earlier attempt may have survived a crash.
-        let barrier_offset = match self
-            .log
-            .find_barrier_from(truncation_point)
-            .map_err(MirrorError::Log)?
-        {
-            Some(offset) => offset,
-            None => {
-                // Anything above the truncation point without a barrier did not come from this
-                // stop; the truncation is durable, so this is normally a no-op.
-                self.log
-                    .truncate_to(truncation_point)
-                    .map_err(MirrorError::Log)?;
-                self.log
-                    .append_barrier(&source_cluster_id)
-                    .map_err(MirrorError::Log)?
-            }
-        };
-        if barrier_offset < truncation_point {
-            return Err(MirrorError::BarrierBeforeTruncationPoint {
-                barrier_offset,
-                last_mirrored_offset: truncation_point,
-            });
-        }
-        // Step 4, also when the barrier was found: it may be in the log but not yet durable.
-        self.log.flush().map_err(MirrorError::Log)?;
-        // Step 5.
-        self.persist(MirrorPartitionState::Stopped { barrier_offset })?;
-        Ok(barrier_offset)
     }
 }
 
@@ -870,12 +1146,24 @@ mod tests {
             source_cluster_id: "A".into(),
             lso: 0,
             last_mirrored_offset: None,
+            last_mirrored_epoch: None,
+            leader_epoch: None,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::Truncated,
             source_cluster_id: "A".into(),
             lso: i64::MAX,
             last_mirrored_offset: Some(7),
+            last_mirrored_epoch: Some(-1),
+            leader_epoch: None,
+        });
+        roundtrip(MirrorPartitionState::Stopping {
+            step: StoppingStep::EpochBumped,
+            source_cluster_id: "A".into(),
+            lso: 7,
+            last_mirrored_offset: Some(7),
+            last_mirrored_epoch: Some(i32::MAX - 1),
+            leader_epoch: Some(i32::MAX),
         });
         roundtrip(MirrorPartitionState::Stopped { barrier_offset: 42 });
     }
@@ -895,12 +1183,32 @@ mod tests {
                 source_cluster_id: "A".into(),
                 lso: 3,
                 last_mirrored_offset: Some(3),
+                last_mirrored_epoch: Some(0),
+                leader_epoch: None,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
                 source_cluster_id: "A".into(),
                 lso: 3,
                 last_mirrored_offset: None,
+                last_mirrored_epoch: None,
+                leader_epoch: None,
+            },
+            MirrorPartitionState::Stopping {
+                step: StoppingStep::Truncated,
+                source_cluster_id: "A".into(),
+                lso: 3,
+                last_mirrored_offset: Some(3),
+                last_mirrored_epoch: Some(-2),
+                leader_epoch: None,
+            },
+            MirrorPartitionState::Stopping {
+                step: StoppingStep::EpochBumped,
+                source_cluster_id: "A".into(),
+                lso: 3,
+                last_mirrored_offset: Some(3),
+                last_mirrored_epoch: Some(0),
+                leader_epoch: None,
             },
         ] {
             let r = encode_mirror_state(&state);
@@ -913,7 +1221,7 @@ mod tests {
 
     #[test]
     fn non_utf8_reports_its_line() {
-        let r = decode_mirror_state(b"0\nMIRRORING\nsource=\xff\n");
+        let r = decode_mirror_state(b"1\nMIRRORING\nsource=\xff\n");
         assert_eq!(r, Err((3, MalformedReason::NotUtf8)));
     }
 }

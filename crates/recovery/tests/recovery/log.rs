@@ -14,8 +14,8 @@ use record_format::{
 };
 use recovery::snapshot::read_snapshot;
 use recovery::{
-    consume, AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorError, MirrorLog,
-    MirrorPartition, MirrorPartitionState, MirrorStateFile, PartitionLog, PartitionLogConfig,
+    consume, AppendOrigin, EpochHistory, IsolationLevel, LoadOptions, LogLoader, MirrorLog,
+    MirrorPartitionState, MirrorStateKind, MirroredLog, PartitionLog, PartitionLogConfig,
     PartitionLogError, ProducerStateError,
 };
 use segment_store::{AbortedTxn, LogConfig};
@@ -609,21 +609,54 @@ fn count_barriers(log: &PartitionLog) -> usize {
         .count()
 }
 
+/// Read-only is enforced by the partition log itself (it was only advisory: a caller that
+/// skipped `check_client_append` could write into a mirrored partition): client and coordinator
+/// appends are refused while `Mirroring`, mirror appends once `Stopping` began, intra-cluster
+/// follower appends work in every state; the state survives a reopen.
 #[test]
-fn mirror_partition_stop_end_to_end_on_a_real_partition_log() {
+fn partition_log_enforces_its_mirror_state_and_stops_in_a_new_epoch() {
     let dir = tempfile::tempdir().unwrap();
-    let log = open(dir.path());
-    let mut part = MirrorPartition::open(log, MirrorStateFile::in_dir(dir.path())).unwrap();
-    part.start_mirroring("source-cluster").unwrap();
-    assert!(matches!(
-        part.check_client_append(),
-        Err(MirrorError::ReadOnly { .. })
-    ));
-    // The mirror fetcher appends the source's batches as they are (source pid 5).
-    let (mut log, store) = part.into_parts();
-    let mut mirrored = batch_at(0, 5, 0, 0, 2, false, 0);
-    mirrored.extend(batch_at(2, 5, 0, 2, 1, false, 0));
-    log.append_as_follower(&mirrored).unwrap();
+    let mut log = open(dir.path());
+    assert_eq!(log.mirror_state(), &MirrorPartitionState::Local);
+    log.start_mirroring("source-cluster", &EpochHistory::of(&log))
+        .unwrap();
+    // The mirror fetcher appends the source's batches as they are (source pid 5, epoch 3).
+    let mut mirrored = batch_at(0, 5, 0, 0, 2, false, 3);
+    mirrored.extend(batch_at(2, 5, 0, 2, 1, false, 3));
+    log.append_as_mirror(&mirrored).unwrap();
+    log.set_high_watermark(i64::MAX);
+    for origin in [AppendOrigin::Client, AppendOrigin::Coordinator] {
+        let bytes = if origin == AppendOrigin::Client {
+            batch(9, 0, 0, 1, false)
+        } else {
+            end_txn_marker_batch(0, ts(), 0, 9, 0, ControlRecordType::Abort, 0)
+        };
+        let r = log.append_as_leader(&bytes, 3, origin);
+        assert!(
+            matches!(
+                r,
+                Err(PartitionLogError::ReadOnly {
+                    state: MirrorStateKind::Mirroring
+                })
+            ),
+            "{origin:?}: {r:?}"
+        );
+    }
+    assert_eq!(log.log_end_offset(), 3, "nothing written");
+    // Reopened, the partition is still mirroring and still refuses clients.
+    drop(log);
+    let mut log = open(dir.path());
+    assert_eq!(
+        log.mirror_state(),
+        &MirrorPartitionState::Mirroring {
+            source_cluster_id: "source-cluster".into()
+        }
+    );
+    let r = log.append_as_leader(&batch(9, 0, 0, 1, false), 3, AppendOrigin::Client);
+    assert!(
+        matches!(r, Err(PartitionLogError::ReadOnly { .. })),
+        "{r:?}"
+    );
     log.set_high_watermark(i64::MAX);
     // Without a barrier, a local producer given pid 5 would be taken for a duplicate.
     assert!(log
@@ -636,27 +669,89 @@ fn mirror_partition_stop_end_to_end_on_a_real_partition_log() {
         )
         .is_some());
 
-    let mut part = MirrorPartition::open(log, store).unwrap();
-    assert!(part.check_client_append().is_err());
-    let barrier = part.stop().unwrap();
+    let barrier = log.stop_mirroring().unwrap();
     assert_eq!(barrier, 3);
     assert_eq!(
-        part.state(),
+        log.mirror_state(),
         &MirrorPartitionState::Stopped { barrier_offset: 3 }
     );
-    part.check_client_append().unwrap();
-    assert_eq!(part.stop().unwrap(), 3, "stopping again writes nothing");
-    let (mut log, _) = part.into_parts();
+    assert_eq!(
+        log.stop_mirroring().unwrap(),
+        3,
+        "stopping again writes nothing"
+    );
     assert_eq!(count_barriers(&log), 1);
     assert_eq!(log.recovery_point(), 4, "the barrier is fsynced");
     assert!(log.producer_state().active_producers().is_empty());
+    // The barrier is in epoch 4 (above the mirrored epoch 3), recorded from its offset.
+    let data = log.local_log().read(3, 1 << 20, true).unwrap();
+    let LogEntry::V2(b) = Batches::new(&data.records, 0).next().unwrap().unwrap() else {
+        panic!()
+    };
+    assert_eq!((b.base_offset(), b.partition_leader_epoch()), (3, 4));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("leader-epoch-checkpoint")).unwrap(),
+        "0\n2\n3 0\n4 3\n"
+    );
+    assert_eq!(log.leader_epoch(), 4);
+    // Stopped: the mirror feed is refused, intra-cluster replication is not.
+    let r = log.append_as_mirror(&batch_at(4, 5, 0, 3, 1, false, 3));
+    assert!(
+        matches!(
+            r,
+            Err(PartitionLogError::NotMirroring {
+                state: MirrorStateKind::Stopped
+            })
+        ),
+        "{r:?}"
+    );
+    log.append_as_follower(&batch_at(4, 8, 0, 0, 1, false, 4))
+        .unwrap();
 
     // The local producer reusing pid 5 with the mirrored sequences is NOT a duplicate.
     let info = log
-        .append_as_leader(&batch(5, 0, 0, 2, false), 1, AppendOrigin::Client)
+        .append_as_leader(&batch(5, 0, 0, 2, false), 4, AppendOrigin::Client)
         .unwrap();
     assert!(!info.duplicate);
-    assert_eq!((info.first_offset, info.last_offset), (4, 5));
+    assert_eq!((info.first_offset, info.last_offset), (5, 6));
     assert_eq!(log.find_barrier_from(0).unwrap(), Some(3));
-    assert_eq!(MirrorLog::log_end_offset(&log), 6);
+    assert_eq!(MirrorLog::log_end_offset(&log), 7);
+}
+
+/// Intra-cluster follower appends (a replica of a mirrored partition following its leader) work
+/// while `Mirroring` and `Stopping`; the mirror feed is refused once `Stopping` began.
+#[test]
+fn follower_appends_work_in_every_mirror_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.start_mirroring("src", &EpochHistory::of(&log)).unwrap();
+    log.append_as_follower(&batch_at(0, 5, 0, 0, 1, false, 0))
+        .unwrap();
+    log.persist_mirror_state(MirrorPartitionState::Stopping {
+        step: recovery::StoppingStep::FeedStopped,
+        source_cluster_id: "src".into(),
+        lso: 1,
+        last_mirrored_offset: None,
+        last_mirrored_epoch: None,
+        leader_epoch: None,
+    })
+    .unwrap();
+    let r = log.append_as_mirror(&batch_at(1, 5, 0, 1, 1, false, 0));
+    assert!(
+        matches!(
+            r,
+            Err(PartitionLogError::NotMirroring {
+                state: MirrorStateKind::Stopping
+            })
+        ),
+        "{r:?}"
+    );
+    let r = log.append_as_leader(&batch(7, 0, 0, 1, false), 0, AppendOrigin::Client);
+    assert!(
+        matches!(r, Err(PartitionLogError::ReadOnly { .. })),
+        "{r:?}"
+    );
+    log.append_as_follower(&batch_at(1, 5, 0, 1, 1, false, 0))
+        .unwrap();
+    assert_eq!(log.log_end_offset(), 2);
 }

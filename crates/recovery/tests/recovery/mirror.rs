@@ -1,14 +1,19 @@
 //! KIP-1279 mirror partition states: the STOPPING steps are durable one by one, and a crash at
 //! any of them, followed by a reopen and `resume`, ends in `Stopped` with **exactly one** barrier
-//! at the truncation point; the partition never accepts client appends before that barrier is
-//! durable. Also the `mirror-state` file format (golden bytes, malformed files with line numbers,
-//! write faults) and `start_mirroring` for failback.
+//! at the stop point, written in a leader epoch above every epoch of the log and recorded in the
+//! leader-epoch cache from the barrier's offset; the partition never accepts client appends
+//! before that barrier is durable, and a resume truncates to the persisted stop point even when
+//! the log's high watermark (and so its LSO) was lost in the crash. Also the `mirror-state` file
+//! format (golden bytes, malformed files with line numbers, write faults) and `start_mirroring`'s
+//! log alignment by leader epoch for failback.
 //!
 //! The fake log is a vector of batches (one offset each) with a live and a durable image, like
 //! redb's `CrashBackend`: `flush` copies live to durable, and a crash keeps either image (an
-//! unlucky crash loses everything unflushed; a lucky one loses nothing). Every mutating operation
-//! of the log and of the state store is numbered; `crash_at = n` makes operation `n` and all later
-//! ones fail without effect.
+//! unlucky crash loses everything unflushed; a lucky one loses nothing). Its leader-epoch cache
+//! is written atomically on every change, as the real checkpoint is, and a reopen drops entries
+//! at or past the log end, as the loader does. A crash also loses the high watermark (no
+//! checkpoint: the LSO drops to 0). Every mutating operation of the log and of the state store
+//! is numbered; `crash_at = n` makes operation `n` and all later ones fail without effect.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -20,9 +25,11 @@ use recovery::mirror::{
     decode_mirror_state, encode_mirror_state, MalformedReason, MirrorOp, MIRROR_STATE_FILE,
 };
 use recovery::{
-    MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState, MirrorStateError,
-    MirrorStateFile, MirrorStateKind, MirrorStateStore, SnapshotIo, StdIo, StoppingStep,
+    EpochEndOffsets, EpochHistory, MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState,
+    MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog, SnapshotIo,
+    StdIo, StoppingStep, UNDEFINED_EPOCH,
 };
+use segment_store::EpochEntry;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Batch {
@@ -49,13 +56,17 @@ enum CrashImage {
 struct World {
     live: Vec<Batch>,
     durable: Vec<Batch>,
+    /// The leader-epoch cache, `(epoch, start offset)`, durable on every change.
+    epochs: Vec<(i32, i64)>,
+    /// The high watermark bounding the LSO (lost in a crash: 0).
+    high_watermark: i64,
     /// The persisted mirror state (the fake store writes atomically and durably).
     state: MirrorPartitionState,
     ops: usize,
     crash_at: Option<usize>,
     crashed: bool,
-    /// Successful `append_barrier` calls.
-    barrier_appends: usize,
+    /// The leader epoch of every successful `append_barrier` call.
+    barrier_appends: Vec<i32>,
 }
 
 impl World {
@@ -68,28 +79,44 @@ impl World {
         Ok(())
     }
 
-    /// The machine crashes: keep one image, forget the injected fault.
+    /// The machine crashes: keep one image, forget the injected fault and the high watermark;
+    /// the reopen drops epochs at or past the log end.
     fn crash(&mut self, image: CrashImage) {
         match image {
             CrashImage::Durable => self.live = self.durable.clone(),
             CrashImage::Live => self.durable = self.live.clone(),
         }
+        let end = offset(self.live.len());
+        self.epochs.retain(|&(_, start)| start < end);
+        self.high_watermark = 0;
         self.crashed = false;
         self.crash_at = None;
+    }
+
+    fn latest_epoch(&self) -> Option<i32> {
+        self.epochs.last().map(|&(e, _)| e)
     }
 }
 
 type Shared = Rc<RefCell<World>>;
 
+/// A log in leader epochs 0 (from offset 0) and 1 (from offset 2).
 fn world(log: Vec<Batch>, state: MirrorPartitionState) -> Shared {
+    let epochs = match log.len() {
+        0 => vec![],
+        1 | 2 => vec![(0, 0)],
+        _ => vec![(0, 0), (1, 2)],
+    };
     Rc::new(RefCell::new(World {
         durable: log.clone(),
         live: log,
+        epochs,
+        high_watermark: i64::MAX,
         state,
         ops: 0,
         crash_at: None,
         crashed: false,
-        barrier_appends: 0,
+        barrier_appends: Vec::new(),
     }))
 }
 
@@ -114,6 +141,31 @@ fn offset(i: usize) -> i64 {
     i64::try_from(i).unwrap()
 }
 
+fn history(w: &World) -> EpochHistory {
+    EpochHistory {
+        entries: w
+            .epochs
+            .iter()
+            .map(|&(epoch, start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
+            .collect(),
+        log_end_offset: offset(w.live.len()),
+    }
+}
+
+/// A source that holds exactly this log's history (alignment keeps everything).
+fn same_history(w: &Shared) -> EpochHistory {
+    history(&w.borrow())
+}
+
+impl EpochEndOffsets for FakeLog {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        history(&self.0.borrow()).end_offset_for_epoch(requested)
+    }
+}
+
 impl MirrorLog for FakeLog {
     type Error = Crash;
 
@@ -125,16 +177,36 @@ impl MirrorLog for FakeLog {
                 .position(|b| *b == OPEN)
                 .unwrap_or(w.live.len()),
         )
+        .min(w.high_watermark)
+    }
+
+    fn log_start_offset(&self) -> i64 {
+        0
     }
 
     fn log_end_offset(&self) -> i64 {
         offset(self.0.borrow().live.len())
     }
 
+    fn latest_epoch(&self) -> Option<i32> {
+        self.0.borrow().latest_epoch()
+    }
+
     fn truncate_to(&mut self, to: i64) -> Result<(), Crash> {
         let mut w = self.0.borrow_mut();
         w.op("truncate")?;
         w.live.truncate(usize::try_from(to).unwrap());
+        let end = offset(w.live.len());
+        w.epochs.retain(|&(_, start)| start < end);
+        Ok(())
+    }
+
+    fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Crash> {
+        let mut w = self.0.borrow_mut();
+        w.op("assign epoch")?;
+        if w.latest_epoch().is_none_or(|l| epoch > l) {
+            w.epochs.push((epoch, start_offset));
+        }
         Ok(())
     }
 
@@ -149,12 +221,16 @@ impl MirrorLog for FakeLog {
             .map(|(i, _)| offset(i)))
     }
 
-    fn append_barrier(&mut self, source_cluster_id: &str) -> Result<i64, Crash> {
+    fn append_barrier(&mut self, source_cluster_id: &str, epoch: i32) -> Result<i64, Crash> {
         let mut w = self.0.borrow_mut();
         w.op("append barrier")?;
+        let at = offset(w.live.len());
         w.live.push(Barrier(source_cluster_id.to_owned()));
-        w.barrier_appends += 1;
-        Ok(offset(w.live.len() - 1))
+        if w.latest_epoch().is_none_or(|l| epoch > l) {
+            w.epochs.push((epoch, at));
+        }
+        w.barrier_appends.push(epoch);
+        Ok(at)
     }
 
     fn flush(&mut self) -> Result<(), Crash> {
@@ -191,14 +267,26 @@ impl MirrorStateStore for FakeStore {
                 );
             }
             MirrorPartitionState::Stopping {
+                step: StoppingStep::FeedStopped,
+                lso,
+                ..
+            } => assert!(
+                offset(w.durable.len()) >= *lso,
+                "FeedStopped persisted before the stop point {lso} is durable"
+            ),
+            MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
                 last_mirrored_offset: Some(point),
+                last_mirrored_epoch: Some(epoch),
                 ..
-            } => assert_eq!(
-                offset(w.durable.len()),
-                *point,
-                "Truncated persisted before the truncation is durable"
-            ),
+            } => {
+                assert_eq!(
+                    offset(w.durable.len()),
+                    *point,
+                    "Truncated persisted before the truncation is durable"
+                );
+                assert_eq!(w.latest_epoch().unwrap_or(UNDEFINED_EPOCH), *epoch);
+            }
             _ => {}
         }
         w.state = state.clone();
@@ -216,8 +304,8 @@ fn barriers(log: &[Batch], source: &str) -> usize {
         .count()
 }
 
-/// A mirrored log: stable data, a barrier propagated from upstream (chain A→B→here) at offset 2,
-/// more stable data up to offset 5, then an open transaction at 6..=7. LSO = 6.
+/// A mirrored log: stable data, a barrier propagated from upstream (chain A→B→here) at offset 2
+/// opening epoch 1, more stable data up to offset 5, then an open transaction at 6..=7. LSO = 6.
 fn mirrored_log() -> Vec<Batch> {
     vec![
         STABLE,
@@ -258,6 +346,10 @@ fn assert_stopped_cleanly(w: &Shared, p: &MirrorPartition<FakeLog, FakeStore>, c
     assert_eq!(w.durable, w.live, "{ctx}: not durable");
     assert_eq!(barriers(&w.durable, "A"), 1, "{ctx}");
     assert_eq!(w.state, MirrorPartitionState::Stopped { barrier_offset: 6 });
+    // The barrier opens epoch 2, above every epoch of the log, from its own offset.
+    assert_eq!(w.epochs, [(0, 0), (1, 2), (2, 6)], "{ctx}");
+    assert_eq!(w.barrier_appends.last(), Some(&2), "{ctx}: barrier epoch");
+    assert!(w.barrier_appends.iter().all(|&e| e == 2), "{ctx}");
 }
 
 /// Number of mutating operations of an uninterrupted stop of [`mirrored_log`].
@@ -272,9 +364,34 @@ fn clean_stop_ops() -> usize {
 
 #[test]
 fn clean_stop_performs_the_steps_in_order() {
-    // store FeedStopped, truncate, flush, store Truncated, truncate (no-op), append, flush,
-    // store Stopped.
-    assert_eq!(clean_stop_ops(), 8);
+    // flush, store FeedStopped, truncate, flush, store Truncated, store EpochBumped, assign
+    // epoch, append, flush, store Stopped.
+    assert_eq!(clean_stop_ops(), 10);
+    // Every intermediate state, as persisted (a stop interrupted right after each store): the
+    // stop point, then the last mirrored offset and epoch, then the new epoch.
+    let mut seen = Vec::new();
+    for crash_at in [3, 6, 7] {
+        let w = world(mirrored_log(), mirroring("A"));
+        w.borrow_mut().crash_at = Some(crash_at);
+        open(&w).stop().unwrap_err();
+        seen.push(w.borrow().state.clone());
+    }
+    let stopping = |step, last: Option<(i64, i32)>, leader_epoch| MirrorPartitionState::Stopping {
+        step,
+        source_cluster_id: "A".into(),
+        lso: 6,
+        last_mirrored_offset: last.map(|l| l.0),
+        last_mirrored_epoch: last.map(|l| l.1),
+        leader_epoch,
+    };
+    assert_eq!(
+        seen,
+        [
+            stopping(StoppingStep::FeedStopped, None, None),
+            stopping(StoppingStep::Truncated, Some((6, 1)), None),
+            stopping(StoppingStep::EpochBumped, Some((6, 1)), Some(2)),
+        ]
+    );
 }
 
 /// The state after a crash must never be writable without a durable barrier, and the in-memory
@@ -299,25 +416,27 @@ fn assert_read_only_unless_stopped(w: &Shared, p: &MirrorPartition<FakeLog, Fake
     }
 }
 
-/// Reopen after a crash as the coordinator does: `resume` finishes a persisted `Stopping`; a stop
-/// that never persisted its first step left `Mirroring`, and the coordinator issues `stop` again.
+/// Reopen after a crash as the coordinator does: `resume` finishes a persisted `Stopping` (with
+/// the high watermark still lost); a stop that never persisted its first step left `Mirroring`,
+/// and the coordinator issues `stop` again once the partition knows its high watermark.
 fn reopen_and_finish(w: &Shared, ctx: &str) -> MirrorPartition<FakeLog, FakeStore> {
     let mut p = open(w);
     assert_read_only_unless_stopped(w, &p);
     let survived = barriers(&w.borrow().live, "A") == 1;
-    let appends = w.borrow().barrier_appends;
+    let appends = w.borrow().barrier_appends.len();
     let before = p.state().kind();
     let after = p.resume().unwrap().kind();
     match before {
         MirrorStateKind::Mirroring => {
             assert_eq!(after, MirrorStateKind::Mirroring, "{ctx}");
+            w.borrow_mut().high_watermark = i64::MAX;
             assert_eq!(p.stop().unwrap(), 6, "{ctx}");
         }
         _ => assert_eq!(after, MirrorStateKind::Stopped, "{ctx}"),
     }
     if survived {
         assert_eq!(
-            w.borrow().barrier_appends,
+            w.borrow().barrier_appends.len(),
             appends,
             "{ctx}: a barrier that survived the crash was written again"
         );
@@ -364,7 +483,10 @@ fn crash_during_stop_and_again_during_resume() {
                 let mut p = open(&w);
                 let ops_before = w.borrow().ops;
                 w.borrow_mut().crash_at = Some(ops_before + second);
-                let second_crashed = p.resume().is_err() || p.stop().is_err();
+                let second_crashed = p.resume().is_err() || {
+                    w.borrow_mut().high_watermark = i64::MAX;
+                    p.stop().is_err()
+                };
                 assert_read_only_unless_stopped(&w, &p);
                 drop(p);
                 if second_crashed {
@@ -383,7 +505,7 @@ fn retrying_stop_in_process_after_an_error_does_not_duplicate_the_barrier() {
     // The barrier is appended but the flush fails: the barrier is in the live log only. Calling
     // stop() again (no crash) must find it and flush it, not append a second one.
     let w = world(mirrored_log(), mirroring("A"));
-    w.borrow_mut().crash_at = Some(7);
+    w.borrow_mut().crash_at = Some(9);
     let mut p = open(&w);
     p.stop().unwrap_err();
     assert_eq!(barriers(&w.borrow().live, "A"), 1);
@@ -397,20 +519,22 @@ fn retrying_stop_in_process_after_an_error_does_not_duplicate_the_barrier() {
     assert_eq!(p.stop().unwrap(), 6);
     assert_stopped_cleanly(&w, &p, "retry");
     assert_eq!(
-        w.borrow().barrier_appends,
+        w.borrow().barrier_appends.len(),
         1,
         "the live barrier was not rewritten"
     );
 }
 
+/// Defect: the resumed stop recomputed its truncation point as the LSO bounded by the high
+/// watermark, which an unclean restart resets (no checkpoint, or a stale one): the resume cut
+/// committed mirrored batches, here the whole log. The stop point persisted at `FeedStopped` is
+/// used instead.
 #[test]
-fn resume_truncates_to_the_lower_lso_when_the_unflushed_tail_was_lost() {
-    // Ten stable batches, only five of them durable. The feed stops with LSO 10; the machine
-    // crashes before the truncation; after reopen the log ends at 5.
-    let live = vec![STABLE; 10];
-    let w = world(live, mirroring("A"));
+fn resume_truncates_to_the_persisted_stop_point_not_a_recomputed_lso() {
+    let w = world(vec![STABLE; 10], mirroring("A"));
+    // The log is not durable yet: the stop makes it durable before persisting its point.
     w.borrow_mut().durable.truncate(5);
-    w.borrow_mut().crash_at = Some(2);
+    w.borrow_mut().crash_at = Some(3);
     open(&w).stop().unwrap_err();
     assert_eq!(
         w.borrow().state,
@@ -419,18 +543,22 @@ fn resume_truncates_to_the_lower_lso_when_the_unflushed_tail_was_lost() {
             source_cluster_id: "A".into(),
             lso: 10,
             last_mirrored_offset: None,
+            last_mirrored_epoch: None,
+            leader_epoch: None,
         }
     );
     w.borrow_mut().crash(CrashImage::Durable);
+    assert_eq!(FakeLog(w.clone()).last_stable_offset(), 0, "HW lost");
     let mut p = open(&w);
     p.resume().unwrap();
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 5 }
+        MirrorPartitionState::Stopped { barrier_offset: 10 }
     );
-    let mut expected = vec![STABLE; 5];
+    let mut expected = vec![STABLE; 10];
     expected.push(Barrier("A".into()));
     assert_eq!(w.borrow().durable, expected);
+    assert_eq!(w.borrow().epochs, [(0, 0), (1, 2), (2, 10)]);
 }
 
 #[test]
@@ -475,7 +603,7 @@ fn read_only_while_mirroring_and_stopping() {
     );
 
     let w = world(mirrored_log(), mirroring("A"));
-    w.borrow_mut().crash_at = Some(2);
+    w.borrow_mut().crash_at = Some(3);
     let mut p = open(&w);
     p.stop().unwrap_err();
     assert_eq!(p.state().kind(), MirrorStateKind::Stopping);
@@ -510,20 +638,78 @@ fn local_partition_is_writable_and_cannot_stop() {
     assert_eq!(w.borrow().ops, 0);
 }
 
+fn source(epochs: &[(i32, i64)], log_end_offset: i64) -> EpochHistory {
+    EpochHistory {
+        entries: epochs
+            .iter()
+            .map(|&(epoch, start_offset)| EpochEntry {
+                epoch,
+                start_offset,
+            })
+            .collect(),
+        log_end_offset,
+    }
+}
+
 #[test]
-fn start_mirroring_truncates_to_the_lso_first() {
+fn start_mirroring_aligns_by_leader_epoch() {
+    // Local: epoch 0 at 0..=1, epoch 1 from 2 (its own writes). The source never saw epoch 1:
+    // it has epoch 0 up to 3 (exclusive) and then its own epoch 2. Kafka's rule: ask for our
+    // latest epoch 1 -> the source answers (0, 3); our end of epoch 0 is 2; keep min = 2.
     let w = world(
-        vec![STABLE, STABLE, OPEN, STABLE],
+        vec![STABLE, STABLE, STABLE, OPEN, STABLE],
         MirrorPartitionState::Local,
     );
     let mut p = open(&w);
-    p.start_mirroring("A").unwrap();
+    p.start_mirroring("A", &source(&[(0, 0), (2, 3)], 9))
+        .unwrap();
     assert_eq!(*p.state(), mirroring("A"));
     assert!(!p.accepts_client_appends());
     assert!(p.accepts_mirrored_appends());
     let w = w.borrow();
     assert_eq!(w.durable, vec![STABLE, STABLE]);
+    assert_eq!(w.epochs, [(0, 0)]);
     assert_eq!(w.state, mirroring("A"));
+}
+
+#[test]
+fn alignment_follows_kafkas_offsets_for_leader_epoch_rule() {
+    let local = |epochs: &[(i32, i64)], len: usize| {
+        let w = world(vec![STABLE; len], MirrorPartitionState::Local);
+        w.borrow_mut().epochs = epochs.to_vec();
+        FakeLog(w)
+    };
+    let point = |l: &FakeLog, s: &EpochHistory| recovery::alignment_point(l, s);
+    // Same history: nothing to cut.
+    let l = local(&[(0, 0), (3, 5)], 8);
+    assert_eq!(point(&l, &source(&[(0, 0), (3, 5)], 8)), 8);
+    // The source went further in our latest epoch: keep all of ours.
+    assert_eq!(point(&l, &source(&[(0, 0), (3, 5)], 20)), 8);
+    // The source left our latest epoch earlier and went on in a newer one (it failed over at 6
+    // and wrote its barrier there in epoch 4): cut at 6, where the barrier comes from.
+    assert_eq!(point(&l, &source(&[(0, 0), (3, 5), (4, 6)], 9)), 6);
+    // The source never had epoch 3 (its latest is 2): our epoch-3 data (from 5) cannot be in
+    // it; asked about epoch 0 it answers (0, 4): cut at 4.
+    assert_eq!(point(&l, &source(&[(0, 0), (2, 4)], 9)), 4);
+    // The source answers with epoch 1, which we do not know: cut at our end of the largest
+    // epoch below it (0 -> 5), ask again with 0, and keep min(5, its end of 0 = 2).
+    let l = local(&[(0, 0), (3, 5)], 8);
+    assert_eq!(point(&l, &source(&[(0, 0), (1, 2), (5, 7)], 9)), 2);
+    // The source knows none of our epochs (all above its latest): nothing is kept.
+    let l = local(&[(0, 0), (3, 5), (7, 6)], 8);
+    assert_eq!(
+        point(&l, &source(&[(0, 0), (3, 5)], 9)),
+        6,
+        "epoch 7 unknown"
+    );
+    let l = local(&[(6, 0)], 4);
+    assert_eq!(point(&l, &source(&[(0, 0)], 9)), 0);
+    // The source's epochs all start above ours: it answers (ours, its first start).
+    let l = local(&[(1, 0)], 4);
+    assert_eq!(point(&l, &source(&[(2, 3)], 9)), 3);
+    // An empty log is aligned; a log without epochs keeps nothing.
+    assert_eq!(point(&local(&[], 0), &source(&[(0, 0)], 9)), 0);
+    assert_eq!(point(&local(&[], 3), &source(&[(0, 0)], 9)), 0);
 }
 
 #[test]
@@ -532,12 +718,12 @@ fn start_mirroring_crash_before_the_state_is_persisted_stays_writable() {
         let w = world(vec![STABLE, OPEN], MirrorPartitionState::Local);
         w.borrow_mut().crash_at = Some(crash_at);
         let mut p = open(&w);
-        p.start_mirroring("A").unwrap_err();
+        p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap_err();
         assert_eq!(*p.state(), MirrorPartitionState::Local);
         w.borrow_mut().crash(CrashImage::Durable);
         let mut p = open(&w);
         assert!(p.accepts_client_appends());
-        p.start_mirroring("A").unwrap();
+        p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap();
         assert_eq!(w.borrow().durable, vec![STABLE]);
     }
 }
@@ -546,9 +732,10 @@ fn start_mirroring_crash_before_the_state_is_persisted_stays_writable() {
 fn start_mirroring_transitions() {
     let w = world(vec![], mirroring("A"));
     let mut p = open(&w);
-    p.start_mirroring("A").unwrap();
+    let empty = source(&[], 0);
+    p.start_mirroring("A", &empty).unwrap();
     assert_eq!(w.borrow().ops, 0, "same source: nothing to do");
-    let err = p.start_mirroring("B").unwrap_err();
+    let err = p.start_mirroring("B", &empty).unwrap_err();
     assert!(
         matches!(&err, MirrorError::SourceMismatch { current, requested }
             if current == "A" && requested == "B"),
@@ -556,13 +743,13 @@ fn start_mirroring_transitions() {
     );
     for bad in ["", "a\nb", "\t"] {
         assert!(matches!(
-            p.start_mirroring(bad),
+            p.start_mirroring(bad, &empty),
             Err(MirrorError::InvalidSourceClusterId(ref id)) if id == bad
         ));
     }
 
     let w = world(mirrored_log(), mirroring("A"));
-    w.borrow_mut().crash_at = Some(2);
+    w.borrow_mut().crash_at = Some(3);
     let mut p = open(&w);
     p.stop().unwrap_err();
     {
@@ -571,7 +758,7 @@ fn start_mirroring_transitions() {
         w.crash_at = None;
     }
     assert!(matches!(
-        p.start_mirroring("A"),
+        p.start_mirroring("A", &empty),
         Err(MirrorError::InvalidTransition {
             from: MirrorStateKind::Stopping,
             op: MirrorOp::StartMirroring
@@ -580,18 +767,22 @@ fn start_mirroring_transitions() {
 }
 
 #[test]
-fn failback_cycle_writes_one_barrier_per_stop() {
-    // B mirrors A, fails over (barrier "A"), takes local writes; later B mirrors again (from the
-    // old source, now a follower of the promoted side) and stops again (barrier "A" again).
+fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
+    // B mirrors A, fails over (barrier "A" in epoch 2), takes local writes in epoch 2; later B
+    // mirrors again from the promoted side, which holds B's history up to offset 4 (B's own
+    // open transaction at 4 never reached it), and stops again (barrier "A" in epoch 3).
     let w = world(vec![], MirrorPartitionState::Local);
     let mut p = open(&w);
-    p.start_mirroring("A").unwrap();
+    p.start_mirroring("A", &source(&[], 0)).unwrap();
     w.borrow_mut().live.extend([STABLE, STABLE, OPEN]);
+    w.borrow_mut().epochs = vec![(0, 0), (1, 1)];
     assert_eq!(p.stop().unwrap(), 2);
     assert!(p.accepts_client_appends());
-    w.borrow_mut().live.extend([STABLE, OPEN]); // local writes after failover
-    p.start_mirroring("A").unwrap();
-    assert_eq!(w.borrow().durable.len(), 4, "truncated to the LSO");
+    assert_eq!(w.borrow().epochs, [(0, 0), (1, 1), (2, 2)]);
+    w.borrow_mut().live.extend([STABLE, OPEN]); // local writes after failover, epoch 2
+    p.start_mirroring("A", &source(&[(0, 0), (1, 1), (2, 2)], 4))
+        .unwrap();
+    assert_eq!(w.borrow().durable.len(), 4, "aligned to the source's end");
     w.borrow_mut().live.extend([STABLE]);
     assert_eq!(p.stop().unwrap(), 5);
     let w = w.borrow();
@@ -606,6 +797,8 @@ fn failback_cycle_writes_one_barrier_per_stop() {
             Barrier("A".into())
         ]
     );
+    assert_eq!(w.barrier_appends, [2, 3]);
+    assert_eq!(w.epochs, [(0, 0), (1, 1), (2, 2), (3, 5)]);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -615,16 +808,18 @@ fn failback_cycle_writes_one_barrier_per_stop() {
 #[test]
 fn file_golden_bytes() {
     let cases = [
-        (MirrorPartitionState::Local, "0\nLOCAL\n"),
-        (mirroring("lkc-9x8Q"), "0\nMIRRORING\nsource=lkc-9x8Q\n"),
+        (MirrorPartitionState::Local, "1\nLOCAL\n"),
+        (mirroring("lkc-9x8Q"), "1\nMIRRORING\nsource=lkc-9x8Q\n"),
         (
             MirrorPartitionState::Stopping {
                 step: StoppingStep::FeedStopped,
                 source_cluster_id: "A".into(),
                 lso: 120,
                 last_mirrored_offset: None,
+                last_mirrored_epoch: None,
+                leader_epoch: None,
             },
-            "0\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\n",
+            "1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\n",
         ),
         (
             MirrorPartitionState::Stopping {
@@ -632,14 +827,29 @@ fn file_golden_bytes() {
                 source_cluster_id: "A".into(),
                 lso: 120,
                 last_mirrored_offset: Some(118),
+                last_mirrored_epoch: Some(-1),
+                leader_epoch: None,
             },
-            "0\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\nlast_mirrored_offset=118\n",
+            "1\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+             last_mirrored_epoch=-1\n",
+        ),
+        (
+            MirrorPartitionState::Stopping {
+                step: StoppingStep::EpochBumped,
+                source_cluster_id: "A".into(),
+                lso: 120,
+                last_mirrored_offset: Some(118),
+                last_mirrored_epoch: Some(4),
+                leader_epoch: Some(5),
+            },
+            "1\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+             last_mirrored_epoch=4\nleader_epoch=5\n",
         ),
         (
             MirrorPartitionState::Stopped {
                 barrier_offset: 118,
             },
-            "0\nSTOPPED\nbarrier_offset=118\n",
+            "1\nSTOPPED\nbarrier_offset=118\n",
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
@@ -674,16 +884,17 @@ fn malformed_files_report_the_line() {
     use MalformedReason::*;
     let cases: Vec<(&[u8], usize, MalformedReason)> = vec![
         (b"", 1, MissingLine("version")),
-        (b"0", 1, MissingLine("version")),
-        (b"1\nLOCAL\n", 1, UnsupportedVersion("1".into())),
+        (b"1", 1, MissingLine("version")),
+        (b"0\nLOCAL\n", 1, UnsupportedVersion("0".into())),
+        (b"2\nLOCAL\n", 1, UnsupportedVersion("2".into())),
         (b"00\nLOCAL\n", 1, UnsupportedVersion("00".into())),
-        (b"0\n", 2, MissingLine("state")),
-        (b"0\nPAUSED\n", 2, UnknownState("PAUSED".into())),
-        (b"0\nlocal\n", 2, UnknownState("local".into())),
-        (b"0\nMIRRORING\n", 3, MissingLine("source")),
-        (b"0\nMIRRORING\nsource=\n", 3, BadSourceClusterId("".into())),
+        (b"1\n", 2, MissingLine("state")),
+        (b"1\nPAUSED\n", 2, UnknownState("PAUSED".into())),
+        (b"1\nlocal\n", 2, UnknownState("local".into())),
+        (b"1\nMIRRORING\n", 3, MissingLine("source")),
+        (b"1\nMIRRORING\nsource=\n", 3, BadSourceClusterId("".into())),
         (
-            b"0\nMIRRORING\nsrc=A\n",
+            b"1\nMIRRORING\nsrc=A\n",
             3,
             ExpectedKey {
                 expected: "source",
@@ -691,18 +902,18 @@ fn malformed_files_report_the_line() {
             },
         ),
         (
-            b"0\nMIRRORING\nsource=A\nx\n",
+            b"1\nMIRRORING\nsource=A\nx\n",
             4,
             TrailingContent("x".into()),
         ),
-        (b"0\nMIRRORING\nsource=A", 3, MissingLine("source")),
+        (b"1\nMIRRORING\nsource=A", 3, MissingLine("source")),
         (
-            b"0\nSTOPPING\nstep=DONE\nsource=A\nlso=1\n",
+            b"1\nSTOPPING\nstep=DONE\nsource=A\nlso=1\n",
             3,
             UnknownStep("DONE".into()),
         ),
         (
-            b"0\nSTOPPING\nsource=A\nstep=FEED_STOPPED\nlso=1\n",
+            b"1\nSTOPPING\nsource=A\nstep=FEED_STOPPED\nlso=1\n",
             3,
             ExpectedKey {
                 expected: "step",
@@ -710,7 +921,7 @@ fn malformed_files_report_the_line() {
             },
         ),
         (
-            b"0\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=-1\n",
+            b"1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=-1\n",
             5,
             BadOffset {
                 key: "lso",
@@ -718,7 +929,7 @@ fn malformed_files_report_the_line() {
             },
         ),
         (
-            b"0\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=99999999999999999999\n",
+            b"1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=99999999999999999999\n",
             5,
             BadOffset {
                 key: "lso",
@@ -726,17 +937,46 @@ fn malformed_files_report_the_line() {
             },
         ),
         (
-            b"0\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=1\n",
+            b"1\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=1\n",
             6,
             MissingLine("last_mirrored_offset"),
         ),
         (
-            b"0\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=1\nlast_mirrored_offset=1\n",
+            b"1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=1\nlast_mirrored_offset=1\n",
             6,
             TrailingContent("last_mirrored_offset=1".into()),
         ),
         (
-            b"0\nSTOPPED\nbarrier_offset= 5\n",
+            b"1\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=1\nlast_mirrored_offset=1\n",
+            7,
+            MissingLine("last_mirrored_epoch"),
+        ),
+        (
+            b"1\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=1\nlast_mirrored_offset=1\n\
+              last_mirrored_epoch=-2\n",
+            7,
+            BadEpoch {
+                key: "last_mirrored_epoch",
+                value: "-2".into(),
+            },
+        ),
+        (
+            b"1\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=1\nlast_mirrored_offset=1\n\
+              last_mirrored_epoch=0\n",
+            8,
+            MissingLine("leader_epoch"),
+        ),
+        (
+            b"1\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=1\nlast_mirrored_offset=1\n\
+              last_mirrored_epoch=0\nleader_epoch=-1\n",
+            8,
+            BadEpoch {
+                key: "leader_epoch",
+                value: "-1".into(),
+            },
+        ),
+        (
+            b"1\nSTOPPED\nbarrier_offset= 5\n",
             3,
             BadOffset {
                 key: "barrier_offset",
@@ -744,12 +984,12 @@ fn malformed_files_report_the_line() {
             },
         ),
         (
-            b"0\nSTOPPED\nbarrier_offset=5\n\n",
+            b"1\nSTOPPED\nbarrier_offset=5\n\n",
             4,
             TrailingContent("".into()),
         ),
-        (b"0\r\nLOCAL\r\n", 1, UnsupportedVersion("0\r".into())),
-        (b"0\nMIRRORING\nsource=\xc3\n", 3, NotUtf8),
+        (b"1\r\nLOCAL\r\n", 1, UnsupportedVersion("1\r".into())),
+        (b"1\nMIRRORING\nsource=\xc3\n", 3, NotUtf8),
     ];
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(MIRROR_STATE_FILE);
@@ -772,7 +1012,7 @@ fn malformed_files_report_the_line() {
         };
         assert_eq!((p.as_path(), *l, r), (path.as_path(), line, &reason));
     }
-    std::fs::write(&path, b"0\nPAUSED\n").unwrap();
+    std::fs::write(&path, b"1\nPAUSED\n").unwrap();
     let err = MirrorStateFile::in_dir(dir.path()).load().unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -842,10 +1082,10 @@ fn stop_through_the_real_file_and_reopen() {
     let w = world(mirrored_log(), MirrorPartitionState::Local);
     let mut p =
         MirrorPartition::open(FakeLog(w.clone()), MirrorStateFile::in_dir(dir.path())).unwrap();
-    p.start_mirroring("A").unwrap();
+    p.start_mirroring("A", &same_history(&w)).unwrap();
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "0\nMIRRORING\nsource=A\n"
+        "1\nMIRRORING\nsource=A\n"
     );
     assert_eq!(p.stop().unwrap(), 6);
     let (log, _) = p.into_parts();
@@ -856,6 +1096,6 @@ fn stop_through_the_real_file_and_reopen() {
     );
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "0\nSTOPPED\nbarrier_offset=6\n"
+        "1\nSTOPPED\nbarrier_offset=6\n"
     );
 }

@@ -1,0 +1,70 @@
+//! The high watermark is checkpointed as Kafka does (`replication-offset-checkpoint`, written by
+//! `ReplicaManager` every `replica.high.watermark.checkpoint.interval.ms` and here also at every
+//! flush of the log directory), not only at a clean close: after an unclean restart the loaded
+//! high watermark is the last checkpoint, not the log start offset.
+
+use std::sync::Arc;
+
+use recovery::{load_log_dir, AppendOrigin, LogDirOptions};
+use segment_store::{LogEnv, ManualClock, StdFs, TopicPartition};
+
+use super::log::batch;
+
+const T0: i64 = 1_700_000_000_000;
+
+#[test]
+fn high_watermarks_are_checkpointed_periodically_and_at_flush() {
+    let root = tempfile::tempdir().unwrap();
+    std::fs::create_dir(root.path().join("t-0")).unwrap();
+    let clock = Arc::new(ManualClock::new(T0));
+    let opts = LogDirOptions {
+        env: LogEnv {
+            storage: Arc::new(StdFs),
+            clock: clock.clone(),
+        },
+        ..LogDirOptions::default()
+    };
+    let checkpoint = root.path().join("replication-offset-checkpoint");
+    let tp = TopicPartition::new("t", 0);
+    let mut ld = load_log_dir(root.path(), &opts).unwrap();
+    let log = ld.partitions.get_mut(&tp).unwrap();
+    for seq in [0, 2, 4] {
+        log.append_as_leader(&batch(5, 0, seq, 2, false), 0, AppendOrigin::Client)
+            .unwrap();
+    }
+    log.set_high_watermark(4);
+
+    // Not yet: the interval (5 s, Kafka's default) has not passed.
+    clock.set(T0 + 4_999);
+    assert!(!ld.maybe_checkpoint_high_watermarks().unwrap());
+    assert!(!checkpoint.exists());
+    clock.set(T0 + 5_000);
+    assert!(ld.maybe_checkpoint_high_watermarks().unwrap());
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nt 0 4\n"
+    );
+    assert!(
+        !ld.maybe_checkpoint_high_watermarks().unwrap(),
+        "just written"
+    );
+
+    // A flush checkpoints the recovery points and the high watermarks.
+    ld.partitions.get_mut(&tp).unwrap().set_high_watermark(6);
+    ld.flush().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nt 0 6\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("recovery-point-offset-checkpoint")).unwrap(),
+        "0\n1\nt 0 6\n"
+    );
+
+    // Crash (no clean close): the high watermark comes back from the checkpoint.
+    drop(ld);
+    let ld = load_log_dir(root.path(), &opts).unwrap();
+    assert!(!ld.had_clean_shutdown);
+    let log = &ld.partitions[&tp];
+    assert_eq!((log.log_end_offset(), log.high_watermark()), (6, 6));
+}

@@ -1,0 +1,201 @@
+//! A real `PartitionLog` crashed at every I/O point of a mirror stop, through the storage seam
+//! (`SimulatedFs`: only fsynced bytes and names survive), reopened **without a high-watermark
+//! checkpoint** and resumed.
+//!
+//! Bug this guards against: the resumed stop recomputed its truncation point as the LSO bounded
+//! by the high watermark, which after an unclean restart is the log start (no checkpoint) or a
+//! stale checkpoint, so resuming a stop interrupted after `FeedStopped` truncated committed
+//! mirrored batches — here all of them. Invariants: the stop ends in `Stopped` with exactly one
+//! barrier at the stop point, in a leader epoch above every mirrored one and recorded in the
+//! leader-epoch checkpoint from the barrier's offset; every committed mirrored batch below the
+//! stop point is still there, byte for byte.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use record_format::{Batches, LogEntry, RecordBatchBuilder};
+use recovery::crash_test::{fresh_dir, materialize};
+use recovery::{
+    EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog, PartitionLog,
+    PartitionLogConfig,
+};
+use segment_store::{LogConfig, LogEnv, ManualClock, SimulatedFs, TornWrite};
+
+const T0: i64 = 1_700_000_000_000;
+/// The mirrored data's leader epoch.
+const SOURCE_EPOCH: i32 = 2;
+
+fn config() -> PartitionLogConfig {
+    PartitionLogConfig {
+        log: LogConfig {
+            segment_bytes: 400,
+            index_interval_bytes: 128,
+            max_index_size: 24 * 64,
+            ..LogConfig::default()
+        },
+        ..PartitionLogConfig::default()
+    }
+}
+
+/// The source's batches: producer 11 (epoch 3) idempotent, six batches of two records, then
+/// producer 12 opens a transaction (offset 12, never finished): stop point 12.
+fn source_batches() -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    for i in 0..6 {
+        let mut b = RecordBatchBuilder::new(i * 2)
+            .partition_leader_epoch(SOURCE_EPOCH)
+            .producer(11, 3, (i * 2) as i32);
+        for r in 0..2 {
+            b.append(T0 + i * 2 + r, Some(b"k"), Some(b"mirrored"), &[])
+                .unwrap();
+        }
+        out.push(b.build());
+    }
+    let mut b = RecordBatchBuilder::new(12)
+        .partition_leader_epoch(SOURCE_EPOCH)
+        .producer(12, 0, 0)
+        .transactional(true);
+    b.append(T0 + 20, Some(b"k"), Some(b"open"), &[]).unwrap();
+    out.push(b.build());
+    out
+}
+
+const STOP_POINT: i64 = 12;
+
+fn open(dir: &Path, env: LogEnv) -> PartitionLog {
+    let opts = LoadOptions {
+        config: config(),
+        env,
+        // No replication-offset-checkpoint: the high watermark starts at the log start.
+        high_watermark: None,
+        ..LoadOptions::default()
+    };
+    LogLoader::load(dir, &opts).unwrap().0
+}
+
+/// A mirroring partition on `sim` holding every source batch, all committed (HW = log end) and
+/// flushed: whatever the stop loses, it lost itself.
+fn mirrored(sim: &SimulatedFs, dir: &Path) -> PartitionLog {
+    let env = LogEnv {
+        storage: Arc::new(sim.clone()),
+        clock: Arc::new(ManualClock::new(T0)),
+    };
+    let mut log = open(dir, env);
+    log.start_mirroring("cluster-A", &EpochHistory::of(&log))
+        .unwrap();
+    for b in source_batches() {
+        log.append_as_mirror(&b).unwrap();
+    }
+    log.set_high_watermark(log.log_end_offset());
+    log.flush().unwrap();
+    assert_eq!(log.last_stable_offset(), STOP_POINT);
+    log
+}
+
+/// `(base offset, leader epoch, is barrier, bytes)` of every batch (a read returns one
+/// segment's batches at most).
+fn batches(log: &PartitionLog) -> Vec<(i64, i32, bool, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < log.log_end_offset() {
+        let data = log.local_log().read(offset, 1 << 20, true).unwrap();
+        for e in Batches::new(&data.records, 0) {
+            let LogEntry::V2(b) = e.unwrap() else {
+                panic!("legacy batch")
+            };
+            out.push((
+                b.base_offset(),
+                b.partition_leader_epoch(),
+                record_format::is_mirror_pid_reset_batch(&b).unwrap(),
+                b.as_bytes().to_vec(),
+            ));
+            offset = b.next_offset();
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
+    let scratch = tempfile::tempdir().unwrap();
+    let expected_data: Vec<Vec<u8>> = source_batches().into_iter().take(6).collect();
+
+    // The I/O points of an uninterrupted stop.
+    let total = {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "clean").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut log = mirrored(&sim, &dir);
+        let before = sim.stats().io_points;
+        assert_eq!(log.stop_mirroring().unwrap(), STOP_POINT);
+        sim.stats().io_points - before
+    };
+    assert!(total > 8, "{total} I/O points");
+
+    let mut resumed_from_stopping = 0;
+    for n in 0..total {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "run").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut log = mirrored(&sim, &dir);
+        sim.fail_after(n);
+        assert!(log.stop_mirroring().is_err(), "I/O point {n} did not fail");
+        drop(log);
+        let image = sim.crash(TornWrite::None);
+
+        // Reopen the surviving files from disk, with no high-watermark checkpoint.
+        let disk = fresh_dir(scratch.path(), "disk").unwrap();
+        materialize(&image, &dir, &disk).unwrap();
+        let mut log = open(&disk, LogEnv::default());
+        assert_eq!(log.high_watermark(), 0, "no high-watermark checkpoint");
+        match log.mirror_state().clone() {
+            MirrorPartitionState::Stopping { lso, .. } => {
+                assert_eq!(lso, STOP_POINT, "I/O point {n}");
+                resumed_from_stopping += 1;
+                log.resume_mirror_stop().unwrap();
+            }
+            MirrorPartitionState::Mirroring { .. } => {
+                // The stop never persisted its first step: the coordinator stops again once
+                // the partition knows its high watermark again.
+                assert!(!log.accepts_client_appends());
+                log.set_high_watermark(log.log_end_offset());
+                log.stop_mirroring().unwrap();
+            }
+            other => panic!("I/O point {n}: {other:?} after the crash"),
+        }
+        assert_eq!(
+            log.mirror_state(),
+            &MirrorPartitionState::Stopped {
+                barrier_offset: STOP_POINT
+            },
+            "I/O point {n}"
+        );
+        let all = batches(&log);
+        let data: Vec<Vec<u8>> = all.iter().filter(|b| !b.2).map(|b| b.3.clone()).collect();
+        assert_eq!(
+            data, expected_data,
+            "I/O point {n}: committed mirrored batches"
+        );
+        let barriers: Vec<(i64, i32)> = all.iter().filter(|b| b.2).map(|b| (b.0, b.1)).collect();
+        assert_eq!(
+            barriers,
+            [(STOP_POINT, SOURCE_EPOCH + 1)],
+            "I/O point {n}: one barrier, in the new epoch"
+        );
+        assert_eq!(
+            std::fs::read_to_string(disk.join("leader-epoch-checkpoint")).unwrap(),
+            format!(
+                "0\n2\n{SOURCE_EPOCH} 0\n{} {STOP_POINT}\n",
+                SOURCE_EPOCH + 1
+            ),
+            "I/O point {n}"
+        );
+        assert!(log.producer_state().active_producers().is_empty());
+        assert_eq!(
+            log.recovery_point(),
+            STOP_POINT + 1,
+            "the barrier is durable"
+        );
+    }
+    assert!(resumed_from_stopping > 3, "{resumed_from_stopping} resumes");
+}
