@@ -43,6 +43,7 @@ pub mod leader_epoch;
 pub mod loader;
 pub mod log;
 pub mod mirror;
+pub mod plan;
 pub mod producer_state;
 pub mod snapshot;
 pub mod summary;
@@ -65,6 +66,9 @@ pub use log::{
 pub use mirror::{
     MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState, MirrorStateError,
     MirrorStateFile, MirrorStateKind, MirrorStateStore, StoppingStep,
+};
+pub use plan::{
+    IndexFinding, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotOp, SnapshotPhase,
 };
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,

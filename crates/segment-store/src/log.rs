@@ -32,7 +32,7 @@ use crate::io::{StdFs, Storage};
 use crate::lock::DirLock;
 use crate::segment::{
     Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RecoveryVisitor,
-    RollParams, RollReason, SegmentConfig, SegmentContext, SystemClock,
+    RollParams, RollReason, SegmentConfig, SegmentContext, SegmentScan, SystemClock,
 };
 
 /// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
@@ -190,7 +190,8 @@ impl LocalLog {
         env: LogEnv,
         visitor: &mut BatchVisitor<'_>,
     ) -> Result<LocalLog> {
-        Self::open_inner(dir, config, recovery_point, env, Some(visitor)).map(|(log, _)| log)
+        Self::open_inner(dir, config, recovery_point, env, None, None, Some(visitor))
+            .map(|(log, _)| log)
     }
 
     /// Opens the segments of `dir` as they are: leftover `*.deleted` files are removed, but no
@@ -204,7 +205,30 @@ impl LocalLog {
         recovery_point: i64,
         env: LogEnv,
     ) -> Result<(LocalLog, Vec<i64>)> {
-        Self::open_inner(dir, config, recovery_point, env, None)
+        Self::open_inner(dir, config, recovery_point, env, None, None, None)
+    }
+
+    /// [`Self::open_unrecovered`] for a loader that already holds `lock` (the directory's
+    /// [`DirLock`]) and knows, from its recovery plan, the active segment's next offset: the
+    /// active segment is not walked to find it (Kafka's `readNextOffset` reads from the last
+    /// index entry; the plan did that, or scanned the segment).
+    pub fn open_planned(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        env: LogEnv,
+        lock: DirLock,
+        log_end_offset: i64,
+    ) -> Result<(LocalLog, Vec<i64>)> {
+        Self::open_inner(
+            dir,
+            config,
+            recovery_point,
+            env,
+            Some(lock),
+            Some(log_end_offset),
+            None,
+        )
     }
 
     fn open_inner(
@@ -212,10 +236,15 @@ impl LocalLog {
         config: LogConfig,
         recovery_point: i64,
         env: LogEnv,
+        lock: Option<DirLock>,
+        known_log_end: Option<i64>,
         mut visitor: Option<&mut BatchVisitor<'_>>,
     ) -> Result<(LocalLog, Vec<i64>)> {
         env.storage.create_dir_all(dir)?;
-        let lock = DirLock::acquire(dir)?;
+        let lock = match lock {
+            Some(l) => l,
+            None => DirLock::acquire(dir)?,
+        };
         let dir = dir.to_path_buf();
         let ctx = SegmentContext {
             storage: Arc::clone(&env.storage),
@@ -279,7 +308,7 @@ impl LocalLog {
         for (&base, seg) in segments.iter_mut() {
             if base == last_base {
                 seg.resize_indexes(config.max_index_size)?;
-                log_end_offset = match seg.read_next_offset() {
+                log_end_offset = match known_log_end.map_or_else(|| seg.read_next_offset(), Ok) {
                     Ok(next) => next,
                     // An unrecovered tail that does not parse (e.g. the zeros a crash leaves in
                     // preallocated or torn blocks): the offset after the last batch that does,
@@ -355,6 +384,52 @@ impl LocalLog {
         let last = active_mut(&mut inner)?;
         // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes the indexes
         // back to their maximum, which is what the active segment needs.
+        let next = last.read_next_offset()?;
+        last.truncate_to(next)?;
+        inner.log_end_offset = next;
+        inner.recovery_point = inner.recovery_point.min(next);
+        inner.dir_dirty = true;
+        Ok((outcomes, moved))
+    }
+
+    /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
+    /// [`SegmentScan`]s of the segments from `from_base` on, in order): each scanned segment gets
+    /// [`LogSegment::install_scan`]; at the first that loses bytes, every later segment is
+    /// **moved** (all its files) into `quarantine_dir`. The log end offset and recovery point are
+    /// updated; the last remaining segment becomes the active one. Returns each recovered
+    /// segment's outcome and the paths of the moved files.
+    #[allow(clippy::type_complexity)]
+    pub fn install_scans(
+        &self,
+        from_base: i64,
+        scans: &[SegmentScan],
+        quarantine_dir: &Path,
+    ) -> Result<(Vec<(i64, RecoveryOutcome)>, Vec<PathBuf>)> {
+        let mut inner = self.write_inner();
+        let bases: Vec<i64> = inner.segments.range(from_base..).map(|(&b, _)| b).collect();
+        let mut outcomes = Vec::new();
+        let mut moved = Vec::new();
+        let mut cut = false;
+        let mut scans = scans.iter();
+        for base in bases {
+            if cut {
+                if let Some(seg) = inner.segments.remove(&base) {
+                    moved.extend(seg.move_to(quarantine_dir)?);
+                }
+                continue;
+            }
+            let Some(scan) = scans.next() else { break };
+            if let Some(seg) = inner.segments.get_mut(&base) {
+                let outcome = seg.install_scan(scan, quarantine_dir)?;
+                cut = outcome.truncated_bytes > 0;
+                outcomes.push((base, outcome));
+            }
+        }
+        if inner.segments.is_empty() {
+            let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
+            inner.segments.insert(seg.base_offset(), seg);
+        }
+        let last = active_mut(&mut inner)?;
         let next = last.read_next_offset()?;
         last.truncate_to(next)?;
         inner.log_end_offset = next;

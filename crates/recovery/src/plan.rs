@@ -1,0 +1,1145 @@
+//! Recovery in two steps: [`LogLoader::plan`] reads a partition directory and decides everything
+//! loading it would do and find, changing nothing; [`LogLoader::apply`] makes exactly those
+//! changes and opens the partition. [`LogLoader::load`] is the two in a row, under one directory
+//! lock; `seglog verify` and `seglog producers` print plans, `seglog recover` applies them.
+//!
+//! A plan holds, per partition:
+//! * the leftovers of interrupted operations (`.deleted`, `.cleaned`, `.swap`, orphan indexes)
+//!   and what happens to each (Kafka `removeTempFilesAndCollectSwapFiles` and swap completion);
+//! * per segment its size, its index findings (Kafka's sanity checks over the bytes, through
+//!   segment-store's index views), and — for each segment recovery scans — the scan itself
+//!   ([`SegmentScan`]: valid prefix, cut position, bytes and typed reason, the rebuilt index
+//!   entries and aborted transactions), so that applying does not read the `.log` again;
+//! * the segments that would move to quarantine after a cut;
+//! * every producer-snapshot operation, in order (set aside, written at each recovered segment
+//!   boundary, moved to quarantine, deleted as out of range, written at the log end), recorded by
+//!   running the producer-state rules against an overlay of the directory;
+//! * the rebuilt producer state (snapshot loaded with expiry, batches replayed), the leader-epoch
+//!   assignments, the log start and end offsets, the high watermark and the LSO.
+//!
+//! Planning takes no lock and writes nothing. [`LogLoader::load`] plans under the directory lock
+//! it already holds, so the `.log` files are mapped rather than copied; a plan made without the
+//! lock reads them through the storage.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use record_format::{Batches, LogEntry, RecordBatch};
+use segment_store::file_name::{
+    file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
+};
+use segment_store::{
+    scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, ParsedName,
+    ReadOnlyBytes, SegmentConfig, SegmentError, SegmentScan, TimeIndexView, TxnIndexView,
+};
+
+use crate::error::SnapshotError;
+use crate::leader_epoch::LeaderEpochFileCache;
+use crate::loader::{
+    move_into_quarantine, remove_empty_quarantine_dir, remove_segment_file, rename_segment_file,
+    CutInfo, LoadOptions, LogLoader, RecoveryReport, QUARANTINE_DIR,
+};
+use crate::log::{PartitionLog, PartitionLogError};
+use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
+use crate::snapshot::{list_snapshots_with, SnapshotIo, StorageIo};
+use crate::summary::BatchSummary;
+
+/// What happens to a leftover file of an interrupted operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftoverAction {
+    /// Deleted (`.deleted`, `.cleaned`, a `.swap` of an interrupted split, a segment replaced by
+    /// a swap, an orphan index).
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// Its kind.
+        kind: FileKind,
+    },
+    /// A `.swap` renamed into place.
+    Rename {
+        /// The `.swap` file.
+        from: PathBuf,
+        /// Its live name.
+        to: PathBuf,
+        /// Its kind.
+        kind: FileKind,
+    },
+}
+
+impl LeftoverAction {
+    /// The leftover file.
+    pub fn path(&self) -> &Path {
+        match self {
+            LeftoverAction::Remove { path, .. } => path,
+            LeftoverAction::Rename { from, .. } => from,
+        }
+    }
+}
+
+/// An index file that fails Kafka's sanity check (recovery rebuilds the segment's indexes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFinding {
+    /// Which index.
+    pub kind: FileKind,
+    /// What is wrong.
+    pub problem: IndexCorruption,
+}
+
+/// One segment as the plan sees it.
+#[derive(Debug, Clone)]
+pub struct SegmentPlan {
+    /// Base offset.
+    pub base_offset: i64,
+    /// The `.log` (its live name, after leftovers are handled).
+    pub path: PathBuf,
+    /// Size of the `.log`.
+    pub size: u64,
+    /// Index files that fail Kafka's sanity checks.
+    pub index_findings: Vec<IndexFinding>,
+    /// The active segment's next offset as Kafka's `readNextOffset` finds it before recovery
+    /// (from the last offset-index entry on); `None` for the other segments, and when the walk
+    /// met a batch that does not parse (the segment is then recovered).
+    pub next_offset: Option<i64>,
+}
+
+/// When a producer-snapshot operation happens relative to the segment changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotPhase {
+    /// Before the recovered segments are written (loading, snapshots at segment boundaries).
+    BeforeInstall,
+    /// After (snapshots beyond the log end quarantined, out-of-range ones deleted, the snapshot
+    /// at the log end).
+    AfterInstall,
+}
+
+/// One producer-snapshot file operation of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotOp {
+    /// Written atomically (temp file, fsync, rename, directory fsync).
+    Write {
+        /// The snapshot file.
+        path: PathBuf,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+    /// A corrupt snapshot renamed to `*.corrupt`.
+    SetAside {
+        /// The snapshot.
+        from: PathBuf,
+        /// Its new name.
+        to: PathBuf,
+    },
+    /// A snapshot beyond the recovered log end moved into the quarantine folder.
+    Quarantine {
+        /// The snapshot.
+        from: PathBuf,
+        /// Where it goes.
+        to: PathBuf,
+    },
+    /// A snapshot outside `(log start, log end]` deleted.
+    Remove {
+        /// The snapshot.
+        path: PathBuf,
+    },
+}
+
+/// Everything loading one partition would do and find. See the module docs.
+#[derive(Debug)]
+pub struct RecoveryPlan {
+    /// The partition directory.
+    pub dir: PathBuf,
+    /// The options it was planned with.
+    pub options: LoadOptions,
+    /// Whether recovery is skipped as after a clean shutdown (the marker, and not `full`).
+    pub had_clean_shutdown: bool,
+    /// The recovery point used (0 with `full`).
+    pub recovery_point: i64,
+    /// Leftovers of interrupted operations, in the order they are handled.
+    pub leftovers: Vec<LeftoverAction>,
+    /// The segments (after leftovers are handled), by base offset.
+    pub segments: Vec<SegmentPlan>,
+    /// Base offset of the first segment recovered (`None`: nothing is recovered).
+    pub recovered_from: Option<i64>,
+    /// The recovery scans of the recovered segments, in order, up to the first one with a cut.
+    pub scans: Vec<SegmentScan>,
+    /// Base offsets of the segments after the first cut: they move to quarantine.
+    pub quarantined_segments: Vec<i64>,
+    /// The checkpointed log start offset is above the log end: every non-empty segment moves to
+    /// quarantine and the log starts empty at the checkpoint.
+    pub start_at_checkpoint: bool,
+    /// The quarantine folder cut bytes and moved files go to.
+    pub quarantine_dir: PathBuf,
+    /// Producer-snapshot operations, in order, with their phase.
+    pub snapshot_ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    /// The snapshot producer state was loaded from (offset), if any.
+    pub snapshot_loaded: Option<i64>,
+    /// Leader epochs first seen in the recovered batches: (epoch, start offset).
+    pub epoch_assignments: Vec<(i32, i64)>,
+    /// Producer-state warnings of the recovered batches.
+    pub warnings: Vec<ProducerStateWarning>,
+    /// The producer state after loading.
+    pub producers: ProducerStateManager,
+    /// Log start offset after loading.
+    pub log_start_offset: i64,
+    /// Log end offset after loading.
+    pub log_end_offset: i64,
+    /// High watermark after loading.
+    pub high_watermark: i64,
+    /// Last stable offset after loading.
+    pub last_stable_offset: i64,
+}
+
+impl RecoveryPlan {
+    /// The partition directory's name.
+    pub fn partition(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// The cuts recovery makes: one per scan that stops before its segment's end.
+    pub fn cuts(&self) -> Vec<CutInfo> {
+        self.scans
+            .iter()
+            .filter_map(|s| {
+                let (position, reason) = s.truncated_at.clone()?;
+                (s.truncated_bytes() > 0).then(|| CutInfo {
+                    segment: s.base_offset,
+                    position,
+                    bytes: s.truncated_bytes(),
+                    reason,
+                    quarantined_to: self.quarantine_dir.join(
+                        segment_store::file_name::quarantine_file_name(
+                            s.base_offset,
+                            s.valid_bytes,
+                        ),
+                    ),
+                })
+            })
+            .collect()
+    }
+
+    /// Corrupt snapshots set aside: (snapshot, new name).
+    pub fn snapshots_set_aside(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.snapshot_ops
+            .iter()
+            .filter_map(|(_, op)| match op {
+                SnapshotOp::SetAside { from, to } => Some((from.clone(), to.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Whether applying the plan changes any byte or name of the partition's data: a leftover,
+    /// a cut, a quarantined segment or snapshot, a set-aside snapshot. (Recovering a clean
+    /// segment rewrites its indexes with the same entries; writing producer snapshots and
+    /// checkpoints is not counted.)
+    pub fn changes_data(&self) -> bool {
+        !self.leftovers.is_empty()
+            || self.scans.iter().any(|s| s.truncated_bytes() > 0)
+            || !self.quarantined_segments.is_empty()
+            || self.start_at_checkpoint
+            || self.snapshot_ops.iter().any(|(_, op)| {
+                matches!(
+                    op,
+                    SnapshotOp::SetAside { .. } | SnapshotOp::Quarantine { .. }
+                )
+            })
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Snapshot overlay: the producer-state rules run unchanged, their file operations recorded.
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Overlay {
+    /// Files as the plan leaves them: `Some` written or renamed here, `None` removed.
+    files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    phase: Option<SnapshotPhase>,
+}
+
+/// A [`SnapshotIo`] that reads through the real one and records every change instead of making it.
+struct PlanIo {
+    base: StorageIo,
+    overlay: Mutex<Overlay>,
+}
+
+impl PlanIo {
+    fn new(base: StorageIo) -> Self {
+        Self {
+            base,
+            overlay: Mutex::new(Overlay {
+                phase: Some(SnapshotPhase::BeforeInstall),
+                ..Overlay::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Overlay> {
+        self.overlay.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_phase(&self, phase: SnapshotPhase) {
+        self.lock().phase = Some(phase);
+    }
+
+    fn record(&self, op: SnapshotOp) {
+        let mut o = self.lock();
+        let phase = o.phase.unwrap_or(SnapshotPhase::AfterInstall);
+        o.ops.push((phase, op));
+    }
+
+    fn move_file(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let bytes = self.read(from)?;
+        let mut o = self.lock();
+        o.files.insert(from.to_path_buf(), None);
+        o.files.insert(to.to_path_buf(), Some(bytes));
+        Ok(())
+    }
+
+    fn quarantine(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.move_file(from, to)?;
+        self.record(SnapshotOp::Quarantine {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    fn into_ops(self) -> Vec<(SnapshotPhase, SnapshotOp)> {
+        self.overlay
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .ops
+    }
+}
+
+impl SnapshotIo for PlanIo {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        match self.lock().files.get(path) {
+            Some(Some(b)) => return Ok(b.clone()),
+            Some(None) => return Err(io::Error::from(io::ErrorKind::NotFound)),
+            None => {}
+        }
+        self.base.read(path)
+    }
+
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.lock()
+            .files
+            .insert(path.to_path_buf(), Some(bytes.to_vec()));
+        self.record(SnapshotOp::Write {
+            path: path.to_path_buf(),
+            bytes: bytes.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = match self.base.list(dir) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let o = self.lock();
+        names.retain(|n| !matches!(o.files.get(&dir.join(n)), Some(None)));
+        for (p, f) in &o.files {
+            if f.is_some() && p.parent() == Some(dir) {
+                if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
+                    if !names.iter().any(|m| m == n) {
+                        names.push(n.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        // The snapshot rules rename only to set a corrupt snapshot aside.
+        self.move_file(from, to)?;
+        self.record(SnapshotOp::SetAside {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        match self.lock().files.get(path) {
+            Some(f) => f.is_some(),
+            None => self.base.exists(path),
+        }
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.lock().files.insert(path.to_path_buf(), None);
+        self.record(SnapshotOp::Remove {
+            path: path.to_path_buf(),
+        });
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Planning
+// ------------------------------------------------------------------------------------------------
+
+/// A live segment file and where its bytes are before the leftovers are handled.
+#[derive(Debug, Clone)]
+struct LiveFile {
+    path: PathBuf,
+    source: PathBuf,
+    parsed: ParsedName,
+}
+
+fn not_found_is_empty<T>(r: Result<Vec<T>, SegmentError>) -> Result<Vec<T>, SegmentError> {
+    match r {
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => Ok(Vec::new()),
+        r => r,
+    }
+}
+
+/// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion and orphan index removal, decided
+/// only: the actions, and the live files they leave.
+fn plan_leftovers(
+    opts: &LoadOptions,
+    dir: &Path,
+) -> Result<(Vec<LeftoverAction>, Vec<LiveFile>), PartitionLogError> {
+    let storage = &opts.env.storage;
+    let mut actions = Vec::new();
+    let mut parsed = Vec::new();
+    for name in not_found_is_empty(storage.list_dir(dir))? {
+        if let Ok(p) = parse_file_name(&name) {
+            parsed.push((dir.join(&name), p));
+        }
+    }
+    parsed.sort_by(|a, b| a.0.cmp(&b.0));
+    let min_cleaned = parsed
+        .iter()
+        .filter(|(_, p)| p.temp == Some(TempSuffix::Cleaned))
+        .map(|(_, p)| p.base_offset)
+        .min()
+        .unwrap_or(i64::MAX);
+    let mut swaps = Vec::new();
+    let mut live = Vec::new();
+    for (path, p) in parsed {
+        match p.temp {
+            Some(TempSuffix::Deleted) | Some(TempSuffix::Cleaned) => {
+                actions.push(LeftoverAction::Remove { path, kind: p.kind });
+            }
+            Some(TempSuffix::Swap) if p.base_offset >= min_cleaned => {
+                actions.push(LeftoverAction::Remove { path, kind: p.kind });
+            }
+            Some(TempSuffix::Swap) => swaps.push((path, p)),
+            None => live.push(LiveFile {
+                source: path.clone(),
+                path,
+                parsed: p,
+            }),
+        }
+    }
+    // The offset range the valid `.log.swap` segments cover.
+    let mut range: Option<(i64, i64)> = None;
+    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
+        let bytes = storage.read(path)?;
+        let mut next = p.base_offset;
+        for entry in Batches::new(&bytes, 0).flatten() {
+            next = next.max(entry.last_offset().saturating_add(1));
+        }
+        range = Some(match range {
+            None => (p.base_offset, next),
+            Some((lo, hi)) => (lo.min(p.base_offset), hi.max(next)),
+        });
+    }
+    if let Some((lo, hi)) = range {
+        for f in &live {
+            let p = &f.parsed;
+            if p.kind != FileKind::Snapshot && p.base_offset >= lo && p.base_offset < hi {
+                actions.push(LeftoverAction::Remove {
+                    path: f.path.clone(),
+                    kind: p.kind,
+                });
+            }
+        }
+        live.retain(|f| {
+            let p = &f.parsed;
+            p.kind == FileKind::Snapshot || p.base_offset < lo || p.base_offset >= hi
+        });
+    }
+    for (path, p) in &swaps {
+        let to = segment_file_path(dir, p.base_offset, p.kind);
+        actions.push(LeftoverAction::Rename {
+            from: path.clone(),
+            to: to.clone(),
+            kind: p.kind,
+        });
+        live.push(LiveFile {
+            path: to,
+            source: path.clone(),
+            parsed: ParsedName { temp: None, ..*p },
+        });
+    }
+    // Orphan indexes (no `.log`).
+    let logs: std::collections::BTreeSet<i64> = live
+        .iter()
+        .filter(|f| f.parsed.kind == FileKind::Log)
+        .map(|f| f.parsed.base_offset)
+        .collect();
+    live.retain(|f| {
+        let orphan = matches!(
+            f.parsed.kind,
+            FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex
+        ) && !logs.contains(&f.parsed.base_offset);
+        if orphan {
+            actions.push(LeftoverAction::Remove {
+                path: f.path.clone(),
+                kind: f.parsed.kind,
+            });
+        }
+        !orphan
+    });
+    Ok((actions, live))
+}
+
+/// Reads an index file that may be missing (the mapped indexes live on the real file system).
+fn read_index(
+    opts: &LoadOptions,
+    path: &Path,
+    kind: FileKind,
+) -> Result<Vec<u8>, PartitionLogError> {
+    let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
+        std::fs::read(path).map_err(|source| PartitionLogError::Io {
+            path: path.to_path_buf(),
+            op: "read",
+            source,
+        })
+    } else {
+        opts.env.storage.read(path).map_err(PartitionLogError::from)
+    };
+    match r {
+        Err(PartitionLogError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Ok(Vec::new())
+        }
+        Err(PartitionLogError::Segment(e)) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+            Ok(Vec::new())
+        }
+        r => r,
+    }
+}
+
+/// The bytes of the segments, opened when first needed.
+struct Sources<'a> {
+    opts: &'a LoadOptions,
+    lock: Option<&'a DirLock>,
+    /// base → (source path, bytes, valid length after recovery)
+    open: BTreeMap<i64, (PathBuf, Option<ReadOnlyBytes>, Option<u64>)>,
+}
+
+impl<'a> Sources<'a> {
+    fn bytes(&mut self, base: i64) -> Result<&[u8], PartitionLogError> {
+        let Some((path, slot, valid)) = self.open.get_mut(&base) else {
+            return Ok(&[]);
+        };
+        if slot.is_none() {
+            *slot = Some(ReadOnlyBytes::open(
+                self.opts.env.storage.as_ref(),
+                path,
+                self.lock,
+            )?);
+        }
+        let all = slot.as_ref().map_or(&[][..], ReadOnlyBytes::bytes);
+        let len = valid.map_or(all.len(), |v| usize::try_from(v).unwrap_or(usize::MAX));
+        Ok(all.get(..len).unwrap_or(all))
+    }
+
+    fn set_valid(&mut self, base: i64, valid: u64) {
+        if let Some((_, _, v)) = self.open.get_mut(&base) {
+            *v = Some(valid);
+        }
+    }
+
+    fn forget(&mut self, base: i64) {
+        self.open.remove(&base);
+    }
+
+    /// Kafka's `loadProducersFromRecords` over the bytes: every v2 batch with base offset in
+    /// `[from, to)` of the segments, applied with the replication rules, in place.
+    fn replay(
+        &mut self,
+        psm: &mut ProducerStateManager,
+        from: i64,
+        to: i64,
+    ) -> Result<(), PartitionLogError> {
+        let bases: Vec<i64> = self.open.keys().copied().collect();
+        let mut applied = AppliedBatches::default();
+        for (i, &base) in bases.iter().enumerate() {
+            let next_base = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            if next_base <= from || base >= to {
+                continue;
+            }
+            let bytes = self.bytes(base)?;
+            for entry in Batches::new(bytes, 0) {
+                let LogEntry::V2(batch) = entry? else {
+                    continue;
+                };
+                if batch.last_offset() >= to {
+                    return Ok(());
+                }
+                if batch.base_offset() >= from {
+                    psm.apply_replicated_batch(&BatchSummary::from_batch(&batch)?, &mut applied)?;
+                    applied.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Kafka's `readNextOffset` over bytes: from the last offset-index entry's position, the offset
+/// after the last batch whose header parses; `None` if a batch after that position does not
+/// parse.
+fn read_next_offset(base: i64, log: &[u8], index: &[u8]) -> Option<i64> {
+    let from = OffsetIndexView::new(base, index).last_entry().position.0;
+    let Some(rest) = log.get(usize::try_from(from).unwrap_or(usize::MAX)..) else {
+        return Some(base);
+    };
+    let mut next = base;
+    for entry in Batches::new(rest, u64::from(from)) {
+        next = entry.ok()?.last_offset().saturating_add(1);
+    }
+    Some(next)
+}
+
+impl LogLoader {
+    /// Plans loading the partition in `dir` with `opts`, reading only. See the module docs.
+    /// Errors are the ones loading would fail with (an offset that does not fit its segment,
+    /// offsets going backwards, a batch producer state refuses, I/O).
+    pub fn plan(dir: &Path, opts: &LoadOptions) -> Result<RecoveryPlan, PartitionLogError> {
+        plan_with(dir, opts, None)
+    }
+
+    /// Makes the changes of `plan` (quarantine first: cut bytes are written and synced before a
+    /// `.log` is truncated) and opens the partition. Takes the directory lock; a `.log` whose
+    /// size changed since it was planned is refused.
+    pub fn apply(plan: RecoveryPlan) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+        plan.options.env.storage.create_dir_all(&plan.dir)?;
+        let lock = DirLock::acquire(&plan.dir)?;
+        apply_with(plan, lock)
+    }
+
+    /// Loads the partition in `dir`: [`Self::plan`] and [`Self::apply`] under one directory lock.
+    pub fn load(
+        dir: &Path,
+        opts: &LoadOptions,
+    ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+        opts.env.storage.create_dir_all(dir)?;
+        let lock = DirLock::acquire(dir)?;
+        let plan = plan_with(dir, opts, Some(&lock))?;
+        apply_with(plan, lock)
+    }
+}
+
+/// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` one more
+/// than the largest existing number.
+fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, PartitionLogError> {
+    let root = dir.join(QUARANTINE_DIR);
+    let existing = not_found_is_empty(opts.env.storage.list_dir(&root))?;
+    let n = existing
+        .iter()
+        .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
+        .map(|k| k.saturating_add(1))
+        .fold(1u64, u64::max);
+    Ok(root.join(format!("{n:04}")))
+}
+
+#[allow(clippy::too_many_lines)]
+fn plan_with(
+    dir: &Path,
+    opts: &LoadOptions,
+    lock: Option<&DirLock>,
+) -> Result<RecoveryPlan, PartitionLogError> {
+    let env = &opts.env;
+    let (leftovers, live) = plan_leftovers(opts, dir)?;
+    let clean = opts.had_clean_shutdown && !opts.full;
+    let recovery_point = if opts.full { 0 } else { opts.recovery_point };
+
+    // Segments, their index findings and (active segment) next offset.
+    let mut logs: Vec<&LiveFile> = live
+        .iter()
+        .filter(|f| f.parsed.kind == FileKind::Log)
+        .collect();
+    logs.sort_by_key(|f| f.parsed.base_offset);
+    let source_of = |base: i64, kind: FileKind| {
+        live.iter()
+            .find(|f| f.parsed.base_offset == base && f.parsed.kind == kind)
+            .map(|f| f.source.clone())
+            .unwrap_or_else(|| segment_file_path(dir, base, kind))
+    };
+    let mut sources = Sources {
+        opts,
+        lock,
+        open: logs
+            .iter()
+            .map(|f| (f.parsed.base_offset, (f.source.clone(), None, None)))
+            .collect(),
+    };
+    let mut segments = Vec::new();
+    let mut insane = Vec::new();
+    let last_base = logs.last().map(|f| f.parsed.base_offset);
+    for f in &logs {
+        let base = f.parsed.base_offset;
+        let size = env
+            .storage
+            .open(&f.source, segment_store::OpenMode::Read)?
+            .len()?;
+        let mut index_findings = Vec::new();
+        let index = read_index(opts, &source_of(base, FileKind::Index), FileKind::Index)?;
+        if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
+            index_findings.push(IndexFinding {
+                kind: FileKind::Index,
+                problem,
+            });
+        }
+        let time = read_index(
+            opts,
+            &source_of(base, FileKind::TimeIndex),
+            FileKind::TimeIndex,
+        )?;
+        if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
+            index_findings.push(IndexFinding {
+                kind: FileKind::TimeIndex,
+                problem,
+            });
+        }
+        let txn = read_index(
+            opts,
+            &source_of(base, FileKind::TxnIndex),
+            FileKind::TxnIndex,
+        )?;
+        if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
+            index_findings.push(IndexFinding {
+                kind: FileKind::TxnIndex,
+                problem,
+            });
+        }
+        if !index_findings.is_empty() {
+            insane.push(base);
+        }
+        let next_offset = if Some(base) == last_base {
+            let next = read_next_offset(base, sources.bytes(base)?, &index);
+            if next.is_none() && !insane.contains(&base) {
+                insane.push(base);
+            }
+            next
+        } else {
+            None
+        };
+        segments.push(SegmentPlan {
+            base_offset: base,
+            path: f.path.clone(),
+            size,
+            index_findings,
+            next_offset,
+        });
+    }
+    if segments.is_empty() {
+        // An empty directory gets one empty segment at offset 0.
+        let path = segment_file_path(dir, 0, FileKind::Log);
+        sources.open.insert(
+            0,
+            (path.clone(), Some(ReadOnlyBytes::Owned(Vec::new())), None),
+        );
+        segments.push(SegmentPlan {
+            base_offset: 0,
+            path,
+            size: 0,
+            index_findings: Vec::new(),
+            next_offset: Some(0),
+        });
+    }
+    let bases: Vec<i64> = segments.iter().map(|s| s.base_offset).collect();
+    let first_base = bases.first().copied().unwrap_or(0);
+    let mut recover_base = if clean {
+        None
+    } else if opts.full {
+        Some(first_base)
+    } else {
+        Some(
+            bases
+                .iter()
+                .copied()
+                .take_while(|&b| b <= recovery_point)
+                .last()
+                .unwrap_or(first_base),
+        )
+    };
+    if let Some(&b) = insane.first() {
+        recover_base = Some(recover_base.map_or(b, |r| r.min(b)));
+    }
+
+    let now = env.clock.now_ms();
+    let io = PlanIo::new(StorageIo::new(Arc::clone(&env.storage)));
+    let mut psm = ProducerStateManager::new(opts.config.producer_state);
+    let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
+    let mut latest_epoch = epochs.latest_epoch();
+    let mut epoch_assignments = Vec::new();
+    let mut warnings = Vec::new();
+    let mut scans = Vec::new();
+    let mut quarantined_segments = Vec::new();
+    let mut snapshot_loaded = None;
+    let quarantine_dir = next_quarantine_dir(opts, dir)?;
+    let log_start_before = first_base;
+    let mut log_end = match segments.last() {
+        Some(s) => s.next_offset.unwrap_or(s.base_offset),
+        None => 0,
+    };
+
+    if let Some(base) = recover_base {
+        let load = psm.load_from_snapshot_with(&io, dir, log_start_before, base, now)?;
+        snapshot_loaded = load.loaded.map(|f| f.offset);
+        let from = psm.map_end_offset().max(log_start_before);
+        if base > from {
+            sources.replay(&mut psm, from, base)?;
+        }
+        psm.update_map_end_offset(psm.map_end_offset().max(base));
+
+        let seg_config = SegmentConfig {
+            index_interval_bytes: opts.config.log.index_interval_bytes,
+            max_index_size: opts.config.log.max_index_size,
+            ..SegmentConfig::default()
+        };
+        let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
+        let mut next_boundary = 0usize;
+        let mut applied = AppliedBatches::default();
+        let mut cut = false;
+        for &seg_base in bases.iter().filter(|&&b| b >= base) {
+            if cut {
+                quarantined_segments.push(seg_base);
+                continue;
+            }
+            let mut visitor = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+                let summary = BatchSummary::from_batch(batch)?;
+                while let Some(&b) = boundaries.get(next_boundary) {
+                    if summary.base_offset < b {
+                        break;
+                    }
+                    // Kafka takes a snapshot after each recovered segment.
+                    psm.update_map_end_offset(psm.map_end_offset().max(b));
+                    psm.take_snapshot_with(&io, dir)?;
+                    next_boundary += 1;
+                }
+                let epoch = batch.partition_leader_epoch();
+                if epoch >= 0 && latest_epoch.is_none_or(|l| epoch > l) {
+                    epoch_assignments.push((epoch, batch.base_offset()));
+                    latest_epoch = Some(epoch);
+                }
+                psm.apply_replicated_batch(&summary, &mut applied)?;
+                warnings.append(&mut applied.warnings);
+                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
+                    AbortedTxn::new(
+                        a.producer_id,
+                        a.first_offset,
+                        a.last_offset,
+                        a.last_stable_offset,
+                    )
+                }));
+                applied.clear();
+                Ok::<_, PartitionLogError>(())
+            };
+            let path = sources
+                .open
+                .get(&seg_base)
+                .map(|(p, _, _)| p.clone())
+                .unwrap_or_default();
+            let bytes = sources.bytes(seg_base)?;
+            let scan = scan_segment(&path, bytes, seg_base, &seg_config, &mut visitor)?;
+            cut = scan.truncated_bytes() > 0;
+            sources.set_valid(seg_base, scan.valid_bytes);
+            log_end = scan.next_offset();
+            scans.push(scan);
+        }
+        for b in &quarantined_segments {
+            sources.forget(*b);
+        }
+        io.set_phase(SnapshotPhase::AfterInstall);
+        if cut {
+            for s in list_snapshots_with(&io, dir)?
+                .into_iter()
+                .filter(|s| s.offset > log_end)
+            {
+                let to = quarantine_dir.join(file_name(s.offset, FileKind::Snapshot, None));
+                io.quarantine(&s.path, &to)
+                    .map_err(|source| SnapshotError::Io {
+                        path: s.path.clone(),
+                        op: "moving snapshot to quarantine",
+                        source,
+                    })?;
+            }
+        }
+    }
+    io.set_phase(SnapshotPhase::AfterInstall);
+
+    // Log start offset.
+    let mut log_start = log_start_before;
+    let start_at_checkpoint = opts.log_start_offset > log_end;
+    if start_at_checkpoint {
+        psm.truncate_fully_and_start_at(opts.log_start_offset);
+        log_end = opts.log_start_offset;
+        log_start = opts.log_start_offset;
+        let all: Vec<i64> = sources.open.keys().copied().collect();
+        for b in all {
+            sources.forget(b);
+        }
+    } else if opts.log_start_offset > log_start {
+        log_start = opts.log_start_offset;
+    }
+
+    let no_snapshot = list_snapshots_with(&io, dir)?.is_empty();
+    if clean && recover_base.is_none() && no_snapshot {
+        // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
+        psm.truncate_fully_and_start_at(log_end);
+        psm.take_snapshot_with(&io, dir)?;
+    } else {
+        let load = psm.truncate_and_reload_with(&io, dir, log_start, log_end, now)?;
+        if let Some(f) = load.loaded {
+            snapshot_loaded = Some(f.offset);
+        }
+        let from = psm.map_end_offset().max(log_start);
+        if log_end > from {
+            sources.replay(&mut psm, from, log_end)?;
+        }
+        psm.update_map_end_offset(log_end);
+        psm.take_snapshot_with(&io, dir)?;
+    }
+    let high_watermark = opts
+        .high_watermark
+        .unwrap_or(log_start)
+        .min(log_end)
+        .max(log_start);
+    psm.on_high_watermark_updated(high_watermark);
+    let last_stable_offset = psm.last_stable_offset_for(high_watermark, log_start);
+    drop(sources);
+
+    Ok(RecoveryPlan {
+        dir: dir.to_path_buf(),
+        options: opts.clone(),
+        had_clean_shutdown: clean,
+        recovery_point,
+        leftovers,
+        segments,
+        recovered_from: recover_base,
+        scans,
+        quarantined_segments,
+        start_at_checkpoint,
+        quarantine_dir,
+        snapshot_ops: io.into_ops(),
+        snapshot_loaded,
+        epoch_assignments,
+        warnings,
+        producers: psm,
+        log_start_offset: log_start,
+        log_end_offset: log_end,
+        high_watermark,
+        last_stable_offset,
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// Applying
+// ------------------------------------------------------------------------------------------------
+
+fn apply_snapshot_op(
+    plan: &RecoveryPlan,
+    io: &StorageIo,
+    op: &SnapshotOp,
+) -> Result<(), PartitionLogError> {
+    let env = &plan.options.env;
+    let err = |path: &Path, op: &'static str| {
+        let path = path.to_path_buf();
+        move |source| PartitionLogError::Snapshot(SnapshotError::Io { path, op, source })
+    };
+    match op {
+        SnapshotOp::Write { path, bytes } => io
+            .write_atomically(path, bytes)
+            .map_err(err(path, "writing producer snapshot")),
+        SnapshotOp::SetAside { from, to } => io
+            .rename(from, to)
+            .map_err(err(from, "setting aside corrupt snapshot")),
+        SnapshotOp::Quarantine { from, to } => move_into_quarantine(env, from, to, &plan.dir),
+        SnapshotOp::Remove { path } => io.remove(path).map_err(err(path, "deleting snapshot")),
+    }
+}
+
+/// Creates the plan's quarantine folder durably (both new directory entries synced).
+fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
+    let storage = &plan.options.env.storage;
+    storage.create_dir_all(&plan.quarantine_dir)?;
+    storage.sync_dir(&plan.dir.join(QUARANTINE_DIR))?;
+    storage.sync_dir(&plan.dir)?;
+    Ok(())
+}
+
+fn apply_with(
+    plan: RecoveryPlan,
+    lock: DirLock,
+) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+    let opts = plan.options.clone();
+    let env = &opts.env;
+    let dir = plan.dir.clone();
+    let io = StorageIo::new(Arc::clone(&env.storage));
+
+    // 1. Leftovers.
+    for a in &plan.leftovers {
+        match a {
+            LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
+            LeftoverAction::Rename { from, to, kind } => rename_segment_file(env, from, to, *kind)?,
+        }
+    }
+    if !plan.leftovers.is_empty() {
+        env.storage.sync_dir(&dir)?;
+    }
+
+    // 2. The segments, as they are (the active one's next offset from the plan).
+    let open_end = plan
+        .segments
+        .last()
+        .map_or(0, |s| s.next_offset.unwrap_or(s.base_offset));
+    let (local, _) = LocalLog::open_planned(
+        &dir,
+        opts.config.log.clone(),
+        plan.recovery_point,
+        env.clone(),
+        lock,
+        open_end,
+    )?;
+    let mut epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), &dir)?;
+
+    // 3. Recovery: snapshots of the scan, the scans written (cut bytes quarantined first),
+    // later segments moved to quarantine.
+    let mut ops = plan.snapshot_ops.iter().peekable();
+    let mut cut = Vec::new();
+    let mut quarantined = Vec::new();
+    let mut quarantine_dir = None;
+    let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
+        (0usize, 0u64, 0u64, 0u64);
+    let needs_qdir =
+        plan.recovered_from.is_some() && !plan.scans.is_empty() || plan.start_at_checkpoint;
+    if needs_qdir {
+        create_quarantine_dir(&plan)?;
+    }
+    while let Some((SnapshotPhase::BeforeInstall, op)) = ops.peek() {
+        apply_snapshot_op(&plan, &io, op)?;
+        ops.next();
+    }
+    if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
+        for &(epoch, offset) in &plan.epoch_assignments {
+            epochs.assign(epoch, offset)?;
+        }
+        let (outcomes, moved) = local.install_scans(base, &plan.scans, &plan.quarantine_dir)?;
+        for (segment, o) in &outcomes {
+            segments_scanned += 1;
+            batches_scanned += o.batches;
+            bytes_scanned += o.valid_bytes + o.truncated_bytes;
+            kept_bytes += o.valid_bytes;
+            if let (Some((position, reason)), Some(file)) = (&o.truncated_at, &o.quarantine_file) {
+                cut.push(CutInfo {
+                    segment: *segment,
+                    position: *position,
+                    bytes: o.truncated_bytes,
+                    reason: reason.clone(),
+                    quarantined_to: file.clone(),
+                });
+            }
+        }
+        quarantined = moved;
+    }
+    // Snapshots beyond the log end go with the quarantined data.
+    while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
+        apply_snapshot_op(&plan, &io, op)?;
+        quarantined.push(to.clone());
+        ops.next();
+    }
+
+    // 4. Log start offset.
+    let mut log_end = local.log_end_offset();
+    if plan.start_at_checkpoint {
+        let moved =
+            local.quarantine_fully_and_start_at(opts.log_start_offset, &plan.quarantine_dir)?;
+        quarantined.extend(moved);
+        epochs.clear()?;
+        log_end = opts.log_start_offset;
+    } else if opts.log_start_offset > local.log_start_offset() {
+        local.increment_log_start_offset(opts.log_start_offset)?;
+    }
+    if needs_qdir {
+        if cut.is_empty() && quarantined.is_empty() {
+            remove_empty_quarantine_dir(env, &plan.quarantine_dir);
+        } else {
+            quarantine_dir = Some(plan.quarantine_dir.clone());
+        }
+    }
+    let log_start = local.log_start_offset();
+    epochs.truncate_from_end(log_end)?;
+    epochs.truncate_from_start(log_start)?;
+
+    // 5. Producer state: the plan's, with its remaining snapshot operations.
+    let mut snapshots_set_aside = Vec::new();
+    for (_, op) in plan.snapshot_ops.iter() {
+        if let SnapshotOp::SetAside { to, .. } = op {
+            snapshots_set_aside.push(to.clone());
+        }
+    }
+    for (_, op) in ops {
+        apply_snapshot_op(&plan, &io, op)?;
+    }
+    let producers = plan.producers.active_producers().len();
+    let mut log = PartitionLog {
+        dir: dir.clone(),
+        local,
+        psm: plan.producers,
+        epochs,
+        high_watermark: log_start,
+        config: opts.config.clone(),
+        clock: Arc::clone(&env.clock),
+        io: io.clone(),
+    };
+    log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
+
+    let report = RecoveryReport {
+        partition: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        had_clean_shutdown: plan.had_clean_shutdown,
+        recovery_point: if plan.had_clean_shutdown {
+            log_end
+        } else {
+            plan.recovery_point
+        },
+        recovered_from: plan.recovered_from,
+        segments_scanned,
+        batches_scanned,
+        bytes_scanned,
+        kept_bytes,
+        cut,
+        quarantined_segments: quarantined,
+        snapshots_set_aside,
+        quarantine_dir,
+        temp_files_handled: plan
+            .leftovers
+            .iter()
+            .map(|a| a.path().to_path_buf())
+            .collect(),
+        warnings: plan.warnings,
+        log_start_offset: log_start,
+        log_end_offset: log_end,
+        producers,
+    };
+    Ok((log, report))
+}
