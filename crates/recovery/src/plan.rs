@@ -98,6 +98,8 @@ pub struct SegmentPlan {
     pub size: u64,
     /// Index files that fail Kafka's sanity checks.
     pub index_findings: Vec<IndexFinding>,
+    /// The `.txnindex` exists.
+    pub has_txn_index: bool,
     /// The active segment's next offset as Kafka's `readNextOffset` finds it before recovery
     /// (from the last offset-index entry on); `None` for the other segments, and when the walk
     /// met a batch that does not parse (the segment is then recovered).
@@ -231,6 +233,85 @@ impl RecoveryPlan {
                 _ => None,
             })
             .collect()
+    }
+
+    /// The report [`LogLoader::apply`] gives for this plan (the same fields, predicted).
+    pub fn report(&self) -> RecoveryReport {
+        let cut = self.cuts();
+        let scanned: BTreeMap<i64, &SegmentScan> =
+            self.scans.iter().map(|s| (s.base_offset, s)).collect();
+        let files_of = |seg: &SegmentPlan, has_txn: bool| {
+            let q = &self.quarantine_dir;
+            let b = seg.base_offset;
+            let mut out = vec![segment_file_path(q, b, FileKind::Log)];
+            if has_txn {
+                out.push(segment_file_path(q, b, FileKind::TxnIndex));
+            }
+            out.push(segment_file_path(q, b, FileKind::Index));
+            out.push(segment_file_path(q, b, FileKind::TimeIndex));
+            out
+        };
+        let mut quarantined = Vec::new();
+        for seg in &self.segments {
+            if self.quarantined_segments.contains(&seg.base_offset) {
+                quarantined.extend(files_of(seg, seg.has_txn_index));
+            }
+        }
+        for (_, op) in &self.snapshot_ops {
+            if let SnapshotOp::Quarantine { to, .. } = op {
+                quarantined.push(to.clone());
+            }
+        }
+        if self.start_at_checkpoint {
+            for seg in &self.segments {
+                if self.quarantined_segments.contains(&seg.base_offset) {
+                    continue;
+                }
+                let (size, has_txn) = match scanned.get(&seg.base_offset) {
+                    Some(s) => (
+                        s.valid_bytes,
+                        seg.has_txn_index || !s.aborted_txns.is_empty(),
+                    ),
+                    None => (seg.size, seg.has_txn_index),
+                };
+                if size > 0 {
+                    quarantined.extend(files_of(seg, has_txn));
+                }
+            }
+        }
+        let quarantine_dir =
+            (!cut.is_empty() || !quarantined.is_empty()).then(|| self.quarantine_dir.clone());
+        RecoveryReport {
+            partition: self.partition(),
+            had_clean_shutdown: self.had_clean_shutdown,
+            recovery_point: if self.had_clean_shutdown {
+                self.log_end_offset
+            } else {
+                self.recovery_point
+            },
+            recovered_from: self.recovered_from,
+            segments_scanned: self.scans.len(),
+            batches_scanned: self.scans.iter().map(|s| s.batches).sum(),
+            bytes_scanned: self.scans.iter().map(|s| s.size).sum(),
+            kept_bytes: self.scans.iter().map(|s| s.valid_bytes).sum(),
+            cut,
+            quarantined_segments: quarantined,
+            snapshots_set_aside: self
+                .snapshots_set_aside()
+                .into_iter()
+                .map(|(_, to)| to)
+                .collect(),
+            quarantine_dir,
+            temp_files_handled: self
+                .leftovers
+                .iter()
+                .map(|a| a.path().to_path_buf())
+                .collect(),
+            warnings: self.warnings.clone(),
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            producers: self.producers.active_producers().len(),
+        }
     }
 
     /// Whether applying the plan changes any byte or name of the partition's data: a leftover,
@@ -745,6 +826,7 @@ fn plan_with(
             path: f.path.clone(),
             size,
             index_findings,
+            has_txn_index: env.storage.exists(&source_of(base, FileKind::TxnIndex))?,
             next_offset,
         });
     }
@@ -760,6 +842,7 @@ fn plan_with(
             path,
             size: 0,
             index_findings: Vec::new(),
+            has_txn_index: false,
             next_offset: Some(0),
         });
     }
@@ -1142,4 +1225,24 @@ fn apply_with(
         producers,
     };
     Ok((log, report))
+}
+
+/// Every file under `dir` (recursively) with its bytes, and every directory: a picture of a
+/// directory to check that planning changed nothing (the directory lock file excluded).
+pub fn tree_image(dir: &Path) -> io::Result<BTreeMap<PathBuf, Option<Vec<u8>>>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                out.insert(p.clone(), None);
+                stack.push(p);
+            } else if e.file_name() != segment_store::file_name::LOCK_FILE_NAME {
+                out.insert(p.clone(), Some(std::fs::read(&p)?));
+            }
+        }
+    }
+    Ok(out)
 }

@@ -9,6 +9,7 @@ mod fuzz_replay;
 mod loader;
 mod log;
 mod mirror;
+mod plan;
 mod prop;
 mod retention;
 mod rules;
