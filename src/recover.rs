@@ -65,7 +65,7 @@ pub struct RecoverArgs {
 }
 
 /// Whether a loader error is about the files' accessibility (exit 2) rather than their content.
-fn is_io(e: &PartitionLogError) -> bool {
+pub(crate) fn is_io(e: &PartitionLogError) -> bool {
     match e {
         PartitionLogError::Io { .. } => true,
         PartitionLogError::Segment(s) => {

@@ -68,7 +68,8 @@ pub use mirror::{
     MirrorStateFile, MirrorStateKind, MirrorStateStore, StoppingStep,
 };
 pub use plan::{
-    IndexFinding, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotOp, SnapshotPhase,
+    IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
+    SnapshotFinding, SnapshotOp, SnapshotPhase,
 };
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,

@@ -74,6 +74,36 @@ pub struct LoadOptions {
     pub full: bool,
 }
 
+impl LoadOptions {
+    /// The options a broker would load the partition directory `dir` with: the clean-shutdown
+    /// marker and the recovery-point, log-start-offset and replication-offset checkpoints of its
+    /// parent log directory, when it has them (read, never changed; unreadable checkpoints count
+    /// as empty, as Kafka logs and ignores them). `full` ignores marker and recovery point.
+    pub fn for_partition_dir(dir: &Path, full: bool) -> LoadOptions {
+        let mut opts = LoadOptions {
+            full,
+            ..LoadOptions::default()
+        };
+        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return opts;
+        };
+        let Ok(parsed) = parse_partition_dir_name(name) else {
+            return opts;
+        };
+        let tp = TopicPartition::new(parsed.topic, parsed.partition);
+        let env = &opts.env;
+        opts.had_clean_shutdown = env
+            .storage
+            .exists(&parent.join(CLEAN_SHUTDOWN_FILE))
+            .unwrap_or(false);
+        let get = |name: &str| checkpoint_map(env, &parent.join(name)).get(&tp).copied();
+        opts.recovery_point = get(RECOVERY_POINT_CHECKPOINT_FILE).unwrap_or(0);
+        opts.log_start_offset = get(LOG_START_OFFSET_CHECKPOINT_FILE).unwrap_or(0);
+        opts.high_watermark = get(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        opts
+    }
+}
+
 /// Bytes cut from a segment by recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutInfo {

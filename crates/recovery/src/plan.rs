@@ -31,10 +31,12 @@ use segment_store::file_name::{
     file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
 };
 use segment_store::{
-    scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, ParsedName,
-    ReadOnlyBytes, SegmentConfig, SegmentError, SegmentScan, TimeIndexView, TxnIndexView,
+    scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, OffsetPosition,
+    ParsedName, ReadOnlyBytes, SegmentConfig, SegmentError, SegmentScan, TimeIndexView,
+    TimestampOffset, TxnIndexView,
 };
 
+use crate::audit::{AuditFinding, ProducerAudit};
 use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::loader::{
@@ -43,8 +45,9 @@ use crate::loader::{
 };
 use crate::log::{PartitionLog, PartitionLogError};
 use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::{list_snapshots_with, SnapshotIo, StorageIo};
+use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, StorageIo};
 use crate::summary::BatchSummary;
+use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 
 /// What happens to a leftover file of an interrupted operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,13 +81,95 @@ impl LeftoverAction {
     }
 }
 
-/// An index file that fails Kafka's sanity check (recovery rebuilds the segment's indexes).
+/// What is wrong with an index file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexProblem {
+    /// Kafka's sanity check fails (recovery rebuilds the segment's indexes).
+    Sanity(IndexCorruption),
+    /// An offset-index entry points at or past the end of the `.log`.
+    EntryBeyondLog {
+        /// Entry number.
+        entry: usize,
+        /// Its offset.
+        offset: i64,
+        /// Its position.
+        position: u32,
+        /// Size of the `.log`.
+        log_size: u64,
+    },
+    /// An offset-index entry in the valid prefix does not point at a batch's first byte.
+    NotBatchBoundary {
+        /// Entry number.
+        entry: usize,
+        /// Its offset.
+        offset: i64,
+        /// Its position.
+        position: u32,
+    },
+    /// An offset-index entry points at a batch with another last offset.
+    OffsetMismatch {
+        /// Entry number.
+        entry: usize,
+        /// The entry's offset.
+        index_offset: i64,
+        /// The last offset of the batch at its position.
+        log_offset: i64,
+        /// Its position.
+        position: u32,
+    },
+    /// A time-index entry names an offset past the segment's last offset.
+    TimeEntryBeyondLog {
+        /// Entry number.
+        entry: usize,
+        /// Its timestamp.
+        timestamp: i64,
+        /// Its offset.
+        offset: i64,
+        /// The segment's last offset.
+        last_offset: i64,
+    },
+    /// A `.txnindex` whose length is not a whole number of entries.
+    TxnPartialEntry {
+        /// File length.
+        len: u64,
+    },
+}
+
+/// A problem of one index file of a segment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexFinding {
     /// Which index.
     pub kind: FileKind,
     /// What is wrong.
-    pub problem: IndexCorruption,
+    pub problem: IndexProblem,
+}
+
+/// What recovery does with a snapshot file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotFate {
+    /// Nothing (it is never read).
+    Kept,
+    /// Renamed to `*.corrupt`.
+    SetAside,
+    /// Replaced by a snapshot recovery writes.
+    Rewritten,
+    /// Deleted (outside the log's offsets).
+    Deleted,
+    /// Moved to quarantine with the data it describes.
+    Quarantined,
+}
+
+/// A snapshot file that does not read back, or lies beyond the log end recovery leaves.
+#[derive(Debug)]
+pub struct SnapshotFinding {
+    /// The file.
+    pub path: PathBuf,
+    /// Its offset.
+    pub offset: i64,
+    /// Why it does not read back (`None`: it does; it is beyond the log end).
+    pub error: Option<SnapshotError>,
+    /// What recovery does with it.
+    pub fate: SnapshotFate,
 }
 
 /// One segment as the plan sees it.
@@ -175,8 +260,14 @@ pub struct RecoveryPlan {
     pub quarantine_dir: PathBuf,
     /// Producer-snapshot operations, in order, with their phase.
     pub snapshot_ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    /// Snapshot files that do not read back or lie beyond the log end, with their fate.
+    pub snapshot_findings: Vec<SnapshotFinding>,
     /// The snapshot producer state was loaded from (offset), if any.
     pub snapshot_loaded: Option<i64>,
+    /// Batches applied to producer state after the snapshot loaded (or from the log start).
+    pub batches_applied: u64,
+    /// The collision audit's findings ([`LogLoader::plan_audited`] only).
+    pub audit: Option<Vec<AuditFinding>>,
     /// Leader epochs first seen in the recovered batches: (epoch, start offset).
     pub epoch_assignments: Vec<(i32, i64)>,
     /// Producer-state warnings of the recovered batches.
@@ -645,6 +736,19 @@ impl<'a> Sources<'a> {
         }
     }
 
+    /// Drops the bytes of `base` (opened again if needed): one segment in memory at a time.
+    fn release(&mut self, base: i64) {
+        if let Some((_, slot, _)) = self.open.get_mut(&base) {
+            if matches!(
+                slot,
+                Some(ReadOnlyBytes::Mapped(_)) | Some(ReadOnlyBytes::Owned(_))
+            ) && base_has_file(slot)
+            {
+                *slot = None;
+            }
+        }
+    }
+
     fn forget(&mut self, base: i64) {
         self.open.remove(&base);
     }
@@ -656,6 +760,7 @@ impl<'a> Sources<'a> {
         psm: &mut ProducerStateManager,
         from: i64,
         to: i64,
+        seen: &mut dyn FnMut(&BatchSummary),
     ) -> Result<(), PartitionLogError> {
         let bases: Vec<i64> = self.open.keys().copied().collect();
         let mut applied = AppliedBatches::default();
@@ -673,13 +778,149 @@ impl<'a> Sources<'a> {
                     return Ok(());
                 }
                 if batch.base_offset() >= from {
-                    psm.apply_replicated_batch(&BatchSummary::from_batch(&batch)?, &mut applied)?;
+                    let summary = BatchSummary::from_batch(&batch)?;
+                    seen(&summary);
+                    psm.apply_replicated_batch(&summary, &mut applied)?;
                     applied.clear();
                 }
             }
         }
         Ok(())
     }
+}
+
+/// The check of one scanned segment's offset and time index entries against its batches.
+struct IndexCheck {
+    /// (entry number, entry) by position, those inside the `.log`.
+    entries: Vec<(usize, OffsetPosition)>,
+    next: usize,
+    time_entries: Vec<(usize, TimestampOffset)>,
+    findings: Vec<IndexFinding>,
+}
+
+impl IndexCheck {
+    /// The batch at `position` with `last_offset`, in log order.
+    fn batch(&mut self, position: u64, last_offset: i64) {
+        while let Some((n, e)) = self.entries.get(self.next).copied() {
+            let p = u64::from(e.position.0);
+            if p > position {
+                break;
+            }
+            self.next += 1;
+            let problem = if p < position {
+                IndexProblem::NotBatchBoundary {
+                    entry: n,
+                    offset: e.offset,
+                    position: e.position.0,
+                }
+            } else if e.offset != last_offset {
+                IndexProblem::OffsetMismatch {
+                    entry: n,
+                    index_offset: e.offset,
+                    log_offset: last_offset,
+                    position: e.position.0,
+                }
+            } else {
+                continue;
+            };
+            self.findings.push(IndexFinding {
+                kind: FileKind::Index,
+                problem,
+            });
+        }
+    }
+
+    /// The findings, once the scan is done: entries left inside the valid prefix are not on a
+    /// batch boundary (those in the cut part are covered by the cut); a clean segment's time
+    /// index must not name offsets past its last one.
+    fn finish(mut self, scan: &SegmentScan) -> Vec<IndexFinding> {
+        self.batch(scan.valid_bytes, i64::MIN);
+        // `batch(valid_bytes, ..)` compared an entry at exactly `valid_bytes` as a mismatch: at
+        // the cut it belongs to the part recovery cuts.
+        self.findings.retain(|f| {
+            !matches!(
+                f.problem,
+                IndexProblem::OffsetMismatch {
+                    log_offset: i64::MIN,
+                    ..
+                }
+            )
+        });
+        if scan.truncated_bytes() == 0 {
+            if let Some(last) = scan.last_offset {
+                for &(n, e) in &self.time_entries {
+                    if e.offset > last {
+                        self.findings.push(IndexFinding {
+                            kind: FileKind::TimeIndex,
+                            problem: IndexProblem::TimeEntryBeyondLog {
+                                entry: n,
+                                timestamp: e.timestamp,
+                                offset: e.offset,
+                                last_offset: last,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        self.findings
+    }
+}
+
+/// The snapshot files of `dir` that do not read back, and those beyond `log_end`, each with what
+/// recovery does with it (from the plan's operations).
+fn snapshot_findings(
+    opts: &LoadOptions,
+    dir: &Path,
+    ops: &[(SnapshotPhase, SnapshotOp)],
+    log_end: i64,
+) -> Result<Vec<SnapshotFinding>, PartitionLogError> {
+    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let mut out = Vec::new();
+    let files = match list_snapshots_with(&io, dir) {
+        Ok(f) => f,
+        Err(SnapshotError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Vec::new()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for f in files {
+        let error = match read_snapshot_with(&io, &f.path) {
+            Ok(_) => None,
+            Err(e @ SnapshotError::Corrupt { .. }) => Some(e),
+            Err(e) => return Err(e.into()),
+        };
+        if error.is_none() && f.offset <= log_end {
+            continue;
+        }
+        let fate = ops
+            .iter()
+            .rev()
+            .find_map(|(_, op)| match op {
+                SnapshotOp::Write { path, .. } if *path == f.path => Some(SnapshotFate::Rewritten),
+                SnapshotOp::SetAside { from, .. } if *from == f.path => {
+                    Some(SnapshotFate::SetAside)
+                }
+                SnapshotOp::Quarantine { from, .. } if *from == f.path => {
+                    Some(SnapshotFate::Quarantined)
+                }
+                SnapshotOp::Remove { path } if *path == f.path => Some(SnapshotFate::Deleted),
+                _ => None,
+            })
+            .unwrap_or(SnapshotFate::Kept);
+        out.push(SnapshotFinding {
+            path: f.path,
+            offset: f.offset,
+            error,
+            fate,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether the bytes came from a file (the empty directory's virtual segment did not).
+fn base_has_file(slot: &Option<ReadOnlyBytes>) -> bool {
+    !matches!(slot, Some(ReadOnlyBytes::Owned(v)) if v.is_empty())
 }
 
 /// Kafka's `readNextOffset` over bytes: from the last offset-index entry's position, the offset
@@ -702,7 +943,13 @@ impl LogLoader {
     /// Errors are the ones loading would fail with (an offset that does not fit its segment,
     /// offsets going backwards, a batch producer state refuses, I/O).
     pub fn plan(dir: &Path, opts: &LoadOptions) -> Result<RecoveryPlan, PartitionLogError> {
-        plan_with(dir, opts, None)
+        plan_with(dir, opts, None, false)
+    }
+
+    /// [`Self::plan`], and the producer-id collision audit ([`ProducerAudit`]) over every batch
+    /// the plan applies to producer state (with a full recovery: the whole valid log).
+    pub fn plan_audited(dir: &Path, opts: &LoadOptions) -> Result<RecoveryPlan, PartitionLogError> {
+        plan_with(dir, opts, None, true)
     }
 
     /// Makes the changes of `plan` (quarantine first: cut bytes are written and synced before a
@@ -721,7 +968,7 @@ impl LogLoader {
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
         opts.env.storage.create_dir_all(dir)?;
         let lock = DirLock::acquire(dir)?;
-        let plan = plan_with(dir, opts, Some(&lock))?;
+        let plan = plan_with(dir, opts, Some(&lock), false)?;
         apply_with(plan, lock)
     }
 }
@@ -744,6 +991,7 @@ fn plan_with(
     dir: &Path,
     opts: &LoadOptions,
     lock: Option<&DirLock>,
+    audit: bool,
 ) -> Result<RecoveryPlan, PartitionLogError> {
     let env = &opts.env;
     let (leftovers, live) = plan_leftovers(opts, dir)?;
@@ -772,6 +1020,7 @@ fn plan_with(
     };
     let mut segments = Vec::new();
     let mut insane = Vec::new();
+    let mut index_checks: BTreeMap<i64, IndexCheck> = BTreeMap::new();
     let last_base = logs.last().map(|f| f.parsed.base_offset);
     for f in &logs {
         let base = f.parsed.base_offset;
@@ -784,7 +1033,7 @@ fn plan_with(
         if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
             index_findings.push(IndexFinding {
                 kind: FileKind::Index,
-                problem,
+                problem: IndexProblem::Sanity(problem),
             });
         }
         let time = read_index(
@@ -795,7 +1044,7 @@ fn plan_with(
         if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
             index_findings.push(IndexFinding {
                 kind: FileKind::TimeIndex,
-                problem,
+                problem: IndexProblem::Sanity(problem),
             });
         }
         let txn = read_index(
@@ -806,12 +1055,59 @@ fn plan_with(
         if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
             index_findings.push(IndexFinding {
                 kind: FileKind::TxnIndex,
-                problem,
+                problem: IndexProblem::Sanity(problem),
             });
         }
         if !index_findings.is_empty() {
             insane.push(base);
         }
+        if txn.len() % TXN_ENTRY_SIZE != 0 {
+            index_findings.push(IndexFinding {
+                kind: FileKind::TxnIndex,
+                problem: IndexProblem::TxnPartialEntry {
+                    len: txn.len() as u64,
+                },
+            });
+        }
+        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
+        // at position 0), those past the end of the `.log` reported at once, the others checked
+        // against the batches if the segment is scanned.
+        let view = OffsetIndexView::new(base, &index);
+        let mut entries = Vec::new();
+        for n in 0..view.entries() {
+            let Some(e) = view.entry(n) else { break };
+            if e.offset == base && e.position.0 == 0 {
+                break;
+            }
+            if u64::from(e.position.0) >= size {
+                index_findings.push(IndexFinding {
+                    kind: FileKind::Index,
+                    problem: IndexProblem::EntryBeyondLog {
+                        entry: n,
+                        offset: e.offset,
+                        position: e.position.0,
+                        log_size: size,
+                    },
+                });
+            } else {
+                entries.push((n, e));
+            }
+        }
+        entries.sort_by_key(|(n, e)| (e.position, *n));
+        let tview = TimeIndexView::new(base, &time);
+        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
+            .map_while(|n| tview.entry(n).map(|e| (n, e)))
+            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
+            .collect();
+        index_checks.insert(
+            base,
+            IndexCheck {
+                entries,
+                next: 0,
+                time_entries,
+                findings: Vec::new(),
+            },
+        );
         let next_offset = if Some(base) == last_base {
             let next = read_next_offset(base, sources.bytes(base)?, &index);
             if next.is_none() && !insane.contains(&base) {
@@ -831,22 +1127,13 @@ fn plan_with(
         });
     }
     if segments.is_empty() {
-        // An empty directory gets one empty segment at offset 0.
+        // An empty directory gets one empty segment at offset 0 (recovered, if at all, as such).
         let path = segment_file_path(dir, 0, FileKind::Log);
-        sources.open.insert(
-            0,
-            (path.clone(), Some(ReadOnlyBytes::Owned(Vec::new())), None),
-        );
-        segments.push(SegmentPlan {
-            base_offset: 0,
-            path,
-            size: 0,
-            index_findings: Vec::new(),
-            has_txn_index: false,
-            next_offset: Some(0),
-        });
+        sources
+            .open
+            .insert(0, (path, Some(ReadOnlyBytes::Owned(Vec::new())), None));
     }
-    let bases: Vec<i64> = segments.iter().map(|s| s.base_offset).collect();
+    let bases: Vec<i64> = sources.open.keys().copied().collect();
     let first_base = bases.first().copied().unwrap_or(0);
     let mut recover_base = if clean {
         None
@@ -876,6 +1163,8 @@ fn plan_with(
     let mut scans = Vec::new();
     let mut quarantined_segments = Vec::new();
     let mut snapshot_loaded = None;
+    let mut batches_applied = 0u64;
+    let mut audit = audit.then(ProducerAudit::new);
     let quarantine_dir = next_quarantine_dir(opts, dir)?;
     let log_start_before = first_base;
     let mut log_end = match segments.last() {
@@ -888,7 +1177,12 @@ fn plan_with(
         snapshot_loaded = load.loaded.map(|f| f.offset);
         let from = psm.map_end_offset().max(log_start_before);
         if base > from {
-            sources.replay(&mut psm, from, base)?;
+            sources.replay(&mut psm, from, base, &mut |b| {
+                batches_applied += 1;
+                if let Some(a) = audit.as_mut() {
+                    a.observe(b);
+                }
+            })?;
         }
         psm.update_map_end_offset(psm.map_end_offset().max(base));
 
@@ -906,8 +1200,16 @@ fn plan_with(
                 quarantined_segments.push(seg_base);
                 continue;
             }
+            let mut check = index_checks.remove(&seg_base);
             let mut visitor = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+                if let Some(c) = check.as_mut() {
+                    c.batch(batch.position(), batch.last_offset());
+                }
                 let summary = BatchSummary::from_batch(batch)?;
+                if let Some(a) = audit.as_mut() {
+                    a.observe(&summary);
+                }
+                batches_applied += 1;
                 while let Some(&b) = boundaries.get(next_boundary) {
                     if summary.base_offset < b {
                         break;
@@ -942,6 +1244,13 @@ fn plan_with(
                 .unwrap_or_default();
             let bytes = sources.bytes(seg_base)?;
             let scan = scan_segment(&path, bytes, seg_base, &seg_config, &mut visitor)?;
+            sources.release(seg_base);
+            if let (Some(c), Some(seg)) = (
+                check,
+                segments.iter_mut().find(|s| s.base_offset == seg_base),
+            ) {
+                seg.index_findings.extend(c.finish(&scan));
+            }
             cut = scan.truncated_bytes() > 0;
             sources.set_valid(seg_base, scan.valid_bytes);
             log_end = scan.next_offset();
@@ -995,7 +1304,12 @@ fn plan_with(
         }
         let from = psm.map_end_offset().max(log_start);
         if log_end > from {
-            sources.replay(&mut psm, from, log_end)?;
+            sources.replay(&mut psm, from, log_end, &mut |b| {
+                batches_applied += 1;
+                if let Some(a) = audit.as_mut() {
+                    a.observe(b);
+                }
+            })?;
         }
         psm.update_map_end_offset(log_end);
         psm.take_snapshot_with(&io, dir)?;
@@ -1008,6 +1322,8 @@ fn plan_with(
     psm.on_high_watermark_updated(high_watermark);
     let last_stable_offset = psm.last_stable_offset_for(high_watermark, log_start);
     drop(sources);
+    let snapshot_ops = io.into_ops();
+    let snapshot_findings = snapshot_findings(opts, dir, &snapshot_ops, log_end)?;
 
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
@@ -1021,8 +1337,11 @@ fn plan_with(
         quarantined_segments,
         start_at_checkpoint,
         quarantine_dir,
-        snapshot_ops: io.into_ops(),
+        snapshot_ops,
+        snapshot_findings,
         snapshot_loaded,
+        batches_applied,
+        audit: audit.map(ProducerAudit::into_findings),
         epoch_assignments,
         warnings,
         producers: psm,
