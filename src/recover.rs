@@ -20,7 +20,6 @@
 
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -29,11 +28,6 @@ use recovery::{
     load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLogError, ProducerStateWarning,
     RecoveryReport,
 };
-use segment_store::file_name::{
-    parse_partition_dir_name, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
-};
-use segment_store::{OffsetCheckpointFile, StdFs, TopicPartition};
 use serde_json::json;
 
 use crate::dump::json::{emit, ErrorJson};
@@ -77,37 +71,6 @@ pub(crate) fn is_io(e: &PartitionLogError) -> bool {
     }
 }
 
-/// The checkpointed value for `tp` in `dir/name`, if any.
-fn checkpoint(dir: &Path, name: &str, tp: &TopicPartition) -> Option<i64> {
-    let file = OffsetCheckpointFile::new(Arc::new(StdFs), &dir.join(name));
-    file.read()
-        .ok()?
-        .into_iter()
-        .find(|(t, _)| t == tp)
-        .map(|(_, v)| v)
-}
-
-/// Load options for one partition directory, from its parent log directory's marker and
-/// checkpoints when there are any.
-fn partition_options(dir: &Path, full: bool) -> LoadOptions {
-    let mut opts = LoadOptions {
-        full,
-        ..LoadOptions::default()
-    };
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return opts;
-    };
-    let Ok(parsed) = parse_partition_dir_name(name) else {
-        return opts;
-    };
-    let tp = TopicPartition::new(parsed.topic, parsed.partition);
-    opts.had_clean_shutdown = parent.join(CLEAN_SHUTDOWN_FILE).is_file();
-    opts.recovery_point = checkpoint(parent, RECOVERY_POINT_CHECKPOINT_FILE, &tp).unwrap_or(0);
-    opts.log_start_offset = checkpoint(parent, LOG_START_OFFSET_CHECKPOINT_FILE, &tp).unwrap_or(0);
-    opts.high_watermark = checkpoint(parent, REPLICATION_OFFSET_CHECKPOINT_FILE, &tp);
-    opts
-}
-
 fn spinner(what: String) -> Option<ProgressBar> {
     if !io::stderr().is_terminal() {
         return None;
@@ -126,7 +89,7 @@ fn spinner(what: String) -> Option<ProgressBar> {
 fn recover(target: &Target, full: bool) -> Result<Vec<RecoveryReport>, PartitionLogError> {
     match target {
         Target::Partition(dir) => {
-            let (log, report) = LogLoader::load(dir, &partition_options(dir, full))?;
+            let (log, report) = LogLoader::load(dir, &LoadOptions::for_partition_dir(dir, full))?;
             log.close()?;
             Ok(vec![report])
         }

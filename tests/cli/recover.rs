@@ -242,3 +242,55 @@ fn piped_stderr_gets_no_progress_bar_or_escape_codes() {
     );
     assert!(stdout.contains("20 bytes"), "{stdout}");
 }
+
+/// `verify --json` is the dry run of `recover --full --json`: for each damage, the partition
+/// lines agree on the log start and end offsets, the producers and every cut (segment, position,
+/// bytes), and verify changed nothing that recover then found.
+#[test]
+fn verify_predicts_what_recover_full_does() {
+    for d in [
+        None,
+        Some(Damage::FlippedByte),
+        Some(Damage::TornTail),
+        Some(Damage::IndexPastLog),
+        Some(Damage::CorruptSnapshot),
+    ] {
+        let root = tempdir();
+        let (dir, _) = build_partition(root.path(), "orders-0");
+        if let Some(d) = d {
+            damage(&dir, d);
+        }
+        let v = verify(&["--json".as_ref(), dir.as_os_str()]);
+        let v = v
+            .json_lines()
+            .into_iter()
+            .find(|l| l["type"] == "partition")
+            .expect("verify's partition line");
+        let out = recover(&["--full".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+        assert_eq!(out.status, Status::Success, "{d:?}: {}", out.stderr);
+        let r = out.json_lines().remove(0);
+        for field in ["partition", "logStartOffset", "logEndOffset", "producers"] {
+            assert_eq!(v[field], r[field], "{d:?}: {field}");
+        }
+        let cuts = |l: &serde_json::Value| -> Vec<(i64, i64, i64)> {
+            l["cut"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["segment"].as_i64().unwrap(),
+                        c["position"].as_i64().unwrap(),
+                        c["bytes"].as_i64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(cuts(&v), cuts(&r), "{d:?}");
+        assert_eq!(
+            cuts(&r).is_empty(),
+            !matches!(d, Some(Damage::FlippedByte | Damage::TornTail)),
+            "{d:?}"
+        );
+    }
+}
