@@ -12,11 +12,13 @@
 //!
 //! # Loading
 //!
-//! [`LocalLog::open_with`] is a minimal loader: it deletes `*.deleted` leftovers, opens every
-//! `<base>.log`, recovers (with the caller's visitor) the segment containing the recovery point,
-//! every later one, and any whose index fails its sanity check; if a recovery cut bytes, all
-//! later segments are deleted (Kafka's `LogLoader.recoverLog`). `.cleaned`/`.swap` handling and
-//! producer state belong to the recovery crate's loader.
+//! [`LocalLog::open_unrecovered`] and [`LocalLog::open_planned`] open the segments as they are
+//! (deleting `*.deleted` leftovers); the recovery crate's `LogLoader` plans recovery and installs
+//! its scans with [`LocalLog::install_scans`]. [`LocalLog::open_with`] is the same opening
+//! followed by [`LocalLog::recover_from`] (the segment containing the recovery point, and any
+//! earlier one whose index fails its sanity check) for users of this crate alone: recovery never
+//! deletes, the segments after a cut are moved to the quarantine directory. `.cleaned`/`.swap`
+//! handling and producer state belong to the recovery crate's loader.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -169,8 +171,7 @@ struct Summary {
 
 impl LocalLog {
     /// Opens (or initialises) the log in `dir` on the real file system with the system clock and
-    /// no producer-state visitor (segments that need recovery get their indexes rebuilt and an
-    /// empty transaction index).
+    /// no producer-state visitor (see [`Self::open_with`]).
     pub fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> Result<LocalLog> {
         Self::open_with(
             dir,
@@ -181,8 +182,11 @@ impl LocalLog {
         )
     }
 
-    /// Opens the log in `dir`; see the module docs. Takes the directory's [`DirLock`] (held for
-    /// the life of the log). An empty directory gets one empty segment at offset 0.
+    /// Opens the log in `dir` ([`Self::open_unrecovered`]) and recovers, with `visitor`, every
+    /// segment from the one containing the recovery point (or an earlier one whose index fails
+    /// its sanity check, or whose tail does not parse) with [`Self::recover_from`]: cut bytes
+    /// and the segments after a cut go to the configured quarantine directory (the partition
+    /// directory by default). Takes the directory's [`DirLock`] (held for the life of the log).
     pub fn open_with(
         dir: &Path,
         config: LogConfig,
@@ -190,8 +194,23 @@ impl LocalLog {
         env: LogEnv,
         visitor: &mut BatchVisitor<'_>,
     ) -> Result<LocalLog> {
-        Self::open_inner(dir, config, recovery_point, env, None, None, Some(visitor))
-            .map(|(log, _)| log)
+        let quarantine = config
+            .quarantine_dir
+            .clone()
+            .unwrap_or_else(|| dir.to_path_buf());
+        let (log, insane) = Self::open_unrecovered(dir, config, recovery_point, env)?;
+        let from = {
+            let inner = log.read_inner();
+            let bases = inner.segments.keys().copied();
+            let first = bases.clone().next().unwrap_or(0);
+            bases
+                .take_while(|&b| b <= recovery_point)
+                .last()
+                .unwrap_or(first)
+        };
+        let from = insane.first().map_or(from, |&i| from.min(i));
+        log.recover_from(from, visitor, &quarantine)?;
+        Ok(log)
     }
 
     /// Opens the segments of `dir` as they are: leftover `*.deleted` files are removed, but no
@@ -205,7 +224,7 @@ impl LocalLog {
         recovery_point: i64,
         env: LogEnv,
     ) -> Result<(LocalLog, Vec<i64>)> {
-        Self::open_inner(dir, config, recovery_point, env, None, None, None)
+        Self::open_inner(dir, config, recovery_point, env, None, None)
     }
 
     /// [`Self::open_unrecovered`] for a loader that already holds `lock` (the directory's
@@ -227,7 +246,6 @@ impl LocalLog {
             env,
             Some(lock),
             Some(log_end_offset),
-            None,
         )
     }
 
@@ -238,7 +256,6 @@ impl LocalLog {
         env: LogEnv,
         lock: Option<DirLock>,
         known_log_end: Option<i64>,
-        mut visitor: Option<&mut BatchVisitor<'_>>,
     ) -> Result<(LocalLog, Vec<i64>)> {
         env.storage.create_dir_all(dir)?;
         let lock = match lock {
@@ -256,8 +273,6 @@ impl LocalLog {
                 ..SegmentConfig::default()
             },
         };
-        let quarantine = config.quarantine_dir.clone().unwrap_or_else(|| dir.clone());
-
         // Leftovers of interrupted deletions, and the list of segments.
         let mut bases = Vec::new();
         for name in env.storage.list_dir(&dir)? {
@@ -273,29 +288,11 @@ impl LocalLog {
         bases.sort_unstable();
 
         let mut segments = BTreeMap::new();
-        let recover_from = bases
-            .iter()
-            .copied()
-            .take_while(|&b| b <= recovery_point)
-            .last()
-            .unwrap_or(i64::MIN);
-        let mut cut = false;
         let mut insane = Vec::new();
         for base in bases {
-            if cut {
-                LogSegment::open(&ctx, &dir, base)?.delete()?;
-                continue;
-            }
-            let mut seg = LogSegment::open(&ctx, &dir, base)?;
-            let sane = seg.sanity_check().is_ok();
-            if !sane {
+            let seg = LogSegment::open(&ctx, &dir, base)?;
+            if seg.sanity_check().is_err() {
                 insane.push(base);
-            }
-            if let Some(visitor) = visitor.as_mut() {
-                if base >= recover_from || !sane {
-                    let outcome: RecoveryOutcome = seg.recover(*visitor, &quarantine)?;
-                    cut = outcome.truncated_bytes > 0;
-                }
             }
             segments.insert(base, seg);
         }
