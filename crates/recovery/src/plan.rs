@@ -186,8 +186,9 @@ pub struct SegmentPlan {
     /// The `.txnindex` exists.
     pub has_txn_index: bool,
     /// The active segment's next offset as Kafka's `readNextOffset` finds it before recovery
-    /// (from the last offset-index entry on); `None` for the other segments, and when the walk
-    /// met a batch that does not parse (the segment is then recovered).
+    /// (from the last offset-index entry on); `None` for the other segments, when recovery scans
+    /// the segment anyway, and when the walk met a batch that does not parse (the segment is then
+    /// recovered).
     pub next_offset: Option<i64>,
 }
 
@@ -1021,6 +1022,7 @@ fn plan_with(
     let mut segments = Vec::new();
     let mut insane = Vec::new();
     let mut index_checks: BTreeMap<i64, IndexCheck> = BTreeMap::new();
+    let mut last_index = Vec::new();
     let last_base = logs.last().map(|f| f.parsed.base_offset);
     for f in &logs {
         let base = f.parsed.base_offset;
@@ -1108,22 +1110,16 @@ fn plan_with(
                 findings: Vec::new(),
             },
         );
-        let next_offset = if Some(base) == last_base {
-            let next = read_next_offset(base, sources.bytes(base)?, &index);
-            if next.is_none() && !insane.contains(&base) {
-                insane.push(base);
-            }
-            next
-        } else {
-            None
-        };
+        if Some(base) == last_base {
+            last_index = index;
+        }
         segments.push(SegmentPlan {
             base_offset: base,
             path: f.path.clone(),
             size,
             index_findings,
             has_txn_index: env.storage.exists(&source_of(base, FileKind::TxnIndex))?,
-            next_offset,
+            next_offset: None,
         });
     }
     if segments.is_empty() {
@@ -1151,6 +1147,19 @@ fn plan_with(
     };
     if let Some(&b) = insane.first() {
         recover_base = Some(recover_base.map_or(b, |r| r.min(b)));
+    }
+    // The active segment's next offset, unless recovery scans it anyway (Kafka's
+    // `readNextOffset`: from the last offset-index entry on). A batch there that does not parse
+    // (the zeros a crash leaves in preallocated or torn blocks) makes recovery scan it.
+    if let Some(last) = segments.last_mut() {
+        let base = last.base_offset;
+        if recover_base.is_none_or(|r| r > base) {
+            last.next_offset = read_next_offset(base, sources.bytes(base)?, &last_index);
+            sources.release(base);
+            if last.next_offset.is_none() {
+                recover_base = Some(recover_base.map_or(base, |r| r.min(base)));
+            }
+        }
     }
 
     let now = env.clock.now_ms();
