@@ -32,8 +32,8 @@ use segment_store::file_name::{
 };
 use segment_store::{
     scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, OffsetPosition,
-    ParsedName, ReadOnlyBytes, SegmentConfig, SegmentError, SegmentScan, TimeIndexView,
-    TimestampOffset, TxnIndexView,
+    ParsedName, ReadOnlyBytes, RecoveryVisitor, SegmentConfig, SegmentError, SegmentScan,
+    SegmentScanner, TimeIndexView, TimestampOffset, TxnIndexView,
 };
 
 use crate::audit::{AuditFinding, ProducerAudit};
@@ -706,6 +706,9 @@ fn read_index(
     }
 }
 
+/// The window of a scan planned without the directory lock (no map): read, scanned, reused.
+pub const SCAN_WINDOW_BYTES: u64 = 32 << 20;
+
 /// The bytes of the segments, opened when first needed.
 struct Sources<'a> {
     opts: &'a LoadOptions,
@@ -735,6 +738,55 @@ impl<'a> Sources<'a> {
         if let Some((_, _, v)) = self.open.get_mut(&base) {
             *v = Some(valid);
         }
+    }
+
+    /// Recovery's scan of the segment at `base`: over its map (or its bytes, on storage without
+    /// maps) at once, or — planned without the directory lock — through a file handle, one
+    /// window of [`SCAN_WINDOW_BYTES`] at a time (grown for a larger batch), so that memory is
+    /// bounded by the window, not the segment.
+    fn scan(
+        &mut self,
+        base: i64,
+        config: &SegmentConfig,
+        visitor: &mut RecoveryVisitor<'_, PartitionLogError>,
+    ) -> Result<SegmentScan, PartitionLogError> {
+        let Some((path, slot, _)) = self.open.get(&base) else {
+            return Err(PartitionLogError::from(SegmentError::io(
+                PathBuf::new(),
+                "scan",
+                io::Error::from(io::ErrorKind::NotFound),
+            )));
+        };
+        let path = path.clone();
+        let windowed =
+            slot.is_none() && self.lock.is_none() && self.opts.env.storage.supports_mmap();
+        if !windowed {
+            let bytes = self.bytes(base)?;
+            return scan_segment(&path, bytes, base, config, visitor);
+        }
+        let handle = self
+            .opts
+            .env
+            .storage
+            .open(&path, segment_store::OpenMode::Read)?;
+        let size = handle.len()?;
+        let mut scanner = SegmentScanner::new(&path, base, size, config);
+        let mut buf = Vec::new();
+        let (mut position, mut window) = (0u64, SCAN_WINDOW_BYTES);
+        loop {
+            let len = window.min(size.saturating_sub(position));
+            buf.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+            handle.read_exact_at(position, &mut buf)?;
+            match scanner.scan(&buf, position, visitor)? {
+                None => break,
+                Some(next) if next == position => window = window.saturating_mul(2),
+                Some(next) => {
+                    position = next;
+                    window = SCAN_WINDOW_BYTES;
+                }
+            }
+        }
+        Ok(scanner.finish())
     }
 
     /// Drops the bytes of `base` (opened again if needed): one segment in memory at a time.
@@ -1246,13 +1298,7 @@ fn plan_with(
                 applied.clear();
                 Ok::<_, PartitionLogError>(())
             };
-            let path = sources
-                .open
-                .get(&seg_base)
-                .map(|(p, _, _)| p.clone())
-                .unwrap_or_default();
-            let bytes = sources.bytes(seg_base)?;
-            let scan = scan_segment(&path, bytes, seg_base, &seg_config, &mut visitor)?;
+            let scan = sources.scan(seg_base, &seg_config, &mut visitor)?;
             sources.release(seg_base);
             if let (Some(c), Some(seg)) = (
                 check,

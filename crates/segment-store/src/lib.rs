@@ -55,5 +55,5 @@ pub use mmap::MmapFile;
 pub use segment::{
     scan_segment, Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock,
     RecoveryOutcome, RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext,
-    SegmentScan, SystemClock,
+    SegmentScan, SegmentScanner, SystemClock,
 };

@@ -904,11 +904,7 @@ impl SegmentScan {
 }
 
 /// Recovery's scan of the bytes of one `.log` (`path` only names it in errors), read-only:
-/// framing and CRC-32C of every batch on every core, region by region, while this thread applies
-/// the entries strictly in order (see `record_format::scan`): offset range checks, the max
-/// timestamp, the offset and time index entries by Kafka's append rule (`index.interval.bytes`
-/// from `config`), and `visitor` with each valid v2 batch (the aborted transactions it pushes are
-/// collected). Stops at the first invalid or incomplete batch.
+/// [`SegmentScanner`] over all of `bytes` at once.
 ///
 /// Errors: an offset that does not fit the segment ([`SegmentError::OffsetOverflow`]), indexed
 /// offsets that go backwards ([`SegmentError::InvalidOffset`]), more entries than the
@@ -920,134 +916,198 @@ pub fn scan_segment<E: From<SegmentError>>(
     config: &SegmentConfig,
     visitor: &mut RecoveryVisitor<'_, E>,
 ) -> std::result::Result<SegmentScan, E> {
-    let interval = u64::from(config.index_interval_bytes);
-    let max_offset_entries =
-        usize::try_from(config.max_index_size / OFFSET_ENTRY_SIZE as u64).unwrap_or(usize::MAX);
-    let max_time_entries =
-        usize::try_from(config.max_index_size / TIME_ENTRY_SIZE as u64).unwrap_or(usize::MAX);
-    let mut max_ts = TimestampOffset {
-        timestamp: NO_TIMESTAMP,
-        offset: base_offset,
-    };
-    let mut last_time_ts = NO_TIMESTAMP;
-    let mut valid_bytes = 0u64;
-    let mut last_index_entry = 0u64;
-    let mut batches = 0u64;
-    let mut last_offset = None;
-    let mut offset_entries: Vec<OffsetPosition> = Vec::new();
-    let mut time_entries: Vec<TimestampOffset> = Vec::new();
-    let mut aborted_txns = Vec::new();
-    let mut aborted = Vec::new();
-    let regions = Regions::new(bytes, 0, config.recovery_region_bytes);
-    let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
-        let mut apply = || -> std::result::Result<(), E> {
-            while let Piece::Entries(entries) = reader.next_piece() {
-                for entry in entries.iter() {
-                    let last = entry.last_offset();
-                    let fits = last
-                        .checked_sub(base_offset)
-                        .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r));
-                    if !fits {
-                        return Err(SegmentError::OffsetOverflow {
-                            path: path.to_path_buf(),
-                            offset: last,
-                            base_offset,
-                        }
-                        .into());
-                    }
-                    let batch_max_ts = match entry {
-                        LogEntry::V2(b) => b.max_timestamp(),
-                        LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
-                            .next()
-                            .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
-                    };
-                    if batch_max_ts > max_ts.timestamp {
-                        max_ts = TimestampOffset {
-                            timestamp: batch_max_ts,
-                            offset: last,
-                        };
-                    }
-                    if valid_bytes - last_index_entry > interval {
-                        // OffsetIndex::append's checks, so that the plan fails where the
-                        // install would.
-                        if offset_entries.len() >= max_offset_entries {
-                            return Err(SegmentError::IndexFull {
-                                path: path.with_extension("index"),
-                                entries: offset_entries.len(),
+    let mut scanner = SegmentScanner::new(path, base_offset, bytes.len() as u64, config);
+    scanner.scan(bytes, 0, visitor)?;
+    Ok(scanner.finish())
+}
+
+/// Recovery's scan of one `.log`, fed window by window (so that a reader without a map needs
+/// memory for one window, not the segment): framing and CRC-32C of every batch on every core,
+/// region by region, while this thread applies the entries strictly in order (see
+/// `record_format::scan`): offset range checks, the max timestamp, the offset and time index
+/// entries by Kafka's append rule (`index.interval.bytes` from the config), and the visitor with
+/// each valid v2 batch (the aborted transactions it pushes are collected). Stops at the first
+/// invalid batch, or at an incomplete one at the end of the file.
+#[derive(Debug)]
+pub struct SegmentScanner {
+    path: PathBuf,
+    size: u64,
+    interval: u64,
+    region_bytes: usize,
+    max_offset_entries: usize,
+    max_time_entries: usize,
+    last_time_ts: i64,
+    last_index_entry: u64,
+    scan: SegmentScan,
+}
+
+impl SegmentScanner {
+    /// A scanner of the `.log` at `path` of `size` bytes, with base offset `base_offset`.
+    pub fn new(path: &Path, base_offset: i64, size: u64, config: &SegmentConfig) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            size,
+            interval: u64::from(config.index_interval_bytes),
+            region_bytes: config.recovery_region_bytes,
+            max_offset_entries: usize::try_from(config.max_index_size / OFFSET_ENTRY_SIZE as u64)
+                .unwrap_or(usize::MAX),
+            max_time_entries: usize::try_from(config.max_index_size / TIME_ENTRY_SIZE as u64)
+                .unwrap_or(usize::MAX),
+            last_time_ts: NO_TIMESTAMP,
+            last_index_entry: 0,
+            scan: SegmentScan {
+                base_offset,
+                size,
+                valid_bytes: 0,
+                batches: 0,
+                last_offset: None,
+                max_timestamp: TimestampOffset {
+                    timestamp: NO_TIMESTAMP,
+                    offset: base_offset,
+                },
+                offset_entries: Vec::new(),
+                time_entries: Vec::new(),
+                truncated_at: None,
+                aborted_txns: Vec::new(),
+            },
+        }
+    }
+
+    /// Scans `bytes`, the file's bytes from `position` (where the previous window asked to
+    /// continue, 0 for the first). Returns where the next window must start — the first byte of
+    /// a batch the window ends inside (the same position again: the window must grow), or the
+    /// window's end — or `None` when the scan is over (an invalid batch, or the end of the
+    /// file).
+    pub fn scan<E: From<SegmentError>>(
+        &mut self,
+        bytes: &[u8],
+        position: u64,
+        visitor: &mut RecoveryVisitor<'_, E>,
+    ) -> std::result::Result<Option<u64>, E> {
+        let window_end = position + bytes.len() as u64;
+        let at_file_end = window_end >= self.size;
+        let base_offset = self.scan.base_offset;
+        let interval = self.interval;
+        let (max_offset_entries, max_time_entries) =
+            (self.max_offset_entries, self.max_time_entries);
+        let path = &self.path;
+        let s = &mut self.scan;
+        let last_time_ts = &mut self.last_time_ts;
+        let last_index_entry = &mut self.last_index_entry;
+        let mut aborted = Vec::new();
+        let regions = Regions::new(bytes, position, self.region_bytes);
+        let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
+            let mut apply = || -> std::result::Result<(), E> {
+                while let Piece::Entries(entries) = reader.next_piece() {
+                    for entry in entries.iter() {
+                        let last = entry.last_offset();
+                        let fits = last
+                            .checked_sub(base_offset)
+                            .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r));
+                        if !fits {
+                            return Err(SegmentError::OffsetOverflow {
+                                path: path.to_path_buf(),
+                                offset: last,
+                                base_offset,
                             }
                             .into());
                         }
-                        if let Some(prev) = offset_entries.last() {
-                            if last <= prev.offset {
-                                return Err(SegmentError::InvalidOffset {
-                                    path: path.with_extension("index"),
-                                    offset: last,
-                                    last_offset: prev.offset,
-                                }
-                                .into());
-                            }
+                        let batch_max_ts = match entry {
+                            LogEntry::V2(b) => b.max_timestamp(),
+                            LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
+                                .next()
+                                .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
+                        };
+                        if batch_max_ts > s.max_timestamp.timestamp {
+                            s.max_timestamp = TimestampOffset {
+                                timestamp: batch_max_ts,
+                                offset: last,
+                            };
                         }
-                        offset_entries.push(OffsetPosition {
-                            offset: last,
-                            position: FilePosition(valid_bytes as u32),
-                        });
-                        // TimeIndex::maybe_append: only a larger timestamp is written.
-                        if max_ts.timestamp > last_time_ts {
-                            if time_entries.len() + 1 >= max_time_entries {
+                        if s.valid_bytes - *last_index_entry > interval {
+                            // OffsetIndex::append's checks, so that the plan fails where the
+                            // install would.
+                            if s.offset_entries.len() >= max_offset_entries {
                                 return Err(SegmentError::IndexFull {
-                                    path: path.with_extension("timeindex"),
-                                    entries: time_entries.len(),
+                                    path: path.with_extension("index"),
+                                    entries: s.offset_entries.len(),
                                 }
                                 .into());
                             }
-                            time_entries.push(max_ts);
-                            last_time_ts = max_ts.timestamp;
+                            if let Some(prev) = s.offset_entries.last() {
+                                if last <= prev.offset {
+                                    return Err(SegmentError::InvalidOffset {
+                                        path: path.with_extension("index"),
+                                        offset: last,
+                                        last_offset: prev.offset,
+                                    }
+                                    .into());
+                                }
+                            }
+                            s.offset_entries.push(OffsetPosition {
+                                offset: last,
+                                position: FilePosition(s.valid_bytes as u32),
+                            });
+                            // TimeIndex::maybe_append: only a larger timestamp is written.
+                            if s.max_timestamp.timestamp > *last_time_ts {
+                                if s.time_entries.len() + 1 >= max_time_entries {
+                                    return Err(SegmentError::IndexFull {
+                                        path: path.with_extension("timeindex"),
+                                        entries: s.time_entries.len(),
+                                    }
+                                    .into());
+                                }
+                                s.time_entries.push(s.max_timestamp);
+                                *last_time_ts = s.max_timestamp.timestamp;
+                            }
+                            *last_index_entry = s.valid_bytes;
                         }
-                        last_index_entry = valid_bytes;
-                    }
-                    valid_bytes += entry.size_in_bytes() as u64;
-                    batches += 1;
-                    last_offset = Some(last);
-                    if let LogEntry::V2(batch) = entry {
-                        aborted.clear();
-                        visitor(batch, &mut aborted)?;
-                        aborted_txns.append(&mut aborted);
+                        s.valid_bytes += entry.size_in_bytes() as u64;
+                        s.batches += 1;
+                        s.last_offset = Some(last);
+                        if let LogEntry::V2(batch) = entry {
+                            aborted.clear();
+                            visitor(batch, &mut aborted)?;
+                            s.aborted_txns.append(&mut aborted);
+                        }
                     }
                 }
-            }
-            Ok(())
-        };
-        (apply(), reader.end())
-    });
-    applied?;
-    let truncated_at = match framing_end {
-        Some(IterEnd::Error(e)) => Some((e.position, e)),
-        Some(IterEnd::IncompleteTrailing { position, bytes: n }) => {
-            let rest = bytes
-                .get(usize::try_from(position).unwrap_or(usize::MAX)..)
-                .unwrap_or_default();
-            let need = if rest.len() >= 12 {
-                12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
-            } else {
-                RECORD_BATCH_OVERHEAD as u64
+                Ok(())
             };
-            let e = FormatError::new(FormatErrorKind::Truncated { need, have: n }, position);
-            Some((position, e))
-        }
-        _ => None,
-    };
-    Ok(SegmentScan {
-        base_offset,
-        size: bytes.len() as u64,
-        valid_bytes,
-        batches,
-        last_offset,
-        max_timestamp: max_ts,
-        offset_entries,
-        time_entries,
-        truncated_at,
-        aborted_txns,
-    })
+            (apply(), reader.end())
+        });
+        applied?;
+        Ok(match framing_end {
+            Some(IterEnd::Error(e)) => {
+                s.truncated_at = Some((e.position, e));
+                None
+            }
+            Some(IterEnd::IncompleteTrailing { position: at, .. }) if !at_file_end => Some(at),
+            Some(IterEnd::IncompleteTrailing {
+                position: at,
+                bytes: n,
+            }) => {
+                let rest = bytes
+                    .get(usize::try_from(at - position).unwrap_or(usize::MAX)..)
+                    .unwrap_or_default();
+                let need = if rest.len() >= 12 {
+                    12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
+                } else {
+                    RECORD_BATCH_OVERHEAD as u64
+                };
+                let e = FormatError::new(FormatErrorKind::Truncated { need, have: n }, at);
+                s.truncated_at = Some((at, e));
+                None
+            }
+            _ if at_file_end => None,
+            _ => Some(window_end),
+        })
+    }
+
+    /// The scan so far (the whole scan once [`Self::scan`] returned `None`).
+    pub fn finish(self) -> SegmentScan {
+        self.scan
+    }
 }
 
 fn deleted_path(p: &Path) -> PathBuf {
