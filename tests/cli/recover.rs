@@ -218,7 +218,7 @@ fn log_dir_clean_shutdown_is_honoured_unless_full() {
     let lines = out.stdout_lines();
     assert!(
         lines[0].starts_with(&format!(
-            "orders-0: unclean shutdown, recovered {segments} segment(s) from base offset 0: 10 batches"
+            "orders-0: clean shutdown, recovered {segments} segment(s) from base offset 0: 10 batches"
         )),
         "{lines:?}"
     );

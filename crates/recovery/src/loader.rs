@@ -124,7 +124,8 @@ pub struct CutInfo {
 pub struct RecoveryReport {
     /// The partition directory's name.
     pub partition: String,
-    /// Whether the shutdown was clean (recovery skipped unless an index failed its check).
+    /// Whether the shutdown was clean (the log directory's marker; recovery is skipped unless
+    /// `full`, or an index failed its check).
     pub had_clean_shutdown: bool,
     /// The recovery point used (the log end after a clean shutdown; 0 with `full`).
     pub recovery_point: i64,

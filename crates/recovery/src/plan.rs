@@ -185,6 +185,9 @@ pub struct SegmentPlan {
     pub index_findings: Vec<IndexFinding>,
     /// The `.txnindex` exists.
     pub has_txn_index: bool,
+    /// The segment's files as they are (after leftovers): `.log`, then the `.txnindex`,
+    /// `.index` and `.timeindex` that exist.
+    pub files: Vec<(FileKind, PathBuf)>,
     /// The active segment's next offset as Kafka's `readNextOffset` finds it before recovery
     /// (from the last offset-index entry on); `None` for the other segments, when recovery scans
     /// the segment anyway, and when the walk met a batch that does not parse (the segment is then
@@ -240,7 +243,8 @@ pub struct RecoveryPlan {
     pub dir: PathBuf,
     /// The options it was planned with.
     pub options: LoadOptions,
-    /// Whether recovery is skipped as after a clean shutdown (the marker, and not `full`).
+    /// Whether the log directory had a clean-shutdown marker (recovery is skipped unless
+    /// `full`).
     pub had_clean_shutdown: bool,
     /// The recovery point used (0 with `full`).
     pub recovery_point: i64,
@@ -292,6 +296,12 @@ impl RecoveryPlan {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
+    }
+
+    /// Recovery is skipped (a clean shutdown, and not `full`): only segments whose indexes fail
+    /// their checks are scanned.
+    pub fn recovery_skipped(&self) -> bool {
+        self.had_clean_shutdown && !self.options.full
     }
 
     /// The cuts recovery makes: one per scan that stops before its segment's end.
@@ -346,7 +356,11 @@ impl RecoveryPlan {
         let mut quarantined = Vec::new();
         for seg in &self.segments {
             if self.quarantined_segments.contains(&seg.base_offset) {
-                quarantined.extend(files_of(seg, seg.has_txn_index));
+                quarantined.extend(
+                    seg.files
+                        .iter()
+                        .map(|(k, _)| segment_file_path(&self.quarantine_dir, seg.base_offset, *k)),
+                );
             }
         }
         for (_, op) in &self.snapshot_ops {
@@ -376,7 +390,7 @@ impl RecoveryPlan {
         RecoveryReport {
             partition: self.partition(),
             had_clean_shutdown: self.had_clean_shutdown,
-            recovery_point: if self.had_clean_shutdown {
+            recovery_point: if self.recovery_skipped() {
                 self.log_end_offset
             } else {
                 self.recovery_point
@@ -1171,6 +1185,19 @@ fn plan_with(
             size,
             index_findings,
             has_txn_index: env.storage.exists(&source_of(base, FileKind::TxnIndex))?,
+            files: [
+                FileKind::Log,
+                FileKind::TxnIndex,
+                FileKind::Index,
+                FileKind::TimeIndex,
+            ]
+            .into_iter()
+            .filter(|k| {
+                live.iter()
+                    .any(|l| l.parsed.base_offset == base && l.parsed.kind == *k)
+            })
+            .map(|k| (k, segment_file_path(dir, base, k)))
+            .collect(),
             next_offset: None,
         });
     }
@@ -1383,7 +1410,7 @@ fn plan_with(
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
         options: opts.clone(),
-        had_clean_shutdown: clean,
+        had_clean_shutdown: opts.had_clean_shutdown,
         recovery_point,
         leftovers,
         segments,
@@ -1462,7 +1489,31 @@ fn apply_with(
         env.storage.sync_dir(&dir)?;
     }
 
-    // 2. The segments, as they are (the active one's next offset from the plan).
+    // 2. The segments after the first cut move to quarantine first, as they are (before the
+    // segments are opened, which would create or resize their indexes).
+    let mut quarantined = Vec::new();
+    let needs_qdir =
+        plan.recovered_from.is_some() && !plan.scans.is_empty() || plan.start_at_checkpoint;
+    if needs_qdir {
+        create_quarantine_dir(&plan)?;
+    }
+    for seg in plan
+        .segments
+        .iter()
+        .filter(|s| plan.quarantined_segments.contains(&s.base_offset))
+    {
+        for (kind, path) in &seg.files {
+            let to = segment_file_path(&plan.quarantine_dir, seg.base_offset, *kind);
+            rename_segment_file(env, path, &to, *kind)?;
+            quarantined.push(to);
+        }
+    }
+    if !plan.quarantined_segments.is_empty() {
+        env.storage.sync_dir(&plan.quarantine_dir)?;
+        env.storage.sync_dir(&dir)?;
+    }
+
+    // 3. The segments, as they are (the active one's next offset from the plan).
     let open_end = plan
         .segments
         .last()
@@ -1481,15 +1532,9 @@ fn apply_with(
     // later segments moved to quarantine.
     let mut ops = plan.snapshot_ops.iter().peekable();
     let mut cut = Vec::new();
-    let mut quarantined = Vec::new();
     let mut quarantine_dir = None;
     let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
         (0usize, 0u64, 0u64, 0u64);
-    let needs_qdir =
-        plan.recovered_from.is_some() && !plan.scans.is_empty() || plan.start_at_checkpoint;
-    if needs_qdir {
-        create_quarantine_dir(&plan)?;
-    }
     while let Some((SnapshotPhase::BeforeInstall, op)) = ops.peek() {
         apply_snapshot_op(&plan, &io, op)?;
         ops.next();
@@ -1514,7 +1559,7 @@ fn apply_with(
                 });
             }
         }
-        quarantined = moved;
+        quarantined.extend(moved);
     }
     // Snapshots beyond the log end go with the quarantined data.
     while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
@@ -1556,6 +1601,7 @@ fn apply_with(
         apply_snapshot_op(&plan, &io, op)?;
     }
     let producers = plan.producers.active_producers().len();
+    let skipped = plan.recovery_skipped();
     let mut log = PartitionLog {
         dir: dir.clone(),
         local,
@@ -1574,7 +1620,7 @@ fn apply_with(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         had_clean_shutdown: plan.had_clean_shutdown,
-        recovery_point: if plan.had_clean_shutdown {
+        recovery_point: if skipped {
             log_end
         } else {
             plan.recovery_point
