@@ -6,10 +6,21 @@ use std::path::{Path, PathBuf};
 
 use recovery::SnapshotEntry;
 use segment_store::file_name::{
-    parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind,
+    parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 
 use crate::dump::io_msg;
+
+/// Files only a Kafka log directory holds.
+const LOG_DIR_FILES: [&str; 5] = [
+    "meta.properties",
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+];
 
 /// What a directory given on the command line is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +78,14 @@ pub fn detect(dir: &Path) -> Result<Target, String> {
     let own = dir.file_name().unwrap_or_default();
     if parse_partition_dir_name(own).is_ok_and(|p| p.kind == PartitionDirKind::Live) {
         return Ok(Target::Partition(dir.to_path_buf()));
+    }
+    // A formatted log directory without any partition yet (Kafka's `meta.properties`, its
+    // checkpoints or its clean-shutdown marker): a log directory of 0 partitions.
+    if LOG_DIR_FILES.iter().any(|f| dir.join(f).is_file()) {
+        return Ok(Target::LogDir {
+            dir: dir.to_path_buf(),
+            partitions,
+        });
     }
     Err(format!(
         "{shown} is neither a partition directory (no *.log files) nor a log directory \

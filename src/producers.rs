@@ -29,7 +29,6 @@ use serde_json::json;
 
 use crate::dump::json::emit;
 use crate::partition::{self, partition_name, producer_line};
-use crate::recover::is_io;
 use crate::Status;
 
 /// Arguments of `seglog producers`.
@@ -119,10 +118,8 @@ pub fn run(args: &ProducersArgs, out: &mut impl Write, err: &mut impl Write) -> 
         let rebuilt = match rebuild(&dir, args.audit) {
             Ok(r) => r,
             Err(e) => {
-                let _ = writeln!(err, "error: cannot read {}: {e}", dir.display());
-                if is_io(&e) {
-                    return Status::Usage;
-                }
+                // That partition's problem; the others are still shown.
+                let _ = writeln!(err, "{}: cannot be read: {e}", partition_name(&dir));
                 status = Status::Damaged;
                 continue;
             }

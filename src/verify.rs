@@ -360,10 +360,24 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
     for dir in &dirs {
         let check = match check_partition(dir) {
             Ok(c) => c,
-            Err(e) => {
-                let _ = writeln!(err, "error: cannot read {}: {}", dir.display(), e);
-                return Status::Usage;
-            }
+            // A partition that cannot be read is that partition's finding; the others are
+            // still checked.
+            Err(e) => PartitionCheck {
+                partition: partition_name(dir),
+                segments: 0,
+                batches: 0,
+                log_start_offset: 0,
+                log_end_offset: None,
+                last_stable_offset: None,
+                producers: 0,
+                cuts: Vec::new(),
+                findings: vec![finding(
+                    "unreadable",
+                    "partition",
+                    format!("cannot be read: {e}"),
+                    json!({}),
+                )],
+            },
         };
         if !check.findings.is_empty() {
             status = Status::Damaged;
@@ -383,7 +397,7 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
             out,
             &json!({"type": "summary", "partitions": dirs.len(), "problems": total}),
         )
-    } else if dirs.len() > 1 {
+    } else if !matches!(target, partition::Target::Partition(_)) {
         writeln!(
             out,
             "{} partition(s) checked, {total} problem(s)",

@@ -701,6 +701,7 @@ fn read_index(
     kind: FileKind,
 ) -> Result<Vec<u8>, PartitionLogError> {
     let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
+        segment_store::io::refuse_non_regular(path)?;
         std::fs::read(path).map_err(|source| PartitionLogError::Io {
             path: path.to_path_buf(),
             op: "read",
@@ -1535,15 +1536,50 @@ fn apply_with(
     let mut quarantine_dir = None;
     let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
         (0usize, 0u64, 0u64, 0u64);
-    while let Some((SnapshotPhase::BeforeInstall, op)) = ops.peek() {
-        apply_snapshot_op(&plan, &io, op)?;
+    // The snapshots taken at the recovered segments' boundaries are written (and fsync'd) by a
+    // writer thread while this one writes the segments; both finish before anything later.
+    let before: Vec<&SnapshotOp> = plan
+        .snapshot_ops
+        .iter()
+        .take_while(|(phase, _)| *phase == SnapshotPhase::BeforeInstall)
+        .map(|(_, op)| op)
+        .collect();
+    for _ in 0..before.len() {
         ops.next();
     }
+    let write_before = || {
+        before
+            .iter()
+            .try_for_each(|op| apply_snapshot_op(&plan, &io, op))
+    };
     if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
-        for &(epoch, offset) in &plan.epoch_assignments {
-            epochs.assign(epoch, offset)?;
-        }
-        let (outcomes, moved) = local.install_scans(base, &plan.scans, &plan.quarantine_dir)?;
+        let (installed, written) = std::thread::scope(|scope| {
+            let writer = std::thread::Builder::new()
+                .name("seglog-snapshots".into())
+                .spawn_scoped(scope, write_before)
+                .ok();
+            let mut install = || -> Result<_, PartitionLogError> {
+                for &(epoch, offset) in &plan.epoch_assignments {
+                    epochs.assign(epoch, offset)?;
+                }
+                Ok(local.install_scans(base, &plan.scans, &plan.quarantine_dir)?)
+            };
+            let installed = install();
+            // Without a writer thread (none to be had), the snapshots are written here.
+            let written = match writer {
+                Some(w) => w.join().unwrap_or_else(|_| {
+                    Err(PartitionLogError::Io {
+                        path: plan.dir.clone(),
+                        op: "writing producer snapshots",
+                        source: io::Error::other("the snapshot writer thread panicked"),
+                    })
+                }),
+                None => write_before(),
+            };
+            (installed, written)
+        });
+        written?;
+        let (outcomes, moved) = installed?;
         for (segment, o) in &outcomes {
             segments_scanned += 1;
             batches_scanned += o.batches;
@@ -1560,6 +1596,8 @@ fn apply_with(
             }
         }
         quarantined.extend(moved);
+    } else {
+        write_before()?;
     }
     // Snapshots beyond the log end go with the quarantined data.
     while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
