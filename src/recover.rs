@@ -16,8 +16,13 @@
 //! fit its segment) and nothing was closed; 2 usage or I/O error (missing directory, not a
 //! partition or log directory, unreadable or locked files).
 //!
+//! The report lists every file the run created or rewrote (`written: <path>` lines before the
+//! summary; `filesWritten` in the JSON summary): lock files, checkpoints, the clean-shutdown
+//! marker, leader-epoch checkpoints, snapshots, rebuilt indexes, truncated segments.
+//!
 //! A progress spinner is drawn on stderr only when stderr is a terminal.
 
+use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -121,6 +126,7 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         "recovering {count} partition(s) in {}",
         args.dir.display()
     ));
+    let before = file_stamps(&args.dir);
     let result = recover(&target, args.full);
     if let Some(pb) = bar {
         pb.finish_and_clear();
@@ -136,7 +142,13 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
             };
         }
     };
-    match print(args, &reports, out) {
+    let after = file_stamps(&args.dir);
+    let written: Vec<&PathBuf> = after
+        .iter()
+        .filter(|(p, stamp)| before.get(*p) != Some(*stamp))
+        .map(|(p, _)| p)
+        .collect();
+    match print(args, &reports, &written, out) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             let _ = writeln!(err, "error: cannot write output: {e}");
             Status::Usage
@@ -178,7 +190,33 @@ fn warning_line(w: &ProducerStateWarning) -> String {
     }
 }
 
-fn print(args: &RecoverArgs, reports: &[RecoveryReport], out: &mut impl Write) -> io::Result<()> {
+/// Every file under `dir` with its length and modification time: what recovery created or
+/// rewrote is what differs afterwards (metadata only; no file is read).
+fn file_stamps(dir: &Path) -> BTreeMap<PathBuf, (u64, Option<std::time::SystemTime>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), (meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn print(
+    args: &RecoverArgs,
+    reports: &[RecoveryReport],
+    written: &[&PathBuf],
+    out: &mut impl Write,
+) -> io::Result<()> {
     let base = &args.dir;
     let mut bytes_cut = 0;
     let mut moved = 0;
@@ -243,9 +281,13 @@ fn print(args: &RecoverArgs, reports: &[RecoveryReport], out: &mut impl Write) -
                 "bytesCut": bytes_cut,
                 "filesQuarantined": moved,
                 "snapshotsSetAside": set_aside,
+                "filesWritten": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "closed": true,
             }),
         );
+    }
+    for p in written {
+        writeln!(out, "written: {}", rel(p, base))?;
     }
     writeln!(
         out,

@@ -150,3 +150,63 @@ fn a_fifo_is_refused_at_once_never_read() {
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("not a regular file"), "{stderr}");
 }
+
+fn contents(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Every file whose bytes are new or different after `recover` is in its `written:` list (the
+/// lock files, checkpoints and marker of a log directory; indexes, snapshots and epoch
+/// checkpoints of its partitions).
+#[test]
+fn recover_lists_every_file_it_created_or_rewrote() {
+    let root = tempdir();
+    formatted_log_dir(root.path());
+    build_partition(root.path(), "orders-0");
+    for full in [false, true] {
+        let before = contents(root.path());
+        let mut argv: Vec<&std::ffi::OsStr> = vec![root.path().as_os_str()];
+        if full {
+            argv.insert(0, "--full".as_ref());
+        }
+        let out = recover(&argv);
+        assert_eq!(out.status, Status::Success, "{out:?}");
+        let listed: Vec<&str> = out
+            .stdout_lines()
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("written: "))
+            .collect();
+        let changed: Vec<String> = contents(root.path())
+            .into_iter()
+            .filter(|(p, b)| before.get(p) != Some(b))
+            .map(|(p, _)| p.strip_prefix(root.path()).unwrap().display().to_string())
+            .collect();
+        assert!(!changed.is_empty());
+        for c in &changed {
+            assert!(listed.contains(&c.as_str()), "{c} not in {listed:?}");
+        }
+        for f in [
+            ".lock",
+            "recovery-point-offset-checkpoint",
+            ".kafka_cleanshutdown",
+        ] {
+            assert!(
+                listed.contains(&f) || !changed.iter().any(|c| c == f),
+                "{f}: {listed:?}"
+            );
+        }
+        assert!(listed.contains(&".kafka_cleanshutdown"), "{listed:?}");
+    }
+}
