@@ -294,3 +294,40 @@ fn verify_predicts_what_recover_full_does() {
         );
     }
 }
+
+/// `dump`, `verify` and `recover` give the same position for the same damaged batch: dump's
+/// valid prefix ends where verify says recovery would cut and where recover cuts.
+#[test]
+fn dump_verify_and_recover_agree_on_the_damaged_batch() {
+    for d in [Damage::FlippedByte, Damage::TornTail] {
+        let root = tempdir();
+        let (dir, _) = build_partition(root.path(), "orders-0");
+        let damaged = damage(&dir, d);
+        let base: i64 = damaged
+            .file
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let dumped = super::common::dump(&["--json".as_ref(), damaged.file.as_os_str()]);
+        let summary = dumped.json_lines().pop().expect("dump summary");
+        let dump_at = summary["validBytes"].as_i64().expect("validBytes");
+        let v = verify(&["--json".as_ref(), dir.as_os_str()]);
+        let cut = v
+            .json_lines()
+            .into_iter()
+            .find(|l| l["kind"] == "cut")
+            .expect("verify's cut");
+        let out = recover(&["--json".as_ref(), dir.as_os_str()]);
+        let r = &out.json_lines()[0]["cut"][0];
+        assert_eq!(cut["detail"]["segment"], base, "{d:?}");
+        assert_eq!(r["segment"], base, "{d:?}");
+        assert_eq!(cut["detail"]["position"], dump_at, "{d:?}");
+        assert_eq!(r["position"], dump_at, "{d:?}");
+        if d == Damage::FlippedByte {
+            assert_eq!(cut["detail"]["reason"]["kind"], summary["error"]["kind"]);
+        }
+    }
+}
