@@ -1,17 +1,18 @@
-//! `seglog producers DIR [--json] [--audit]`: producer state rebuilt from a partition's log,
-//! read-only, and the producer-id collision audit.
+//! `seglog producers DIR [--json] [--audit]`: the producer state recovery would load for a
+//! partition (read-only: the recovery plan, `recovery::LogLoader::plan_audited`), and the
+//! producer-id collision audit.
 //!
-//! State: the newest producer snapshot at or below the log end that reads back (corrupt ones are
-//! skipped with a note), then every later batch of the valid log applied with Kafka's
-//! replication rules (`ProducerStateManager::apply_batches(.., Replication)`, barriers included);
-//! without a usable snapshot, from the first segment. "The valid log" is what recovery would
-//! keep: segments are scanned like `LogSegment::recover` and the scan stops at the first invalid
-//! batch. Producers are not expired (the tool shows what the log says, whatever the clock).
+//! The partition is planned as `seglog recover` would load it: with the clean-shutdown marker
+//! and checkpoints of its parent log directory if it has them (a clean partition: the newest
+//! producer snapshot at or below the log end plus a replay of the rest), otherwise with recovery
+//! of every segment from the recovery point (every batch CRC-checked and applied with Kafka's
+//! replication rules, barriers included; expired producers dropped as loading drops them). The
+//! high watermark is taken as the log end, so the LSO shown is the first unstable offset.
 //!
-//! `--audit` replays the whole valid log through [`ProducerAudit`] and prints every finding with
-//! its severity: two producers under one id (KIP-1279's collision scenarios) are errors, a
-//! transaction still open at a barrier is a warning, an id reused after a barrier is
-//! informational.
+//! `--audit` plans a full recovery (every segment from the first, whatever the marker says) and
+//! prints every finding of the audit over the whole valid log with its severity: two producers under one id (KIP-1279's
+//! collision scenarios) are errors, a transaction still open at a barrier is a warning, an id
+//! reused after a barrier is informational.
 //!
 //! Exit status: 0 state printed (and no audit error); 1 an audit error, or the log has bytes
 //! recovery would cut (the state shown covers the valid prefix); 2 usage or I/O error.
@@ -20,16 +21,14 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use recovery::snapshot::read_snapshot;
 use recovery::{
-    AppendOrigin, AuditFinding, BatchSummary, ProducerAudit, ProducerStateManager, Severity,
-    SnapshotEntry,
+    AuditFinding, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity, SnapshotEntry,
 };
 use segment_store::file_name::FileKind;
 use serde_json::json;
 
 use crate::dump::json::emit;
-use crate::partition::{self, files_of_kind, partition_name, producer_line, scan_partition};
+use crate::partition::{self, partition_name, producer_line};
 use crate::Status;
 
 /// Arguments of `seglog producers`.
@@ -53,137 +52,54 @@ pub struct ProducersArgs {
     pub audit: bool,
 }
 
-/// Where the rebuilt state started.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Origin {
-    /// From the first segment.
-    LogStart,
-    /// From this snapshot (offset, file name).
-    Snapshot(i64, String),
-}
-
-/// The producer state of one partition, rebuilt read-only.
+/// The producer state of one partition, as recovery would load it (read-only).
 #[derive(Debug)]
 pub struct Rebuilt {
     /// Partition directory name.
     pub partition: String,
-    /// Base offset of the first segment.
-    pub log_start_offset: i64,
-    /// One past the last valid offset.
-    pub log_end_offset: i64,
-    /// Where the state started.
-    pub origin: Origin,
-    /// Batches applied after the origin.
-    pub replayed: usize,
-    /// The state.
-    pub psm: ProducerStateManager,
-    /// Every valid batch from the log start, in order (for the audit).
-    pub batches: Vec<BatchSummary>,
-    /// Problems met (bytes recovery would cut, batches producer state refused, corrupt
-    /// snapshots skipped): one line each.
+    /// The plan.
+    pub plan: RecoveryPlan,
+    /// Problems met (bytes recovery would cut, later segments it would quarantine, corrupt
+    /// snapshots): one line each.
     pub problems: Vec<String>,
 }
 
-impl Rebuilt {
-    /// `min(first unstable offset, log end)`: the LSO with the high watermark at the log end.
-    pub fn last_stable_offset(&self) -> i64 {
-        self.psm
-            .last_stable_offset_for(self.log_end_offset, self.log_start_offset)
-    }
-}
-
-/// Rebuilds the producer state of the partition in `dir` without writing anything.
-pub fn rebuild(dir: &Path) -> io::Result<Rebuilt> {
-    let name = partition_name(dir);
-    let (segments, later) = scan_partition(dir)?;
+/// Plans loading the partition in `dir` without writing anything; with `audit`, a full recovery
+/// (the audit sees every batch of the valid log).
+pub fn rebuild(dir: &Path, audit: bool) -> Result<Rebuilt, PartitionLogError> {
+    let mut opts = LoadOptions::for_partition_dir(dir, audit);
+    opts.high_watermark = Some(i64::MAX);
+    let plan = LogLoader::plan_audited(dir, &opts)?;
     let mut problems = Vec::new();
-    let mut batches = Vec::new();
-    for seg in &segments {
-        let (summaries, bad) = seg.summaries();
-        batches.extend(summaries);
-        if let Some(e) = &seg.error {
-            problems.push(format!(
-                "{}: {} bytes from byte {} are not valid ({}): the state covers the log before them",
-                seg.file_name(),
-                seg.cut_bytes(),
-                seg.valid_end,
-                e.kind
-            ));
-        }
-        if let Some((position, offset)) = seg.offset_overflow {
-            problems.push(format!(
-                "{}: the batch at byte {position} has offset {offset}, outside the segment \
-                 (base offset {})",
-                seg.file_name(),
-                seg.base
-            ));
-        }
-        if let Some((offset, e)) = bad {
-            problems.push(format!(
-                "{}: the control batch at offset {offset} does not decode ({e})",
-                seg.file_name()
-            ));
-            break;
-        }
+    for c in plan.cuts() {
+        problems.push(format!(
+            "{}: {} bytes from byte {} are not valid ({}): the state covers the log before them",
+            segment_store::file_name::file_name(c.segment, FileKind::Log, None),
+            c.bytes,
+            c.position,
+            c.reason.kind
+        ));
     }
+    let later = plan.quarantined_segments.len();
     if later > 0 {
         problems.push(format!(
             "{later} later segment(s) after the damaged one are not read (recovery would \
              quarantine them)"
         ));
     }
-    let log_start_offset = segments.first().map_or(0, |s| s.base);
-    let log_end_offset = segments.last().map_or(0, |s| s.next_offset());
-
-    let mut psm = ProducerStateManager::default();
-    let mut origin = Origin::LogStart;
-    for (offset, path) in files_of_kind(dir, FileKind::Snapshot)?.into_iter().rev() {
-        if offset > log_end_offset || offset < log_start_offset {
-            continue;
-        }
-        let file = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        match read_snapshot(&path) {
-            Ok(entries) => {
-                for e in &entries {
-                    psm.load_producer_entry(e.to_entry());
-                }
-                psm.update_map_end_offset(offset);
-                origin = Origin::Snapshot(offset, file);
-                break;
-            }
-            Err(e) => problems.push(format!("{file}: skipped: {e}")),
+    for s in &plan.snapshot_findings {
+        if let Some(e) = &s.error {
+            let file = s
+                .path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            problems.push(format!("{file}: skipped: {e}"));
         }
     }
-    let from = match origin {
-        Origin::Snapshot(o, _) => o,
-        Origin::LogStart => log_start_offset,
-    };
-    let mut replayed = 0;
-    for b in batches.iter().filter(|b| b.base_offset >= from) {
-        match psm.apply_batches([b], AppendOrigin::Replication) {
-            Ok(_) => replayed += 1,
-            Err(e) => problems.push(format!(
-                "offset {}: producer state refused the batch: {e}",
-                b.base_offset
-            )),
-        }
-    }
-    psm.update_map_end_offset(log_end_offset.max(psm.map_end_offset()));
-    // The high watermark is taken as the log end: completed transactions below it are no longer
-    // unstable (without this the LSO would stop at the first transaction completed during the
-    // replay, which the live partition had long forgotten).
-    psm.on_high_watermark_updated(log_end_offset);
     Ok(Rebuilt {
-        partition: name,
-        log_start_offset,
-        log_end_offset,
-        origin,
-        replayed,
-        psm,
-        batches,
+        partition: partition_name(dir),
+        plan,
         problems,
     })
 }
@@ -199,16 +115,13 @@ pub fn run(args: &ProducersArgs, out: &mut impl Write, err: &mut impl Write) -> 
     };
     let mut status = Status::Success;
     for dir in partition::partitions(&target) {
-        let rebuilt = match rebuild(&dir) {
+        let rebuilt = match rebuild(&dir, args.audit) {
             Ok(r) => r,
             Err(e) => {
-                let _ = writeln!(
-                    err,
-                    "error: cannot read {}: {}",
-                    dir.display(),
-                    crate::dump::io_msg(&e)
-                );
-                return Status::Usage;
+                // That partition's problem; the others are still shown.
+                let _ = writeln!(err, "{}: cannot be read: {e}", partition_name(&dir));
+                status = Status::Damaged;
+                continue;
             }
         };
         match print(args, &rebuilt, out, err) {
@@ -242,19 +155,20 @@ fn print(
         writeln!(err, "{}: {p}", r.partition)?;
         status = Status::Damaged;
     }
-    let entries: Vec<SnapshotEntry> = r
-        .psm
+    let plan = &r.plan;
+    let entries: Vec<SnapshotEntry> = plan
+        .producers
         .active_producers()
         .values()
         .map(SnapshotEntry::from_entry)
         .collect();
-    let open: Vec<(i64, i64)> = r
-        .psm
+    let open: Vec<(i64, i64)> = plan
+        .producers
         .ongoing_txns()
         .values()
         .map(|t| (t.producer_id, t.first_offset))
         .collect();
-    let lso = r.last_stable_offset();
+    let lso = plan.last_stable_offset;
     if args.json {
         for e in &entries {
             emit(
@@ -273,39 +187,44 @@ fn print(
                 }),
             )?;
         }
-        let (from, snapshot) = match &r.origin {
-            Origin::LogStart => ("logStart", serde_json::Value::Null),
-            Origin::Snapshot(o, _) => ("snapshot", json!(o)),
+        let (from, snapshot) = match plan.snapshot_loaded {
+            None => ("logStart", serde_json::Value::Null),
+            Some(o) => ("snapshot", json!(o)),
         };
         emit(
             out,
             &json!({
                 "type": "partition",
                 "partition": r.partition,
-                "logStartOffset": r.log_start_offset,
-                "logEndOffset": r.log_end_offset,
+                "logStartOffset": plan.log_start_offset,
+                "logEndOffset": plan.log_end_offset,
                 "lastStableOffset": lso,
-                "firstUnstableOffset": r.psm.first_unstable_offset(),
+                "firstUnstableOffset": plan.producers.first_unstable_offset(),
                 "openTransactions": open.iter().map(|(p, f)| json!({"producerId": p, "firstOffset": f})).collect::<Vec<_>>(),
                 "producers": entries.len(),
                 "rebuiltFrom": from,
                 "snapshotOffset": snapshot,
-                "batchesReplayed": r.replayed,
+                "batchesReplayed": plan.batches_applied,
             }),
         )?;
     } else {
-        let from = match &r.origin {
-            Origin::LogStart => format!("rebuilt from the log start ({} batches)", r.replayed),
-            Origin::Snapshot(_, f) => {
-                format!("from snapshot {f} + {} batch(es) replayed", r.replayed)
-            }
+        let from = match plan.snapshot_loaded {
+            None => format!(
+                "rebuilt from the log start ({} batches)",
+                plan.batches_applied
+            ),
+            Some(o) => format!(
+                "from snapshot {} + {} batch(es) replayed",
+                segment_store::file_name::file_name(o, FileKind::Snapshot, None),
+                plan.batches_applied
+            ),
         };
         writeln!(
             out,
             "{}: log [{}, {}), {} producer(s), {from}",
             r.partition,
-            r.log_start_offset,
-            r.log_end_offset,
+            plan.log_start_offset,
+            plan.log_end_offset,
             entries.len()
         )?;
         for e in &entries {
@@ -329,11 +248,7 @@ fn print(
 }
 
 fn print_audit(args: &ProducersArgs, r: &Rebuilt, out: &mut impl Write) -> io::Result<Status> {
-    let mut audit = ProducerAudit::new();
-    for b in &r.batches {
-        audit.observe(b);
-    }
-    let findings: Vec<AuditFinding> = audit.into_findings();
+    let findings: Vec<AuditFinding> = r.plan.audit.clone().unwrap_or_default();
     let count = |s: Severity| findings.iter().filter(|f| f.severity() == s).count();
     let (errors, warnings, infos) = (
         count(Severity::Error),
@@ -359,7 +274,7 @@ fn print_audit(args: &ProducersArgs, r: &Rebuilt, out: &mut impl Write) -> io::R
             &json!({
                 "type": "audit",
                 "partition": r.partition,
-                "batches": r.batches.len(),
+                "batches": r.plan.batches_applied,
                 "errors": errors,
                 "warnings": warnings,
                 "infos": infos,
@@ -372,7 +287,7 @@ fn print_audit(args: &ProducersArgs, r: &Rebuilt, out: &mut impl Write) -> io::R
         writeln!(
             out,
             "audit: {} batches, {errors} error(s), {warnings} warning(s), {infos} info",
-            r.batches.len()
+            r.plan.batches_applied
         )?;
     }
     Ok(if errors > 0 {

@@ -16,11 +16,15 @@
 //! fit its segment) and nothing was closed; 2 usage or I/O error (missing directory, not a
 //! partition or log directory, unreadable or locked files).
 //!
+//! The report lists every file the run created or rewrote (`written: <path>` lines before the
+//! summary; `filesWritten` in the JSON summary): lock files, checkpoints, the clean-shutdown
+//! marker, leader-epoch checkpoints, snapshots, rebuilt indexes, truncated segments.
+//!
 //! A progress spinner is drawn on stderr only when stderr is a terminal.
 
+use std::collections::BTreeMap;
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
@@ -29,11 +33,6 @@ use recovery::{
     load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLogError, ProducerStateWarning,
     RecoveryReport,
 };
-use segment_store::file_name::{
-    parse_partition_dir_name, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
-};
-use segment_store::{OffsetCheckpointFile, StdFs, TopicPartition};
 use serde_json::json;
 
 use crate::dump::json::{emit, ErrorJson};
@@ -65,7 +64,7 @@ pub struct RecoverArgs {
 }
 
 /// Whether a loader error is about the files' accessibility (exit 2) rather than their content.
-fn is_io(e: &PartitionLogError) -> bool {
+pub(crate) fn is_io(e: &PartitionLogError) -> bool {
     match e {
         PartitionLogError::Io { .. } => true,
         PartitionLogError::Segment(s) => {
@@ -75,37 +74,6 @@ fn is_io(e: &PartitionLogError) -> bool {
         PartitionLogError::Partition { source, .. } => is_io(source),
         _ => false,
     }
-}
-
-/// The checkpointed value for `tp` in `dir/name`, if any.
-fn checkpoint(dir: &Path, name: &str, tp: &TopicPartition) -> Option<i64> {
-    let file = OffsetCheckpointFile::new(Arc::new(StdFs), &dir.join(name));
-    file.read()
-        .ok()?
-        .into_iter()
-        .find(|(t, _)| t == tp)
-        .map(|(_, v)| v)
-}
-
-/// Load options for one partition directory, from its parent log directory's marker and
-/// checkpoints when there are any.
-fn partition_options(dir: &Path, full: bool) -> LoadOptions {
-    let mut opts = LoadOptions {
-        full,
-        ..LoadOptions::default()
-    };
-    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
-        return opts;
-    };
-    let Ok(parsed) = parse_partition_dir_name(name) else {
-        return opts;
-    };
-    let tp = TopicPartition::new(parsed.topic, parsed.partition);
-    opts.had_clean_shutdown = parent.join(CLEAN_SHUTDOWN_FILE).is_file();
-    opts.recovery_point = checkpoint(parent, RECOVERY_POINT_CHECKPOINT_FILE, &tp).unwrap_or(0);
-    opts.log_start_offset = checkpoint(parent, LOG_START_OFFSET_CHECKPOINT_FILE, &tp).unwrap_or(0);
-    opts.high_watermark = checkpoint(parent, REPLICATION_OFFSET_CHECKPOINT_FILE, &tp);
-    opts
 }
 
 fn spinner(what: String) -> Option<ProgressBar> {
@@ -126,7 +94,7 @@ fn spinner(what: String) -> Option<ProgressBar> {
 fn recover(target: &Target, full: bool) -> Result<Vec<RecoveryReport>, PartitionLogError> {
     match target {
         Target::Partition(dir) => {
-            let (log, report) = LogLoader::load(dir, &partition_options(dir, full))?;
+            let (log, report) = LogLoader::load(dir, &LoadOptions::for_partition_dir(dir, full))?;
             log.close()?;
             Ok(vec![report])
         }
@@ -158,6 +126,7 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         "recovering {count} partition(s) in {}",
         args.dir.display()
     ));
+    let before = file_stamps(&args.dir);
     let result = recover(&target, args.full);
     if let Some(pb) = bar {
         pb.finish_and_clear();
@@ -173,7 +142,13 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
             };
         }
     };
-    match print(args, &reports, out) {
+    let after = file_stamps(&args.dir);
+    let written: Vec<&PathBuf> = after
+        .iter()
+        .filter(|(p, stamp)| before.get(*p) != Some(*stamp))
+        .map(|(p, _)| p)
+        .collect();
+    match print(args, &reports, &written, out) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             let _ = writeln!(err, "error: cannot write output: {e}");
             Status::Usage
@@ -215,7 +190,33 @@ fn warning_line(w: &ProducerStateWarning) -> String {
     }
 }
 
-fn print(args: &RecoverArgs, reports: &[RecoveryReport], out: &mut impl Write) -> io::Result<()> {
+/// Every file under `dir` with its length and modification time: what recovery created or
+/// rewrote is what differs afterwards (metadata only; no file is read).
+fn file_stamps(dir: &Path) -> BTreeMap<PathBuf, (u64, Option<std::time::SystemTime>)> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                stack.push(e.path());
+            } else {
+                out.insert(e.path(), (meta.len(), meta.modified().ok()));
+            }
+        }
+    }
+    out
+}
+
+fn print(
+    args: &RecoverArgs,
+    reports: &[RecoveryReport],
+    written: &[&PathBuf],
+    out: &mut impl Write,
+) -> io::Result<()> {
     let base = &args.dir;
     let mut bytes_cut = 0;
     let mut moved = 0;
@@ -280,9 +281,13 @@ fn print(args: &RecoverArgs, reports: &[RecoveryReport], out: &mut impl Write) -
                 "bytesCut": bytes_cut,
                 "filesQuarantined": moved,
                 "snapshotsSetAside": set_aside,
+                "filesWritten": written.iter().map(|p| p.display().to_string()).collect::<Vec<_>>(),
                 "closed": true,
             }),
         );
+    }
+    for p in written {
+        writeln!(out, "written: {}", rel(p, base))?;
     }
     writeln!(
         out,

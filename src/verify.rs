@@ -1,18 +1,23 @@
-//! `seglog verify DIR [--json]`: recovery's checks on a partition directory (or every partition of
-//! a log directory), **read-only**: files are read into memory and parsed; nothing is locked,
-//! mapped, created, renamed or written (a test compares every byte and the file list before and
-//! after).
+//! `seglog verify DIR [--json]`: the dry run of `seglog recover --full` on a partition directory
+//! (or every partition of a log directory), **read-only**: it prints the recovery plan
+//! (`recovery::LogLoader::plan_audited`) — nothing is locked, mapped, created, renamed or
+//! written (a test compares every byte and the file list before and after). The checks are the
+//! library's; this module only words them.
 //!
-//! Checks, per partition, in this order:
-//! * segments: the first batch recovery would cut in each `.log` (framing, CRC-32C, incomplete
-//!   tail; position, bytes and typed reason), a batch whose offset does not fit its segment (which
-//!   recovery refuses), and how many later segments recovery would move to quarantine;
-//! * indexes: Kafka's sanity checks of `.index`/`.timeindex`, `.index` entries past the end of the
-//!   `.log`, not on a batch boundary, or naming another offset than the batch there, `.timeindex`
-//!   entries past the last offset, `.txnindex` files with a partial entry;
-//! * snapshots: producer snapshots that do not read back (recovery sets them aside) and snapshots
-//!   beyond the log end (recovery moves them to quarantine);
+//! Findings, per partition, in this order:
+//! * segments: the cut recovery would make (position, bytes and typed reason), a batch whose
+//!   offset does not fit its segment or a control batch that does not decode (recovery refuses
+//!   the partition), and how many later segments recovery would move to quarantine;
+//! * indexes: Kafka's sanity checks of `.index`/`.timeindex`/`.txnindex`, `.index` entries past
+//!   the end of the `.log`, not on a batch boundary, or naming another offset than the batch
+//!   there, `.timeindex` entries past the last offset, `.txnindex` files with a partial entry;
+//! * snapshots: producer snapshots that do not read back and what recovery does with them, and
+//!   snapshots beyond the log end (recovery moves them to quarantine or deletes them);
 //! * producer state: the collision audit's findings of severity error or warning.
+//!
+//! `--json` prints one `finding` object per finding, then per partition the fields `recover
+//! --json` prints (`logStartOffset`, `logEndOffset`, `producers`, each cut as `segment`,
+//! `position`, `bytes`), then a summary.
 //!
 //! Exit status: 0 nothing found; 1 problems found (each printed); 2 usage or I/O error.
 
@@ -20,17 +25,18 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use recovery::snapshot::read_snapshot;
-use recovery::{ProducerAudit, Severity};
+use recovery::{
+    IndexFinding, IndexProblem, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity,
+    SnapshotFate,
+};
 use segment_store::file_name::FileKind;
+use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::SegmentError;
 use serde_json::json;
 
-use crate::dump::index::{
-    offset_entries, offset_index_sanity, time_entries, time_index_sanity, OFFSET_ENTRY_SIZE,
-    TXN_ENTRY_SIZE,
-};
 use crate::dump::json::{emit, ErrorJson};
-use crate::partition::{self, files_of_kind, partition_name, Segment};
+use crate::partition::{self, partition_name};
+use crate::recover::is_io;
 use crate::Status;
 
 /// Arguments of `seglog verify`.
@@ -75,8 +81,16 @@ pub struct PartitionCheck {
     pub segments: usize,
     /// Valid batches.
     pub batches: usize,
-    /// Log end offset recovery would leave.
-    pub log_end_offset: i64,
+    /// Log start offset recovery would leave.
+    pub log_start_offset: i64,
+    /// Log end offset recovery would leave (`None`: recovery refuses the partition).
+    pub log_end_offset: Option<i64>,
+    /// Last stable offset recovery would leave.
+    pub last_stable_offset: Option<i64>,
+    /// Producers recovery would keep.
+    pub producers: usize,
+    /// Each cut: `segment`, `position`, `bytes`.
+    pub cuts: Vec<serde_json::Value>,
     /// Problems, in check order.
     pub findings: Vec<Finding>,
 }
@@ -96,116 +110,157 @@ fn file_name(p: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Checks the partition in `dir` (read-only).
-pub fn check_partition(dir: &Path) -> io::Result<PartitionCheck> {
-    let logs = files_of_kind(dir, FileKind::Log)?;
-    let mut segments = Vec::with_capacity(logs.len());
-    for (base, path) in &logs {
-        segments.push(Segment::scan(*base, path)?);
-    }
-    let mut findings = Vec::new();
-    // Where recovery would stop: the first segment with something to cut.
-    let first_cut = segments
-        .iter()
-        .position(|s| s.error.is_some() || s.offset_overflow.is_some());
+fn index_name(base: i64, kind: FileKind) -> String {
+    segment_store::file_name::file_name(base, kind, None)
+}
 
-    for seg in &segments {
-        let name = seg.file_name();
-        if let Some(e) = &seg.error {
+/// The words for one index finding.
+fn index_finding(base: i64, f: &IndexFinding) -> Finding {
+    let name = index_name(base, f.kind);
+    match &f.problem {
+        IndexProblem::Sanity(problem) => finding(
+            "indexSanity",
+            &name,
+            format!("corrupt index: {problem} (recovery rebuilds the index)"),
+            json!({"segment": base}),
+        ),
+        IndexProblem::EntryBeyondLog {
+            entry,
+            offset,
+            position,
+            log_size,
+        } => finding(
+            "indexBeyondLog",
+            &name,
+            format!(
+                "entry {entry} (offset {offset}, position {position}) points past the end of the \
+                 log ({log_size} bytes)"
+            ),
+            json!({"entry": entry, "offset": offset, "position": position}),
+        ),
+        IndexProblem::NotBatchBoundary {
+            entry,
+            offset,
+            position,
+        } => finding(
+            "indexNotBatchBoundary",
+            &name,
+            format!(
+                "entry {entry} (offset {offset}, position {position}) is not at a batch boundary"
+            ),
+            json!({"entry": entry, "offset": offset, "position": position}),
+        ),
+        IndexProblem::OffsetMismatch {
+            entry,
+            index_offset,
+            log_offset,
+            position,
+        } => finding(
+            "indexOffsetMismatch",
+            &name,
+            format!(
+                "entry {entry}: index offset {index_offset}, log offset {log_offset} at position \
+                 {position}"
+            ),
+            json!({"entry": entry, "offset": index_offset, "position": position}),
+        ),
+        IndexProblem::TimeEntryBeyondLog {
+            entry,
+            timestamp,
+            offset,
+            last_offset,
+        } => finding(
+            "timeIndexBeyondLog",
+            &name,
+            format!(
+                "entry {entry} (timestamp {timestamp}, offset {offset}) is past the last offset \
+                 {last_offset} of the log"
+            ),
+            json!({"entry": entry, "offset": offset, "timestamp": timestamp}),
+        ),
+        IndexProblem::TxnPartialEntry { len } => finding(
+            "txnIndexPartial",
+            &name,
+            format!("{len} bytes is not a whole number of {TXN_ENTRY_SIZE}-byte entries"),
+            json!({"segment": base, "bytes": len}),
+        ),
+    }
+}
+
+fn fate_words(fate: SnapshotFate) -> &'static str {
+    match fate {
+        SnapshotFate::Kept => "recovery does not read it",
+        SnapshotFate::SetAside => "recovery sets it aside",
+        SnapshotFate::Rewritten => "recovery replaces it",
+        SnapshotFate::Deleted => "recovery deletes it",
+        SnapshotFate::Quarantined => "recovery moves it to quarantine",
+    }
+}
+
+/// The findings of a plan, in check order.
+fn plan_findings(plan: &RecoveryPlan) -> Vec<Finding> {
+    let mut findings = Vec::new();
+    let cuts = plan.cuts();
+    for seg in &plan.segments {
+        let name = file_name(&seg.path);
+        if let Some(c) = cuts.iter().find(|c| c.segment == seg.base_offset) {
+            let next = plan
+                .scans
+                .iter()
+                .find(|s| s.base_offset == seg.base_offset)
+                .map_or(seg.base_offset, |s| s.next_offset());
             findings.push(finding(
                 "cut",
                 &name,
                 format!(
                     "recovery would cut {} bytes at byte {} (after offset {}): {}",
-                    seg.cut_bytes(),
-                    seg.valid_end,
-                    seg.next_offset() - 1,
-                    e.kind
+                    c.bytes,
+                    c.position,
+                    next - 1,
+                    c.reason.kind
                 ),
                 json!({
-                    "segment": seg.base,
-                    "position": seg.valid_end,
-                    "bytes": seg.cut_bytes(),
-                    "reason": ErrorJson::from_format(e),
+                    "segment": c.segment,
+                    "position": c.position,
+                    "bytes": c.bytes,
+                    "reason": ErrorJson::from_format(&c.reason),
                 }),
             ));
         }
-        if let Some((position, offset)) = seg.offset_overflow {
-            findings.push(finding(
-                "offsetOutOfRange",
-                &name,
-                format!(
-                    "the batch at byte {position} ends at offset {offset}, which does not fit \
-                     a segment with base offset {}: recovery would refuse the partition",
-                    seg.base
-                ),
-                json!({"segment": seg.base, "position": position, "offset": offset}),
-            ));
-        }
-        check_indexes(dir, seg, &mut findings)?;
-    }
-    if let Some(i) = first_cut {
-        let later = segments.len() - i - 1;
-        if later > 0 {
-            let name = segments.get(i).map(Segment::file_name).unwrap_or_default();
-            findings.push(finding(
-                "quarantine",
-                &name,
-                format!(
-                    "recovery stops here: the {later} later segment(s) would move to quarantine"
-                ),
-                json!({"laterSegments": later}),
-            ));
+        for f in &seg.index_findings {
+            findings.push(index_finding(seg.base_offset, f));
         }
     }
-    let kept: &[Segment] = match first_cut {
-        Some(i) => segments.get(..=i).unwrap_or_default(),
-        None => &segments,
-    };
-    let log_end_offset = kept.last().map_or(0, Segment::next_offset);
-
-    // Snapshots.
-    for (offset, path) in files_of_kind(dir, FileKind::Snapshot)? {
-        let name = file_name(&path);
-        match read_snapshot(&path) {
-            Err(e) => findings.push(finding(
+    let later = plan.quarantined_segments.len();
+    if let Some(c) = cuts.last().filter(|_| later > 0) {
+        findings.push(finding(
+            "quarantine",
+            &index_name(c.segment, FileKind::Log),
+            format!("recovery stops here: the {later} later segment(s) would move to quarantine"),
+            json!({"laterSegments": later}),
+        ));
+    }
+    for s in &plan.snapshot_findings {
+        let name = file_name(&s.path);
+        match &s.error {
+            Some(e) => findings.push(finding(
                 "corruptSnapshot",
                 &name,
-                format!("corrupt snapshot (recovery sets it aside): {e}"),
-                json!({"offset": offset}),
+                format!("corrupt snapshot ({}): {e}", fate_words(s.fate)),
+                json!({"offset": s.offset}),
             )),
-            Ok(_) if offset > log_end_offset => findings.push(finding(
+            None => findings.push(finding(
                 "snapshotBeyondLogEnd",
                 &name,
                 format!(
-                    "snapshot at offset {offset} is beyond the log end offset {log_end_offset}"
+                    "snapshot at offset {} is beyond the log end offset {}",
+                    s.offset, plan.log_end_offset
                 ),
-                json!({"offset": offset, "logEndOffset": log_end_offset}),
+                json!({"offset": s.offset, "logEndOffset": plan.log_end_offset}),
             )),
-            Ok(_) => {}
         }
     }
-
-    // Producer state over the log recovery would keep.
-    let mut audit = ProducerAudit::new();
-    let mut batches = 0;
-    'segments: for seg in kept {
-        let (summaries, bad) = seg.summaries();
-        for s in &summaries {
-            audit.observe(s);
-        }
-        batches += summaries.len();
-        if let Some((offset, e)) = bad {
-            findings.push(finding(
-                "unreadableBatch",
-                &seg.file_name(),
-                format!("the control batch at offset {offset} does not decode: {e}"),
-                json!({"offset": offset, "reason": ErrorJson::from_format(&e)}),
-            ));
-            break 'segments;
-        }
-    }
-    for f in audit.into_findings() {
+    for f in plan.audit.iter().flatten() {
         if f.severity() <= Severity::Warning {
             findings.push(finding(
                 "producerState",
@@ -215,138 +270,79 @@ pub fn check_partition(dir: &Path) -> io::Result<PartitionCheck> {
             ));
         }
     }
-    Ok(PartitionCheck {
-        partition: partition_name(dir),
-        segments: segments.len(),
-        batches,
-        log_end_offset,
-        findings,
-    })
+    findings
 }
 
-fn read_optional(path: &Path) -> io::Result<Option<Vec<u8>>> {
-    match std::fs::read(path) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+/// The finding for a partition recovery refuses (the plan fails as loading would).
+fn refusal(e: &PartitionLogError) -> Finding {
+    match e {
+        PartitionLogError::Segment(SegmentError::OffsetOverflow {
+            path,
+            offset,
+            base_offset,
+        }) => finding(
+            "offsetOutOfRange",
+            &file_name(path),
+            format!(
+                "a batch ends at offset {offset}, which does not fit a segment with base offset \
+                 {base_offset}: recovery would refuse the partition"
+            ),
+            json!({"segment": base_offset, "offset": offset}),
+        ),
+        PartitionLogError::Segment(SegmentError::Format { path, error }) => finding(
+            "unreadableBatch",
+            &file_name(path),
+            format!("recovery would refuse the partition: {e}"),
+            json!({"reason": ErrorJson::from_format(error)}),
+        ),
+        PartitionLogError::InvalidRecords(error) => finding(
+            "unreadableBatch",
+            "log",
+            format!("a batch does not decode, recovery would refuse the partition: {error}"),
+            json!({"reason": ErrorJson::from_format(error)}),
+        ),
+        _ => finding(
+            "refused",
+            "partition",
+            format!("recovery would refuse the partition: {e}"),
+            json!({}),
+        ),
     }
 }
 
-/// Index checks of one segment against its `.log` as it is on disk.
-fn check_indexes(dir: &Path, seg: &Segment, findings: &mut Vec<Finding>) -> io::Result<()> {
-    let base = seg.base;
-    let log_len = seg.bytes.len() as u64;
-    let index_name = segment_store::file_name::file_name(base, FileKind::Index, None);
-    if let Some(bytes) = read_optional(&dir.join(&index_name))? {
-        if let Err(msg) = offset_index_sanity(base, &bytes) {
-            findings.push(finding(
-                "indexSanity",
-                &index_name,
-                format!("{msg} (recovery rebuilds the index)"),
-                json!({"segment": base}),
-            ));
-        }
-        let whole = bytes.len() - bytes.len() % OFFSET_ENTRY_SIZE;
-        let entries = offset_entries(base, bytes.get(..whole).unwrap_or_default());
-        for (i, e) in entries.iter().enumerate() {
-            // The zero-filled preallocated tail of an index that was not closed (no real entry
-            // points at position 0: the first entry is written after `index.interval.bytes`).
-            if e.offset == base && e.position == 0 {
-                break;
-            }
-            let detail = json!({"entry": i, "offset": e.offset, "position": e.position});
-            let position = u64::try_from(e.position).unwrap_or(u64::MAX);
-            if position >= log_len {
-                findings.push(finding(
-                    "indexBeyondLog",
-                    &index_name,
-                    format!(
-                        "entry {i} (offset {}, position {}) points past the end of the log \
-                         ({log_len} bytes)",
-                        e.offset, e.position
-                    ),
-                    detail,
-                ));
-                continue;
-            }
-            if seg.error.is_some() && position >= seg.valid_end {
-                // In the part recovery cuts: the `cut` finding covers it (the index is rebuilt).
-                continue;
-            }
-            let batch = seg.batches.iter().find(|b| b.position == position);
-            match batch {
-                None => findings.push(finding(
-                    "indexNotBatchBoundary",
-                    &index_name,
-                    format!(
-                        "entry {i} (offset {}, position {}) is not at a batch boundary",
-                        e.offset, e.position
-                    ),
-                    detail,
-                )),
-                Some(b) if b.last_offset != e.offset => findings.push(finding(
-                    "indexOffsetMismatch",
-                    &index_name,
-                    format!(
-                        "entry {i}: index offset {}, log offset {} at position {}",
-                        e.offset, b.last_offset, e.position
-                    ),
-                    detail,
-                )),
-                Some(_) => {}
-            }
-        }
+/// Checks the partition in `dir` (read-only): the plan of a full recovery.
+pub fn check_partition(dir: &Path) -> Result<PartitionCheck, PartitionLogError> {
+    let opts = LoadOptions::for_partition_dir(dir, true);
+    let partition = partition_name(dir);
+    match LogLoader::plan_audited(dir, &opts) {
+        Ok(plan) => Ok(PartitionCheck {
+            partition,
+            segments: plan.segments.len(),
+            batches: plan.scans.iter().map(|s| s.batches).sum::<u64>() as usize,
+            log_start_offset: plan.log_start_offset,
+            log_end_offset: Some(plan.log_end_offset),
+            last_stable_offset: Some(plan.last_stable_offset),
+            producers: plan.producers.active_producers().len(),
+            cuts: plan
+                .cuts()
+                .iter()
+                .map(|c| json!({"segment": c.segment, "position": c.position, "bytes": c.bytes}))
+                .collect(),
+            findings: plan_findings(&plan),
+        }),
+        Err(e) if is_io(&e) => Err(e),
+        Err(e) => Ok(PartitionCheck {
+            partition,
+            segments: 0,
+            batches: 0,
+            log_start_offset: 0,
+            log_end_offset: None,
+            last_stable_offset: None,
+            producers: 0,
+            cuts: Vec::new(),
+            findings: vec![refusal(&e)],
+        }),
     }
-    let time_name = segment_store::file_name::file_name(base, FileKind::TimeIndex, None);
-    if let Some(bytes) = read_optional(&dir.join(&time_name))? {
-        if let Err(msg) = time_index_sanity(base, &bytes) {
-            findings.push(finding(
-                "indexSanity",
-                &time_name,
-                format!("{msg} (recovery rebuilds the index)"),
-                json!({"segment": base}),
-            ));
-        }
-        // With a cut, the time index is rebuilt by recovery: only a clean segment's entries count.
-        let last = seg
-            .error
-            .is_none()
-            .then(|| seg.batches.last().map(|b| b.last_offset))
-            .flatten();
-        for (i, e) in time_entries(base, &bytes).iter().enumerate() {
-            if e.offset == base && e.timestamp == 0 {
-                break;
-            }
-            if last.is_some_and(|l| e.offset > l) {
-                findings.push(finding(
-                    "timeIndexBeyondLog",
-                    &time_name,
-                    format!(
-                        "entry {i} (timestamp {}, offset {}) is past the last offset {} of the log",
-                        e.timestamp,
-                        e.offset,
-                        last.unwrap_or(base)
-                    ),
-                    json!({"entry": i, "offset": e.offset, "timestamp": e.timestamp}),
-                ));
-            }
-        }
-    }
-    let txn_name = segment_store::file_name::file_name(base, FileKind::TxnIndex, None);
-    if let Some(bytes) = read_optional(&dir.join(&txn_name))? {
-        if bytes.len() % TXN_ENTRY_SIZE != 0 {
-            findings.push(finding(
-                "txnIndexPartial",
-                &txn_name,
-                format!(
-                    "{} bytes is not a whole number of {TXN_ENTRY_SIZE}-byte entries",
-                    bytes.len()
-                ),
-                json!({"segment": base, "bytes": bytes.len()}),
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// Runs `seglog verify`.
@@ -364,15 +360,24 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
     for dir in &dirs {
         let check = match check_partition(dir) {
             Ok(c) => c,
-            Err(e) => {
-                let _ = writeln!(
-                    err,
-                    "error: cannot read {}: {}",
-                    dir.display(),
-                    crate::dump::io_msg(&e)
-                );
-                return Status::Usage;
-            }
+            // A partition that cannot be read is that partition's finding; the others are
+            // still checked.
+            Err(e) => PartitionCheck {
+                partition: partition_name(dir),
+                segments: 0,
+                batches: 0,
+                log_start_offset: 0,
+                log_end_offset: None,
+                last_stable_offset: None,
+                producers: 0,
+                cuts: Vec::new(),
+                findings: vec![finding(
+                    "unreadable",
+                    "partition",
+                    format!("cannot be read: {e}"),
+                    json!({}),
+                )],
+            },
         };
         if !check.findings.is_empty() {
             status = Status::Damaged;
@@ -392,7 +397,7 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
             out,
             &json!({"type": "summary", "partitions": dirs.len(), "problems": total}),
         )
-    } else if dirs.len() > 1 {
+    } else if !matches!(target, partition::Target::Partition(_)) {
         writeln!(
             out,
             "{} partition(s) checked, {total} problem(s)",
@@ -432,7 +437,11 @@ fn print(args: &VerifyArgs, c: &PartitionCheck, out: &mut impl Write) -> io::Res
                 "partition": c.partition,
                 "segments": c.segments,
                 "batches": c.batches,
+                "logStartOffset": c.log_start_offset,
                 "logEndOffset": c.log_end_offset,
+                "lastStableOffset": c.last_stable_offset,
+                "producers": c.producers,
+                "cut": c.cuts,
                 "problems": c.findings.len(),
             }),
         );
@@ -440,22 +449,24 @@ fn print(args: &VerifyArgs, c: &PartitionCheck, out: &mut impl Write) -> io::Res
     for f in &c.findings {
         writeln!(out, "{}: {}: {}", c.partition, f.file, f.message)?;
     }
+    let end = c
+        .log_end_offset
+        .map_or_else(|| "unknown".to_owned(), |e| e.to_string());
     if c.findings.is_empty() {
         writeln!(
             out,
-            "{}: ok ({} segment(s), {} batches, log end offset {})",
-            c.partition, c.segments, c.batches, c.log_end_offset
+            "{}: ok ({} segment(s), {} batches, log end offset {end})",
+            c.partition, c.segments, c.batches
         )
     } else {
         writeln!(
             out,
             "{}: {} problem(s) ({} segment(s), {} valid batches, log end offset after \
-             recovery {})",
+             recovery {end})",
             c.partition,
             c.findings.len(),
             c.segments,
             c.batches,
-            c.log_end_offset
         )
     }
 }

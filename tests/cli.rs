@@ -36,6 +36,8 @@ mod fixtures;
 mod golden;
 #[path = "cli/indexes.rs"]
 mod indexes;
+#[path = "cli/log_dir.rs"]
+mod log_dir;
 #[path = "cli/logs.rs"]
 mod logs;
 #[path = "cli/producers.rs"]

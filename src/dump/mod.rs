@@ -220,6 +220,10 @@ fn check_readable(path: &Path) -> Result<(), String> {
     if meta.is_dir() {
         return Err(format!("{shown} is a directory, not a file"));
     }
+    if !meta.is_file() {
+        // A FIFO, device or socket: opening or reading it could block forever.
+        return Err(format!("{shown} is not a regular file"));
+    }
     File::open(path).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
     Ok(())
 }

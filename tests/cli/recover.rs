@@ -218,7 +218,7 @@ fn log_dir_clean_shutdown_is_honoured_unless_full() {
     let lines = out.stdout_lines();
     assert!(
         lines[0].starts_with(&format!(
-            "orders-0: unclean shutdown, recovered {segments} segment(s) from base offset 0: 10 batches"
+            "orders-0: clean shutdown, recovered {segments} segment(s) from base offset 0: 10 batches"
         )),
         "{lines:?}"
     );
@@ -241,4 +241,93 @@ fn piped_stderr_gets_no_progress_bar_or_escape_codes() {
         "{stdout:?}"
     );
     assert!(stdout.contains("20 bytes"), "{stdout}");
+}
+
+/// `verify --json` is the dry run of `recover --full --json`: for each damage, the partition
+/// lines agree on the log start and end offsets, the producers and every cut (segment, position,
+/// bytes), and verify changed nothing that recover then found.
+#[test]
+fn verify_predicts_what_recover_full_does() {
+    for d in [
+        None,
+        Some(Damage::FlippedByte),
+        Some(Damage::TornTail),
+        Some(Damage::IndexPastLog),
+        Some(Damage::CorruptSnapshot),
+    ] {
+        let root = tempdir();
+        let (dir, _) = build_partition(root.path(), "orders-0");
+        if let Some(d) = d {
+            damage(&dir, d);
+        }
+        let v = verify(&["--json".as_ref(), dir.as_os_str()]);
+        let v = v
+            .json_lines()
+            .into_iter()
+            .find(|l| l["type"] == "partition")
+            .expect("verify's partition line");
+        let out = recover(&["--full".as_ref(), "--json".as_ref(), dir.as_os_str()]);
+        assert_eq!(out.status, Status::Success, "{d:?}: {}", out.stderr);
+        let r = out.json_lines().remove(0);
+        for field in ["partition", "logStartOffset", "logEndOffset", "producers"] {
+            assert_eq!(v[field], r[field], "{d:?}: {field}");
+        }
+        let cuts = |l: &serde_json::Value| -> Vec<(i64, i64, i64)> {
+            l["cut"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| {
+                    (
+                        c["segment"].as_i64().unwrap(),
+                        c["position"].as_i64().unwrap(),
+                        c["bytes"].as_i64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        assert_eq!(cuts(&v), cuts(&r), "{d:?}");
+        assert_eq!(
+            cuts(&r).is_empty(),
+            !matches!(d, Some(Damage::FlippedByte | Damage::TornTail)),
+            "{d:?}"
+        );
+    }
+}
+
+/// `dump`, `verify` and `recover` give the same position for the same damaged batch: dump's
+/// valid prefix ends where verify says recovery would cut and where recover cuts.
+#[test]
+fn dump_verify_and_recover_agree_on_the_damaged_batch() {
+    for d in [Damage::FlippedByte, Damage::TornTail] {
+        let root = tempdir();
+        let (dir, _) = build_partition(root.path(), "orders-0");
+        let damaged = damage(&dir, d);
+        let base: i64 = damaged
+            .file
+            .file_stem()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        let dumped = super::common::dump(&["--json".as_ref(), damaged.file.as_os_str()]);
+        let summary = dumped.json_lines().pop().expect("dump summary");
+        let dump_at = summary["validBytes"].as_i64().expect("validBytes");
+        let v = verify(&["--json".as_ref(), dir.as_os_str()]);
+        let cut = v
+            .json_lines()
+            .into_iter()
+            .find(|l| l["kind"] == "cut")
+            .expect("verify's cut");
+        let out = recover(&["--json".as_ref(), dir.as_os_str()]);
+        let r = &out.json_lines()[0]["cut"][0];
+        assert_eq!(cut["detail"]["segment"], base, "{d:?}");
+        assert_eq!(r["segment"], base, "{d:?}");
+        assert_eq!(cut["detail"]["position"], dump_at, "{d:?}");
+        assert_eq!(r["position"], dump_at, "{d:?}");
+        if d == Damage::FlippedByte {
+            assert_eq!(cut["detail"]["reason"]["kind"], summary["error"]["kind"]);
+        }
+    }
 }

@@ -930,8 +930,31 @@ fn check_dir_inner(
         clock: Arc::new(ManualClock::new(exp.now_ms.max(TIMESTAMP))),
     };
     let opts = load_opts(w, env, false, exp.recovery_point);
-    let (mut log, _report) =
-        LogLoader::load(dir, &opts).map_err(|e| format!("(f) recovery failed: {e}"))?;
+    // (g) plan, then apply: planning changes nothing, and applying does what was planned.
+    let before = crate::plan::tree_image(dir).map_err(|e| e.to_string())?;
+    let plan = LogLoader::plan(dir, &opts).map_err(|e| format!("(f) recovery failed: {e}"))?;
+    if crate::plan::tree_image(dir).map_err(|e| e.to_string())? != before {
+        out.violations
+            .push("(g) planning recovery changed the directory".to_owned());
+    }
+    let predicted = plan.report();
+    let predicted_state = (plan.producers.snapshot_entries(), plan.last_stable_offset);
+    let (mut log, report) =
+        LogLoader::apply(plan).map_err(|e| format!("(f) recovery failed: {e}"))?;
+    if format!("{predicted:?}") != format!("{report:?}") {
+        out.violations.push(format!(
+            "(g) the plan predicted {predicted:?}, applying it did {report:?}"
+        ));
+    }
+    if predicted_state
+        != (
+            log.producer_state().snapshot_entries(),
+            log.last_stable_offset(),
+        )
+    {
+        out.violations
+            .push("(g) the planned producer state differs from the loaded one".to_owned());
+    }
     let v = &mut out.violations;
 
     // (b) the files: a valid prefix of what was written.

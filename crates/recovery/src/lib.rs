@@ -43,6 +43,7 @@ pub mod leader_epoch;
 pub mod loader;
 pub mod log;
 pub mod mirror;
+pub mod plan;
 pub mod producer_state;
 pub mod snapshot;
 pub mod summary;
@@ -68,6 +69,10 @@ pub use mirror::{
     alignment_point, EpochEndOffsets, MirrorError, MirrorLog, MirrorPartition,
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
     MirroredLog, StoppingStep,
+};
+pub use plan::{
+    IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
+    SnapshotFinding, SnapshotOp, SnapshotPhase,
 };
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,

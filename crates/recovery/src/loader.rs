@@ -40,23 +40,16 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use record_format::{Batches, FormatError};
+use record_format::FormatError;
 use segment_store::file_name::{
-    file_name, parse_file_name, parse_partition_dir_name, segment_file_path, FileKind,
-    PartitionDirKind, TempSuffix, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+    parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
-use segment_store::{
-    AbortedTxn, DirLock, LocalLog, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition,
-};
+use segment_store::{DirLock, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition};
 
-use crate::error::SnapshotError;
-use crate::leader_epoch::LeaderEpochFileCache;
-use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
-use crate::mirror::{MirrorStateFile, MirrorStateStore};
-use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::{list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo};
-use crate::summary::BatchSummary;
+use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::producer_state::ProducerStateWarning;
 
 /// Name of the quarantine folder inside a partition directory.
 pub const QUARANTINE_DIR: &str = "quarantine";
@@ -81,6 +74,36 @@ pub struct LoadOptions {
     pub full: bool,
 }
 
+impl LoadOptions {
+    /// The options a broker would load the partition directory `dir` with: the clean-shutdown
+    /// marker and the recovery-point, log-start-offset and replication-offset checkpoints of its
+    /// parent log directory, when it has them (read, never changed; unreadable checkpoints count
+    /// as empty, as Kafka logs and ignores them). `full` ignores marker and recovery point.
+    pub fn for_partition_dir(dir: &Path, full: bool) -> LoadOptions {
+        let mut opts = LoadOptions {
+            full,
+            ..LoadOptions::default()
+        };
+        let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+            return opts;
+        };
+        let Ok(parsed) = parse_partition_dir_name(name) else {
+            return opts;
+        };
+        let tp = TopicPartition::new(parsed.topic, parsed.partition);
+        let env = &opts.env;
+        opts.had_clean_shutdown = env
+            .storage
+            .exists(&parent.join(CLEAN_SHUTDOWN_FILE))
+            .unwrap_or(false);
+        let get = |name: &str| checkpoint_map(env, &parent.join(name)).get(&tp).copied();
+        opts.recovery_point = get(RECOVERY_POINT_CHECKPOINT_FILE).unwrap_or(0);
+        opts.log_start_offset = get(LOG_START_OFFSET_CHECKPOINT_FILE).unwrap_or(0);
+        opts.high_watermark = get(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        opts
+    }
+}
+
 /// Bytes cut from a segment by recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CutInfo {
@@ -101,7 +124,8 @@ pub struct CutInfo {
 pub struct RecoveryReport {
     /// The partition directory's name.
     pub partition: String,
-    /// Whether the shutdown was clean (recovery skipped unless an index failed its check).
+    /// Whether the shutdown was clean (the log directory's marker; recovery is skipped unless
+    /// `full`, or an index failed its check).
     pub had_clean_shutdown: bool,
     /// The recovery point used (the log end after a clean shutdown; 0 with `full`).
     pub recovery_point: i64,
@@ -213,7 +237,11 @@ fn outside_the_seam(kind: FileKind) -> bool {
 
 /// Removes a segment file: `.log`, `.txnindex` and snapshots through the storage seam, the
 /// mapped indexes on the real file system (where segment-store keeps them).
-fn remove_segment_file(env: &LogEnv, path: &Path, kind: FileKind) -> Result<(), PartitionLogError> {
+pub(crate) fn remove_segment_file(
+    env: &LogEnv,
+    path: &Path,
+    kind: FileKind,
+) -> Result<(), PartitionLogError> {
     if !outside_the_seam(kind) {
         return Ok(env.storage.remove_file(path)?);
     }
@@ -223,7 +251,7 @@ fn remove_segment_file(env: &LogEnv, path: &Path, kind: FileKind) -> Result<(), 
     }
 }
 
-fn rename_segment_file(
+pub(crate) fn rename_segment_file(
     env: &LogEnv,
     from: &Path,
     to: &Path,
@@ -236,257 +264,15 @@ fn rename_segment_file(
     }
 }
 
-/// Kafka `LogLoader`.
+/// Kafka `LogLoader`: [`LogLoader::plan`], [`LogLoader::apply`] and [`LogLoader::load`] (see
+/// [`crate::plan`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LogLoader;
-
-impl LogLoader {
-    /// Loads the partition in `dir`. See the module docs.
-    pub fn load(
-        dir: &Path,
-        opts: &LoadOptions,
-    ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        let env = &opts.env;
-        let io = StorageIo::new(Arc::clone(&env.storage));
-        env.storage.create_dir_all(dir)?;
-        let temp_files_handled = remove_temp_files_and_swaps(env, dir)?;
-        let clean = opts.had_clean_shutdown && !opts.full;
-        let recovery_point = if opts.full { 0 } else { opts.recovery_point };
-        let (local, insane) =
-            LocalLog::open_unrecovered(dir, opts.config.log.clone(), recovery_point, env.clone())?;
-        let bases: Vec<i64> = local.segments().iter().map(|s| s.base_offset).collect();
-        let first_base = bases.first().copied().unwrap_or(0);
-        let mut recover_base = if clean {
-            None
-        } else if opts.full {
-            Some(first_base)
-        } else {
-            Some(
-                bases
-                    .iter()
-                    .copied()
-                    .take_while(|&b| b <= recovery_point)
-                    .last()
-                    .unwrap_or(first_base),
-            )
-        };
-        if let Some(&b) = insane.first() {
-            recover_base = Some(recover_base.map_or(b, |r| r.min(b)));
-        }
-
-        let now = env.clock.now_ms();
-        let mut psm = ProducerStateManager::new(opts.config.producer_state);
-        let mut epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
-        let mut snapshots_set_aside = Vec::new();
-        let mut warnings = Vec::new();
-        let mut segments_scanned = 0;
-        let (mut batches_scanned, mut bytes_scanned, mut kept_bytes) = (0u64, 0u64, 0u64);
-        let mut cut = Vec::new();
-        let mut quarantined = Vec::new();
-        let mut quarantine_dir = None;
-
-        if let Some(base) = recover_base {
-            // Producer state up to the first recovered segment: snapshot + replay.
-            let log_start = local.log_start_offset();
-            let load = psm.load_from_snapshot_with(&io, dir, log_start, base, now)?;
-            snapshots_set_aside.extend(load.set_aside.into_iter().map(|s| s.moved_to));
-            let from = psm.map_end_offset().max(log_start);
-            if base > from {
-                replay(&local, &mut psm, from, base)?;
-            }
-            psm.update_map_end_offset(psm.map_end_offset().max(base));
-
-            let qdir = new_quarantine_dir(env, dir)?;
-            let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
-            let mut next_boundary = 0usize;
-            let mut applied = AppliedBatches::default();
-            let (snapshot_tx, snapshot_rx) =
-                std::sync::mpsc::channel::<Option<(i64, Vec<SnapshotEntry>)>>();
-            let mut visitor = |batch: &record_format::RecordBatch<'_>,
-                               aborted: &mut Vec<AbortedTxn>| {
-                let summary = BatchSummary::from_batch(batch)?;
-                while let Some(&b) = boundaries.get(next_boundary) {
-                    if summary.base_offset < b {
-                        break;
-                    }
-                    // Kafka takes a snapshot after each recovered segment. Written (and fsync'd)
-                    // by the snapshot writer thread while the scan goes on.
-                    psm.update_map_end_offset(psm.map_end_offset().max(b));
-                    // A failed send means the writer stopped on an error, which joining it
-                    // reports.
-                    if psm.last_map_offset > psm.last_snap_offset
-                        && snapshot_tx
-                            .send(Some((psm.last_map_offset, psm.snapshot_entries())))
-                            .is_ok()
-                    {
-                        psm.last_snap_offset = psm.last_map_offset;
-                    }
-                    next_boundary += 1;
-                }
-                let epoch = batch.partition_leader_epoch();
-                if epoch >= 0 && epochs.latest_epoch().is_none_or(|l| epoch > l) {
-                    epochs.assign(epoch, batch.base_offset())?;
-                }
-                // Kafka's LogSegment.updateProducerState: one batch at a time, in place.
-                psm.apply_replicated_batch(&summary, &mut applied)?;
-                warnings.append(&mut applied.warnings);
-                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
-                    AbortedTxn::new(
-                        a.producer_id,
-                        a.first_offset,
-                        a.last_offset,
-                        a.last_stable_offset,
-                    )
-                }));
-                applied.clear();
-                Ok::<_, PartitionLogError>(())
-            };
-            let writer_io = io.clone();
-            let recovered = std::thread::scope(|scope| {
-                // Without a writer thread (none to be had) the sends fail and no snapshot is
-                // taken during the scan; the one at the log end is still written below.
-                let writer = std::thread::Builder::new()
-                    .name("seglog-snapshots".into())
-                    .spawn_scoped(scope, move || {
-                        while let Ok(Some((offset, entries))) = snapshot_rx.recv() {
-                            write_snapshot_with(&writer_io, dir, offset, &entries)?;
-                        }
-                        Ok::<_, SnapshotError>(())
-                    })
-                    .ok();
-                let recovered = local.recover_from(base, &mut visitor, &qdir);
-                // The writer has stopped if this fails; joining it tells why.
-                snapshot_tx.send(None).ok();
-                // Every snapshot is durable before the scan's result is used.
-                let written = writer.map_or(Ok(()), |w| {
-                    w.join().unwrap_or_else(|_| {
-                        Err(SnapshotError::Io {
-                            path: dir.to_path_buf(),
-                            op: "writing producer snapshots",
-                            source: std::io::Error::other("the snapshot writer thread panicked"),
-                        })
-                    })
-                });
-                let recovered = recovered?;
-                written?;
-                Ok::<_, PartitionLogError>(recovered)
-            });
-            let (outcomes, moved) = recovered?;
-            for (segment, o) in &outcomes {
-                segments_scanned += 1;
-                batches_scanned += o.batches;
-                bytes_scanned += o.valid_bytes + o.truncated_bytes;
-                kept_bytes += o.valid_bytes;
-                if let (Some((position, reason)), Some(file)) =
-                    (&o.truncated_at, &o.quarantine_file)
-                {
-                    cut.push(CutInfo {
-                        segment: *segment,
-                        position: *position,
-                        bytes: o.truncated_bytes,
-                        reason: reason.clone(),
-                        quarantined_to: file.clone(),
-                    });
-                }
-            }
-            quarantined = moved;
-            // Snapshots describing quarantined data go with it.
-            let end = local.log_end_offset();
-            if !cut.is_empty() {
-                for s in list_snapshots_with(&io, dir)?
-                    .into_iter()
-                    .filter(|s| s.offset > end)
-                {
-                    let to = qdir.join(file_name(s.offset, FileKind::Snapshot, None));
-                    move_into_quarantine(env, &s.path, &to, dir)?;
-                    quarantined.push(to);
-                }
-            }
-            if cut.is_empty() && quarantined.is_empty() {
-                remove_empty_quarantine_dir(env, &qdir);
-            } else {
-                quarantine_dir = Some(qdir);
-            }
-        }
-
-        // Log start offset.
-        let mut log_end = local.log_end_offset();
-        if opts.log_start_offset > log_end {
-            // Kafka deletes every segment here (the checkpoint says all of them lie below the log
-            // start: files were lost or deleted behind its back). We keep them aside instead.
-            let qdir = match &quarantine_dir {
-                Some(q) => q.clone(),
-                None => new_quarantine_dir(env, dir)?,
-            };
-            let moved = local.quarantine_fully_and_start_at(opts.log_start_offset, &qdir)?;
-            if moved.is_empty() && quarantine_dir.is_none() {
-                remove_empty_quarantine_dir(env, &qdir);
-            } else {
-                quarantined.extend(moved);
-                quarantine_dir = Some(qdir);
-            }
-            epochs.clear()?;
-            psm.truncate_fully_and_start_at(opts.log_start_offset);
-            log_end = opts.log_start_offset;
-        } else if opts.log_start_offset > local.log_start_offset() {
-            local.increment_log_start_offset(opts.log_start_offset)?;
-        }
-        let log_start = local.log_start_offset();
-        epochs.truncate_from_end(log_end)?;
-        epochs.truncate_from_start(log_start)?;
-
-        let no_snapshot = list_snapshots_with(&io, dir)?.is_empty();
-        let mut log = PartitionLog {
-            dir: dir.to_path_buf(),
-            local,
-            psm,
-            epochs,
-            high_watermark: log_start,
-            config: opts.config.clone(),
-            clock: Arc::clone(&env.clock),
-            io: io.clone(),
-            mirror: MirrorStateFile::with_io(dir, io.clone()).load()?,
-        };
-        if clean && recover_base.is_none() && no_snapshot {
-            // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
-            log.psm.truncate_fully_and_start_at(log_end);
-            log.psm.take_snapshot_with(&io, dir)?;
-        } else {
-            let load = log.rebuild_producer_state(log_end)?;
-            snapshots_set_aside.extend(load.set_aside.into_iter().map(|s| s.moved_to));
-        }
-        log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
-
-        let report = RecoveryReport {
-            partition: dir
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default(),
-            had_clean_shutdown: clean,
-            recovery_point: if clean { log_end } else { recovery_point },
-            recovered_from: recover_base,
-            segments_scanned,
-            batches_scanned,
-            bytes_scanned,
-            kept_bytes,
-            cut,
-            quarantined_segments: quarantined,
-            snapshots_set_aside,
-            quarantine_dir,
-            temp_files_handled,
-            warnings,
-            log_start_offset: log_start,
-            log_end_offset: log_end,
-            producers: log.psm.active_producers().len(),
-        };
-        Ok((log, report))
-    }
-}
 
 /// Removes, through the storage seam, a quarantine folder that received nothing (and
 /// `quarantine/` if that is now empty). Best effort: a folder that cannot be removed is merely
 /// left behind, empty. Not synced: an empty folder that comes back after a crash is harmless.
-fn remove_empty_quarantine_dir(env: &LogEnv, qdir: &Path) {
+pub(crate) fn remove_empty_quarantine_dir(env: &LogEnv, qdir: &Path) {
     if env.storage.remove_dir(qdir).is_ok() {
         if let Some(parent) = qdir.parent() {
             env.storage.remove_dir(parent).ok();
@@ -494,31 +280,9 @@ fn remove_empty_quarantine_dir(env: &LogEnv, qdir: &Path) {
     }
 }
 
-/// `<dir>/quarantine/<n>`, `n` one more than the largest existing number, created through the
-/// storage seam and made durable (both new directory entries synced), so that the cut bytes
-/// recovery writes into it survive a crash once their own directory is synced.
-fn new_quarantine_dir(env: &LogEnv, dir: &Path) -> Result<PathBuf, PartitionLogError> {
-    let root = dir.join(QUARANTINE_DIR);
-    let existing = match env.storage.list_dir(&root) {
-        Ok(names) => names,
-        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => Vec::new(),
-        Err(e) => return Err(e.into()),
-    };
-    let n = existing
-        .iter()
-        .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
-        .map(|k| k.saturating_add(1))
-        .fold(1u64, u64::max);
-    let q = root.join(format!("{n:04}"));
-    env.storage.create_dir_all(&q)?;
-    env.storage.sync_dir(&root)?;
-    env.storage.sync_dir(dir)?;
-    Ok(q)
-}
-
 /// Moves a file of `dir` (a snapshot describing quarantined data) to `to` in the quarantine
 /// folder, durably (both directories synced).
-fn move_into_quarantine(
+pub(crate) fn move_into_quarantine(
     env: &LogEnv,
     from: &Path,
     to: &Path,
@@ -530,93 +294,6 @@ fn move_into_quarantine(
     }
     env.storage.sync_dir(dir)?;
     Ok(())
-}
-
-/// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion (§6.2 steps 1–4) and orphan
-/// index removal. Returns the paths handled.
-fn remove_temp_files_and_swaps(
-    env: &LogEnv,
-    dir: &Path,
-) -> Result<Vec<PathBuf>, PartitionLogError> {
-    let mut handled = Vec::new();
-    let mut parsed = Vec::new();
-    for name in env.storage.list_dir(dir)? {
-        if let Ok(p) = parse_file_name(&name) {
-            parsed.push((dir.join(&name), p));
-        }
-    }
-    let min_cleaned = parsed
-        .iter()
-        .filter(|(_, p)| p.temp == Some(TempSuffix::Cleaned))
-        .map(|(_, p)| p.base_offset)
-        .min()
-        .unwrap_or(i64::MAX);
-    let mut swaps = Vec::new();
-    let mut live = Vec::new();
-    for (path, p) in parsed {
-        match p.temp {
-            Some(TempSuffix::Deleted) | Some(TempSuffix::Cleaned) => {
-                remove_segment_file(env, &path, p.kind)?;
-                handled.push(path);
-            }
-            Some(TempSuffix::Swap) if p.base_offset >= min_cleaned => {
-                remove_segment_file(env, &path, p.kind)?;
-                handled.push(path);
-            }
-            Some(TempSuffix::Swap) => swaps.push((path, p)),
-            None => live.push((path, p)),
-        }
-    }
-    // The offset range the valid `.log.swap` segments cover.
-    let mut range: Option<(i64, i64)> = None;
-    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
-        let bytes = env.storage.read(path)?;
-        let mut next = p.base_offset;
-        for entry in Batches::new(&bytes, 0).flatten() {
-            next = next.max(entry.last_offset().saturating_add(1));
-        }
-        range = Some(match range {
-            None => (p.base_offset, next),
-            Some((lo, hi)) => (lo.min(p.base_offset), hi.max(next)),
-        });
-    }
-    if let Some((lo, hi)) = range {
-        for (path, p) in &live {
-            if p.kind != FileKind::Snapshot && p.base_offset >= lo && p.base_offset < hi {
-                remove_segment_file(env, path, p.kind)?;
-                handled.push(path.clone());
-            }
-        }
-        live.retain(|(_, p)| {
-            p.kind == FileKind::Snapshot || p.base_offset < lo || p.base_offset >= hi
-        });
-    }
-    for (path, p) in &swaps {
-        let to = segment_file_path(dir, p.base_offset, p.kind);
-        rename_segment_file(env, path, &to, p.kind)?;
-        handled.push(path.clone());
-        live.push((to, segment_store::ParsedName { temp: None, ..*p }));
-    }
-    // Orphan indexes (no `.log`).
-    let logs: std::collections::BTreeSet<i64> = live
-        .iter()
-        .filter(|(_, p)| p.kind == FileKind::Log)
-        .map(|(_, p)| p.base_offset)
-        .collect();
-    for (path, p) in &live {
-        if matches!(
-            p.kind,
-            FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex
-        ) && !logs.contains(&p.base_offset)
-        {
-            remove_segment_file(env, path, p.kind)?;
-            handled.push(path.clone());
-        }
-    }
-    if !handled.is_empty() {
-        env.storage.sync_dir(dir)?;
-    }
-    Ok(handled)
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -258,6 +258,35 @@ impl Iterator for HeaderIter<'_> {
     }
 }
 
+/// The whole content of a file, read without changing anything (a recovery plan's view of a
+/// `.log`): mapped read-only when the caller holds the directory's lock and the storage is a real
+/// file system, read into memory through the storage otherwise.
+#[derive(Debug)]
+pub enum ReadOnlyBytes {
+    /// A read-only map (see [`MmapFile`]'s invariants).
+    Mapped(MmapFile),
+    /// A copy.
+    Owned(Vec<u8>),
+}
+
+impl ReadOnlyBytes {
+    /// Maps (with `lock`) or reads `path`.
+    pub fn open(storage: &dyn Storage, path: &Path, lock: Option<&DirLock>) -> Result<Self> {
+        if let Some(lock) = lock.filter(|_| storage.supports_mmap()) {
+            return Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?));
+        }
+        Ok(ReadOnlyBytes::Owned(storage.read(path)?))
+    }
+
+    /// The bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            ReadOnlyBytes::Mapped(m) => m.as_slice(),
+            ReadOnlyBytes::Owned(v) => v,
+        }
+    }
+}
+
 /// The `.log` file of a segment.
 #[derive(Debug)]
 pub struct FileRecords {

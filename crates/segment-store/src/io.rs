@@ -245,11 +245,25 @@ impl FileHandle for StdFile {
     }
 }
 
+/// Refuses a path that exists and is not a regular file (a directory, FIFO, device or socket):
+/// opening or reading a FIFO blocks until a writer comes, which may be never.
+pub fn refuse_non_regular(path: &Path) -> Result<()> {
+    match fs::metadata(path) {
+        Ok(m) if !m.is_file() => Err(SegmentError::io(
+            path,
+            "open",
+            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl Storage for StdFs {
     fn supports_mmap(&self) -> bool {
         true
     }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn FileHandle>> {
+        refuse_non_regular(path)?;
         let mut o = fs::OpenOptions::new();
         o.read(true);
         match mode {

@@ -41,17 +41,19 @@ pub use checkpoint::{
 pub use error::{CheckpointProblem, IndexCorruption, Result, SegmentError};
 pub use file_name::{FileKind, ParsedName, TempSuffix};
 pub use file_records::{
-    BatchHeader, FileBatches, FileRecords, HeaderIter, LogOffsetPosition, TimestampAndOffset,
+    BatchHeader, FileBatches, FileRecords, HeaderIter, LogOffsetPosition, ReadOnlyBytes,
+    TimestampAndOffset,
 };
 pub use index::{
-    AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
-    TransactionIndex, TxnIndexSearchResult,
+    AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
+    TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
 };
 pub use io::{write_atomically, FileHandle, OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
 pub use segment::{
-    Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock, RecoveryOutcome,
-    RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext, SystemClock,
+    scan_segment, Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock,
+    RecoveryOutcome, RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext,
+    SegmentScan, SegmentScanner, SystemClock,
 };

@@ -12,11 +12,13 @@
 //!
 //! # Loading
 //!
-//! [`LocalLog::open_with`] is a minimal loader: it deletes `*.deleted` leftovers, opens every
-//! `<base>.log`, recovers (with the caller's visitor) the segment containing the recovery point,
-//! every later one, and any whose index fails its sanity check; if a recovery cut bytes, all
-//! later segments are deleted (Kafka's `LogLoader.recoverLog`). `.cleaned`/`.swap` handling and
-//! producer state belong to the recovery crate's loader.
+//! [`LocalLog::open_unrecovered`] and [`LocalLog::open_planned`] open the segments as they are
+//! (deleting `*.deleted` leftovers); the recovery crate's `LogLoader` plans recovery and installs
+//! its scans with [`LocalLog::install_scans`]. [`LocalLog::open_with`] is the same opening
+//! followed by [`LocalLog::recover_from`] (the segment containing the recovery point, and any
+//! earlier one whose index fails its sanity check) for users of this crate alone: recovery never
+//! deletes, the segments after a cut are moved to the quarantine directory. `.cleaned`/`.swap`
+//! handling and producer state belong to the recovery crate's loader.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -32,7 +34,7 @@ use crate::io::{StdFs, Storage};
 use crate::lock::DirLock;
 use crate::segment::{
     Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome, RecoveryVisitor,
-    RollParams, RollReason, SegmentConfig, SegmentContext, SystemClock,
+    RollParams, RollReason, SegmentConfig, SegmentContext, SegmentScan, SystemClock,
 };
 
 /// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
@@ -169,8 +171,7 @@ struct Summary {
 
 impl LocalLog {
     /// Opens (or initialises) the log in `dir` on the real file system with the system clock and
-    /// no producer-state visitor (segments that need recovery get their indexes rebuilt and an
-    /// empty transaction index).
+    /// no producer-state visitor (see [`Self::open_with`]).
     pub fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> Result<LocalLog> {
         Self::open_with(
             dir,
@@ -181,8 +182,11 @@ impl LocalLog {
         )
     }
 
-    /// Opens the log in `dir`; see the module docs. Takes the directory's [`DirLock`] (held for
-    /// the life of the log). An empty directory gets one empty segment at offset 0.
+    /// Opens the log in `dir` ([`Self::open_unrecovered`]) and recovers, with `visitor`, every
+    /// segment from the one containing the recovery point (or an earlier one whose index fails
+    /// its sanity check, or whose tail does not parse) with [`Self::recover_from`]: cut bytes
+    /// and the segments after a cut go to the configured quarantine directory (the partition
+    /// directory by default). Takes the directory's [`DirLock`] (held for the life of the log).
     pub fn open_with(
         dir: &Path,
         config: LogConfig,
@@ -190,7 +194,23 @@ impl LocalLog {
         env: LogEnv,
         visitor: &mut BatchVisitor<'_>,
     ) -> Result<LocalLog> {
-        Self::open_inner(dir, config, recovery_point, env, Some(visitor)).map(|(log, _)| log)
+        let quarantine = config
+            .quarantine_dir
+            .clone()
+            .unwrap_or_else(|| dir.to_path_buf());
+        let (log, insane) = Self::open_unrecovered(dir, config, recovery_point, env)?;
+        let from = {
+            let inner = log.read_inner();
+            let bases = inner.segments.keys().copied();
+            let first = bases.clone().next().unwrap_or(0);
+            bases
+                .take_while(|&b| b <= recovery_point)
+                .last()
+                .unwrap_or(first)
+        };
+        let from = insane.first().map_or(from, |&i| from.min(i));
+        log.recover_from(from, visitor, &quarantine)?;
+        Ok(log)
     }
 
     /// Opens the segments of `dir` as they are: leftover `*.deleted` files are removed, but no
@@ -204,7 +224,29 @@ impl LocalLog {
         recovery_point: i64,
         env: LogEnv,
     ) -> Result<(LocalLog, Vec<i64>)> {
-        Self::open_inner(dir, config, recovery_point, env, None)
+        Self::open_inner(dir, config, recovery_point, env, None, None)
+    }
+
+    /// [`Self::open_unrecovered`] for a loader that already holds `lock` (the directory's
+    /// [`DirLock`]) and knows, from its recovery plan, the active segment's next offset: the
+    /// active segment is not walked to find it (Kafka's `readNextOffset` reads from the last
+    /// index entry; the plan did that, or scanned the segment).
+    pub fn open_planned(
+        dir: &Path,
+        config: LogConfig,
+        recovery_point: i64,
+        env: LogEnv,
+        lock: DirLock,
+        log_end_offset: i64,
+    ) -> Result<(LocalLog, Vec<i64>)> {
+        Self::open_inner(
+            dir,
+            config,
+            recovery_point,
+            env,
+            Some(lock),
+            Some(log_end_offset),
+        )
     }
 
     fn open_inner(
@@ -212,10 +254,14 @@ impl LocalLog {
         config: LogConfig,
         recovery_point: i64,
         env: LogEnv,
-        mut visitor: Option<&mut BatchVisitor<'_>>,
+        lock: Option<DirLock>,
+        known_log_end: Option<i64>,
     ) -> Result<(LocalLog, Vec<i64>)> {
         env.storage.create_dir_all(dir)?;
-        let lock = DirLock::acquire(dir)?;
+        let lock = match lock {
+            Some(l) => l,
+            None => DirLock::acquire(dir)?,
+        };
         let dir = dir.to_path_buf();
         let ctx = SegmentContext {
             storage: Arc::clone(&env.storage),
@@ -227,8 +273,6 @@ impl LocalLog {
                 ..SegmentConfig::default()
             },
         };
-        let quarantine = config.quarantine_dir.clone().unwrap_or_else(|| dir.clone());
-
         // Leftovers of interrupted deletions, and the list of segments.
         let mut bases = Vec::new();
         for name in env.storage.list_dir(&dir)? {
@@ -244,29 +288,11 @@ impl LocalLog {
         bases.sort_unstable();
 
         let mut segments = BTreeMap::new();
-        let recover_from = bases
-            .iter()
-            .copied()
-            .take_while(|&b| b <= recovery_point)
-            .last()
-            .unwrap_or(i64::MIN);
-        let mut cut = false;
         let mut insane = Vec::new();
         for base in bases {
-            if cut {
-                LogSegment::open(&ctx, &dir, base)?.delete()?;
-                continue;
-            }
-            let mut seg = LogSegment::open(&ctx, &dir, base)?;
-            let sane = seg.sanity_check().is_ok();
-            if !sane {
+            let seg = LogSegment::open(&ctx, &dir, base)?;
+            if seg.sanity_check().is_err() {
                 insane.push(base);
-            }
-            if let Some(visitor) = visitor.as_mut() {
-                if base >= recover_from || !sane {
-                    let outcome: RecoveryOutcome = seg.recover(*visitor, &quarantine)?;
-                    cut = outcome.truncated_bytes > 0;
-                }
             }
             segments.insert(base, seg);
         }
@@ -279,7 +305,7 @@ impl LocalLog {
         for (&base, seg) in segments.iter_mut() {
             if base == last_base {
                 seg.resize_indexes(config.max_index_size)?;
-                log_end_offset = match seg.read_next_offset() {
+                log_end_offset = match known_log_end.map_or_else(|| seg.read_next_offset(), Ok) {
                     Ok(next) => next,
                     // An unrecovered tail that does not parse (e.g. the zeros a crash leaves in
                     // preallocated or torn blocks): the offset after the last batch that does,
@@ -355,6 +381,52 @@ impl LocalLog {
         let last = active_mut(&mut inner)?;
         // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes the indexes
         // back to their maximum, which is what the active segment needs.
+        let next = last.read_next_offset()?;
+        last.truncate_to(next)?;
+        inner.log_end_offset = next;
+        inner.recovery_point = inner.recovery_point.min(next);
+        inner.dir_dirty = true;
+        Ok((outcomes, moved))
+    }
+
+    /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
+    /// [`SegmentScan`]s of the segments from `from_base` on, in order): each scanned segment gets
+    /// [`LogSegment::install_scan`]; at the first that loses bytes, every later segment is
+    /// **moved** (all its files) into `quarantine_dir`. The log end offset and recovery point are
+    /// updated; the last remaining segment becomes the active one. Returns each recovered
+    /// segment's outcome and the paths of the moved files.
+    #[allow(clippy::type_complexity)]
+    pub fn install_scans(
+        &self,
+        from_base: i64,
+        scans: &[SegmentScan],
+        quarantine_dir: &Path,
+    ) -> Result<(Vec<(i64, RecoveryOutcome)>, Vec<PathBuf>)> {
+        let mut inner = self.write_inner();
+        let bases: Vec<i64> = inner.segments.range(from_base..).map(|(&b, _)| b).collect();
+        let mut outcomes = Vec::new();
+        let mut moved = Vec::new();
+        let mut cut = false;
+        let mut scans = scans.iter();
+        for base in bases {
+            if cut {
+                if let Some(seg) = inner.segments.remove(&base) {
+                    moved.extend(seg.move_to(quarantine_dir)?);
+                }
+                continue;
+            }
+            let Some(scan) = scans.next() else { break };
+            if let Some(seg) = inner.segments.get_mut(&base) {
+                let outcome = seg.install_scan(scan, quarantine_dir)?;
+                cut = outcome.truncated_bytes > 0;
+                outcomes.push((base, outcome));
+            }
+        }
+        if inner.segments.is_empty() {
+            let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
+            inner.segments.insert(seg.base_offset(), seg);
+        }
+        let last = active_mut(&mut inner)?;
         let next = last.read_next_offset()?;
         last.truncate_to(next)?;
         inner.log_end_offset = next;

@@ -78,6 +78,7 @@ impl MmapFile {
     /// Maps an existing file, locking it exclusively (see the invariants).
     pub fn open(lock: &DirLock, path: &Path, writable: bool) -> Result<MmapFile> {
         Self::check_covered(lock, path)?;
+        crate::io::refuse_non_regular(path)?;
         let file = OpenOptions::new()
             .read(true)
             .write(writable)

@@ -30,9 +30,11 @@ use record_format::{
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
 use crate::file_records::{whole_batches_len, FileRecords, LogOffsetPosition, TimestampAndOffset};
+use crate::index::offset::ENTRY_SIZE as OFFSET_ENTRY_SIZE;
+use crate::index::time::ENTRY_SIZE as TIME_ENTRY_SIZE;
 use crate::index::{
-    AbortedTxn, FilePosition, OffsetIndex, TimeIndex, TimestampOffset, TransactionIndex,
-    TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
+    AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
+    TransactionIndex, TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
 };
 use crate::io::{OpenMode, Storage};
 use crate::lock::DirLock;
@@ -649,16 +651,11 @@ impl LogSegment {
         })
     }
 
-    /// Kafka's `recover`: resets the three indexes, re-validates every batch (framing and CRC),
-    /// rebuilds the offset and time indexes by the append rule, and calls `visitor` with each
-    /// valid v2 batch in order; an [`AbortedTxn`] it returns is appended to the transaction
-    /// index. Legacy (magic 0/1) entries are indexed but not visited. Scanning stops at the first
-    /// invalid or incomplete batch.
-    ///
-    /// Recovery never silently destroys data: the bytes past the valid prefix are first written
-    /// to `<quarantine_dir>/<base>.log.cut-<position>` through the storage, synced (file and
-    /// directory), and only then is the `.log` truncated. Afterwards the indexes are trimmed
-    /// (with the final time-index entry), as Kafka leaves them.
+    /// Kafka's `recover`: [`scan_segment`] over the `.log` (framing and CRC of every batch,
+    /// `visitor` called with each valid v2 batch in order, the offset and time index entries an
+    /// uninterrupted append would have written), then [`Self::install_scan`] (indexes rebuilt,
+    /// cut bytes quarantined, `.log` truncated). Legacy (magic 0/1) entries are indexed but not
+    /// visited. Scanning stops at the first invalid or incomplete batch.
     ///
     /// Errors: an offset that does not fit the segment ([`SegmentError::OffsetOverflow`]),
     /// offsets that go backwards ([`SegmentError::InvalidOffset`]), I/O, or the visitor's error.
@@ -667,13 +664,6 @@ impl LogSegment {
         visitor: &mut RecoveryVisitor<'_, E>,
         quarantine_dir: &Path,
     ) -> std::result::Result<RecoveryOutcome, E> {
-        self.offset_index.reset()?;
-        self.time_index.reset()?;
-        self.txn_index.reset()?;
-        self.max_timestamp_so_far = TimestampOffset {
-            timestamp: NO_TIMESTAMP,
-            offset: self.base_offset,
-        };
         let was_mapped = self.log.is_mapped();
         if self.ctx.storage.supports_mmap() {
             // Zero-copy scan; a failure to map just means reading into a buffer. (Not
@@ -681,97 +671,65 @@ impl LogSegment {
             // parallel, instead of on this thread before any walking starts.)
             let _ = self.log.map_read_only(&self.ctx.lock);
         }
-        let interval = u64::from(self.ctx.config.index_interval_bytes);
-        let mut valid_bytes = 0u64;
-        let mut last_index_entry = 0u64;
-        let mut batches = 0u64;
-        let mut last_offset = None;
-        let mut aborted = Vec::new();
-        let truncated_at;
-        {
+        let scan = {
             let data = self.log.batches_from(0)?;
-            // Framing and CRC checks run on every core, region by region; this thread applies
-            // the entries strictly in order (see `record_format::scan`).
-            let region = self.ctx.config.recovery_region_bytes;
-            let regions = Regions::new(data.bytes(), 0, region);
-            let log_path = self.log.path().to_path_buf();
-            let base_offset = self.base_offset;
-            let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
-                let mut apply = || -> std::result::Result<(), E> {
-                    while let Piece::Entries(entries) = reader.next_piece() {
-                        for entry in entries.iter() {
-                            let last = entry.last_offset();
-                            if !self.offset_index.can_append_offset(last) {
-                                return Err(SegmentError::OffsetOverflow {
-                                    path: log_path.clone(),
-                                    offset: last,
-                                    base_offset,
-                                }
-                                .into());
-                            }
-                            let max_ts = match entry {
-                                LogEntry::V2(b) => b.max_timestamp(),
-                                LogEntry::Legacy(_) => {
-                                    headers_in(entry.as_bytes(), entry.position())
-                                        .next()
-                                        .map_or(NO_TIMESTAMP, |h| h.max_timestamp)
-                                }
-                            };
-                            if max_ts > self.max_timestamp_so_far.timestamp {
-                                self.max_timestamp_so_far = TimestampOffset {
-                                    timestamp: max_ts,
-                                    offset: last,
-                                };
-                            }
-                            if valid_bytes - last_index_entry > interval {
-                                self.offset_index
-                                    .append(last, FilePosition(valid_bytes as u32))?;
-                                self.time_index.maybe_append(
-                                    self.max_timestamp_so_far.timestamp,
-                                    self.max_timestamp_so_far.offset,
-                                    false,
-                                )?;
-                                last_index_entry = valid_bytes;
-                            }
-                            valid_bytes += entry.size_in_bytes() as u64;
-                            batches += 1;
-                            last_offset = Some(last);
-                            if let LogEntry::V2(batch) = entry {
-                                aborted.clear();
-                                visitor(batch, &mut aborted)?;
-                                for txn in &aborted {
-                                    self.txn_index.append(txn)?;
-                                }
-                            }
-                        }
-                    }
-                    Ok(())
-                };
-                (apply(), reader.end())
-            });
-            applied?;
-            truncated_at = match framing_end {
-                Some(IterEnd::Error(e)) => Some((e.position, e)),
-                Some(IterEnd::IncompleteTrailing { position, bytes }) => {
-                    let rest = data
-                        .bytes()
-                        .get(usize::try_from(position).unwrap_or(usize::MAX)..)
-                        .unwrap_or_default();
-                    let need = if rest.len() >= 12 {
-                        12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
-                    } else {
-                        RECORD_BATCH_OVERHEAD as u64
-                    };
-                    let e = FormatError::new(
-                        FormatErrorKind::Truncated { need, have: bytes },
-                        position,
-                    );
-                    Some((position, e))
-                }
-                _ => None,
-            };
+            scan_segment(
+                self.log.path(),
+                data.bytes(),
+                self.base_offset,
+                &self.ctx.config,
+                visitor,
+            )?
+        };
+        let outcome = self.install_scan(&scan, quarantine_dir)?;
+        if was_mapped {
+            self.log.map_read_only(&self.ctx.lock)?;
         }
-        let truncated_bytes = self.log.size() - valid_bytes;
+        Ok(outcome)
+    }
+
+    /// The writing half of recovery, from a [`SegmentScan`] of this segment's `.log` as it is
+    /// (taken by [`scan_segment`], e.g. in a read-only recovery plan): resets the three indexes
+    /// and writes the scan's entries into them, appends its aborted transactions to the
+    /// transaction index, and — if the scan stopped before the end — first writes the bytes past
+    /// the valid prefix to `<quarantine_dir>/<base>.log.cut-<position>` through the storage,
+    /// synced (file and directory), and only then truncates the `.log`. Afterwards the indexes
+    /// are trimmed (with the final time-index entry), as Kafka leaves them. The `.log` is left
+    /// unmapped.
+    ///
+    /// A scan of other bytes than the file's (another size) is refused with
+    /// [`SegmentError::Format`]-free [`SegmentError::Io`] (`InvalidInput`): recovery never cuts
+    /// what it did not check.
+    pub fn install_scan(
+        &mut self,
+        scan: &SegmentScan,
+        quarantine_dir: &Path,
+    ) -> Result<RecoveryOutcome> {
+        if scan.size != self.log.size() || scan.base_offset != self.base_offset {
+            return Err(SegmentError::io(
+                self.log.path(),
+                "install recovery scan",
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    "the file changed since it was scanned",
+                ),
+            ));
+        }
+        self.offset_index.reset()?;
+        self.time_index.reset()?;
+        self.txn_index.reset()?;
+        for e in &scan.offset_entries {
+            self.offset_index.append(e.offset, e.position)?;
+        }
+        for e in &scan.time_entries {
+            self.time_index.maybe_append(e.timestamp, e.offset, false)?;
+        }
+        for txn in &scan.aborted_txns {
+            self.txn_index.append(txn)?;
+        }
+        self.max_timestamp_so_far = scan.max_timestamp;
+        let valid_bytes = scan.valid_bytes;
+        let truncated_bytes = scan.truncated_bytes();
         let mut quarantine_file = None;
         if truncated_bytes > 0 {
             let path = quarantine_dir.join(quarantine_file_name(self.base_offset, valid_bytes));
@@ -782,22 +740,18 @@ impl LogSegment {
             self.ctx.storage.sync_dir(quarantine_dir)?;
             quarantine_file = Some(path);
         }
+        self.log.unmap();
         self.log.truncate_to(valid_bytes)?;
-        if was_mapped {
-            self.log.map_read_only(&self.ctx.lock)?;
-        } else {
-            self.log.unmap();
-        }
         self.offset_index.trim_to_valid_size()?;
         self.force_final_time_index_entry()?;
         self.time_index.trim_to_valid_size()?;
         Ok(RecoveryOutcome {
             valid_bytes,
             truncated_bytes,
-            batches,
-            last_offset,
-            max_timestamp: self.max_timestamp_so_far,
-            truncated_at,
+            batches: scan.batches,
+            last_offset: scan.last_offset,
+            max_timestamp: scan.max_timestamp,
+            truncated_at: scan.truncated_at.clone(),
             quarantine_file,
         })
     }
@@ -907,6 +861,252 @@ impl LogSegment {
         ctx.storage.sync_dir(to_dir)?;
         ctx.storage.sync_dir(&dir)?;
         Ok(moved)
+    }
+}
+
+/// What the recovery scan of one `.log` found, without changing anything: the valid prefix,
+/// where and why it ends, and everything [`LogSegment::install_scan`] writes (index entries by
+/// the append rule, aborted transactions from the visitor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SegmentScan {
+    /// Base offset of the segment.
+    pub base_offset: i64,
+    /// Size of the `.log` scanned.
+    pub size: u64,
+    /// Bytes of valid batches (the prefix recovery keeps).
+    pub valid_bytes: u64,
+    /// Number of valid batches.
+    pub batches: u64,
+    /// Last offset of the last valid batch, if any.
+    pub last_offset: Option<i64>,
+    /// Largest batch max timestamp and the last offset of its batch (`(-1, base)` if none).
+    pub max_timestamp: TimestampOffset,
+    /// The offset-index entries of the valid prefix.
+    pub offset_entries: Vec<OffsetPosition>,
+    /// The time-index entries of the valid prefix (without the final one a close adds).
+    pub time_entries: Vec<TimestampOffset>,
+    /// Where the valid prefix ends and why (`None`: every byte is valid).
+    pub truncated_at: Option<(u64, FormatError)>,
+    /// The aborted transactions the visitor returned, in order.
+    pub aborted_txns: Vec<AbortedTxn>,
+}
+
+impl SegmentScan {
+    /// Bytes recovery cuts (`size - valid_bytes`).
+    pub fn truncated_bytes(&self) -> u64 {
+        self.size.saturating_sub(self.valid_bytes)
+    }
+    /// The offset after the last valid batch (the base offset if there is none).
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset
+            .map_or(self.base_offset, |l| l.saturating_add(1))
+    }
+}
+
+/// Recovery's scan of the bytes of one `.log` (`path` only names it in errors), read-only:
+/// [`SegmentScanner`] over all of `bytes` at once.
+///
+/// Errors: an offset that does not fit the segment ([`SegmentError::OffsetOverflow`]), indexed
+/// offsets that go backwards ([`SegmentError::InvalidOffset`]), more entries than the
+/// configured index size holds ([`SegmentError::IndexFull`]), or the visitor's error.
+pub fn scan_segment<E: From<SegmentError>>(
+    path: &Path,
+    bytes: &[u8],
+    base_offset: i64,
+    config: &SegmentConfig,
+    visitor: &mut RecoveryVisitor<'_, E>,
+) -> std::result::Result<SegmentScan, E> {
+    let mut scanner = SegmentScanner::new(path, base_offset, bytes.len() as u64, config);
+    scanner.scan(bytes, 0, visitor)?;
+    Ok(scanner.finish())
+}
+
+/// Recovery's scan of one `.log`, fed window by window (so that a reader without a map needs
+/// memory for one window, not the segment): framing and CRC-32C of every batch on every core,
+/// region by region, while this thread applies the entries strictly in order (see
+/// `record_format::scan`): offset range checks, the max timestamp, the offset and time index
+/// entries by Kafka's append rule (`index.interval.bytes` from the config), and the visitor with
+/// each valid v2 batch (the aborted transactions it pushes are collected). Stops at the first
+/// invalid batch, or at an incomplete one at the end of the file.
+#[derive(Debug)]
+pub struct SegmentScanner {
+    path: PathBuf,
+    size: u64,
+    interval: u64,
+    region_bytes: usize,
+    max_offset_entries: usize,
+    max_time_entries: usize,
+    last_time_ts: i64,
+    last_index_entry: u64,
+    scan: SegmentScan,
+}
+
+impl SegmentScanner {
+    /// A scanner of the `.log` at `path` of `size` bytes, with base offset `base_offset`.
+    pub fn new(path: &Path, base_offset: i64, size: u64, config: &SegmentConfig) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            size,
+            interval: u64::from(config.index_interval_bytes),
+            region_bytes: config.recovery_region_bytes,
+            max_offset_entries: usize::try_from(config.max_index_size / OFFSET_ENTRY_SIZE as u64)
+                .unwrap_or(usize::MAX),
+            max_time_entries: usize::try_from(config.max_index_size / TIME_ENTRY_SIZE as u64)
+                .unwrap_or(usize::MAX),
+            last_time_ts: NO_TIMESTAMP,
+            last_index_entry: 0,
+            scan: SegmentScan {
+                base_offset,
+                size,
+                valid_bytes: 0,
+                batches: 0,
+                last_offset: None,
+                max_timestamp: TimestampOffset {
+                    timestamp: NO_TIMESTAMP,
+                    offset: base_offset,
+                },
+                offset_entries: Vec::new(),
+                time_entries: Vec::new(),
+                truncated_at: None,
+                aborted_txns: Vec::new(),
+            },
+        }
+    }
+
+    /// Scans `bytes`, the file's bytes from `position` (where the previous window asked to
+    /// continue, 0 for the first). Returns where the next window must start — the first byte of
+    /// a batch the window ends inside (the same position again: the window must grow), or the
+    /// window's end — or `None` when the scan is over (an invalid batch, or the end of the
+    /// file).
+    pub fn scan<E: From<SegmentError>>(
+        &mut self,
+        bytes: &[u8],
+        position: u64,
+        visitor: &mut RecoveryVisitor<'_, E>,
+    ) -> std::result::Result<Option<u64>, E> {
+        let window_end = position + bytes.len() as u64;
+        let at_file_end = window_end >= self.size;
+        let base_offset = self.scan.base_offset;
+        let interval = self.interval;
+        let (max_offset_entries, max_time_entries) =
+            (self.max_offset_entries, self.max_time_entries);
+        let path = &self.path;
+        let s = &mut self.scan;
+        let last_time_ts = &mut self.last_time_ts;
+        let last_index_entry = &mut self.last_index_entry;
+        let mut aborted = Vec::new();
+        let regions = Regions::new(bytes, position, self.region_bytes);
+        let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
+            let mut apply = || -> std::result::Result<(), E> {
+                while let Piece::Entries(entries) = reader.next_piece() {
+                    for entry in entries.iter() {
+                        let last = entry.last_offset();
+                        let fits = last
+                            .checked_sub(base_offset)
+                            .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r));
+                        if !fits {
+                            return Err(SegmentError::OffsetOverflow {
+                                path: path.to_path_buf(),
+                                offset: last,
+                                base_offset,
+                            }
+                            .into());
+                        }
+                        let batch_max_ts = match entry {
+                            LogEntry::V2(b) => b.max_timestamp(),
+                            LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
+                                .next()
+                                .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
+                        };
+                        if batch_max_ts > s.max_timestamp.timestamp {
+                            s.max_timestamp = TimestampOffset {
+                                timestamp: batch_max_ts,
+                                offset: last,
+                            };
+                        }
+                        if s.valid_bytes - *last_index_entry > interval {
+                            // OffsetIndex::append's checks, so that the plan fails where the
+                            // install would.
+                            if s.offset_entries.len() >= max_offset_entries {
+                                return Err(SegmentError::IndexFull {
+                                    path: path.with_extension("index"),
+                                    entries: s.offset_entries.len(),
+                                }
+                                .into());
+                            }
+                            if let Some(prev) = s.offset_entries.last() {
+                                if last <= prev.offset {
+                                    return Err(SegmentError::InvalidOffset {
+                                        path: path.with_extension("index"),
+                                        offset: last,
+                                        last_offset: prev.offset,
+                                    }
+                                    .into());
+                                }
+                            }
+                            s.offset_entries.push(OffsetPosition {
+                                offset: last,
+                                position: FilePosition(s.valid_bytes as u32),
+                            });
+                            // TimeIndex::maybe_append: only a larger timestamp is written.
+                            if s.max_timestamp.timestamp > *last_time_ts {
+                                if s.time_entries.len() + 1 >= max_time_entries {
+                                    return Err(SegmentError::IndexFull {
+                                        path: path.with_extension("timeindex"),
+                                        entries: s.time_entries.len(),
+                                    }
+                                    .into());
+                                }
+                                s.time_entries.push(s.max_timestamp);
+                                *last_time_ts = s.max_timestamp.timestamp;
+                            }
+                            *last_index_entry = s.valid_bytes;
+                        }
+                        s.valid_bytes += entry.size_in_bytes() as u64;
+                        s.batches += 1;
+                        s.last_offset = Some(last);
+                        if let LogEntry::V2(batch) = entry {
+                            aborted.clear();
+                            visitor(batch, &mut aborted)?;
+                            s.aborted_txns.append(&mut aborted);
+                        }
+                    }
+                }
+                Ok(())
+            };
+            (apply(), reader.end())
+        });
+        applied?;
+        Ok(match framing_end {
+            Some(IterEnd::Error(e)) => {
+                s.truncated_at = Some((e.position, e));
+                None
+            }
+            Some(IterEnd::IncompleteTrailing { position: at, .. }) if !at_file_end => Some(at),
+            Some(IterEnd::IncompleteTrailing {
+                position: at,
+                bytes: n,
+            }) => {
+                let rest = bytes
+                    .get(usize::try_from(at - position).unwrap_or(usize::MAX)..)
+                    .unwrap_or_default();
+                let need = if rest.len() >= 12 {
+                    12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
+                } else {
+                    RECORD_BATCH_OVERHEAD as u64
+                };
+                let e = FormatError::new(FormatErrorKind::Truncated { need, have: n }, at);
+                s.truncated_at = Some((at, e));
+                None
+            }
+            _ if at_file_end => None,
+            _ => Some(window_end),
+        })
+    }
+
+    /// The scan so far (the whole scan once [`Self::scan`] returned `None`).
+    pub fn finish(self) -> SegmentScan {
+        self.scan
     }
 }
 

@@ -950,3 +950,84 @@ fn remove_if_exists(p: &std::path::Path) {
         Err(e) => panic!("removing {}: {e}", p.display()),
     }
 }
+
+mod windowed_scan {
+    use record_format::{RecordBatch, RecordBatchBuilder};
+    use segment_store::{
+        scan_segment, AbortedTxn, SegmentConfig, SegmentError, SegmentScan, SegmentScanner,
+    };
+
+    fn log_bytes(batches: i64) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut next = 100;
+        for i in 0..batches {
+            let mut b = RecordBatchBuilder::new(next).producer(7, 0, (i * 3) as i32);
+            for r in 0..3 {
+                let v = vec![b'x'; (17 * i as usize + r) % 90];
+                b.append(1_000 + i * 10 + r as i64, None, Some(&v), &[])
+                    .unwrap();
+            }
+            out.extend(b.build());
+            next += 3;
+        }
+        out
+    }
+
+    fn windowed(bytes: &[u8], window: usize, config: &SegmentConfig) -> (SegmentScan, Vec<u64>) {
+        let path = std::path::Path::new("00000000000000000100.log");
+        let mut seen = Vec::new();
+        let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+            seen.push(b.position());
+            Ok::<_, SegmentError>(())
+        };
+        let mut s = SegmentScanner::new(path, 100, bytes.len() as u64, config);
+        let (mut pos, mut w) = (0usize, window);
+        while let Some(next) = {
+            let end = (pos + w).min(bytes.len());
+            s.scan(&bytes[pos..end], pos as u64, &mut visit).unwrap()
+        } {
+            let next = next as usize;
+            if next == pos {
+                w *= 2;
+            } else {
+                pos = next;
+                w = window;
+            }
+        }
+        (s.finish(), seen)
+    }
+
+    /// Fed in windows of any size, the scan finds exactly what one pass over all the bytes
+    /// finds: valid prefix, cut and reason, index entries, visited batches.
+    #[test]
+    fn any_window_size_gives_the_one_pass_scan() {
+        let config = SegmentConfig {
+            index_interval_bytes: 100,
+            recovery_region_bytes: 64,
+            ..SegmentConfig::default()
+        };
+        let clean = log_bytes(12);
+        let mut flipped = clean.clone();
+        let n = flipped.len();
+        flipped[n / 2] ^= 0x10;
+        let mut torn = clean.clone();
+        torn.truncate(n - 7);
+        let mut zeros = clean.clone();
+        zeros.extend([0u8; 300]);
+        for bytes in [&clean, &flipped, &torn, &zeros] {
+            let mut seen_whole = Vec::new();
+            let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+                seen_whole.push(b.position());
+                Ok::<_, SegmentError>(())
+            };
+            let path = std::path::Path::new("00000000000000000100.log");
+            let whole = scan_segment(path, bytes, 100, &config, &mut visit).unwrap();
+            assert!(whole.batches > 0);
+            for window in [1, 7, 61, 100, 333, 1000, bytes.len()] {
+                let (scan, seen) = windowed(bytes, window, &config);
+                assert_eq!(scan, whole, "window {window}");
+                assert_eq!(seen, seen_whole, "window {window}");
+            }
+        }
+    }
+}

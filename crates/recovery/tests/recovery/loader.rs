@@ -19,7 +19,7 @@ use segment_store::{LogConfig, TopicPartition};
 use super::common::logs_in;
 use super::log::{all_batches, batch, open_with, reference_log, small_segments, ts};
 
-const SEGMENT_BYTES: u64 = 400;
+pub(crate) const SEGMENT_BYTES: u64 = 400;
 
 fn options(clean: bool) -> LoadOptions {
     LoadOptions {
@@ -38,7 +38,7 @@ fn load(dir: &Path, clean: bool) -> (PartitionLog, RecoveryReport) {
 
 /// Twelve two-record appends from three producers, one transaction and a barrier, over segments
 /// of at most 400 bytes.
-fn build_log(dir: &Path) -> PartitionLog {
+pub(crate) fn build_log(dir: &Path) -> PartitionLog {
     let mut log = open_with(dir, small_segments(SEGMENT_BYTES));
     let mut seqs = [0i32; 4];
     for i in 0..12usize {

@@ -11,6 +11,7 @@ mod loader;
 mod log;
 mod mirror;
 mod mirror_crash;
+mod plan;
 mod prop;
 mod retention;
 mod rules;

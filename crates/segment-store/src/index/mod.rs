@@ -16,10 +16,12 @@ use crate::mmap::MmapFile;
 pub mod offset;
 pub mod time;
 pub mod txn;
+pub mod view;
 
 pub use offset::{FilePosition, OffsetIndex, OffsetPosition};
 pub use time::{TimeIndex, TimestampOffset, NO_TIMESTAMP};
 pub use txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
+pub use view::{OffsetIndexView, TimeIndexView, TxnIndexView};
 
 /// Kafka's warm section: the last 8192 bytes of entries (`AbstractIndex.warmEntries`).
 pub const WARM_SECTION_BYTES: usize = 8192;

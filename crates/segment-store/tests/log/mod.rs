@@ -1245,8 +1245,9 @@ mod local_log {
         assert_eq!(log.recovery_point(), 18);
         drop(log);
 
-        // Corrupt the middle segment: recovery from offset 6 cuts it and deletes later segments,
-        // quarantining the cut bytes in the configured directory.
+        // Corrupt the middle segment: recovery from offset 6 cuts it and moves the later segment
+        // (nothing is deleted), the cut bytes and the later segment both in the configured
+        // quarantine directory.
         let q = tempfile::tempdir().unwrap();
         let p = segment_file_path(dir.path(), 6, FileKind::Log);
         let mut bytes = std::fs::read(&p).unwrap();
@@ -1279,6 +1280,8 @@ mod local_log {
         );
         let qf = q.path().join(quarantine_file_name(6, size));
         assert_eq!(std::fs::read(qf).unwrap(), &bytes[size as usize..]);
+        assert!(segment_file_path(q.path(), 12, FileKind::Log).exists());
+        assert!(!segment_file_path(dir.path(), 12, FileKind::Log).exists());
         log.close().unwrap();
     }
 

@@ -1,0 +1,1708 @@
+//! Recovery in two steps: [`LogLoader::plan`] reads a partition directory and decides everything
+//! loading it would do and find, changing nothing; [`LogLoader::apply`] makes exactly those
+//! changes and opens the partition. [`LogLoader::load`] is the two in a row, under one directory
+//! lock; `seglog verify` and `seglog producers` print plans, `seglog recover` applies them.
+//!
+//! A plan holds, per partition:
+//! * the leftovers of interrupted operations (`.deleted`, `.cleaned`, `.swap`, orphan indexes)
+//!   and what happens to each (Kafka `removeTempFilesAndCollectSwapFiles` and swap completion);
+//! * per segment its size, its index findings (Kafka's sanity checks over the bytes, through
+//!   segment-store's index views), and — for each segment recovery scans — the scan itself
+//!   ([`SegmentScan`]: valid prefix, cut position, bytes and typed reason, the rebuilt index
+//!   entries and aborted transactions), so that applying does not read the `.log` again;
+//! * the segments that would move to quarantine after a cut;
+//! * every producer-snapshot operation, in order (set aside, written at each recovered segment
+//!   boundary, moved to quarantine, deleted as out of range, written at the log end), recorded by
+//!   running the producer-state rules against an overlay of the directory;
+//! * the rebuilt producer state (snapshot loaded with expiry, batches replayed), the leader-epoch
+//!   assignments, the log start and end offsets, the high watermark and the LSO.
+//!
+//! Planning takes no lock and writes nothing. [`LogLoader::load`] plans under the directory lock
+//! it already holds, so the `.log` files are mapped rather than copied; a plan made without the
+//! lock reads them through the storage.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use record_format::{Batches, LogEntry, RecordBatch};
+use segment_store::file_name::{
+    file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
+};
+use segment_store::{
+    scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, OffsetPosition,
+    ParsedName, ReadOnlyBytes, RecoveryVisitor, SegmentConfig, SegmentError, SegmentScan,
+    SegmentScanner, TimeIndexView, TimestampOffset, TxnIndexView,
+};
+
+use crate::audit::{AuditFinding, ProducerAudit};
+use crate::error::SnapshotError;
+use crate::leader_epoch::LeaderEpochFileCache;
+use crate::loader::{
+    move_into_quarantine, remove_empty_quarantine_dir, remove_segment_file, rename_segment_file,
+    CutInfo, LoadOptions, LogLoader, RecoveryReport, QUARANTINE_DIR,
+};
+use crate::log::{PartitionLog, PartitionLogError};
+use crate::mirror::{MirrorStateFile, MirrorStateStore};
+use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
+use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, StorageIo};
+use crate::summary::BatchSummary;
+use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
+
+/// What happens to a leftover file of an interrupted operation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeftoverAction {
+    /// Deleted (`.deleted`, `.cleaned`, a `.swap` of an interrupted split, a segment replaced by
+    /// a swap, an orphan index).
+    Remove {
+        /// The file.
+        path: PathBuf,
+        /// Its kind.
+        kind: FileKind,
+    },
+    /// A `.swap` renamed into place.
+    Rename {
+        /// The `.swap` file.
+        from: PathBuf,
+        /// Its live name.
+        to: PathBuf,
+        /// Its kind.
+        kind: FileKind,
+    },
+}
+
+impl LeftoverAction {
+    /// The leftover file.
+    pub fn path(&self) -> &Path {
+        match self {
+            LeftoverAction::Remove { path, .. } => path,
+            LeftoverAction::Rename { from, .. } => from,
+        }
+    }
+}
+
+/// What is wrong with an index file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexProblem {
+    /// Kafka's sanity check fails (recovery rebuilds the segment's indexes).
+    Sanity(IndexCorruption),
+    /// An offset-index entry points at or past the end of the `.log`.
+    EntryBeyondLog {
+        /// Entry number.
+        entry: usize,
+        /// Its offset.
+        offset: i64,
+        /// Its position.
+        position: u32,
+        /// Size of the `.log`.
+        log_size: u64,
+    },
+    /// An offset-index entry in the valid prefix does not point at a batch's first byte.
+    NotBatchBoundary {
+        /// Entry number.
+        entry: usize,
+        /// Its offset.
+        offset: i64,
+        /// Its position.
+        position: u32,
+    },
+    /// An offset-index entry points at a batch with another last offset.
+    OffsetMismatch {
+        /// Entry number.
+        entry: usize,
+        /// The entry's offset.
+        index_offset: i64,
+        /// The last offset of the batch at its position.
+        log_offset: i64,
+        /// Its position.
+        position: u32,
+    },
+    /// A time-index entry names an offset past the segment's last offset.
+    TimeEntryBeyondLog {
+        /// Entry number.
+        entry: usize,
+        /// Its timestamp.
+        timestamp: i64,
+        /// Its offset.
+        offset: i64,
+        /// The segment's last offset.
+        last_offset: i64,
+    },
+    /// A `.txnindex` whose length is not a whole number of entries.
+    TxnPartialEntry {
+        /// File length.
+        len: u64,
+    },
+}
+
+/// A problem of one index file of a segment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexFinding {
+    /// Which index.
+    pub kind: FileKind,
+    /// What is wrong.
+    pub problem: IndexProblem,
+}
+
+/// What recovery does with a snapshot file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotFate {
+    /// Nothing (it is never read).
+    Kept,
+    /// Renamed to `*.corrupt`.
+    SetAside,
+    /// Replaced by a snapshot recovery writes.
+    Rewritten,
+    /// Deleted (outside the log's offsets).
+    Deleted,
+    /// Moved to quarantine with the data it describes.
+    Quarantined,
+}
+
+/// A snapshot file that does not read back, or lies beyond the log end recovery leaves.
+#[derive(Debug)]
+pub struct SnapshotFinding {
+    /// The file.
+    pub path: PathBuf,
+    /// Its offset.
+    pub offset: i64,
+    /// Why it does not read back (`None`: it does; it is beyond the log end).
+    pub error: Option<SnapshotError>,
+    /// What recovery does with it.
+    pub fate: SnapshotFate,
+}
+
+/// One segment as the plan sees it.
+#[derive(Debug, Clone)]
+pub struct SegmentPlan {
+    /// Base offset.
+    pub base_offset: i64,
+    /// The `.log` (its live name, after leftovers are handled).
+    pub path: PathBuf,
+    /// Size of the `.log`.
+    pub size: u64,
+    /// Index files that fail Kafka's sanity checks.
+    pub index_findings: Vec<IndexFinding>,
+    /// The `.txnindex` exists.
+    pub has_txn_index: bool,
+    /// The segment's files as they are (after leftovers): `.log`, then the `.txnindex`,
+    /// `.index` and `.timeindex` that exist.
+    pub files: Vec<(FileKind, PathBuf)>,
+    /// The active segment's next offset as Kafka's `readNextOffset` finds it before recovery
+    /// (from the last offset-index entry on); `None` for the other segments, when recovery scans
+    /// the segment anyway, and when the walk met a batch that does not parse (the segment is then
+    /// recovered).
+    pub next_offset: Option<i64>,
+}
+
+/// When a producer-snapshot operation happens relative to the segment changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotPhase {
+    /// Before the recovered segments are written (loading, snapshots at segment boundaries).
+    BeforeInstall,
+    /// After (snapshots beyond the log end quarantined, out-of-range ones deleted, the snapshot
+    /// at the log end).
+    AfterInstall,
+}
+
+/// One producer-snapshot file operation of the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SnapshotOp {
+    /// Written atomically (temp file, fsync, rename, directory fsync).
+    Write {
+        /// The snapshot file.
+        path: PathBuf,
+        /// Its bytes.
+        bytes: Vec<u8>,
+    },
+    /// A corrupt snapshot renamed to `*.corrupt`.
+    SetAside {
+        /// The snapshot.
+        from: PathBuf,
+        /// Its new name.
+        to: PathBuf,
+    },
+    /// A snapshot beyond the recovered log end moved into the quarantine folder.
+    Quarantine {
+        /// The snapshot.
+        from: PathBuf,
+        /// Where it goes.
+        to: PathBuf,
+    },
+    /// A snapshot outside `(log start, log end]` deleted.
+    Remove {
+        /// The snapshot.
+        path: PathBuf,
+    },
+}
+
+/// Everything loading one partition would do and find. See the module docs.
+#[derive(Debug)]
+pub struct RecoveryPlan {
+    /// The partition directory.
+    pub dir: PathBuf,
+    /// The options it was planned with.
+    pub options: LoadOptions,
+    /// Whether the log directory had a clean-shutdown marker (recovery is skipped unless
+    /// `full`).
+    pub had_clean_shutdown: bool,
+    /// The recovery point used (0 with `full`).
+    pub recovery_point: i64,
+    /// Leftovers of interrupted operations, in the order they are handled.
+    pub leftovers: Vec<LeftoverAction>,
+    /// The segments (after leftovers are handled), by base offset.
+    pub segments: Vec<SegmentPlan>,
+    /// Base offset of the first segment recovered (`None`: nothing is recovered).
+    pub recovered_from: Option<i64>,
+    /// The recovery scans of the recovered segments, in order, up to the first one with a cut.
+    pub scans: Vec<SegmentScan>,
+    /// Base offsets of the segments after the first cut: they move to quarantine.
+    pub quarantined_segments: Vec<i64>,
+    /// The checkpointed log start offset is above the log end: every non-empty segment moves to
+    /// quarantine and the log starts empty at the checkpoint.
+    pub start_at_checkpoint: bool,
+    /// The quarantine folder cut bytes and moved files go to.
+    pub quarantine_dir: PathBuf,
+    /// Producer-snapshot operations, in order, with their phase.
+    pub snapshot_ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    /// Snapshot files that do not read back or lie beyond the log end, with their fate.
+    pub snapshot_findings: Vec<SnapshotFinding>,
+    /// The snapshot producer state was loaded from (offset), if any.
+    pub snapshot_loaded: Option<i64>,
+    /// Batches applied to producer state after the snapshot loaded (or from the log start).
+    pub batches_applied: u64,
+    /// The collision audit's findings ([`LogLoader::plan_audited`] only).
+    pub audit: Option<Vec<AuditFinding>>,
+    /// Leader epochs first seen in the recovered batches: (epoch, start offset).
+    pub epoch_assignments: Vec<(i32, i64)>,
+    /// Producer-state warnings of the recovered batches.
+    pub warnings: Vec<ProducerStateWarning>,
+    /// The producer state after loading.
+    pub producers: ProducerStateManager,
+    /// Log start offset after loading.
+    pub log_start_offset: i64,
+    /// Log end offset after loading.
+    pub log_end_offset: i64,
+    /// High watermark after loading.
+    pub high_watermark: i64,
+    /// Last stable offset after loading.
+    pub last_stable_offset: i64,
+}
+
+impl RecoveryPlan {
+    /// The partition directory's name.
+    pub fn partition(&self) -> String {
+        self.dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+
+    /// Recovery is skipped (a clean shutdown, and not `full`): only segments whose indexes fail
+    /// their checks are scanned.
+    pub fn recovery_skipped(&self) -> bool {
+        self.had_clean_shutdown && !self.options.full
+    }
+
+    /// The cuts recovery makes: one per scan that stops before its segment's end.
+    pub fn cuts(&self) -> Vec<CutInfo> {
+        self.scans
+            .iter()
+            .filter_map(|s| {
+                let (position, reason) = s.truncated_at.clone()?;
+                (s.truncated_bytes() > 0).then(|| CutInfo {
+                    segment: s.base_offset,
+                    position,
+                    bytes: s.truncated_bytes(),
+                    reason,
+                    quarantined_to: self.quarantine_dir.join(
+                        segment_store::file_name::quarantine_file_name(
+                            s.base_offset,
+                            s.valid_bytes,
+                        ),
+                    ),
+                })
+            })
+            .collect()
+    }
+
+    /// Corrupt snapshots set aside: (snapshot, new name).
+    pub fn snapshots_set_aside(&self) -> Vec<(PathBuf, PathBuf)> {
+        self.snapshot_ops
+            .iter()
+            .filter_map(|(_, op)| match op {
+                SnapshotOp::SetAside { from, to } => Some((from.clone(), to.clone())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The report [`LogLoader::apply`] gives for this plan (the same fields, predicted).
+    pub fn report(&self) -> RecoveryReport {
+        let cut = self.cuts();
+        let scanned: BTreeMap<i64, &SegmentScan> =
+            self.scans.iter().map(|s| (s.base_offset, s)).collect();
+        let files_of = |seg: &SegmentPlan, has_txn: bool| {
+            let q = &self.quarantine_dir;
+            let b = seg.base_offset;
+            let mut out = vec![segment_file_path(q, b, FileKind::Log)];
+            if has_txn {
+                out.push(segment_file_path(q, b, FileKind::TxnIndex));
+            }
+            out.push(segment_file_path(q, b, FileKind::Index));
+            out.push(segment_file_path(q, b, FileKind::TimeIndex));
+            out
+        };
+        let mut quarantined = Vec::new();
+        for seg in &self.segments {
+            if self.quarantined_segments.contains(&seg.base_offset) {
+                quarantined.extend(
+                    seg.files
+                        .iter()
+                        .map(|(k, _)| segment_file_path(&self.quarantine_dir, seg.base_offset, *k)),
+                );
+            }
+        }
+        for (_, op) in &self.snapshot_ops {
+            if let SnapshotOp::Quarantine { to, .. } = op {
+                quarantined.push(to.clone());
+            }
+        }
+        if self.start_at_checkpoint {
+            for seg in &self.segments {
+                if self.quarantined_segments.contains(&seg.base_offset) {
+                    continue;
+                }
+                let (size, has_txn) = match scanned.get(&seg.base_offset) {
+                    Some(s) => (
+                        s.valid_bytes,
+                        seg.has_txn_index || !s.aborted_txns.is_empty(),
+                    ),
+                    None => (seg.size, seg.has_txn_index),
+                };
+                if size > 0 {
+                    quarantined.extend(files_of(seg, has_txn));
+                }
+            }
+        }
+        let quarantine_dir =
+            (!cut.is_empty() || !quarantined.is_empty()).then(|| self.quarantine_dir.clone());
+        RecoveryReport {
+            partition: self.partition(),
+            had_clean_shutdown: self.had_clean_shutdown,
+            recovery_point: if self.recovery_skipped() {
+                self.log_end_offset
+            } else {
+                self.recovery_point
+            },
+            recovered_from: self.recovered_from,
+            segments_scanned: self.scans.len(),
+            batches_scanned: self.scans.iter().map(|s| s.batches).sum(),
+            bytes_scanned: self.scans.iter().map(|s| s.size).sum(),
+            kept_bytes: self.scans.iter().map(|s| s.valid_bytes).sum(),
+            cut,
+            quarantined_segments: quarantined,
+            snapshots_set_aside: self
+                .snapshots_set_aside()
+                .into_iter()
+                .map(|(_, to)| to)
+                .collect(),
+            quarantine_dir,
+            temp_files_handled: self
+                .leftovers
+                .iter()
+                .map(|a| a.path().to_path_buf())
+                .collect(),
+            warnings: self.warnings.clone(),
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+            producers: self.producers.active_producers().len(),
+        }
+    }
+
+    /// Whether applying the plan changes any byte or name of the partition's data: a leftover,
+    /// a cut, a quarantined segment or snapshot, a set-aside snapshot. (Recovering a clean
+    /// segment rewrites its indexes with the same entries; writing producer snapshots and
+    /// checkpoints is not counted.)
+    pub fn changes_data(&self) -> bool {
+        !self.leftovers.is_empty()
+            || self.scans.iter().any(|s| s.truncated_bytes() > 0)
+            || !self.quarantined_segments.is_empty()
+            || self.start_at_checkpoint
+            || self.snapshot_ops.iter().any(|(_, op)| {
+                matches!(
+                    op,
+                    SnapshotOp::SetAside { .. } | SnapshotOp::Quarantine { .. }
+                )
+            })
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Snapshot overlay: the producer-state rules run unchanged, their file operations recorded.
+// ------------------------------------------------------------------------------------------------
+
+#[derive(Default)]
+struct Overlay {
+    /// Files as the plan leaves them: `Some` written or renamed here, `None` removed.
+    files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    phase: Option<SnapshotPhase>,
+}
+
+/// A [`SnapshotIo`] that reads through the real one and records every change instead of making it.
+struct PlanIo {
+    base: StorageIo,
+    overlay: Mutex<Overlay>,
+}
+
+impl PlanIo {
+    fn new(base: StorageIo) -> Self {
+        Self {
+            base,
+            overlay: Mutex::new(Overlay {
+                phase: Some(SnapshotPhase::BeforeInstall),
+                ..Overlay::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Overlay> {
+        self.overlay.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn set_phase(&self, phase: SnapshotPhase) {
+        self.lock().phase = Some(phase);
+    }
+
+    fn record(&self, op: SnapshotOp) {
+        let mut o = self.lock();
+        let phase = o.phase.unwrap_or(SnapshotPhase::AfterInstall);
+        o.ops.push((phase, op));
+    }
+
+    fn move_file(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let bytes = self.read(from)?;
+        let mut o = self.lock();
+        o.files.insert(from.to_path_buf(), None);
+        o.files.insert(to.to_path_buf(), Some(bytes));
+        Ok(())
+    }
+
+    fn quarantine(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.move_file(from, to)?;
+        self.record(SnapshotOp::Quarantine {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    fn into_ops(self) -> Vec<(SnapshotPhase, SnapshotOp)> {
+        self.overlay
+            .into_inner()
+            .unwrap_or_else(|p| p.into_inner())
+            .ops
+    }
+}
+
+impl SnapshotIo for PlanIo {
+    fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
+        match self.lock().files.get(path) {
+            Some(Some(b)) => return Ok(b.clone()),
+            Some(None) => return Err(io::Error::from(io::ErrorKind::NotFound)),
+            None => {}
+        }
+        self.base.read(path)
+    }
+
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        self.lock()
+            .files
+            .insert(path.to_path_buf(), Some(bytes.to_vec()));
+        self.record(SnapshotOp::Write {
+            path: path.to_path_buf(),
+            bytes: bytes.to_vec(),
+        });
+        Ok(())
+    }
+
+    fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut names = match self.base.list(dir) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let o = self.lock();
+        names.retain(|n| !matches!(o.files.get(&dir.join(n)), Some(None)));
+        for (p, f) in &o.files {
+            if f.is_some() && p.parent() == Some(dir) {
+                if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
+                    if !names.iter().any(|m| m == n) {
+                        names.push(n.to_owned());
+                    }
+                }
+            }
+        }
+        Ok(names)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        // The snapshot rules rename only to set a corrupt snapshot aside.
+        self.move_file(from, to)?;
+        self.record(SnapshotOp::SetAside {
+            from: from.to_path_buf(),
+            to: to.to_path_buf(),
+        });
+        Ok(())
+    }
+
+    fn exists(&self, path: &Path) -> bool {
+        match self.lock().files.get(path) {
+            Some(f) => f.is_some(),
+            None => self.base.exists(path),
+        }
+    }
+
+    fn remove(&self, path: &Path) -> io::Result<()> {
+        self.lock().files.insert(path.to_path_buf(), None);
+        self.record(SnapshotOp::Remove {
+            path: path.to_path_buf(),
+        });
+        Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Planning
+// ------------------------------------------------------------------------------------------------
+
+/// A live segment file and where its bytes are before the leftovers are handled.
+#[derive(Debug, Clone)]
+struct LiveFile {
+    path: PathBuf,
+    source: PathBuf,
+    parsed: ParsedName,
+}
+
+fn not_found_is_empty<T>(r: Result<Vec<T>, SegmentError>) -> Result<Vec<T>, SegmentError> {
+    match r {
+        Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => Ok(Vec::new()),
+        r => r,
+    }
+}
+
+/// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion and orphan index removal, decided
+/// only: the actions, and the live files they leave.
+fn plan_leftovers(
+    opts: &LoadOptions,
+    dir: &Path,
+) -> Result<(Vec<LeftoverAction>, Vec<LiveFile>), PartitionLogError> {
+    let storage = &opts.env.storage;
+    let mut actions = Vec::new();
+    let mut parsed = Vec::new();
+    for name in not_found_is_empty(storage.list_dir(dir))? {
+        if let Ok(p) = parse_file_name(&name) {
+            parsed.push((dir.join(&name), p));
+        }
+    }
+    parsed.sort_by(|a, b| a.0.cmp(&b.0));
+    let min_cleaned = parsed
+        .iter()
+        .filter(|(_, p)| p.temp == Some(TempSuffix::Cleaned))
+        .map(|(_, p)| p.base_offset)
+        .min()
+        .unwrap_or(i64::MAX);
+    let mut swaps = Vec::new();
+    let mut live = Vec::new();
+    for (path, p) in parsed {
+        match p.temp {
+            Some(TempSuffix::Deleted) | Some(TempSuffix::Cleaned) => {
+                actions.push(LeftoverAction::Remove { path, kind: p.kind });
+            }
+            Some(TempSuffix::Swap) if p.base_offset >= min_cleaned => {
+                actions.push(LeftoverAction::Remove { path, kind: p.kind });
+            }
+            Some(TempSuffix::Swap) => swaps.push((path, p)),
+            None => live.push(LiveFile {
+                source: path.clone(),
+                path,
+                parsed: p,
+            }),
+        }
+    }
+    // The offset range the valid `.log.swap` segments cover.
+    let mut range: Option<(i64, i64)> = None;
+    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
+        let bytes = storage.read(path)?;
+        let mut next = p.base_offset;
+        for entry in Batches::new(&bytes, 0).flatten() {
+            next = next.max(entry.last_offset().saturating_add(1));
+        }
+        range = Some(match range {
+            None => (p.base_offset, next),
+            Some((lo, hi)) => (lo.min(p.base_offset), hi.max(next)),
+        });
+    }
+    if let Some((lo, hi)) = range {
+        for f in &live {
+            let p = &f.parsed;
+            if p.kind != FileKind::Snapshot && p.base_offset >= lo && p.base_offset < hi {
+                actions.push(LeftoverAction::Remove {
+                    path: f.path.clone(),
+                    kind: p.kind,
+                });
+            }
+        }
+        live.retain(|f| {
+            let p = &f.parsed;
+            p.kind == FileKind::Snapshot || p.base_offset < lo || p.base_offset >= hi
+        });
+    }
+    for (path, p) in &swaps {
+        let to = segment_file_path(dir, p.base_offset, p.kind);
+        actions.push(LeftoverAction::Rename {
+            from: path.clone(),
+            to: to.clone(),
+            kind: p.kind,
+        });
+        live.push(LiveFile {
+            path: to,
+            source: path.clone(),
+            parsed: ParsedName { temp: None, ..*p },
+        });
+    }
+    // Orphan indexes (no `.log`).
+    let logs: std::collections::BTreeSet<i64> = live
+        .iter()
+        .filter(|f| f.parsed.kind == FileKind::Log)
+        .map(|f| f.parsed.base_offset)
+        .collect();
+    live.retain(|f| {
+        let orphan = matches!(
+            f.parsed.kind,
+            FileKind::Index | FileKind::TimeIndex | FileKind::TxnIndex
+        ) && !logs.contains(&f.parsed.base_offset);
+        if orphan {
+            actions.push(LeftoverAction::Remove {
+                path: f.path.clone(),
+                kind: f.parsed.kind,
+            });
+        }
+        !orphan
+    });
+    Ok((actions, live))
+}
+
+/// Reads an index file that may be missing (the mapped indexes live on the real file system).
+fn read_index(
+    opts: &LoadOptions,
+    path: &Path,
+    kind: FileKind,
+) -> Result<Vec<u8>, PartitionLogError> {
+    let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
+        segment_store::io::refuse_non_regular(path)?;
+        std::fs::read(path).map_err(|source| PartitionLogError::Io {
+            path: path.to_path_buf(),
+            op: "read",
+            source,
+        })
+    } else {
+        opts.env.storage.read(path).map_err(PartitionLogError::from)
+    };
+    match r {
+        Err(PartitionLogError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Ok(Vec::new())
+        }
+        Err(PartitionLogError::Segment(e)) if e.io_kind() == Some(io::ErrorKind::NotFound) => {
+            Ok(Vec::new())
+        }
+        r => r,
+    }
+}
+
+/// The window of a scan planned without the directory lock (no map): read, scanned, reused.
+pub const SCAN_WINDOW_BYTES: u64 = 32 << 20;
+
+/// The bytes of the segments, opened when first needed.
+struct Sources<'a> {
+    opts: &'a LoadOptions,
+    lock: Option<&'a DirLock>,
+    /// base → (source path, bytes, valid length after recovery)
+    open: BTreeMap<i64, (PathBuf, Option<ReadOnlyBytes>, Option<u64>)>,
+}
+
+impl<'a> Sources<'a> {
+    fn bytes(&mut self, base: i64) -> Result<&[u8], PartitionLogError> {
+        let Some((path, slot, valid)) = self.open.get_mut(&base) else {
+            return Ok(&[]);
+        };
+        if slot.is_none() {
+            *slot = Some(ReadOnlyBytes::open(
+                self.opts.env.storage.as_ref(),
+                path,
+                self.lock,
+            )?);
+        }
+        let all = slot.as_ref().map_or(&[][..], ReadOnlyBytes::bytes);
+        let len = valid.map_or(all.len(), |v| usize::try_from(v).unwrap_or(usize::MAX));
+        Ok(all.get(..len).unwrap_or(all))
+    }
+
+    fn set_valid(&mut self, base: i64, valid: u64) {
+        if let Some((_, _, v)) = self.open.get_mut(&base) {
+            *v = Some(valid);
+        }
+    }
+
+    /// Recovery's scan of the segment at `base`: over its map (or its bytes, on storage without
+    /// maps) at once, or — planned without the directory lock — through a file handle, one
+    /// window of [`SCAN_WINDOW_BYTES`] at a time (grown for a larger batch), so that memory is
+    /// bounded by the window, not the segment.
+    fn scan(
+        &mut self,
+        base: i64,
+        config: &SegmentConfig,
+        visitor: &mut RecoveryVisitor<'_, PartitionLogError>,
+    ) -> Result<SegmentScan, PartitionLogError> {
+        let Some((path, slot, _)) = self.open.get(&base) else {
+            return Err(PartitionLogError::from(SegmentError::io(
+                PathBuf::new(),
+                "scan",
+                io::Error::from(io::ErrorKind::NotFound),
+            )));
+        };
+        let path = path.clone();
+        let windowed =
+            slot.is_none() && self.lock.is_none() && self.opts.env.storage.supports_mmap();
+        if !windowed {
+            let bytes = self.bytes(base)?;
+            return scan_segment(&path, bytes, base, config, visitor);
+        }
+        let handle = self
+            .opts
+            .env
+            .storage
+            .open(&path, segment_store::OpenMode::Read)?;
+        let size = handle.len()?;
+        let mut scanner = SegmentScanner::new(&path, base, size, config);
+        let mut buf = Vec::new();
+        let (mut position, mut window) = (0u64, SCAN_WINDOW_BYTES);
+        loop {
+            let len = window.min(size.saturating_sub(position));
+            buf.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+            handle.read_exact_at(position, &mut buf)?;
+            match scanner.scan(&buf, position, visitor)? {
+                None => break,
+                Some(next) if next == position => window = window.saturating_mul(2),
+                Some(next) => {
+                    position = next;
+                    window = SCAN_WINDOW_BYTES;
+                }
+            }
+        }
+        Ok(scanner.finish())
+    }
+
+    /// Drops the bytes of `base` (opened again if needed): one segment in memory at a time.
+    fn release(&mut self, base: i64) {
+        if let Some((_, slot, _)) = self.open.get_mut(&base) {
+            if matches!(
+                slot,
+                Some(ReadOnlyBytes::Mapped(_)) | Some(ReadOnlyBytes::Owned(_))
+            ) && base_has_file(slot)
+            {
+                *slot = None;
+            }
+        }
+    }
+
+    fn forget(&mut self, base: i64) {
+        self.open.remove(&base);
+    }
+
+    /// Kafka's `loadProducersFromRecords` over the bytes: every v2 batch with base offset in
+    /// `[from, to)` of the segments, applied with the replication rules, in place.
+    fn replay(
+        &mut self,
+        psm: &mut ProducerStateManager,
+        from: i64,
+        to: i64,
+        seen: &mut dyn FnMut(&BatchSummary),
+    ) -> Result<(), PartitionLogError> {
+        let bases: Vec<i64> = self.open.keys().copied().collect();
+        let mut applied = AppliedBatches::default();
+        for (i, &base) in bases.iter().enumerate() {
+            let next_base = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            if next_base <= from || base >= to {
+                continue;
+            }
+            let bytes = self.bytes(base)?;
+            for entry in Batches::new(bytes, 0) {
+                let LogEntry::V2(batch) = entry? else {
+                    continue;
+                };
+                if batch.last_offset() >= to {
+                    return Ok(());
+                }
+                if batch.base_offset() >= from {
+                    let summary = BatchSummary::from_batch(&batch)?;
+                    seen(&summary);
+                    psm.apply_replicated_batch(&summary, &mut applied)?;
+                    applied.clear();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The check of one scanned segment's offset and time index entries against its batches.
+struct IndexCheck {
+    /// (entry number, entry) by position, those inside the `.log`.
+    entries: Vec<(usize, OffsetPosition)>,
+    next: usize,
+    time_entries: Vec<(usize, TimestampOffset)>,
+    findings: Vec<IndexFinding>,
+}
+
+impl IndexCheck {
+    /// The batch at `position` with `last_offset`, in log order.
+    fn batch(&mut self, position: u64, last_offset: i64) {
+        while let Some((n, e)) = self.entries.get(self.next).copied() {
+            let p = u64::from(e.position.0);
+            if p > position {
+                break;
+            }
+            self.next += 1;
+            let problem = if p < position {
+                IndexProblem::NotBatchBoundary {
+                    entry: n,
+                    offset: e.offset,
+                    position: e.position.0,
+                }
+            } else if e.offset != last_offset {
+                IndexProblem::OffsetMismatch {
+                    entry: n,
+                    index_offset: e.offset,
+                    log_offset: last_offset,
+                    position: e.position.0,
+                }
+            } else {
+                continue;
+            };
+            self.findings.push(IndexFinding {
+                kind: FileKind::Index,
+                problem,
+            });
+        }
+    }
+
+    /// The findings, once the scan is done: entries left inside the valid prefix are not on a
+    /// batch boundary (those in the cut part are covered by the cut); a clean segment's time
+    /// index must not name offsets past its last one.
+    fn finish(mut self, scan: &SegmentScan) -> Vec<IndexFinding> {
+        self.batch(scan.valid_bytes, i64::MIN);
+        // `batch(valid_bytes, ..)` compared an entry at exactly `valid_bytes` as a mismatch: at
+        // the cut it belongs to the part recovery cuts.
+        self.findings.retain(|f| {
+            !matches!(
+                f.problem,
+                IndexProblem::OffsetMismatch {
+                    log_offset: i64::MIN,
+                    ..
+                }
+            )
+        });
+        if scan.truncated_bytes() == 0 {
+            if let Some(last) = scan.last_offset {
+                for &(n, e) in &self.time_entries {
+                    if e.offset > last {
+                        self.findings.push(IndexFinding {
+                            kind: FileKind::TimeIndex,
+                            problem: IndexProblem::TimeEntryBeyondLog {
+                                entry: n,
+                                timestamp: e.timestamp,
+                                offset: e.offset,
+                                last_offset: last,
+                            },
+                        });
+                    }
+                }
+            }
+        }
+        self.findings
+    }
+}
+
+/// The snapshot files of `dir` that do not read back, and those beyond `log_end`, each with what
+/// recovery does with it (from the plan's operations).
+fn snapshot_findings(
+    opts: &LoadOptions,
+    dir: &Path,
+    ops: &[(SnapshotPhase, SnapshotOp)],
+    log_end: i64,
+) -> Result<Vec<SnapshotFinding>, PartitionLogError> {
+    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let mut out = Vec::new();
+    let files = match list_snapshots_with(&io, dir) {
+        Ok(f) => f,
+        Err(SnapshotError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
+            Vec::new()
+        }
+        Err(e) => return Err(e.into()),
+    };
+    for f in files {
+        let error = match read_snapshot_with(&io, &f.path) {
+            Ok(_) => None,
+            Err(e @ SnapshotError::Corrupt { .. }) => Some(e),
+            Err(e) => return Err(e.into()),
+        };
+        if error.is_none() && f.offset <= log_end {
+            continue;
+        }
+        let fate = ops
+            .iter()
+            .rev()
+            .find_map(|(_, op)| match op {
+                SnapshotOp::Write { path, .. } if *path == f.path => Some(SnapshotFate::Rewritten),
+                SnapshotOp::SetAside { from, .. } if *from == f.path => {
+                    Some(SnapshotFate::SetAside)
+                }
+                SnapshotOp::Quarantine { from, .. } if *from == f.path => {
+                    Some(SnapshotFate::Quarantined)
+                }
+                SnapshotOp::Remove { path } if *path == f.path => Some(SnapshotFate::Deleted),
+                _ => None,
+            })
+            .unwrap_or(SnapshotFate::Kept);
+        out.push(SnapshotFinding {
+            path: f.path,
+            offset: f.offset,
+            error,
+            fate,
+        });
+    }
+    Ok(out)
+}
+
+/// Whether the bytes came from a file (the empty directory's virtual segment did not).
+fn base_has_file(slot: &Option<ReadOnlyBytes>) -> bool {
+    !matches!(slot, Some(ReadOnlyBytes::Owned(v)) if v.is_empty())
+}
+
+/// Kafka's `readNextOffset` over bytes: from the last offset-index entry's position, the offset
+/// after the last batch whose header parses; `None` if a batch after that position does not
+/// parse.
+fn read_next_offset(base: i64, log: &[u8], index: &[u8]) -> Option<i64> {
+    let from = OffsetIndexView::new(base, index).last_entry().position.0;
+    let Some(rest) = log.get(usize::try_from(from).unwrap_or(usize::MAX)..) else {
+        return Some(base);
+    };
+    let mut next = base;
+    for entry in Batches::new(rest, u64::from(from)) {
+        next = entry.ok()?.last_offset().saturating_add(1);
+    }
+    Some(next)
+}
+
+impl LogLoader {
+    /// Plans loading the partition in `dir` with `opts`, reading only. See the module docs.
+    /// Errors are the ones loading would fail with (an offset that does not fit its segment,
+    /// offsets going backwards, a batch producer state refuses, I/O).
+    pub fn plan(dir: &Path, opts: &LoadOptions) -> Result<RecoveryPlan, PartitionLogError> {
+        plan_with(dir, opts, None, false)
+    }
+
+    /// [`Self::plan`], and the producer-id collision audit ([`ProducerAudit`]) over every batch
+    /// the plan applies to producer state (with a full recovery: the whole valid log).
+    pub fn plan_audited(dir: &Path, opts: &LoadOptions) -> Result<RecoveryPlan, PartitionLogError> {
+        plan_with(dir, opts, None, true)
+    }
+
+    /// Makes the changes of `plan` (quarantine first: cut bytes are written and synced before a
+    /// `.log` is truncated) and opens the partition. Takes the directory lock; a `.log` whose
+    /// size changed since it was planned is refused.
+    pub fn apply(plan: RecoveryPlan) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+        plan.options.env.storage.create_dir_all(&plan.dir)?;
+        let lock = DirLock::acquire(&plan.dir)?;
+        apply_with(plan, lock)
+    }
+
+    /// Loads the partition in `dir`: [`Self::plan`] and [`Self::apply`] under one directory lock.
+    pub fn load(
+        dir: &Path,
+        opts: &LoadOptions,
+    ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+        opts.env.storage.create_dir_all(dir)?;
+        let lock = DirLock::acquire(dir)?;
+        let plan = plan_with(dir, opts, Some(&lock), false)?;
+        apply_with(plan, lock)
+    }
+}
+
+/// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` one more
+/// than the largest existing number.
+fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, PartitionLogError> {
+    let root = dir.join(QUARANTINE_DIR);
+    let existing = not_found_is_empty(opts.env.storage.list_dir(&root))?;
+    let n = existing
+        .iter()
+        .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
+        .map(|k| k.saturating_add(1))
+        .fold(1u64, u64::max);
+    Ok(root.join(format!("{n:04}")))
+}
+
+#[allow(clippy::too_many_lines)]
+fn plan_with(
+    dir: &Path,
+    opts: &LoadOptions,
+    lock: Option<&DirLock>,
+    audit: bool,
+) -> Result<RecoveryPlan, PartitionLogError> {
+    let env = &opts.env;
+    let (leftovers, live) = plan_leftovers(opts, dir)?;
+    let clean = opts.had_clean_shutdown && !opts.full;
+    let recovery_point = if opts.full { 0 } else { opts.recovery_point };
+
+    // Segments, their index findings and (active segment) next offset.
+    let mut logs: Vec<&LiveFile> = live
+        .iter()
+        .filter(|f| f.parsed.kind == FileKind::Log)
+        .collect();
+    logs.sort_by_key(|f| f.parsed.base_offset);
+    let source_of = |base: i64, kind: FileKind| {
+        live.iter()
+            .find(|f| f.parsed.base_offset == base && f.parsed.kind == kind)
+            .map(|f| f.source.clone())
+            .unwrap_or_else(|| segment_file_path(dir, base, kind))
+    };
+    let mut sources = Sources {
+        opts,
+        lock,
+        open: logs
+            .iter()
+            .map(|f| (f.parsed.base_offset, (f.source.clone(), None, None)))
+            .collect(),
+    };
+    let mut segments = Vec::new();
+    let mut insane = Vec::new();
+    let mut index_checks: BTreeMap<i64, IndexCheck> = BTreeMap::new();
+    let mut last_index = Vec::new();
+    let last_base = logs.last().map(|f| f.parsed.base_offset);
+    for f in &logs {
+        let base = f.parsed.base_offset;
+        let size = env
+            .storage
+            .open(&f.source, segment_store::OpenMode::Read)?
+            .len()?;
+        let mut index_findings = Vec::new();
+        let index = read_index(opts, &source_of(base, FileKind::Index), FileKind::Index)?;
+        if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
+            index_findings.push(IndexFinding {
+                kind: FileKind::Index,
+                problem: IndexProblem::Sanity(problem),
+            });
+        }
+        let time = read_index(
+            opts,
+            &source_of(base, FileKind::TimeIndex),
+            FileKind::TimeIndex,
+        )?;
+        if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
+            index_findings.push(IndexFinding {
+                kind: FileKind::TimeIndex,
+                problem: IndexProblem::Sanity(problem),
+            });
+        }
+        let txn = read_index(
+            opts,
+            &source_of(base, FileKind::TxnIndex),
+            FileKind::TxnIndex,
+        )?;
+        if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
+            index_findings.push(IndexFinding {
+                kind: FileKind::TxnIndex,
+                problem: IndexProblem::Sanity(problem),
+            });
+        }
+        if !index_findings.is_empty() {
+            insane.push(base);
+        }
+        if txn.len() % TXN_ENTRY_SIZE != 0 {
+            index_findings.push(IndexFinding {
+                kind: FileKind::TxnIndex,
+                problem: IndexProblem::TxnPartialEntry {
+                    len: txn.len() as u64,
+                },
+            });
+        }
+        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
+        // at position 0), those past the end of the `.log` reported at once, the others checked
+        // against the batches if the segment is scanned.
+        let view = OffsetIndexView::new(base, &index);
+        let mut entries = Vec::new();
+        for n in 0..view.entries() {
+            let Some(e) = view.entry(n) else { break };
+            if e.offset == base && e.position.0 == 0 {
+                break;
+            }
+            if u64::from(e.position.0) >= size {
+                index_findings.push(IndexFinding {
+                    kind: FileKind::Index,
+                    problem: IndexProblem::EntryBeyondLog {
+                        entry: n,
+                        offset: e.offset,
+                        position: e.position.0,
+                        log_size: size,
+                    },
+                });
+            } else {
+                entries.push((n, e));
+            }
+        }
+        entries.sort_by_key(|(n, e)| (e.position, *n));
+        let tview = TimeIndexView::new(base, &time);
+        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
+            .map_while(|n| tview.entry(n).map(|e| (n, e)))
+            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
+            .collect();
+        index_checks.insert(
+            base,
+            IndexCheck {
+                entries,
+                next: 0,
+                time_entries,
+                findings: Vec::new(),
+            },
+        );
+        if Some(base) == last_base {
+            last_index = index;
+        }
+        segments.push(SegmentPlan {
+            base_offset: base,
+            path: f.path.clone(),
+            size,
+            index_findings,
+            has_txn_index: env.storage.exists(&source_of(base, FileKind::TxnIndex))?,
+            files: [
+                FileKind::Log,
+                FileKind::TxnIndex,
+                FileKind::Index,
+                FileKind::TimeIndex,
+            ]
+            .into_iter()
+            .filter(|k| {
+                live.iter()
+                    .any(|l| l.parsed.base_offset == base && l.parsed.kind == *k)
+            })
+            .map(|k| (k, segment_file_path(dir, base, k)))
+            .collect(),
+            next_offset: None,
+        });
+    }
+    if segments.is_empty() {
+        // An empty directory gets one empty segment at offset 0 (recovered, if at all, as such).
+        let path = segment_file_path(dir, 0, FileKind::Log);
+        sources
+            .open
+            .insert(0, (path, Some(ReadOnlyBytes::Owned(Vec::new())), None));
+    }
+    let bases: Vec<i64> = sources.open.keys().copied().collect();
+    let first_base = bases.first().copied().unwrap_or(0);
+    let mut recover_base = if clean {
+        None
+    } else if opts.full {
+        Some(first_base)
+    } else {
+        Some(
+            bases
+                .iter()
+                .copied()
+                .take_while(|&b| b <= recovery_point)
+                .last()
+                .unwrap_or(first_base),
+        )
+    };
+    if let Some(&b) = insane.first() {
+        recover_base = Some(recover_base.map_or(b, |r| r.min(b)));
+    }
+    // The active segment's next offset, unless recovery scans it anyway (Kafka's
+    // `readNextOffset`: from the last offset-index entry on). A batch there that does not parse
+    // (the zeros a crash leaves in preallocated or torn blocks) makes recovery scan it.
+    if let Some(last) = segments.last_mut() {
+        let base = last.base_offset;
+        if recover_base.is_none_or(|r| r > base) {
+            last.next_offset = read_next_offset(base, sources.bytes(base)?, &last_index);
+            sources.release(base);
+            if last.next_offset.is_none() {
+                recover_base = Some(recover_base.map_or(base, |r| r.min(base)));
+            }
+        }
+    }
+
+    let now = env.clock.now_ms();
+    let io = PlanIo::new(StorageIo::new(Arc::clone(&env.storage)));
+    let mut psm = ProducerStateManager::new(opts.config.producer_state);
+    let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
+    let mut latest_epoch = epochs.latest_epoch();
+    let mut epoch_assignments = Vec::new();
+    let mut warnings = Vec::new();
+    let mut scans = Vec::new();
+    let mut quarantined_segments = Vec::new();
+    let mut snapshot_loaded = None;
+    let mut batches_applied = 0u64;
+    let mut audit = audit.then(ProducerAudit::new);
+    let quarantine_dir = next_quarantine_dir(opts, dir)?;
+    let log_start_before = first_base;
+    let mut log_end = match segments.last() {
+        Some(s) => s.next_offset.unwrap_or(s.base_offset),
+        None => 0,
+    };
+
+    if let Some(base) = recover_base {
+        let load = psm.load_from_snapshot_with(&io, dir, log_start_before, base, now)?;
+        snapshot_loaded = load.loaded.map(|f| f.offset);
+        let from = psm.map_end_offset().max(log_start_before);
+        if base > from {
+            sources.replay(&mut psm, from, base, &mut |b| {
+                batches_applied += 1;
+                if let Some(a) = audit.as_mut() {
+                    a.observe(b);
+                }
+            })?;
+        }
+        psm.update_map_end_offset(psm.map_end_offset().max(base));
+
+        let seg_config = SegmentConfig {
+            index_interval_bytes: opts.config.log.index_interval_bytes,
+            max_index_size: opts.config.log.max_index_size,
+            ..SegmentConfig::default()
+        };
+        let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
+        let mut next_boundary = 0usize;
+        let mut applied = AppliedBatches::default();
+        let mut cut = false;
+        for &seg_base in bases.iter().filter(|&&b| b >= base) {
+            if cut {
+                quarantined_segments.push(seg_base);
+                continue;
+            }
+            let mut check = index_checks.remove(&seg_base);
+            let mut visitor = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+                if let Some(c) = check.as_mut() {
+                    c.batch(batch.position(), batch.last_offset());
+                }
+                let summary = BatchSummary::from_batch(batch)?;
+                if let Some(a) = audit.as_mut() {
+                    a.observe(&summary);
+                }
+                batches_applied += 1;
+                while let Some(&b) = boundaries.get(next_boundary) {
+                    if summary.base_offset < b {
+                        break;
+                    }
+                    // Kafka takes a snapshot after each recovered segment.
+                    psm.update_map_end_offset(psm.map_end_offset().max(b));
+                    psm.take_snapshot_with(&io, dir)?;
+                    next_boundary += 1;
+                }
+                let epoch = batch.partition_leader_epoch();
+                if epoch >= 0 && latest_epoch.is_none_or(|l| epoch > l) {
+                    epoch_assignments.push((epoch, batch.base_offset()));
+                    latest_epoch = Some(epoch);
+                }
+                psm.apply_replicated_batch(&summary, &mut applied)?;
+                warnings.append(&mut applied.warnings);
+                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
+                    AbortedTxn::new(
+                        a.producer_id,
+                        a.first_offset,
+                        a.last_offset,
+                        a.last_stable_offset,
+                    )
+                }));
+                applied.clear();
+                Ok::<_, PartitionLogError>(())
+            };
+            let scan = sources.scan(seg_base, &seg_config, &mut visitor)?;
+            sources.release(seg_base);
+            if let (Some(c), Some(seg)) = (
+                check,
+                segments.iter_mut().find(|s| s.base_offset == seg_base),
+            ) {
+                seg.index_findings.extend(c.finish(&scan));
+            }
+            cut = scan.truncated_bytes() > 0;
+            sources.set_valid(seg_base, scan.valid_bytes);
+            log_end = scan.next_offset();
+            scans.push(scan);
+        }
+        for b in &quarantined_segments {
+            sources.forget(*b);
+        }
+        io.set_phase(SnapshotPhase::AfterInstall);
+        if cut {
+            for s in list_snapshots_with(&io, dir)?
+                .into_iter()
+                .filter(|s| s.offset > log_end)
+            {
+                let to = quarantine_dir.join(file_name(s.offset, FileKind::Snapshot, None));
+                io.quarantine(&s.path, &to)
+                    .map_err(|source| SnapshotError::Io {
+                        path: s.path.clone(),
+                        op: "moving snapshot to quarantine",
+                        source,
+                    })?;
+            }
+        }
+    }
+    io.set_phase(SnapshotPhase::AfterInstall);
+
+    // Log start offset.
+    let mut log_start = log_start_before;
+    let start_at_checkpoint = opts.log_start_offset > log_end;
+    if start_at_checkpoint {
+        psm.truncate_fully_and_start_at(opts.log_start_offset);
+        log_end = opts.log_start_offset;
+        log_start = opts.log_start_offset;
+        let all: Vec<i64> = sources.open.keys().copied().collect();
+        for b in all {
+            sources.forget(b);
+        }
+    } else if opts.log_start_offset > log_start {
+        log_start = opts.log_start_offset;
+    }
+
+    let no_snapshot = list_snapshots_with(&io, dir)?.is_empty();
+    if clean && recover_base.is_none() && no_snapshot {
+        // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
+        psm.truncate_fully_and_start_at(log_end);
+        psm.take_snapshot_with(&io, dir)?;
+    } else {
+        let load = psm.truncate_and_reload_with(&io, dir, log_start, log_end, now)?;
+        if let Some(f) = load.loaded {
+            snapshot_loaded = Some(f.offset);
+        }
+        let from = psm.map_end_offset().max(log_start);
+        if log_end > from {
+            sources.replay(&mut psm, from, log_end, &mut |b| {
+                batches_applied += 1;
+                if let Some(a) = audit.as_mut() {
+                    a.observe(b);
+                }
+            })?;
+        }
+        psm.update_map_end_offset(log_end);
+        psm.take_snapshot_with(&io, dir)?;
+    }
+    let high_watermark = opts
+        .high_watermark
+        .unwrap_or(log_start)
+        .min(log_end)
+        .max(log_start);
+    psm.on_high_watermark_updated(high_watermark);
+    let last_stable_offset = psm.last_stable_offset_for(high_watermark, log_start);
+    drop(sources);
+    let snapshot_ops = io.into_ops();
+    let snapshot_findings = snapshot_findings(opts, dir, &snapshot_ops, log_end)?;
+
+    Ok(RecoveryPlan {
+        dir: dir.to_path_buf(),
+        options: opts.clone(),
+        had_clean_shutdown: opts.had_clean_shutdown,
+        recovery_point,
+        leftovers,
+        segments,
+        recovered_from: recover_base,
+        scans,
+        quarantined_segments,
+        start_at_checkpoint,
+        quarantine_dir,
+        snapshot_ops,
+        snapshot_findings,
+        snapshot_loaded,
+        batches_applied,
+        audit: audit.map(ProducerAudit::into_findings),
+        epoch_assignments,
+        warnings,
+        producers: psm,
+        log_start_offset: log_start,
+        log_end_offset: log_end,
+        high_watermark,
+        last_stable_offset,
+    })
+}
+
+// ------------------------------------------------------------------------------------------------
+// Applying
+// ------------------------------------------------------------------------------------------------
+
+fn apply_snapshot_op(
+    plan: &RecoveryPlan,
+    io: &StorageIo,
+    op: &SnapshotOp,
+) -> Result<(), PartitionLogError> {
+    let env = &plan.options.env;
+    let err = |path: &Path, op: &'static str| {
+        let path = path.to_path_buf();
+        move |source| PartitionLogError::Snapshot(SnapshotError::Io { path, op, source })
+    };
+    match op {
+        SnapshotOp::Write { path, bytes } => io
+            .write_atomically(path, bytes)
+            .map_err(err(path, "writing producer snapshot")),
+        SnapshotOp::SetAside { from, to } => io
+            .rename(from, to)
+            .map_err(err(from, "setting aside corrupt snapshot")),
+        SnapshotOp::Quarantine { from, to } => move_into_quarantine(env, from, to, &plan.dir),
+        SnapshotOp::Remove { path } => io.remove(path).map_err(err(path, "deleting snapshot")),
+    }
+}
+
+/// Creates the plan's quarantine folder durably (both new directory entries synced).
+fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
+    let storage = &plan.options.env.storage;
+    storage.create_dir_all(&plan.quarantine_dir)?;
+    storage.sync_dir(&plan.dir.join(QUARANTINE_DIR))?;
+    storage.sync_dir(&plan.dir)?;
+    Ok(())
+}
+
+fn apply_with(
+    plan: RecoveryPlan,
+    lock: DirLock,
+) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+    let opts = plan.options.clone();
+    let env = &opts.env;
+    let dir = plan.dir.clone();
+    let io = StorageIo::new(Arc::clone(&env.storage));
+
+    // 1. Leftovers.
+    for a in &plan.leftovers {
+        match a {
+            LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
+            LeftoverAction::Rename { from, to, kind } => rename_segment_file(env, from, to, *kind)?,
+        }
+    }
+    if !plan.leftovers.is_empty() {
+        env.storage.sync_dir(&dir)?;
+    }
+
+    // 2. The segments after the first cut move to quarantine first, as they are (before the
+    // segments are opened, which would create or resize their indexes).
+    let mut quarantined = Vec::new();
+    let needs_qdir =
+        plan.recovered_from.is_some() && !plan.scans.is_empty() || plan.start_at_checkpoint;
+    if needs_qdir {
+        create_quarantine_dir(&plan)?;
+    }
+    for seg in plan
+        .segments
+        .iter()
+        .filter(|s| plan.quarantined_segments.contains(&s.base_offset))
+    {
+        for (kind, path) in &seg.files {
+            let to = segment_file_path(&plan.quarantine_dir, seg.base_offset, *kind);
+            rename_segment_file(env, path, &to, *kind)?;
+            quarantined.push(to);
+        }
+    }
+    if !plan.quarantined_segments.is_empty() {
+        env.storage.sync_dir(&plan.quarantine_dir)?;
+        env.storage.sync_dir(&dir)?;
+    }
+
+    // 3. The segments, as they are (the active one's next offset from the plan).
+    let open_end = plan
+        .segments
+        .last()
+        .map_or(0, |s| s.next_offset.unwrap_or(s.base_offset));
+    let (local, _) = LocalLog::open_planned(
+        &dir,
+        opts.config.log.clone(),
+        plan.recovery_point,
+        env.clone(),
+        lock,
+        open_end,
+    )?;
+    let mut epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), &dir)?;
+
+    // 3. Recovery: snapshots of the scan, the scans written (cut bytes quarantined first),
+    // later segments moved to quarantine.
+    let mut ops = plan.snapshot_ops.iter().peekable();
+    let mut cut = Vec::new();
+    let mut quarantine_dir = None;
+    let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
+        (0usize, 0u64, 0u64, 0u64);
+    // The snapshots taken at the recovered segments' boundaries are written (and fsync'd) by a
+    // writer thread while this one writes the segments; both finish before anything later.
+    let before: Vec<&SnapshotOp> = plan
+        .snapshot_ops
+        .iter()
+        .take_while(|(phase, _)| *phase == SnapshotPhase::BeforeInstall)
+        .map(|(_, op)| op)
+        .collect();
+    for _ in 0..before.len() {
+        ops.next();
+    }
+    let write_before = || {
+        before
+            .iter()
+            .try_for_each(|op| apply_snapshot_op(&plan, &io, op))
+    };
+    if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
+        let (installed, written) = std::thread::scope(|scope| {
+            let writer = std::thread::Builder::new()
+                .name("seglog-snapshots".into())
+                .spawn_scoped(scope, write_before)
+                .ok();
+            let mut install = || -> Result<_, PartitionLogError> {
+                for &(epoch, offset) in &plan.epoch_assignments {
+                    epochs.assign(epoch, offset)?;
+                }
+                Ok(local.install_scans(base, &plan.scans, &plan.quarantine_dir)?)
+            };
+            let installed = install();
+            // Without a writer thread (none to be had), the snapshots are written here.
+            let written = match writer {
+                Some(w) => w.join().unwrap_or_else(|_| {
+                    Err(PartitionLogError::Io {
+                        path: plan.dir.clone(),
+                        op: "writing producer snapshots",
+                        source: io::Error::other("the snapshot writer thread panicked"),
+                    })
+                }),
+                None => write_before(),
+            };
+            (installed, written)
+        });
+        written?;
+        let (outcomes, moved) = installed?;
+        for (segment, o) in &outcomes {
+            segments_scanned += 1;
+            batches_scanned += o.batches;
+            bytes_scanned += o.valid_bytes + o.truncated_bytes;
+            kept_bytes += o.valid_bytes;
+            if let (Some((position, reason)), Some(file)) = (&o.truncated_at, &o.quarantine_file) {
+                cut.push(CutInfo {
+                    segment: *segment,
+                    position: *position,
+                    bytes: o.truncated_bytes,
+                    reason: reason.clone(),
+                    quarantined_to: file.clone(),
+                });
+            }
+        }
+        quarantined.extend(moved);
+    } else {
+        write_before()?;
+    }
+    // Snapshots beyond the log end go with the quarantined data.
+    while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
+        apply_snapshot_op(&plan, &io, op)?;
+        quarantined.push(to.clone());
+        ops.next();
+    }
+
+    // 4. Log start offset.
+    let mut log_end = local.log_end_offset();
+    if plan.start_at_checkpoint {
+        let moved =
+            local.quarantine_fully_and_start_at(opts.log_start_offset, &plan.quarantine_dir)?;
+        quarantined.extend(moved);
+        epochs.clear()?;
+        log_end = opts.log_start_offset;
+    } else if opts.log_start_offset > local.log_start_offset() {
+        local.increment_log_start_offset(opts.log_start_offset)?;
+    }
+    if needs_qdir {
+        if cut.is_empty() && quarantined.is_empty() {
+            remove_empty_quarantine_dir(env, &plan.quarantine_dir);
+        } else {
+            quarantine_dir = Some(plan.quarantine_dir.clone());
+        }
+    }
+    let log_start = local.log_start_offset();
+    epochs.truncate_from_end(log_end)?;
+    epochs.truncate_from_start(log_start)?;
+
+    // 5. Producer state: the plan's, with its remaining snapshot operations.
+    let mut snapshots_set_aside = Vec::new();
+    for (_, op) in plan.snapshot_ops.iter() {
+        if let SnapshotOp::SetAside { to, .. } = op {
+            snapshots_set_aside.push(to.clone());
+        }
+    }
+    for (_, op) in ops {
+        apply_snapshot_op(&plan, &io, op)?;
+    }
+    let producers = plan.producers.active_producers().len();
+    let skipped = plan.recovery_skipped();
+    let mut log = PartitionLog {
+        dir: dir.clone(),
+        local,
+        psm: plan.producers,
+        epochs,
+        high_watermark: log_start,
+        config: opts.config.clone(),
+        clock: Arc::clone(&env.clock),
+        io: io.clone(),
+        mirror: MirrorStateFile::with_io(&dir, io.clone()).load()?,
+    };
+    log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
+
+    let report = RecoveryReport {
+        partition: dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        had_clean_shutdown: plan.had_clean_shutdown,
+        recovery_point: if skipped {
+            log_end
+        } else {
+            plan.recovery_point
+        },
+        recovered_from: plan.recovered_from,
+        segments_scanned,
+        batches_scanned,
+        bytes_scanned,
+        kept_bytes,
+        cut,
+        quarantined_segments: quarantined,
+        snapshots_set_aside,
+        quarantine_dir,
+        temp_files_handled: plan
+            .leftovers
+            .iter()
+            .map(|a| a.path().to_path_buf())
+            .collect(),
+        warnings: plan.warnings,
+        log_start_offset: log_start,
+        log_end_offset: log_end,
+        producers,
+    };
+    Ok((log, report))
+}
+
+/// Every file under `dir` (recursively) with its bytes, and every directory: a picture of a
+/// directory to check that planning changed nothing (the directory lock file excluded).
+pub fn tree_image(dir: &Path) -> io::Result<BTreeMap<PathBuf, Option<Vec<u8>>>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d)? {
+            let e = e?;
+            let p = e.path();
+            if e.file_type()?.is_dir() {
+                out.insert(p.clone(), None);
+                stack.push(p);
+            } else if e.file_name() != segment_store::file_name::LOCK_FILE_NAME {
+                out.insert(p.clone(), Some(std::fs::read(&p)?));
+            }
+        }
+    }
+    Ok(out)
+}
