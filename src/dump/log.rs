@@ -17,9 +17,11 @@ use record_format::{
     FormatErrorKind, IterEnd, LegacyEntry, LogEntry, Record, RecordBatch,
 };
 
+use super::decoders::wire::Json;
+use super::decoders::Field;
 use super::json::{
-    self, hex, BatchLine, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary, MirrorPidResetJson,
-    RecordLine,
+    self, hex, BatchLine, DecodeErrorJson, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary,
+    MirrorPidResetJson, RecordLine,
 };
 use super::{absolute, kraft, read_limited, Dumper, FileType};
 
@@ -259,8 +261,18 @@ fn legacy_key_value<'a>(l: &LegacyEntry<'a>) -> Result<(Bytes<'a>, Bytes<'a>), F
     Ok((key, value))
 }
 
-fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(b)
+fn key_field<'a>(r: &Record<'a>) -> Field<'a> {
+    Field {
+        bytes: r.key(),
+        position: r.key_position(),
+    }
+}
+
+fn value_field<'a>(r: &Record<'a>) -> Field<'a> {
+    Field {
+        bytes: r.value(),
+        position: r.value_position(),
+    }
 }
 
 impl<O: Write, E: Write> Dumper<'_, O, E> {
@@ -464,6 +476,11 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             ok = false;
         }
         if self.args.json {
+            let skip = self.args.skip_record_metadata;
+            if skip && control.is_some() {
+                // Kafka: --skip-record-metadata "also skips control records".
+                return Ok(ok);
+            }
             let headers = r
                 .headers()
                 .map(|h| HeaderJson {
@@ -474,11 +491,16 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             let mut line = RecordLine {
                 kind: "record",
                 offset: r.offset(),
-                timestamp: r.timestamp(),
+                timestamp: (!skip).then(|| r.timestamp()),
+                key_size: (!skip).then(|| i64::from(r.key_size())),
+                value_size: (!skip).then(|| i64::from(r.value_size())),
                 key: r.key().map(hex),
                 value: r.value().map(hex),
-                headers: Some(headers),
-                sequence: Some(r.sequence()),
+                decoded_key: None,
+                decoded_value: None,
+                decode_error: None,
+                headers: (!skip).then_some(headers),
+                sequence: (!skip).then(|| r.sequence()),
                 control_type: None,
                 coordinator_epoch: None,
                 mirror_pid_reset: None,
@@ -493,6 +515,8 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 line.mirror_pid_reset = c.mirror_pid_reset;
                 line.control_data = c.data;
                 line.control_error = c.error.map(|e| e.to_string());
+            } else if self.args.json_decodes() {
+                self.decode_into(&mut line, r.offset(), key_field(r), value_field(r));
             }
             json::emit(self.out, &line)?;
             return Ok(ok);
@@ -514,31 +538,50 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 line.push_str(&c.text);
             }
         }
-        if self.args.print_data_log && control.is_none() {
-            self.push_contents(&mut line, r.key(), r.value());
+        if self.args.prints_data() && control.is_none() {
+            self.push_contents(&mut line, r.offset(), key_field(r), value_field(r));
         }
         writeln!(self.out, "{line}")?;
         Ok(ok)
     }
 
-    /// Kafka's `printRecordContents`: ` key: <k>` and ` payload: <v>` (UTF-8, lossy), the first
-    /// one prefixed with `| ` instead of a space when record metadata is skipped.
-    fn push_contents(&self, line: &mut String, key: Option<&[u8]>, value: Option<&[u8]>) {
+    /// Kafka's `printRecordContents`: ` key: <k>` and ` payload: <v>` as the chosen decoder
+    /// shows them, the first one prefixed with `| ` instead of a space when record metadata is
+    /// skipped.
+    fn push_contents(&self, line: &mut String, offset: i64, key: Field<'_>, value: Field<'_>) {
+        let parsed = self.decoder.parse(offset, key, value);
         let mut prefix = if self.args.skip_record_metadata {
             "| "
         } else {
             " "
         };
-        if let Some(k) = key {
+        if let Some(k) = parsed.key {
             line.push_str(prefix);
             line.push_str("key: ");
-            line.push_str(&lossy(k));
+            line.push_str(&k);
             prefix = " ";
         }
-        if let Some(v) = value {
+        if let Some(v) = parsed.value {
             line.push_str(prefix);
             line.push_str("payload: ");
-            line.push_str(&lossy(v));
+            line.push_str(&v);
+        }
+    }
+
+    /// `--json` with a decoder: the decoded key and value (objects for internal topics, the
+    /// decoder's text otherwise) and any decoding error.
+    fn decode_into(&self, line: &mut RecordLine, offset: i64, key: Field<'_>, value: Field<'_>) {
+        let parsed = self.decoder.parse(offset, key, value);
+        if self.decoder.is_internal() {
+            line.decoded_key = parsed.key_json;
+            line.decoded_value = parsed.value_json;
+            line.decode_error = parsed.error.map(|e| DecodeErrorJson {
+                position: e.position,
+                reason: e.reason,
+            });
+        } else {
+            line.decoded_key = parsed.key.map(Json::Str);
+            line.decoded_value = parsed.value.map(Json::Str);
         }
     }
 
@@ -630,25 +673,38 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         }
         st.last_record_offset = offset;
         if self.args.json {
-            return json::emit(
-                self.out,
-                &RecordLine {
-                    kind: "legacyRecord",
-                    offset,
-                    timestamp: ts,
-                    key: key.map(hex),
-                    value: value.map(hex),
-                    headers: None,
-                    sequence: None,
-                    control_type: None,
-                    coordinator_epoch: None,
-                    mirror_pid_reset: None,
-                    control_data: None,
-                    control_error: None,
-                    crc: Some(l.crc()),
-                    crc_valid: Some(l.is_valid()),
-                },
-            );
+            let skip = self.args.skip_record_metadata;
+            let size = |b: Option<&[u8]>| (!skip).then(|| b.map_or(-1, |b| b.len() as i64));
+            let mut line = RecordLine {
+                kind: "legacyRecord",
+                offset,
+                timestamp: (!skip).then_some(ts),
+                key_size: size(key),
+                value_size: size(value),
+                key: key.map(hex),
+                value: value.map(hex),
+                decoded_key: None,
+                decoded_value: None,
+                decode_error: None,
+                headers: None,
+                sequence: None,
+                control_type: None,
+                coordinator_epoch: None,
+                mirror_pid_reset: None,
+                control_data: None,
+                control_error: None,
+                crc: (!skip).then(|| l.crc()),
+                crc_valid: (!skip).then(|| l.is_valid()),
+            };
+            if self.args.json_decodes() {
+                let at = l.position();
+                let f = |bytes| Field {
+                    bytes,
+                    position: at,
+                };
+                self.decode_into(&mut line, offset, f(key), f(value));
+            }
+            return json::emit(self.out, &line);
         }
         let mut line = String::new();
         if !self.args.skip_record_metadata {
@@ -660,8 +716,20 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 l.crc()
             );
         }
-        if self.args.print_data_log {
-            self.push_contents(&mut line, key, value);
+        if self.args.prints_data() {
+            let at = l.position();
+            self.push_contents(
+                &mut line,
+                offset,
+                Field {
+                    bytes: key,
+                    position: at,
+                },
+                Field {
+                    bytes: value,
+                    position: at,
+                },
+            );
         }
         writeln!(self.out, "{line}")
     }
