@@ -213,10 +213,7 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
         );
         return Parsed {
             key: Some(reason.clone()),
-            error: Some(DecodeError {
-                position: key.position,
-                reason,
-            }),
+            error: Some(DecodeError::new(key.position, reason)),
             ..Parsed::default()
         };
     };
@@ -230,14 +227,14 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
                 key: Some(format!(
                     "Unknown record type {record_type} at offset {offset}, skipping."
                 )),
-                error: Some(DecodeError {
-                    position: key.position,
-                    reason: format!("unknown record type {record_type}"),
-                }),
+                error: Some(DecodeError::new(
+                    key.position,
+                    format!("unknown record type {record_type}"),
+                )),
                 ..Parsed::default()
             }
         }
-        Some(Err(e)) => return failed(offset, could_not_read(e, record_type, "key")),
+        Some(Err(e)) => return could_not_read(offset, e, record_type, "key"),
         Some(Ok(j)) => j,
     };
     let key_text = Json::Object(vec![
@@ -265,12 +262,10 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
         _ => {
             return failed(
                 offset,
-                DecodeError {
-                    position: value.position,
-                    reason: format!(
-                        "Found an unknown record version {version} for {record_type} type"
-                    ),
-                },
+                DecodeError::new(
+                    value.position,
+                    format!("Found an unknown record version {version} for {record_type} type"),
+                ),
             )
         }
     }
@@ -281,7 +276,7 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
                 r.error(format!("no value schema for record type {record_type}")),
             )
         }
-        Some(Err(e)) => return failed(offset, could_not_read(e, version, "value")),
+        Some(Err(e)) => return could_not_read(offset, e, version, "value"),
         Some(Ok(j)) => j,
     };
     if c.group_metadata && record_type == GROUP_METADATA_TYPE {
@@ -302,13 +297,21 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
 }
 
 /// Kafka's `CoordinatorRecordSerde.readMessage` wrapping of a read failure.
-fn could_not_read(e: DecodeError, version: i16, name: &str) -> DecodeError {
-    DecodeError {
-        position: e.position,
-        reason: format!(
-            "Could not read record with version {version} from {name}'s buffer due to: {}.",
-            e.reason
-        ),
+/// The text shows Java's exception message (`null` for a buffer underflow), the `--json` error
+/// the byte-level reason.
+fn could_not_read(offset: i64, e: DecodeError, version: i16, name: &str) -> Parsed {
+    let prefix =
+        format!("Could not read record with version {version} from {name}'s buffer due to: ");
+    Parsed {
+        key: Some(format!(
+            "Error at offset {offset}, skipping. {prefix}{}.",
+            e.java_message()
+        )),
+        error: Some(DecodeError::new(
+            e.position,
+            format!("{prefix}{}", e.reason),
+        )),
+        ..Parsed::default()
     }
 }
 
@@ -355,10 +358,10 @@ fn cluster_metadata(offset: i64, value: Field<'_>) -> Parsed {
         ..Parsed::default()
     };
     let Some(vb) = value.bytes else {
-        return fail(DecodeError {
-            position: value.position,
-            reason: "the record has a null value".to_owned(),
-        });
+        return fail(DecodeError::new(
+            value.position,
+            "the record has a null value".to_owned(),
+        ));
     };
     let mut r = Reader::new(vb, value.position);
     let header = frame_header(&mut r);
@@ -367,12 +370,9 @@ fn cluster_metadata(offset: i64, value: Field<'_>) -> Parsed {
         Err(e) => return fail(e),
     };
     let Some((_, type_name)) = metadata::metadata_name(api_key) else {
-        return fail(DecodeError {
-            position: type_at,
-            reason: format!(
+        return fail(DecodeError::new(type_at, format!(
                 "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}"
-            ),
-        });
+            )));
     };
     let data = match metadata::read_metadata(api_key, &mut r, version) {
         Some(Ok(j)) => j,
@@ -382,13 +382,10 @@ fn cluster_metadata(offset: i64, value: Field<'_>) -> Parsed {
                 value: Some(format!(
                     "Error at {offset}, skipping. Failed to deserialize record with type {api_key}"
                 )),
-                error: Some(DecodeError {
-                    position: e.position,
-                    reason: format!(
+                error: Some(DecodeError::new(e.position, format!(
                         "Failed to deserialize record with type {api_key}: {}",
                         e.reason
-                    ),
-                }),
+                    ))),
                 ..Parsed::default()
             };
         }
@@ -419,14 +416,10 @@ fn cluster_metadata(offset: i64, value: Field<'_>) -> Parsed {
 /// Kafka's `AbstractApiMessageSerde.unsignedIntToShort`.
 fn unsigned_short(r: &mut Reader<'_>, entity: &str) -> Result<i16, DecodeError> {
     let at = r.position();
-    let v = r.uvarint().map_err(|e| DecodeError {
-        position: e.position,
-        reason: format!("Error while reading {entity}"),
-    })?;
-    i16::try_from(v).map_err(|_| DecodeError {
-        position: at,
-        reason: format!("Value for {entity} was too large."),
-    })
+    let v = r
+        .uvarint()
+        .map_err(|e| DecodeError::new(e.position, format!("Error while reading {entity}")))?;
+    i16::try_from(v).map_err(|_| DecodeError::new(at, format!("Value for {entity} was too large.")))
 }
 
 /// The frame of `AbstractApiMessageSerde.read`: frame version (must be 1), type, version.
@@ -435,22 +428,22 @@ pub(crate) fn frame_header(r: &mut Reader<'_>) -> Result<(u64, i16, i16), Decode
     let frame_at = r.position();
     let frame = unsigned_short(r, "frame version")?;
     if frame == 0 {
-        return Err(DecodeError {
-            position: frame_at,
-            reason: "Could not deserialize metadata record with frame version 0. Note that \
+        return Err(DecodeError::new(
+            frame_at,
+            "Could not deserialize metadata record with frame version 0. Note that \
                      upgrades from the preview release of KRaft in 2.8 to newer versions are \
                      not supported."
                 .to_owned(),
-        });
+        ));
     }
     if frame != 1 {
-        return Err(DecodeError {
-            position: frame_at,
-            reason: format!(
+        return Err(DecodeError::new(
+            frame_at,
+            format!(
                 "Could not deserialize metadata record due to unknown frame version \
                  {frame}(only frame version 1 is supported)"
             ),
-        });
+        ));
     }
     let type_at = r.position();
     let api_key = unsigned_short(r, "type")?;

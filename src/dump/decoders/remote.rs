@@ -155,10 +155,10 @@ pub fn parse(offset: i64, value: Field<'_>) -> Parsed {
         ..Parsed::default()
     };
     let Some(vb) = value.bytes else {
-        return fail(DecodeError {
-            position: value.position,
-            reason: "the record has a null value".to_owned(),
-        });
+        return fail(DecodeError::new(
+            value.position,
+            "the record has a null value".to_owned(),
+        ));
     };
     let mut r = Reader::new(vb, value.position);
     let (type_at, api_key, version) = match frame_header(&mut r) {
@@ -168,18 +168,12 @@ pub fn parse(offset: i64, value: Field<'_>) -> Parsed {
     let json = match remote::read_metadata(api_key, &mut r, version) {
         Some(Ok(j)) => j,
         Some(Err(e)) => {
-            return fail(DecodeError {
-                position: e.position,
-                reason: format!("Failed to deserialize record with type {api_key} ({})", e.reason),
-            })
+            return fail(DecodeError::new(e.position, format!("Failed to deserialize record with type {api_key} ({})", e.reason)))
         }
         None => {
-            return fail(DecodeError {
-                position: type_at,
-                reason: format!(
+            return fail(DecodeError::new(type_at, format!(
                     "org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}"
-                ),
-            })
+                )))
         }
     };
     if r.remaining() > 0 {

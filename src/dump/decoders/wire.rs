@@ -30,6 +30,28 @@ pub struct DecodeError {
     pub position: u64,
     /// What went wrong, in Kafka's words where Kafka has words for it.
     pub reason: String,
+    /// The input ended early: Java's `BufferUnderflowException`, whose message is `null`.
+    pub underflow: bool,
+}
+
+impl DecodeError {
+    /// An error at `position`.
+    pub fn new(position: u64, reason: impl Into<String>) -> Self {
+        DecodeError {
+            position,
+            reason: reason.into(),
+            underflow: false,
+        }
+    }
+
+    /// `e.getMessage()` of the exception Kafka's reader throws for this error.
+    pub fn java_message(&self) -> &str {
+        if self.underflow {
+            "null"
+        } else {
+            &self.reason
+        }
+    }
 }
 
 impl std::fmt::Display for DecodeError {
@@ -224,10 +246,7 @@ impl<'a> Reader<'a> {
 
     /// An error at the current position.
     pub fn error(&self, reason: impl Into<String>) -> DecodeError {
-        DecodeError {
-            position: self.position(),
-            reason: reason.into(),
-        }
+        DecodeError::new(self.position(), reason)
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], DecodeError> {
@@ -235,9 +254,10 @@ impl<'a> Reader<'a> {
             .pos
             .checked_add(n)
             .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| {
-                self.error(format!(
-                    "needed {n} bytes, only {} remain (BufferUnderflowException)",
+            .ok_or_else(|| DecodeError {
+                underflow: true,
+                ..self.error(format!(
+                    "needed {n} bytes, only {} remain",
                     self.remaining()
                 ))
             })?;
@@ -322,14 +342,14 @@ impl<'a> Reader<'a> {
         let at = self.position();
         match self.length(flex, false)? {
             None if nullable => Ok(Json::Null),
-            None => Err(DecodeError {
-                position: at,
-                reason: format!("non-nullable field {name} was serialized as null"),
-            }),
-            Some(n) if n > 0x7fff => Err(DecodeError {
-                position: at,
-                reason: format!("string field {name} had invalid length {n}"),
-            }),
+            None => Err(DecodeError::new(
+                at,
+                format!("non-nullable field {name} was serialized as null"),
+            )),
+            Some(n) if n > 0x7fff => Err(DecodeError::new(
+                at,
+                format!("string field {name} had invalid length {n}"),
+            )),
             Some(n) => Ok(Json::Str(
                 String::from_utf8_lossy(self.take(n)?).into_owned(),
             )),
@@ -341,10 +361,10 @@ impl<'a> Reader<'a> {
         let at = self.position();
         match self.length(flex, true)? {
             None if nullable => Ok(Json::Null),
-            None => Err(DecodeError {
-                position: at,
-                reason: format!("non-nullable field {name} was serialized as null"),
-            }),
+            None => Err(DecodeError::new(
+                at,
+                format!("non-nullable field {name} was serialized as null"),
+            )),
             Some(n) => Ok(Json::Bytes(self.take(n)?.to_vec())),
         }
     }
@@ -360,17 +380,11 @@ impl<'a> Reader<'a> {
         let at = self.position();
         match self.length(flex, true)? {
             None if nullable => Ok(Json::Null),
-            None => Err(DecodeError {
-                position: at,
-                reason: format!("non-nullable field {name} was serialized as null"),
-            }),
-            Some(n) if n > self.remaining() => Err(DecodeError {
-                position: at,
-                reason: format!(
+            None => Err(DecodeError::new(at, format!("non-nullable field {name} was serialized as null"))),
+            Some(n) if n > self.remaining() => Err(DecodeError::new(at, format!(
                     "Tried to allocate a collection of size {n}, but there are only {} bytes remaining.",
                     self.remaining()
-                ),
-            }),
+                ))),
             Some(n) => {
                 let mut v = Vec::with_capacity(n);
                 for _ in 0..n {

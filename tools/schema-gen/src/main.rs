@@ -59,6 +59,28 @@ impl Versions {
         Ok(Some(Versions { lo: v, hi: v }))
     }
 
+    /// Kafka's `VersionConditional.forVersions(r, valid)`: the test of `v` against `r` that
+    /// Kafka's generated code makes inside a struct whose versions are `valid` — bounds that
+    /// `valid` already implies are not tested, so a version outside `valid` is read the way the
+    /// nearest valid version is (Kafka reads coordinator keys at version = record type).
+    fn cond_in(r: Option<Versions>, valid: Option<Versions>) -> String {
+        let (Some(r), Some(valid)) = (r, valid) else {
+            return Versions::cond(r);
+        };
+        if r.hi < valid.lo || r.lo > valid.hi {
+            return "false".to_owned();
+        }
+        let lo = r.lo > valid.lo;
+        let hi = r.hi < valid.hi;
+        match (lo, hi) {
+            (false, false) => "true".to_owned(),
+            (true, false) => format!("v >= {}", r.lo),
+            (false, true) => format!("v <= {}", r.hi),
+            (true, true) if r.lo == r.hi => format!("v == {}", r.lo),
+            (true, true) => format!("({}..={}).contains(&v)", r.lo, r.hi),
+        }
+    }
+
     /// A Rust boolean expression testing `v` against this range.
     fn cond(r: Option<Versions>) -> String {
         match r {
@@ -317,6 +339,11 @@ fn fn_name(msg: &Message, s: &str) -> String {
     }
 }
 
+/// `Versions::cond_in` within `msg`'s valid versions.
+fn vc(msg: &Message, r: Option<Versions>) -> String {
+    Versions::cond_in(r, msg.valid)
+}
+
 /// The Rust expression reading one value of `ty` (never an array at the top level of this
 /// function's callers), for field `fname`, giving `Json`.
 fn read_expr(msg: &Message, ty: &Ty, fname: &str, nullable: &str) -> String {
@@ -387,24 +414,16 @@ fn gen_struct(msg: &Message, s: &Struct, out: &mut String) {
         "{}fn {fname}(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {{",
         if top { "pub " } else { "" }
     );
-    if top {
-        if let Some(valid) = msg.valid {
-            let _ = writeln!(
-                out,
-                "    if !({}) {{ return Err(r.error(format!(\"Can't read version {{v}} of {}\"))); }}",
-                Versions::cond(Some(valid)),
-                msg.name
-            );
-        }
-    }
-    let _ = writeln!(out, "    let flex = {};", Versions::cond(msg.flexible));
+    // Like Kafka's generated `read`, no version check here: callers that care (the coordinator
+    // serdes) check the version against `*_versions` first.
+    let _ = writeln!(out, "    let flex = {};", vc(msg, msg.flexible));
     let has_tagged = s.fields.iter().any(|f| f.tagged.is_some());
     for (i, f) in s.fields.iter().enumerate() {
         let _ = writeln!(out, "    let mut f{i}: Option<Json> = None;");
-        let nullable = Versions::cond(f.nullable);
+        let nullable = vc(msg, f.nullable);
         let read = read_expr(msg, &f.ty, &f.name, &nullable);
-        let present = Versions::cond(f.versions);
-        let tagged = Versions::cond(f.tagged);
+        let present = vc(msg, f.versions);
+        let tagged = vc(msg, f.tagged);
         if f.tagged.is_some() {
             let _ = writeln!(
                 out,
@@ -422,10 +441,10 @@ fn gen_struct(msg: &Message, s: &Struct, out: &mut String) {
             let (Some(tag), Some(_)) = (f.tag, f.tagged) else {
                 continue;
             };
-            let nullable = Versions::cond(f.nullable);
+            let nullable = vc(msg, f.nullable);
             let read = read_expr(msg, &f.ty, &f.name, &nullable);
-            let present = Versions::cond(f.versions);
-            let tagged = Versions::cond(f.tagged);
+            let present = vc(msg, f.versions);
+            let tagged = vc(msg, f.tagged);
             let _ = writeln!(
                 out,
                 "                {tag} if ({present}) && ({tagged}) => {{ f{i} = Some({read}); Ok(true) }}"

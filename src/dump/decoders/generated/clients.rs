@@ -14,14 +14,9 @@ use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
 
 /// `ConsumerProtocolAssignment` (schema `ConsumerProtocolAssignment`).
 pub fn read_consumer_protocol_assignment(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=3).contains(&v)) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerProtocolAssignment"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "AssignedPartitions", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_protocol_assignment__topic_partition(r, v)
@@ -29,8 +24,8 @@ pub fn read_consumer_protocol_assignment(r: &mut Reader<'_>, v: i16) -> Result<J
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
-        f1 = Some(r.bytes(flex, v >= 0, "UserData")?);
+    if true {
+        f1 = Some(r.bytes(flex, true, "UserData")?);
     }
     if flex {
         r.tagged_fields(|_, _| Ok(false))?;
@@ -53,11 +48,11 @@ fn s_consumer_protocol_assignment__topic_partition(
 ) -> Result<Json, DecodeError> {
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Topic")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
@@ -81,21 +76,16 @@ pub fn read_consumer_protocol_subscription(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !((0..=3).contains(&v)) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerProtocolSubscription"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "Topics", |r| {
             Ok(r.string(flex, false, "Topics")?)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
-        f1 = Some(r.bytes(flex, v >= 0, "UserData")?);
+    if true {
+        f1 = Some(r.bytes(flex, true, "UserData")?);
     }
     let mut f2: Option<Json> = None;
     if v >= 1 {
@@ -168,16 +158,13 @@ fn s_consumer_protocol_subscription__topic_partition(
 
 /// `KRaftVersionRecord` (schema `KRaftVersionRecord`).
 pub fn read_k_raft_version_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of KRaftVersionRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -196,26 +183,23 @@ pub fn read_k_raft_version_record(r: &mut Reader<'_>, v: i16) -> Result<Json, De
 
 /// `LeaderChangeMessage` (schema `LeaderChangeMessage`).
 pub fn read_leader_change_message(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=1).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of LeaderChangeMessage")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "Voters", |r| {
             Ok(r.nullable_struct(false, |r| s_leader_change_message__voter(r, v))?)
         })?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "GrantingVoters", |r| {
             Ok(r.nullable_struct(false, |r| s_leader_change_message__voter(r, v))?)
         })?);
@@ -242,9 +226,9 @@ pub fn read_leader_change_message(r: &mut Reader<'_>, v: i16) -> Result<Json, De
 
 /// `Voter` struct (schema `LeaderChangeMessage`).
 fn s_leader_change_message__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
@@ -267,12 +251,9 @@ fn s_leader_change_message__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, De
 
 /// `SnapshotFooterRecord` (schema `SnapshotFooterRecord`).
 pub fn read_snapshot_footer_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of SnapshotFooterRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -288,16 +269,13 @@ pub fn read_snapshot_footer_record(r: &mut Reader<'_>, v: i16) -> Result<Json, D
 
 /// `SnapshotHeaderRecord` (schema `SnapshotHeaderRecord`).
 pub fn read_snapshot_header_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of SnapshotHeaderRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -316,16 +294,13 @@ pub fn read_snapshot_header_record(r: &mut Reader<'_>, v: i16) -> Result<Json, D
 
 /// `VotersRecord` (schema `VotersRecord`).
 pub fn read_voters_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of VotersRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Voters", |r| {
             Ok(r.nullable_struct(false, |r| s_voters_record__voter(r, v))?)
         })?);
@@ -346,17 +321,17 @@ pub fn read_voters_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeErro
 
 /// `Endpoint` struct (schema `VotersRecord`).
 fn s_voters_record__endpoint(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Host")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.u16()?)));
     }
     if flex {
@@ -381,13 +356,13 @@ fn s_voters_record__k_raft_version_feature(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -406,23 +381,23 @@ fn s_voters_record__k_raft_version_feature(
 
 /// `Voter` struct (schema `VotersRecord`).
 fn s_voters_record__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "Endpoints", |r| {
             Ok(r.nullable_struct(false, |r| s_voters_record__endpoint(r, v))?)
         })?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.nullable_struct(false, |r| s_voters_record__k_raft_version_feature(r, v))?);
     }
     if flex {

@@ -17,18 +17,13 @@ pub fn read_consumer_group_current_member_assignment_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupCurrentMemberAssignmentKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -50,26 +45,21 @@ pub fn read_consumer_group_current_member_assignment_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupCurrentMemberAssignmentValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "AssignedPartitions", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_group_current_member_assignment_value__topic_partitions(r, v)
@@ -77,7 +67,7 @@ pub fn read_consumer_group_current_member_assignment_value(
         })?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "PartitionsPendingRevocation", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_group_current_member_assignment_value__topic_partitions(r, v)
@@ -112,27 +102,27 @@ fn s_consumer_group_current_member_assignment_value__topic_partitions(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f2: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f2 = Some(r.array(flex, v >= 0, "AssignmentEpochs", |r| {
+    if (true) && !(true) {
+        f2 = Some(r.array(flex, true, "AssignmentEpochs", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
-                f2 = Some(r.array(flex, v >= 0, "AssignmentEpochs", |r| {
+            0 if (true) && (true) => {
+                f2 = Some(r.array(flex, true, "AssignmentEpochs", |r| {
                     Ok(Json::Int(i64::from(r.i32()?)))
                 })?);
                 Ok(true)
@@ -161,18 +151,13 @@ pub fn read_consumer_group_member_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupMemberMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -194,56 +179,51 @@ pub fn read_consumer_group_member_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupMemberMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
-        f0 = Some(r.string(flex, v >= 0, "InstanceId")?);
+    if true {
+        f0 = Some(r.string(flex, true, "InstanceId")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
-        f1 = Some(r.string(flex, v >= 0, "RackId")?);
+    if true {
+        f1 = Some(r.string(flex, true, "RackId")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "ClientId")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.string(flex, false, "ClientHost")?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "SubscribedTopicNames", |r| {
             Ok(r.string(flex, false, "SubscribedTopicNames")?)
         })?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
-        f5 = Some(r.string(flex, v >= 0, "SubscribedTopicRegex")?);
+    if true {
+        f5 = Some(r.string(flex, true, "SubscribedTopicRegex")?);
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
-        f7 = Some(r.string(flex, v >= 0, "ServerAssignor")?);
+    if true {
+        f7 = Some(r.string(flex, true, "ServerAssignor")?);
     }
     let mut f8: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f8 = Some(r.nullable_struct(v >= 0, |r| {
+    if (true) && !(true) {
+        f8 = Some(r.nullable_struct(true, |r| {
             s_consumer_group_member_metadata_value__classic_member_metadata(r, v)
         })?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
-                f8 = Some(r.nullable_struct(v >= 0, |r| {
+            0 if (true) && (true) => {
+                f8 = Some(r.nullable_struct(true, |r| {
                     s_consumer_group_member_metadata_value__classic_member_metadata(r, v)
                 })?);
                 Ok(true)
@@ -290,13 +270,13 @@ fn s_consumer_group_member_metadata_value__classic_protocol(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.bytes(flex, false, "Metadata")?);
     }
     if flex {
@@ -318,13 +298,13 @@ fn s_consumer_group_member_metadata_value__classic_member_metadata(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "SupportedProtocols", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_group_member_metadata_value__classic_protocol(r, v)
@@ -347,14 +327,9 @@ fn s_consumer_group_member_metadata_value__classic_member_metadata(
 
 /// `ConsumerGroupMetadataKey` (schema `ConsumerGroupMetadataKey`).
 pub fn read_consumer_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -370,23 +345,18 @@ pub fn read_consumer_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Js
 
 /// `ConsumerGroupMetadataValue` (schema `ConsumerGroupMetadataValue`).
 pub fn read_consumer_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f1 = Some(Json::Int(r.i64()?));
                 Ok(true)
             }
@@ -411,14 +381,9 @@ pub fn read_consumer_group_partition_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupPartitionMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -437,14 +402,9 @@ pub fn read_consumer_group_partition_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupPartitionMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "Topics", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_group_partition_metadata_value__topic_metadata(r, v)
@@ -467,13 +427,13 @@ fn s_consumer_group_partition_metadata_value__partition_metadata(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Racks", |r| {
             Ok(r.string(flex, false, "Racks")?)
         })?);
@@ -497,21 +457,21 @@ fn s_consumer_group_partition_metadata_value__topic_metadata(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "TopicName")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "PartitionMetadata", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_group_partition_metadata_value__partition_metadata(r, v)
@@ -543,18 +503,13 @@ pub fn read_consumer_group_regular_expression_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupRegularExpressionKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "RegularExpression")?);
     }
     if flex {
@@ -576,24 +531,19 @@ pub fn read_consumer_group_regular_expression_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupRegularExpressionValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "Topics", |r| {
             Ok(r.string(flex, false, "Topics")?)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -618,18 +568,13 @@ pub fn read_consumer_group_target_assignment_member_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupTargetAssignmentMemberKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -651,14 +596,9 @@ pub fn read_consumer_group_target_assignment_member_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupTargetAssignmentMemberValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "TopicPartitions", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_consumer_group_target_assignment_member_value__topic_partition(r, v)
@@ -681,13 +621,13 @@ fn s_consumer_group_target_assignment_member_value__topic_partition(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
@@ -711,14 +651,9 @@ pub fn read_consumer_group_target_assignment_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupTargetAssignmentMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -737,23 +672,18 @@ pub fn read_consumer_group_target_assignment_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ConsumerGroupTargetAssignmentMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f1 = Some(Json::Int(r.i64()?));
                 Ok(true)
             }
@@ -775,12 +705,9 @@ pub fn read_consumer_group_target_assignment_metadata_value(
 
 /// `GroupMetadataKey` (schema `GroupMetadataKey`).
 pub fn read_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of GroupMetadataKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "group")?);
     }
     if flex {
@@ -796,32 +723,29 @@ pub fn read_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Json, Decod
 
 /// `GroupMetadataValue` (schema `GroupMetadataValue`).
 pub fn read_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=4).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of GroupMetadataValue")));
-    }
     let flex = v >= 4;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "protocolType")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
-        f2 = Some(r.string(flex, v >= 0, "protocol")?);
+    if true {
+        f2 = Some(r.string(flex, true, "protocol")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
-        f3 = Some(r.string(flex, v >= 0, "leader")?);
+    if true {
+        f3 = Some(r.string(flex, true, "leader")?);
     }
     let mut f4: Option<Json> = None;
     if v >= 2 {
         f4 = Some(Json::Int(r.i64()?));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(r.array(flex, false, "members", |r| {
             Ok(r.nullable_struct(false, |r| s_group_metadata_value__member_metadata(r, v))?)
         })?);
@@ -859,7 +783,7 @@ fn s_group_metadata_value__member_metadata(
 ) -> Result<Json, DecodeError> {
     let flex = v >= 4;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "memberId")?);
     }
     let mut f1: Option<Json> = None;
@@ -867,11 +791,11 @@ fn s_group_metadata_value__member_metadata(
         f1 = Some(r.string(flex, v >= 3, "groupInstanceId")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "clientId")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.string(flex, false, "clientHost")?);
     }
     let mut f4: Option<Json> = None;
@@ -879,15 +803,15 @@ fn s_group_metadata_value__member_metadata(
         f4 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.bytes(flex, false, "subscription")?);
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(r.bytes(flex, false, "assignment")?);
     }
     if flex {
@@ -924,20 +848,17 @@ fn s_group_metadata_value__member_metadata(
 
 /// `LegacyOffsetCommitKey` (schema `LegacyOffsetCommitKey`).
 pub fn read_legacy_offset_commit_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of LegacyOffsetCommitKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "group")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "topic")?);
     }
     let mut f2: Option<Json> = None;
-    if v == 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -959,20 +880,17 @@ pub fn read_legacy_offset_commit_key(r: &mut Reader<'_>, v: i16) -> Result<Json,
 
 /// `LegacyOffsetCommitValue` (schema `LegacyOffsetCommitValue`).
 pub fn read_legacy_offset_commit_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of LegacyOffsetCommitValue")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(Json::Int(r.i64()?));
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "metadata")?);
     }
     let mut f2: Option<Json> = None;
-    if v == 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -994,20 +912,17 @@ pub fn read_legacy_offset_commit_value(r: &mut Reader<'_>, v: i16) -> Result<Jso
 
 /// `OffsetCommitKey` (schema `OffsetCommitKey`).
 pub fn read_offset_commit_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of OffsetCommitKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "group")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "topic")?);
     }
     let mut f2: Option<Json> = None;
-    if v == 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -1029,12 +944,9 @@ pub fn read_offset_commit_key(r: &mut Reader<'_>, v: i16) -> Result<Json, Decode
 
 /// `OffsetCommitValue` (schema `OffsetCommitValue`).
 pub fn read_offset_commit_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=4).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of OffsetCommitValue")));
-    }
     let flex = v >= 4;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(r.i64()?));
     }
     let mut f1: Option<Json> = None;
@@ -1042,11 +954,11 @@ pub fn read_offset_commit_value(r: &mut Reader<'_>, v: i16) -> Result<Json, Deco
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "metadata")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(r.i64()?));
     }
     let mut f4: Option<Json> = None;
@@ -1096,18 +1008,13 @@ pub fn read_share_group_current_member_assignment_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupCurrentMemberAssignmentKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -1129,26 +1036,21 @@ pub fn read_share_group_current_member_assignment_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupCurrentMemberAssignmentValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "AssignedPartitions", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_share_group_current_member_assignment_value__topic_partitions(r, v)
@@ -1180,13 +1082,13 @@ fn s_share_group_current_member_assignment_value__topic_partitions(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
@@ -1210,18 +1112,13 @@ pub fn read_share_group_member_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupMemberMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -1243,26 +1140,21 @@ pub fn read_share_group_member_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupMemberMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
-        f0 = Some(r.string(flex, v >= 0, "RackId")?);
+    if true {
+        f0 = Some(r.string(flex, true, "RackId")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "ClientId")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "ClientHost")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "SubscribedTopicNames", |r| {
             Ok(r.string(flex, false, "SubscribedTopicNames")?)
         })?);
@@ -1289,12 +1181,9 @@ pub fn read_share_group_member_metadata_value(
 
 /// `ShareGroupMetadataKey` (schema `ShareGroupMetadataKey`).
 pub fn read_share_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ShareGroupMetadataKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -1310,16 +1199,13 @@ pub fn read_share_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Json,
 
 /// `ShareGroupMetadataValue` (schema `ShareGroupMetadataValue`).
 pub fn read_share_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ShareGroupMetadataValue")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -1341,14 +1227,9 @@ pub fn read_share_group_state_partition_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupStatePartitionMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -1367,14 +1248,9 @@ pub fn read_share_group_state_partition_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupStatePartitionMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "InitializingTopics", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_share_group_state_partition_metadata_value__topic_partitions_info(r, v)
@@ -1382,7 +1258,7 @@ pub fn read_share_group_state_partition_metadata_value(
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "InitializedTopics", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_share_group_state_partition_metadata_value__topic_partitions_info(r, v)
@@ -1390,7 +1266,7 @@ pub fn read_share_group_state_partition_metadata_value(
         })?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "DeletingTopics", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_share_group_state_partition_metadata_value__topic_info(r, v)
@@ -1419,17 +1295,17 @@ fn s_share_group_state_partition_metadata_value__topic_partitions_info(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "TopicName")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
@@ -1456,13 +1332,13 @@ fn s_share_group_state_partition_metadata_value__topic_info(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "TopicName")?);
     }
     if flex {
@@ -1484,18 +1360,13 @@ pub fn read_share_group_target_assignment_member_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupTargetAssignmentMemberKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -1517,14 +1388,9 @@ pub fn read_share_group_target_assignment_member_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupTargetAssignmentMemberValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "TopicPartitions", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_share_group_target_assignment_member_value__topic_partition(r, v)
@@ -1547,13 +1413,13 @@ fn s_share_group_target_assignment_member_value__topic_partition(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
@@ -1577,14 +1443,9 @@ pub fn read_share_group_target_assignment_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupTargetAssignmentMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -1603,23 +1464,18 @@ pub fn read_share_group_target_assignment_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of ShareGroupTargetAssignmentMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f1 = Some(Json::Int(r.i64()?));
                 Ok(true)
             }
@@ -1644,18 +1500,13 @@ pub fn read_streams_group_current_member_assignment_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupCurrentMemberAssignmentKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -1677,26 +1528,21 @@ pub fn read_streams_group_current_member_assignment_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupCurrentMemberAssignmentValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "ActiveTasks", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
@@ -1704,7 +1550,7 @@ pub fn read_streams_group_current_member_assignment_value(
         })?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "StandbyTasks", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
@@ -1712,7 +1558,7 @@ pub fn read_streams_group_current_member_assignment_value(
         })?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(r.array(flex, false, "WarmupTasks", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
@@ -1720,7 +1566,7 @@ pub fn read_streams_group_current_member_assignment_value(
         })?);
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.array(flex, false, "ActiveTasksPendingRevocation", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
@@ -1728,7 +1574,7 @@ pub fn read_streams_group_current_member_assignment_value(
         })?);
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(r.array(flex, false, "StandbyTasksPendingRevocation", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
@@ -1736,7 +1582,7 @@ pub fn read_streams_group_current_member_assignment_value(
         })?);
     }
     let mut f8: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f8 = Some(r.array(flex, false, "WarmupTasksPendingRevocation", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
@@ -1783,27 +1629,27 @@ fn s_streams_group_current_member_assignment_value__task_ids(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "SubtopologyId")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f2: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f2 = Some(r.array(flex, v >= 0, "AssignmentEpochs", |r| {
+    if (true) && !(true) {
+        f2 = Some(r.array(flex, true, "AssignmentEpochs", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
-                f2 = Some(r.array(flex, v >= 0, "AssignmentEpochs", |r| {
+            0 if (true) && (true) => {
+                f2 = Some(r.array(flex, true, "AssignmentEpochs", |r| {
                     Ok(Json::Int(i64::from(r.i32()?)))
                 })?);
                 Ok(true)
@@ -1832,18 +1678,13 @@ pub fn read_streams_group_member_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupMemberMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -1865,48 +1706,43 @@ pub fn read_streams_group_member_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupMemberMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
-        f0 = Some(r.string(flex, v >= 0, "InstanceId")?);
+    if true {
+        f0 = Some(r.string(flex, true, "InstanceId")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
-        f1 = Some(r.string(flex, v >= 0, "RackId")?);
+    if true {
+        f1 = Some(r.string(flex, true, "RackId")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "ClientId")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.string(flex, false, "ClientHost")?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.string(flex, false, "ProcessId")?);
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
-        f7 = Some(r.nullable_struct(v >= 0, |r| {
+    if true {
+        f7 = Some(r.nullable_struct(true, |r| {
             s_streams_group_member_metadata_value__endpoint(r, v)
         })?);
     }
     let mut f8: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f8 = Some(r.array(flex, false, "ClientTags", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_member_metadata_value__key_value(r, v)
@@ -1953,13 +1789,13 @@ fn s_streams_group_member_metadata_value__endpoint(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Host")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.u16()?)));
     }
     if flex {
@@ -1981,13 +1817,13 @@ fn s_streams_group_member_metadata_value__key_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Key")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Value")?);
     }
     if flex {
@@ -2006,12 +1842,9 @@ fn s_streams_group_member_metadata_value__key_value(
 
 /// `StreamsGroupMetadataKey` (schema `StreamsGroupMetadataKey`).
 pub fn read_streams_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of StreamsGroupMetadataKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -2027,27 +1860,22 @@ pub fn read_streams_group_metadata_key(r: &mut Reader<'_>, v: i16) -> Result<Jso
 
 /// `StreamsGroupMetadataValue` (schema `StreamsGroupMetadataValue`).
 pub fn read_streams_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f3: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f3 = Some(r.array(flex, v >= 0, "LastAssignmentConfigs", |r| {
+    if (true) && !(true) {
+        f3 = Some(r.array(flex, true, "LastAssignmentConfigs", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_metadata_value__last_assignment_config(r, v)
             })?)
@@ -2055,12 +1883,12 @@ pub fn read_streams_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<J
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f2 = Some(Json::Int(i64::from(r.i32()?)));
                 Ok(true)
             }
-            1 if (v >= 0) && (v >= 0) => {
-                f3 = Some(r.array(flex, v >= 0, "LastAssignmentConfigs", |r| {
+            1 if (true) && (true) => {
+                f3 = Some(r.array(flex, true, "LastAssignmentConfigs", |r| {
                     Ok(r.nullable_struct(false, |r| {
                         s_streams_group_metadata_value__last_assignment_config(r, v)
                     })?)
@@ -2096,13 +1924,13 @@ fn s_streams_group_metadata_value__last_assignment_config(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Key")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Value")?);
     }
     if flex {
@@ -2124,18 +1952,13 @@ pub fn read_streams_group_target_assignment_member_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupTargetAssignmentMemberKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(r.string(flex, false, "MemberId")?);
     }
     if flex {
@@ -2157,14 +1980,9 @@ pub fn read_streams_group_target_assignment_member_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupTargetAssignmentMemberValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "ActiveTasks", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_target_assignment_member_value__task_ids(r, v)
@@ -2172,7 +1990,7 @@ pub fn read_streams_group_target_assignment_member_value(
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "StandbyTasks", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_target_assignment_member_value__task_ids(r, v)
@@ -2180,7 +1998,7 @@ pub fn read_streams_group_target_assignment_member_value(
         })?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "WarmupTasks", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_target_assignment_member_value__task_ids(r, v)
@@ -2209,13 +2027,13 @@ fn s_streams_group_target_assignment_member_value__task_ids(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "SubtopologyId")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Partitions", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
@@ -2239,14 +2057,9 @@ pub fn read_streams_group_target_assignment_metadata_key(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupTargetAssignmentMetadataKey"
-        )));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -2265,23 +2078,18 @@ pub fn read_streams_group_target_assignment_metadata_value(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupTargetAssignmentMetadataValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f1 = Some(Json::Int(r.i64()?));
                 Ok(true)
             }
@@ -2303,12 +2111,9 @@ pub fn read_streams_group_target_assignment_metadata_value(
 
 /// `StreamsGroupTopologyKey` (schema `StreamsGroupTopologyKey`).
 pub fn read_streams_group_topology_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of StreamsGroupTopologyKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     if flex {
@@ -2324,18 +2129,13 @@ pub fn read_streams_group_topology_key(r: &mut Reader<'_>, v: i16) -> Result<Jso
 
 /// `StreamsGroupTopologyValue` (schema `StreamsGroupTopologyValue`).
 pub fn read_streams_group_topology_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of StreamsGroupTopologyValue"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "Subtopologies", |r| {
             Ok(r.nullable_struct(false, |r| s_streams_group_topology_value__subtopology(r, v))?)
         })?);
@@ -2359,21 +2159,21 @@ fn s_streams_group_topology_value__copartition_group(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "SourceTopics", |r| {
             Ok(Json::Int(i64::from(r.i16()?)))
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "SourceTopicRegex", |r| {
             Ok(Json::Int(i64::from(r.i16()?)))
         })?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "RepartitionSourceTopics", |r| {
             Ok(Json::Int(i64::from(r.i16()?)))
         })?);
@@ -2400,43 +2200,43 @@ fn s_streams_group_topology_value__subtopology(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "SubtopologyId")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "SourceTopics", |r| {
             Ok(r.string(flex, false, "SourceTopics")?)
         })?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "SourceTopicRegex", |r| {
             Ok(r.string(flex, false, "SourceTopicRegex")?)
         })?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "StateChangelogTopics", |r| {
             Ok(r.nullable_struct(false, |r| s_streams_group_topology_value__topic_info(r, v))?)
         })?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "RepartitionSinkTopics", |r| {
             Ok(r.string(flex, false, "RepartitionSinkTopics")?)
         })?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(r.array(flex, false, "RepartitionSourceTopics", |r| {
             Ok(r.nullable_struct(false, |r| s_streams_group_topology_value__topic_info(r, v))?)
         })?);
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.array(flex, false, "CopartitionGroups", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_topology_value__copartition_group(r, v)
@@ -2477,13 +2277,13 @@ fn s_streams_group_topology_value__topic_config(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "key")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "value")?);
     }
     if flex {
@@ -2505,21 +2305,21 @@ fn s_streams_group_topology_value__topic_info(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "TopicConfigs", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_streams_group_topology_value__topic_config(r, v)

@@ -14,18 +14,15 @@ use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
 
 /// `AbortTransactionRecord` (schema `AbortTransactionRecord`).
 pub fn read_abort_transaction_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of AbortTransactionRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f0 = Some(r.string(flex, v >= 0, "Reason")?);
+    if (true) && !(true) {
+        f0 = Some(r.string(flex, true, "Reason")?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
-                f0 = Some(r.string(flex, v >= 0, "Reason")?);
+            0 if (true) && (true) => {
+                f0 = Some(r.string(flex, true, "Reason")?);
                 Ok(true)
             }
             _ => Ok(false),
@@ -43,42 +40,37 @@ pub fn read_abort_transaction_record(r: &mut Reader<'_>, v: i16) -> Result<Json,
 
 /// `AccessControlEntryRecord` (schema `AccessControlEntryRecord`).
 pub fn read_access_control_entry_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of AccessControlEntryRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "ResourceName")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.string(flex, false, "Principal")?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(r.string(flex, false, "Host")?);
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(Json::Int(i64::from(r.i8()?)));
     }
     if flex {
@@ -115,18 +107,15 @@ pub fn read_access_control_entry_record(r: &mut Reader<'_>, v: i16) -> Result<Js
 
 /// `BeginTransactionRecord` (schema `BeginTransactionRecord`).
 pub fn read_begin_transaction_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of BeginTransactionRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f0 = Some(r.string(flex, v >= 0, "Name")?);
+    if (true) && !(true) {
+        f0 = Some(r.string(flex, true, "Name")?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
-                f0 = Some(r.string(flex, v >= 0, "Name")?);
+            0 if (true) && (true) => {
+                f0 = Some(r.string(flex, true, "Name")?);
                 Ok(true)
             }
             _ => Ok(false),
@@ -147,22 +136,17 @@ pub fn read_broker_registration_change_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !((0..=3).contains(&v)) {
-        return Err(r.error(format!(
-            "Can't read version {v} of BrokerRegistrationChangeRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f2 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f3: Option<Json> = None;
@@ -181,7 +165,7 @@ pub fn read_broker_registration_change_record(
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f2 = Some(Json::Int(i64::from(r.i8()?)));
                 Ok(true)
             }
@@ -235,12 +219,9 @@ pub fn read_broker_registration_change_record(
 
 /// `ClearElrRecord` (schema `ClearElrRecord`).
 pub fn read_clear_elr_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ClearElrRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "TopicName")?);
     }
     if flex {
@@ -256,26 +237,23 @@ pub fn read_clear_elr_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeE
 
 /// `ClientQuotaRecord` (schema `ClientQuotaRecord`).
 pub fn read_client_quota_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ClientQuotaRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.array(flex, false, "Entity", |r| {
             Ok(r.nullable_struct(false, |r| s_client_quota_record__entity_data(r, v))?)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Key")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Float(r.f64()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Bool(r.bool()?));
     }
     if flex {
@@ -300,14 +278,14 @@ pub fn read_client_quota_record(r: &mut Reader<'_>, v: i16) -> Result<Json, Deco
 
 /// `EntityData` struct (schema `ClientQuotaRecord`).
 fn s_client_quota_record__entity_data(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "EntityType")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
-        f1 = Some(r.string(flex, v >= 0, "EntityName")?);
+    if true {
+        f1 = Some(r.string(flex, true, "EntityName")?);
     }
     if flex {
         r.tagged_fields(|_, _| Ok(false))?;
@@ -325,25 +303,22 @@ fn s_client_quota_record__entity_data(r: &mut Reader<'_>, v: i16) -> Result<Json
 
 /// `ConfigRecord` (schema `ConfigRecord`).
 pub fn read_config_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ConfigRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "ResourceName")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.string(flex, false, "Name")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
-        f3 = Some(r.string(flex, v >= 0, "Value")?);
+    if true {
+        f3 = Some(r.string(flex, true, "Value")?);
     }
     if flex {
         r.tagged_fields(|_, _| Ok(false))?;
@@ -367,38 +342,35 @@ pub fn read_config_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeErro
 
 /// `DelegationTokenRecord` (schema `DelegationTokenRecord`).
 pub fn read_delegation_token_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of DelegationTokenRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Owner")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Requester")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "Renewers", |r| {
             Ok(r.string(flex, false, "Renewers")?)
         })?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(r.i64()?));
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(Json::Int(r.i64()?));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(r.i64()?));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.string(flex, false, "TokenId")?);
     }
     if flex {
@@ -432,10 +404,7 @@ pub fn read_delegation_token_record(r: &mut Reader<'_>, v: i16) -> Result<Json, 
 
 /// `EndTransactionRecord` (schema `EndTransactionRecord`).
 pub fn read_end_transaction_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of EndTransactionRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     if flex {
         r.tagged_fields(|_, _| Ok(false))?;
     }
@@ -446,16 +415,13 @@ pub fn read_end_transaction_record(r: &mut Reader<'_>, v: i16) -> Result<Json, D
 
 /// `FeatureLevelRecord` (schema `FeatureLevelRecord`).
 pub fn read_feature_level_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of FeatureLevelRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -474,16 +440,13 @@ pub fn read_feature_level_record(r: &mut Reader<'_>, v: i16) -> Result<Json, Dec
 
 /// `FenceBrokerRecord` (schema `FenceBrokerRecord`).
 pub fn read_fence_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of FenceBrokerRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -502,10 +465,7 @@ pub fn read_fence_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, Deco
 
 /// `NoOpRecord` (schema `NoOpRecord`).
 pub fn read_no_op_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of NoOpRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     if flex {
         r.tagged_fields(|_, _| Ok(false))?;
     }
@@ -516,46 +476,43 @@ pub fn read_no_op_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError
 
 /// `PartitionChangeRecord` (schema `PartitionChangeRecord`).
 pub fn read_partition_change_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=2).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of PartitionChangeRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f2 = Some(r.array(flex, v >= 0, "Isr", |r| Ok(Json::Int(i64::from(r.i32()?))))?);
+    if (true) && !(true) {
+        f2 = Some(r.array(flex, true, "Isr", |r| Ok(Json::Int(i64::from(r.i32()?))))?);
     }
     let mut f3: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f3 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f4: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f4 = Some(r.array(flex, v >= 0, "Replicas", |r| {
+    if (true) && !(true) {
+        f4 = Some(r.array(flex, true, "Replicas", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f5: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f5 = Some(r.array(flex, v >= 0, "RemovingReplicas", |r| {
+    if (true) && !(true) {
+        f5 = Some(r.array(flex, true, "RemovingReplicas", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f6: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
-        f6 = Some(r.array(flex, v >= 0, "AddingReplicas", |r| {
+    if (true) && !(true) {
+        f6 = Some(r.array(flex, true, "AddingReplicas", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f7: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f7 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f8: Option<Json> = None;
@@ -576,33 +533,33 @@ pub fn read_partition_change_record(r: &mut Reader<'_>, v: i16) -> Result<Json, 
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
-                f2 = Some(r.array(flex, v >= 0, "Isr", |r| Ok(Json::Int(i64::from(r.i32()?))))?);
+            0 if (true) && (true) => {
+                f2 = Some(r.array(flex, true, "Isr", |r| Ok(Json::Int(i64::from(r.i32()?))))?);
                 Ok(true)
             }
-            1 if (v >= 0) && (v >= 0) => {
+            1 if (true) && (true) => {
                 f3 = Some(Json::Int(i64::from(r.i32()?)));
                 Ok(true)
             }
-            2 if (v >= 0) && (v >= 0) => {
-                f4 = Some(r.array(flex, v >= 0, "Replicas", |r| {
+            2 if (true) && (true) => {
+                f4 = Some(r.array(flex, true, "Replicas", |r| {
                     Ok(Json::Int(i64::from(r.i32()?)))
                 })?);
                 Ok(true)
             }
-            3 if (v >= 0) && (v >= 0) => {
-                f5 = Some(r.array(flex, v >= 0, "RemovingReplicas", |r| {
+            3 if (true) && (true) => {
+                f5 = Some(r.array(flex, true, "RemovingReplicas", |r| {
                     Ok(Json::Int(i64::from(r.i32()?)))
                 })?);
                 Ok(true)
             }
-            4 if (v >= 0) && (v >= 0) => {
-                f6 = Some(r.array(flex, v >= 0, "AddingReplicas", |r| {
+            4 if (true) && (true) => {
+                f6 = Some(r.array(flex, true, "AddingReplicas", |r| {
                     Ok(Json::Int(i64::from(r.i32()?)))
                 })?);
                 Ok(true)
             }
-            5 if (v >= 0) && (v >= 0) => {
+            5 if (true) && (true) => {
                 f7 = Some(Json::Int(i64::from(r.i8()?)));
                 Ok(true)
             }
@@ -683,54 +640,51 @@ pub fn read_partition_change_record(r: &mut Reader<'_>, v: i16) -> Result<Json, 
 
 /// `PartitionRecord` (schema `PartitionRecord`).
 pub fn read_partition_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=2).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of PartitionRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.array(flex, false, "Replicas", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "Isr", |r| Ok(Json::Int(i64::from(r.i32()?))))?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "RemovingReplicas", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(r.array(flex, false, "AddingReplicas", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f7: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f7 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f8: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f8 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f9: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f9 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f10: Option<Json> = None;
@@ -751,7 +705,7 @@ pub fn read_partition_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeE
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f7 = Some(Json::Int(i64::from(r.i8()?)));
                 Ok(true)
             }
@@ -822,20 +776,17 @@ pub fn read_partition_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeE
 
 /// `ProducerIdsRecord` (schema `ProducerIdsRecord`).
 pub fn read_producer_ids_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ProducerIdsRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -857,12 +808,9 @@ pub fn read_producer_ids_record(r: &mut Reader<'_>, v: i16) -> Result<Json, Deco
 
 /// `RegisterBrokerRecord` (schema `RegisterBrokerRecord`).
 pub fn read_register_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=4).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of RegisterBrokerRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
@@ -870,31 +818,31 @@ pub fn read_register_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, D
         f1 = Some(Json::Bool(r.bool()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Str(r.uuid()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(r.i64()?));
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "EndPoints", |r| {
             Ok(r.nullable_struct(false, |r| s_register_broker_record__broker_endpoint(r, v))?)
         })?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(r.array(flex, false, "Features", |r| {
             Ok(r.nullable_struct(false, |r| s_register_broker_record__broker_feature(r, v))?)
         })?);
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
-        f6 = Some(r.string(flex, v >= 0, "Rack")?);
+    if true {
+        f6 = Some(r.string(flex, true, "Rack")?);
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(Json::Bool(r.bool()?));
     }
     let mut f8: Option<Json> = None;
@@ -973,21 +921,21 @@ fn s_register_broker_record__broker_endpoint(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Host")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.u16()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -1015,17 +963,17 @@ fn s_register_broker_record__broker_feature(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -1047,26 +995,21 @@ fn s_register_broker_record__broker_feature(
 
 /// `RegisterControllerRecord` (schema `RegisterControllerRecord`).
 pub fn read_register_controller_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RegisterControllerRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Bool(r.bool()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.array(flex, false, "EndPoints", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_register_controller_record__controller_endpoint(r, v)
@@ -1074,7 +1017,7 @@ pub fn read_register_controller_record(r: &mut Reader<'_>, v: i16) -> Result<Jso
         })?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "Features", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_register_controller_record__controller_feature(r, v)
@@ -1109,21 +1052,21 @@ fn s_register_controller_record__controller_endpoint(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.string(flex, false, "Host")?);
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.u16()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -1151,17 +1094,17 @@ fn s_register_controller_record__controller_feature(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -1186,14 +1129,9 @@ pub fn read_remove_access_control_entry_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemoveAccessControlEntryRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     if flex {
@@ -1212,14 +1150,9 @@ pub fn read_remove_delegation_token_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemoveDelegationTokenRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "TokenId")?);
     }
     if flex {
@@ -1235,12 +1168,9 @@ pub fn read_remove_delegation_token_record(
 
 /// `RemoveTopicRecord` (schema `RemoveTopicRecord`).
 pub fn read_remove_topic_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of RemoveTopicRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     if flex {
@@ -1259,18 +1189,13 @@ pub fn read_remove_user_scram_credential_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemoveUserScramCredentialRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i8()?)));
     }
     if flex {
@@ -1289,16 +1214,13 @@ pub fn read_remove_user_scram_credential_record(
 
 /// `TopicRecord` (schema `TopicRecord`).
 pub fn read_topic_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of TopicRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     if flex {
@@ -1317,16 +1239,13 @@ pub fn read_topic_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError
 
 /// `UnfenceBrokerRecord` (schema `UnfenceBrokerRecord`).
 pub fn read_unfence_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of UnfenceBrokerRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -1345,16 +1264,13 @@ pub fn read_unfence_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, De
 
 /// `UnregisterBrokerRecord` (schema `UnregisterBrokerRecord`).
 pub fn read_unregister_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of UnregisterBrokerRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -1373,34 +1289,29 @@ pub fn read_unregister_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json,
 
 /// `UserScramCredentialRecord` (schema `UserScramCredentialRecord`).
 pub fn read_user_scram_credential_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of UserScramCredentialRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(r.bytes(flex, false, "Salt")?);
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(r.bytes(flex, false, "StoredKey")?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.bytes(flex, false, "ServerKey")?);
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -1431,12 +1342,9 @@ pub fn read_user_scram_credential_record(r: &mut Reader<'_>, v: i16) -> Result<J
 
 /// `ZkMigrationStateRecord` (schema `ZkMigrationStateRecord`).
 pub fn read_zk_migration_state_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ZkMigrationStateRecord")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i8()?)));
     }
     if flex {

@@ -17,40 +17,35 @@ pub fn read_remote_log_segment_metadata_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemoteLogSegmentMetadataRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.nullable_struct(false, |r| {
             s_remote_log_segment_metadata_record__remote_log_segment_id_entry(r, v)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(Json::Int(r.i64()?));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(r.i64()?));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.array(flex, false, "SegmentLeaderEpochs", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_remote_log_segment_metadata_record__segment_leader_epoch_entry(r, v)
@@ -58,24 +53,24 @@ pub fn read_remote_log_segment_metadata_record(
         })?);
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f8: Option<Json> = None;
-    if v >= 0 {
-        f8 = Some(r.bytes(flex, v >= 0, "CustomMetadata")?);
+    if true {
+        f8 = Some(r.bytes(flex, true, "CustomMetadata")?);
     }
     let mut f9: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f9 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f10: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f10 = Some(Json::Bool(r.bool()?));
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f10 = Some(Json::Bool(r.bool()?));
                 Ok(true)
             }
@@ -127,17 +122,17 @@ fn s_remote_log_segment_metadata_record__topic_id_partition_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -162,15 +157,15 @@ fn s_remote_log_segment_metadata_record__remote_log_segment_id_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.nullable_struct(false, |r| {
             s_remote_log_segment_metadata_record__topic_id_partition_entry(r, v)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     if flex {
@@ -192,13 +187,13 @@ fn s_remote_log_segment_metadata_record__segment_leader_epoch_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -220,38 +215,33 @@ pub fn read_remote_log_segment_metadata_snapshot_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemoteLogSegmentMetadataSnapshotRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Str(r.uuid()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(Json::Int(r.i64()?));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(r.i64()?));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(r.array(flex, false, "SegmentLeaderEpochs", |r| {
             Ok(r.nullable_struct(false, |r| {
                 s_remote_log_segment_metadata_snapshot_record__segment_leader_epoch_entry(r, v)
@@ -259,24 +249,24 @@ pub fn read_remote_log_segment_metadata_snapshot_record(
         })?);
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f8: Option<Json> = None;
-    if v >= 0 {
-        f8 = Some(r.bytes(flex, v >= 0, "CustomMetadata")?);
+    if true {
+        f8 = Some(r.bytes(flex, true, "CustomMetadata")?);
     }
     let mut f9: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f9 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f10: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f10 = Some(Json::Bool(r.bool()?));
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f10 = Some(Json::Bool(r.bool()?));
                 Ok(true)
             }
@@ -328,13 +318,13 @@ fn s_remote_log_segment_metadata_snapshot_record__segment_leader_epoch_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     if flex {
@@ -356,32 +346,27 @@ pub fn read_remote_log_segment_metadata_update_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemoteLogSegmentMetadataUpdateRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.nullable_struct(false, |r| {
             s_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(r, v)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
-        f3 = Some(r.bytes(flex, v >= 0, "CustomMetadata")?);
+    if true {
+        f3 = Some(r.bytes(flex, true, "CustomMetadata")?);
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(Json::Int(i64::from(r.i8()?)));
     }
     if flex {
@@ -412,17 +397,17 @@ fn s_remote_log_segment_metadata_update_record__topic_id_partition_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -447,15 +432,15 @@ fn s_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.nullable_struct(false, |r| {
             s_remote_log_segment_metadata_update_record__topic_id_partition_entry(r, v)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     if flex {
@@ -477,28 +462,23 @@ pub fn read_remote_partition_delete_metadata_record(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!(
-            "Can't read version {v} of RemotePartitionDeleteMetadataRecord"
-        )));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.nullable_struct(false, |r| {
             s_remote_partition_delete_metadata_record__topic_id_partition_entry(r, v)
         })?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i8()?)));
     }
     if flex {
@@ -526,17 +506,17 @@ fn s_remote_partition_delete_metadata_record__topic_id_partition_entry(
     r: &mut Reader<'_>,
     v: i16,
 ) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Name")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {

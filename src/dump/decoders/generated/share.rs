@@ -14,20 +14,17 @@ use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
 
 /// `ShareSnapshotKey` (schema `ShareSnapshotKey`).
 pub fn read_share_snapshot_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ShareSnapshotKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v == 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -49,47 +46,44 @@ pub fn read_share_snapshot_key(r: &mut Reader<'_>, v: i16) -> Result<Json, Decod
 
 /// `ShareSnapshotValue` (schema `ShareSnapshotValue`).
 pub fn read_share_snapshot_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ShareSnapshotValue")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(r.i64()?));
     }
     let mut f4: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f4 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(r.i64()?));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(Json::Int(r.i64()?));
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f7 = Some(r.array(flex, false, "StateBatches", |r| {
             Ok(r.nullable_struct(false, |r| s_share_snapshot_value__state_batch(r, v))?)
         })?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f4 = Some(Json::Int(i64::from(r.i32()?)));
                 Ok(true)
             }
@@ -129,21 +123,21 @@ pub fn read_share_snapshot_value(r: &mut Reader<'_>, v: i16) -> Result<Json, Dec
 
 /// `StateBatch` struct (schema `ShareSnapshotValue`).
 fn s_share_snapshot_value__state_batch(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(r.i64()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {
@@ -168,20 +162,17 @@ fn s_share_snapshot_value__state_batch(r: &mut Reader<'_>, v: i16) -> Result<Jso
 
 /// `ShareUpdateKey` (schema `ShareUpdateKey`).
 pub fn read_share_update_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ShareUpdateKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "GroupId")?);
     }
     let mut f1: Option<Json> = None;
-    if v == 0 {
+    if true {
         f1 = Some(Json::Str(r.uuid()?));
     }
     let mut f2: Option<Json> = None;
-    if v == 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i32()?)));
     }
     if flex {
@@ -203,35 +194,32 @@ pub fn read_share_update_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeE
 
 /// `ShareUpdateValue` (schema `ShareUpdateValue`).
 pub fn read_share_update_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of ShareUpdateValue")));
-    }
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(r.i64()?));
     }
     let mut f3: Option<Json> = None;
-    if (v >= 0) && !(v >= 0) {
+    if (true) && !(true) {
         f3 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f4: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f4 = Some(r.array(flex, false, "StateBatches", |r| {
             Ok(r.nullable_struct(false, |r| s_share_update_value__state_batch(r, v))?)
         })?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
-            0 if (v >= 0) && (v >= 0) => {
+            0 if (true) && (true) => {
                 f3 = Some(Json::Int(i64::from(r.i32()?)));
                 Ok(true)
             }
@@ -262,21 +250,21 @@ pub fn read_share_update_value(r: &mut Reader<'_>, v: i16) -> Result<Json, Decod
 
 /// `StateBatch` struct (schema `ShareUpdateValue`).
 fn s_share_update_value__state_batch(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    let flex = v >= 0;
+    let flex = true;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(r.i64()?));
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(Json::Int(r.i64()?));
     }
     let mut f2: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f2 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i16()?)));
     }
     if flex {

@@ -14,12 +14,9 @@ use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
 
 /// `TransactionLogKey` (schema `TransactionLogKey`).
 pub fn read_transaction_log_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !(v == 0) {
-        return Err(r.error(format!("Can't read version {v} of TransactionLogKey")));
-    }
     let flex = false;
     let mut f0: Option<Json> = None;
-    if v == 0 {
+    if true {
         f0 = Some(r.string(flex, false, "TransactionalId")?);
     }
     if flex {
@@ -35,12 +32,9 @@ pub fn read_transaction_log_key(r: &mut Reader<'_>, v: i16) -> Result<Json, Deco
 
 /// `TransactionLogValue` (schema `TransactionLogValue`).
 pub fn read_transaction_log_value(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
-    if !((0..=1).contains(&v)) {
-        return Err(r.error(format!("Can't read version {v} of TransactionLogValue")));
-    }
     let flex = v >= 1;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(Json::Int(r.i64()?));
     }
     let mut f1: Option<Json> = None;
@@ -52,7 +46,7 @@ pub fn read_transaction_log_value(r: &mut Reader<'_>, v: i16) -> Result<Json, De
         f2 = Some(Json::Int(r.i64()?));
     }
     let mut f3: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f3 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f4: Option<Json> = None;
@@ -60,25 +54,25 @@ pub fn read_transaction_log_value(r: &mut Reader<'_>, v: i16) -> Result<Json, De
         f4 = Some(Json::Int(i64::from(r.i16()?)));
     }
     let mut f5: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f5 = Some(Json::Int(i64::from(r.i32()?)));
     }
     let mut f6: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f6 = Some(Json::Int(i64::from(r.i8()?)));
     }
     let mut f7: Option<Json> = None;
-    if v >= 0 {
-        f7 = Some(r.array(flex, v >= 0, "TransactionPartitions", |r| {
+    if true {
+        f7 = Some(r.array(flex, true, "TransactionPartitions", |r| {
             Ok(r.nullable_struct(false, |r| s_transaction_log_value__partitions_schema(r, v))?)
         })?);
     }
     let mut f8: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f8 = Some(Json::Int(r.i64()?));
     }
     let mut f9: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f9 = Some(Json::Int(r.i64()?));
     }
     let mut f10: Option<Json> = None;
@@ -159,11 +153,11 @@ fn s_transaction_log_value__partitions_schema(
 ) -> Result<Json, DecodeError> {
     let flex = v >= 1;
     let mut f0: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f0 = Some(r.string(flex, false, "Topic")?);
     }
     let mut f1: Option<Json> = None;
-    if v >= 0 {
+    if true {
         f1 = Some(r.array(flex, false, "PartitionIds", |r| {
             Ok(Json::Int(i64::from(r.i32()?)))
         })?);
