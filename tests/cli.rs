@@ -36,6 +36,8 @@ mod fixtures;
 mod golden;
 #[path = "cli/indexes.rs"]
 mod indexes;
+#[path = "cli/internal_topics.rs"]
+mod internal_topics;
 #[path = "cli/logs.rs"]
 mod logs;
 #[path = "cli/producers.rs"]

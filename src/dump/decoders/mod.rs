@@ -237,11 +237,11 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
         Some(Err(e)) => return could_not_read(offset, e, record_type, "key"),
         Some(Ok(j)) => j,
     };
-    let key_text = Json::Object(vec![
+    let key_json = Json::Object(vec![
         ("type", Json::Str(record_type.to_string())),
-        ("data", key_json.clone()),
-    ])
-    .to_jackson();
+        ("data", key_json),
+    ]);
+    let key_text = key_json.to_jackson();
     let Some(vb) = value.bytes else {
         return Parsed {
             key: Some(key_text),
@@ -282,11 +282,11 @@ fn coordinator(c: &Coordinator, offset: i64, key: Field<'_>, value: Field<'_>) -
     if c.group_metadata && record_type == GROUP_METADATA_TYPE {
         decode_consumer_protocol(&mut value_json);
     }
-    let value_text = Json::Object(vec![
+    let value_json = Json::Object(vec![
         ("version", Json::Str(version.to_string())),
-        ("data", value_json.clone()),
-    ])
-    .to_jackson();
+        ("data", value_json),
+    ]);
+    let value_text = value_json.to_jackson();
     Parsed {
         key: Some(key_text),
         value: Some(value_text),
