@@ -28,6 +28,8 @@ mod crash_test;
 mod damaged;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/dump_flags.rs"]
+mod dump_flags;
 #[path = "cli/errors.rs"]
 mod errors;
 #[path = "cli/fixtures.rs"]

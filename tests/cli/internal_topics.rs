@@ -4,7 +4,9 @@
 //! `__share_group_state`, `__cluster_metadata` (log and snapshot) and `__remote_log_metadata`
 //! written with Kafka's own serdes, and `expected/<case>.txt`: what Kafka 4.3.1's
 //! `kafka.tools.DumpLogSegments` printed for them (both by `tools/dump-fixtures/regen.sh`).
-//! Every case must match line for line; `--json` must carry the same decoded objects.
+//! Every case must match line for line (stdout, stderr with `@DIR@` for the fixture directory,
+//! exit status); `--json` must carry the same decoded objects. `kafka2-timeindex/` is a segment
+//! with the time index Kafka 2.x wrote (entries name the max-timestamp record inside a batch).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -66,8 +68,15 @@ fn every_case_prints_what_kafka_printed() {
         args.push("--files".to_owned());
         args.push(file.clone());
         let (code, stdout, stderr) = run_in(&dir(), &args);
-        assert_eq!(code, 0, "{name}: {stderr}");
         assert_lines_eq(&stdout, &expected, &name);
+        let read = |ext: &str| {
+            std::fs::read_to_string(dir().join(format!("expected/{name}.{ext}"))).expect(ext)
+        };
+        let abs = std::path::absolute(dir()).expect("absolute");
+        let expected_err = read("stderr").replace("@DIR@", &abs.display().to_string());
+        assert_lines_eq(&stderr, &expected_err, &format!("{name} (stderr)"));
+        let expected_code: i32 = read("code").trim().parse().expect("exit code");
+        assert_eq!(code, expected_code, "{name}: exit status");
     }
 }
 

@@ -253,6 +253,33 @@ public class DumpFixtures {
         writeLog(dir.resolve("00000000000000000000.log"), l);
     }
 
+    /**
+     * A segment with two 3-record batches whose max timestamp is on a middle record, and the time
+     * index Kafka 2.x wrote for it: entries name the offset of the max-timestamp record, not the
+     * batch's last offset. The offset index is empty (one batch per index interval).
+     */
+    static void legacyTimeIndex(Path dir) throws Exception {
+        long[][] ts = {{TS + 5, TS + 9, TS + 7}, {TS + 10, TS + 20, TS + 15}};
+        try (FileOutputStream out = new FileOutputStream(dir.resolve("00000000000000000000.log").toFile())) {
+            long offset = 0;
+            for (long[] batch : ts) {
+                MemoryRecordsBuilder b = MemoryRecords.builder(ByteBuffer.allocate(1024), Compression.NONE,
+                    TimestampType.CREATE_TIME, offset);
+                for (long t : batch) {
+                    b.appendWithOffset(offset, t, ("k" + offset).getBytes(), ("v" + offset).getBytes());
+                    offset++;
+                }
+                out.write(bb(b.build().buffer()));
+            }
+        }
+        ByteBuffer idx = ByteBuffer.allocate(24);
+        idx.putLong(TS + 9).putInt(1).putLong(TS + 20).putInt(4);
+        try (FileOutputStream out = new FileOutputStream(dir.resolve("00000000000000000000.timeindex").toFile())) {
+            out.write(idx.array());
+        }
+        new FileOutputStream(dir.resolve("00000000000000000000.index").toFile()).close();
+    }
+
     public static void main(String[] args) throws Exception {
         Path root = Path.of(args[0]);
         Path[] dirs = {root.resolve("__consumer_offsets-0"), root.resolve("__transaction_state-0"),
@@ -263,5 +290,8 @@ public class DumpFixtures {
         shareState(dirs[2]);
         clusterMetadata(dirs[3]);
         remoteLogMetadata(dirs[4]);
+        Path legacy = root.resolve("kafka2-timeindex");
+        java.nio.file.Files.createDirectories(legacy);
+        legacyTimeIndex(legacy);
     }
 }

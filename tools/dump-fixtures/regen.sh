@@ -37,12 +37,19 @@ cluster-metadata|--cluster-metadata-decoder|__cluster_metadata-0/000000000000000
 cluster-metadata-snapshot|--cluster-metadata-decoder|__cluster_metadata-0/00000000000000000030-0000000002.checkpoint
 remote-log-metadata|--remote-log-metadata-decoder|__remote_log_metadata-0/00000000000000000000.log
 value-decoder-class|--key-decoder-class org.apache.kafka.tools.api.StringDecoder --value-decoder-class org.apache.kafka.tools.api.StringDecoder|__transaction_state-0/00000000000000000000.log
+kafka2-timeindex|--print-data-log|kafka2-timeindex/00000000000000000000.timeindex
+kafka2-timeindex-verify|--verify-index-only|kafka2-timeindex/00000000000000000000.timeindex
 "
 echo "$CASES" | while IFS='|' read -r name flags file; do
   [ -n "$name" ] || continue
   # shellcheck disable=SC2086
+  # stdout, stderr (absolute paths written as @DIR@, SLF4J's start-up lines dropped), exit code.
+  set +e
   (cd "$OUT" && java -cp "$CP" org.apache.kafka.tools.DumpLogSegments $flags --files "$file" \
-     > "expected/$name.txt" 2>/dev/null)
+     > "expected/$name.txt" 2> "$WORK/stderr")
+  echo $? > "$OUT/expected/$name.code"
+  set -e
+  grep -v '^SLF4J' "$WORK/stderr" | sed "s|$OUT|@DIR@|g" > "$OUT/expected/$name.stderr" || true
   printf '%s|%s|%s\n' "$name" "$flags" "$file" >> "$OUT/expected/cases.txt"
 done
 echo "regenerated $OUT with Kafka $KAFKA_VERSION"
