@@ -7,6 +7,7 @@
 //! the exit status 1.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -23,7 +24,7 @@ use super::json::{
     self, hex, BatchLine, DecodeErrorJson, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary,
     MirrorPidResetJson, RecordLine,
 };
-use super::{absolute, kraft, read_limited, Dumper, FileType};
+use super::{absolute, kraft, stream, Dumper, FileType};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
 const NO_TIMESTAMP: i64 = -1;
@@ -43,17 +44,17 @@ pub fn compression_name(id: u8) -> String {
 
 /// Progress of one log file: the valid prefix, the first error, offsets seen.
 #[derive(Debug)]
-struct LogState {
-    first_error: Option<ErrorJson>,
-    valid_end: Option<u64>,
-    next_offset: i64,
-    last_record_offset: i64,
-    non_consecutive: BTreeMap<i64, i64>,
+pub(crate) struct LogState {
+    pub(crate) first_error: Option<ErrorJson>,
+    pub(crate) valid_end: Option<u64>,
+    pub(crate) next_offset: i64,
+    pub(crate) last_record_offset: i64,
+    pub(crate) non_consecutive: BTreeMap<i64, i64>,
     warned_legacy_compressed: bool,
 }
 
 impl LogState {
-    fn problem(&mut self, batch_position: u64, error: ErrorJson) {
+    pub(crate) fn problem(&mut self, batch_position: u64, error: ErrorJson) {
         if self.first_error.is_none() {
             self.first_error = Some(error);
             self.valid_end = Some(batch_position);
@@ -196,6 +197,12 @@ fn plain_control(t: ControlRecordType) -> ControlView {
 
 /// Kafka's `DumpLogSegments.printBatchLevel` for a v2 batch (`position` = bytes before it).
 pub fn batch_line(b: &RecordBatch<'_>) -> String {
+    batch_line_with(b, b.size_in_bytes(), b.is_valid())
+}
+
+/// [`batch_line`] with the size and CRC validity given (for a batch streamed from the file,
+/// whose view holds only the header).
+pub(crate) fn batch_line_with(b: &RecordBatch<'_>, size: usize, valid: bool) -> String {
     format!(
         "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
          producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} \
@@ -214,11 +221,11 @@ pub fn batch_line(b: &RecordBatch<'_>) -> String {
         b.position(),
         b.timestamp_type().name(),
         b.max_timestamp(),
-        b.size_in_bytes(),
+        size,
         b.magic(),
         compression_name((b.attributes() & 0x07) as u8),
         b.crc(),
-        b.is_valid(),
+        valid,
     )
 }
 
@@ -287,12 +294,13 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
         }
         let limit = u64::try_from(self.args.max_bytes).unwrap_or(0);
-        let bytes = match read_limited(path, limit) {
-            Ok(b) => b,
+        let file = match File::open(path) {
+            Ok(f) => f,
             Err(e) => return self.read_failed(path, &e),
         };
-        let file_len = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
-        let cut = file_len > bytes.len() as u64;
+        let file_len = file.metadata().map_or(0, |m| m.len());
+        let end = file_len.min(limit);
+        let cut = file_len > end;
         let mut st = LogState {
             first_error: None,
             valid_end: None,
@@ -301,36 +309,68 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             non_consecutive: BTreeMap::new(),
             warned_legacy_compressed: false,
         };
-        let mut iter = Batches::new(&bytes, 0);
-        for entry in iter.by_ref() {
-            match entry {
-                Ok(LogEntry::V2(b)) => self.v2_batch(path, &b, &mut st)?,
-                Ok(LogEntry::Legacy(l)) => self.legacy_batch(path, &l, &mut st)?,
-                Err(e) => {
-                    writeln!(self.err, "{}: {e}", path.display())?;
-                    st.problem(e.position, ErrorJson::from_format(&e));
+        // The file is read a window of whole batches at a time (memory stays bounded by the
+        // window and the largest batch); in text mode a batch of STREAM_BATCH_BYTES or more is
+        // streamed from the file instead of read whole.
+        let mut valid_prefix_end = 0u64;
+        let mut trailing_at = None;
+        while valid_prefix_end < end {
+            let plan = match stream::plan(&file, valid_prefix_end, end, !self.args.json) {
+                Ok(p) => p,
+                Err(e) => return self.read_failed(path, &e),
+            };
+            match plan {
+                stream::Plan::Window { end: window_end } => {
+                    let bytes = match stream::read_at(&file, valid_prefix_end, window_end) {
+                        Ok(b) => b,
+                        Err(e) => return self.read_failed(path, &e),
+                    };
+                    let mut iter = Batches::new(&bytes, valid_prefix_end);
+                    for entry in iter.by_ref() {
+                        match entry {
+                            Ok(LogEntry::V2(b)) => self.v2_batch(path, &b, &mut st)?,
+                            Ok(LogEntry::Legacy(l)) => self.legacy_batch(path, &l, &mut st)?,
+                            Err(e) => {
+                                writeln!(self.err, "{}: {e}", path.display())?;
+                                st.problem(e.position, ErrorJson::from_format(&e));
+                            }
+                        }
+                    }
+                    let stopped = iter.valid_prefix_end();
+                    let hard_error = matches!(iter.stopped_at(), Some(IterEnd::Error(_)));
+                    if hard_error || stopped == valid_prefix_end {
+                        valid_prefix_end = stopped;
+                        break;
+                    }
+                    valid_prefix_end = stopped;
+                }
+                stream::Plan::Stream { size } => {
+                    self.stream_batch(path, &file, valid_prefix_end, size, &mut st)?;
+                    valid_prefix_end += size;
+                }
+                stream::Plan::Trailing => {
+                    trailing_at = Some(valid_prefix_end);
+                    break;
                 }
             }
         }
-        if let Some(IterEnd::IncompleteTrailing { position, bytes: n }) = iter.stopped_at() {
+        if let Some(position) = trailing_at {
             if !cut {
+                let n = end - position;
                 let msg = format!("{n} bytes at the end do not form a complete batch");
                 writeln!(
                     self.err,
                     "{}: {msg} at byte position {position}",
                     path.display()
                 )?;
-                st.problem(
-                    *position,
-                    ErrorJson::other("incompleteBatch", *position, msg),
-                );
+                st.problem(position, ErrorJson::other("incompleteBatch", position, msg));
             }
         }
         if st.first_error.is_some() {
             self.damaged();
         }
-        let valid_bytes = st.valid_end.unwrap_or_else(|| iter.valid_prefix_end());
-        let trailing = bytes.len() as u64 - iter.valid_prefix_end();
+        let valid_bytes = st.valid_end.unwrap_or(valid_prefix_end);
+        let trailing = end - valid_prefix_end;
         if self.args.json {
             json::emit(
                 self.out,
@@ -338,7 +378,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                     kind: "summary",
                     valid_bytes,
                     next_offset: st.next_offset,
-                    invalid_bytes: bytes.len() as u64 - valid_bytes,
+                    invalid_bytes: end - valid_bytes,
                     error: st.first_error.clone(),
                 },
             )?;
@@ -425,35 +465,47 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             st.problem(b.position(), ErrorJson::from_format(&e));
             ok = false;
         }
-        if self.args.is_deep() {
-            match b.records(&DecodeLimits::default()) {
-                Err(e) => {
-                    writeln!(self.err, "{}: {e}", path.display())?;
-                    st.problem(b.position(), ErrorJson::from_format(&e));
-                    ok = false;
-                }
-                Ok(records) => {
-                    for r in records.iter() {
-                        match r {
-                            Ok(r) => {
-                                if !self.record(path, b, &r, st)? {
-                                    ok = false;
-                                }
-                            }
-                            Err(e) => {
-                                writeln!(self.err, "{}: {e}", path.display())?;
-                                st.problem(b.position(), ErrorJson::from_format(&e));
-                                ok = false;
-                            }
-                        }
-                    }
-                }
-            }
+        if self.args.is_deep() && !self.v2_records(path, b, st)? {
+            ok = false;
         }
         if ok && st.valid_end.is_none() {
             st.next_offset = b.next_offset();
         }
         Ok(())
+    }
+
+    /// Prints the records of `b`; `false` if any did not decode.
+    pub(crate) fn v2_records(
+        &mut self,
+        path: &Path,
+        b: &RecordBatch<'_>,
+        st: &mut LogState,
+    ) -> io::Result<bool> {
+        let mut ok = true;
+        match b.records(&DecodeLimits::default()) {
+            Err(e) => {
+                writeln!(self.err, "{}: {e}", path.display())?;
+                st.problem(b.position(), ErrorJson::from_format(&e));
+                ok = false;
+            }
+            Ok(records) => {
+                for r in records.iter() {
+                    match r {
+                        Ok(r) => {
+                            if !self.record(path, b, &r, st)? {
+                                ok = false;
+                            }
+                        }
+                        Err(e) => {
+                            writeln!(self.err, "{}: {e}", path.display())?;
+                            st.problem(b.position(), ErrorJson::from_format(&e));
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ok)
     }
 
     /// Prints one record; `false` if its control key/value did not decode.

@@ -23,11 +23,12 @@ pub mod json;
 mod kraft;
 pub mod log;
 pub mod snapshot;
+pub mod stream;
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
@@ -353,13 +354,6 @@ pub(crate) fn io_msg(e: &io::Error) -> String {
         Some(i) => s[..i].to_owned(),
         None => s,
     }
-}
-
-/// Reads at most `limit` bytes of `path`.
-pub(crate) fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    File::open(path)?.take(limit).read_to_end(&mut buf)?;
-    Ok(buf)
 }
 
 /// Kafka's `Long.parseLong(name.split("\\.")[0])`: the base offset from a file name.
