@@ -12,7 +12,9 @@ import org.apache.kafka.common.TopicIdPartition;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.Uuid;
 import org.apache.kafka.common.compress.Compression;
+import org.apache.kafka.common.message.KRaftVersionRecord;
 import org.apache.kafka.common.message.SnapshotFooterRecord;
+import org.apache.kafka.common.message.VotersRecord;
 import org.apache.kafka.common.message.SnapshotHeaderRecord;
 import org.apache.kafka.common.metadata.*;
 import org.apache.kafka.common.protocol.ApiMessage;
@@ -225,9 +227,18 @@ public class DumpFixtures {
             ByteBuffer h = MemoryRecords.withSnapshotHeaderRecord(0, TS, 2, ByteBuffer.allocate(256),
                 new SnapshotHeaderRecord().setVersion((short) 0).setLastContainedLogTimestamp(TS)).buffer();
             out.write(bb(h));
+            out.write(bb(MemoryRecords.withKRaftVersionRecord(1, TS, 2, ByteBuffer.allocate(256),
+                new KRaftVersionRecord().setVersion((short) 0).setKRaftVersion((short) 1)).buffer()));
+            VotersRecord.Voter voter = new VotersRecord.Voter().setVoterId(1).setVoterDirectoryId(TOPIC_ID)
+                .setEndpoints(new VotersRecord.EndpointCollection(List.of(new VotersRecord.Endpoint()
+                    .setName("CONTROLLER").setHost("localhost").setPort(9093)).iterator()))
+                .setKRaftVersionFeature(new VotersRecord.KRaftVersionFeature()
+                    .setMinSupportedVersion((short) 0).setMaxSupportedVersion((short) 1));
+            out.write(bb(MemoryRecords.withVotersRecord(2, TS, 2, ByteBuffer.allocate(1024),
+                new VotersRecord().setVersion((short) 0).setVoters(List.of(voter))).buffer()));
             ByteBuffer buf = ByteBuffer.allocate(64 * 1024);
-            MemoryRecordsBuilder b = MemoryRecords.builder(buf, Compression.NONE, TimestampType.CREATE_TIME, 1);
-            long o = 1;
+            MemoryRecordsBuilder b = MemoryRecords.builder(buf, Compression.NONE, TimestampType.CREATE_TIME, 3);
+            long o = 3;
             for (byte[][] kv : metadataRecords().subList(0, 8)) b.appendWithOffset(o++, TS, kv[0], kv[1]);
             out.write(bb(b.build().buffer()));
             ByteBuffer f = MemoryRecords.withSnapshotFooterRecord(o, TS, 2, ByteBuffer.allocate(256),
