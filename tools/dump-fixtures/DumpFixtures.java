@@ -109,6 +109,17 @@ public class DumpFixtures {
             new ConsumerGroupMemberMetadataValue().setInstanceId(null).setRackId("r").setClientId("cid")
                 .setClientHost("/10.0.0.1").setSubscribedTopicNames(List.of("a", "b")).setRebalanceTimeoutMs(1000)
                 .setServerAssignor("uniform"), 0));
+        // ClassicMemberMetadata is a tagged nullable struct: null (sent as a null marker, shown as
+        // null), and a member that joined with the classic protocol.
+        l.add(coord(s, new ConsumerGroupMemberMetadataKey().setGroupId("cg").setMemberId("mem-null"),
+            new ConsumerGroupMemberMetadataValue().setClientId("cid").setClientHost("/10.0.0.2")
+                .setSubscribedTopicNames(List.of("a")).setClassicMemberMetadata(null), 0));
+        l.add(coord(s, new ConsumerGroupMemberMetadataKey().setGroupId("cg").setMemberId("mem-classic"),
+            new ConsumerGroupMemberMetadataValue().setClientId("cid").setClientHost("/10.0.0.3")
+                .setSubscribedTopicNames(List.of("a")).setClassicMemberMetadata(
+                    new ConsumerGroupMemberMetadataValue.ClassicMemberMetadata().setSessionTimeoutMs(45000)
+                        .setSupportedProtocols(List.of(new ConsumerGroupMemberMetadataValue.ClassicProtocol()
+                            .setName("range").setMetadata(raw(0, 1, 2))))), 0));
         l.add(coord(s, new ConsumerGroupCurrentMemberAssignmentKey().setGroupId("cg").setMemberId("mem"),
             new ConsumerGroupCurrentMemberAssignmentValue().setMemberEpoch(4).setPreviousMemberEpoch(3)
                 .setState((byte) 0).setAssignedPartitions(List.of(

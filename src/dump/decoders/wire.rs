@@ -395,14 +395,23 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A struct field; nullable structs carry an int8 presence marker (negative = null).
+    /// A struct field; a nullable struct carries a presence marker: an int8 (negative = null),
+    /// or in flexible versions an unsigned varint (0 = null).
     pub fn nullable_struct(
         &mut self,
+        flex: bool,
         nullable: bool,
         read: impl FnOnce(&mut Reader<'a>) -> Result<Json, DecodeError>,
     ) -> Result<Json, DecodeError> {
-        if nullable && self.i8()? < 0 {
-            return Ok(Json::Null);
+        if nullable {
+            let null = if flex {
+                self.uvarint()? == 0
+            } else {
+                self.i8()? < 0
+            };
+            if null {
+                return Ok(Json::Null);
+            }
         }
         read(self)
     }

@@ -361,7 +361,7 @@ fn read_expr(msg: &Message, ty: &Ty, fname: &str, nullable: &str) -> String {
         Ty::Bytes | Ty::Records => format!("r.bytes(flex, {nullable}, {fname:?})?"),
         Ty::Struct(s) => {
             let f = fn_name(msg, s);
-            format!("r.nullable_struct({nullable}, |r| {f}(r, v))?")
+            format!("r.nullable_struct(flex, {nullable}, |r| {f}(r, v))?")
         }
         Ty::Array(inner) => {
             let elem = read_expr(msg, inner, fname, "false");
@@ -370,15 +370,20 @@ fn read_expr(msg: &Message, ty: &Ty, fname: &str, nullable: &str) -> String {
     }
 }
 
-/// The JSON value a field has when absent from a tagged section, or `None` when it must always
-/// be written once present (structs, whose default Kafka compares with `new Struct()`).
-fn default_json(f: &Field) -> Option<String> {
+/// The JSON value a field has when it is absent (a tagged field not sent): its schema default
+/// (`d_*` builds a default struct, Kafka's `new Struct()`).
+fn default_json(msg: &Message, f: &Field) -> String {
     let d = f.default.clone();
     let d = d.as_deref().unwrap_or("");
-    if d == "null" {
-        return Some("Json::Null".to_owned());
+    if let Ty::Struct(s) = &f.ty {
+        // Kafka's generated messages start every struct field as `new Struct()`, even with a
+        // "null" default.
+        return format!("{}(v)", default_fn_name(msg, s));
     }
-    Some(match &f.ty {
+    if d == "null" {
+        return "Json::Null".to_owned();
+    }
+    match &f.ty {
         Ty::Bool => format!("Json::Bool({})", d == "true"),
         Ty::Int8 | Ty::Int16 | Ty::Uint16 | Ty::Int32 | Ty::Uint32 | Ty::Int64 => {
             let n = if d.is_empty() {
@@ -395,8 +400,73 @@ fn default_json(f: &Field) -> Option<String> {
         Ty::String => format!("Json::Str({d:?}.to_owned())"),
         Ty::Bytes | Ty::Records => "Json::Bytes(Vec::new())".to_owned(),
         Ty::Array(_) => "Json::Array(Vec::new())".to_owned(),
-        Ty::Struct(_) => return None,
-    })
+        Ty::Struct(_) => String::new(),
+    }
+}
+
+fn default_fn_name(msg: &Message, s: &str) -> String {
+    format!("d_{}__{}", snake(&msg.name), snake(s))
+}
+
+/// The statement that adds field `i` (value `f{i}: Option<Json>`) to the object `o` the way
+/// Kafka's generated `JsonConverter.write` does: fields outside the version are absent (`None`);
+/// a tagged field is written when it differs from its default, a tagged struct also when null
+/// (Kafka: `x == null || !x.equals(new Struct())`).
+fn push_field(msg: &Message, f: &Field, i: usize) -> String {
+    let name = camel(&f.name);
+    if f.tagged.is_none() {
+        return format!("    if let Some(x) = f{i} {{ o.push(({name:?}, x)); }}");
+    }
+    let present = vc(msg, f.versions);
+    let absent = default_json(msg, f);
+    match &f.ty {
+        Ty::Struct(st) => format!(
+            "    if {present} {{ let x = f{i}.unwrap_or_else(|| {absent}); \
+             if x == Json::Null || x != {}(v) {{ o.push(({name:?}, x)); }} }}",
+            default_fn_name(msg, st)
+        ),
+        _ => {
+            format!("    if let Some(x) = f{i} {{ if x != {absent} {{ o.push(({name:?}, x)); }} }}")
+        }
+    }
+}
+
+/// `d_*`: the JSON Kafka writes for `new Struct()` at version `v`.
+fn gen_default_struct(msg: &Message, s: &Struct, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "/// `new {}()` as Kafka's JSON converter writes it (schema `{}`).",
+        s.name, msg.name
+    );
+    let _ = writeln!(
+        out,
+        "fn {}(v: i16) -> Json {{",
+        default_fn_name(msg, &s.name)
+    );
+    let _ = writeln!(
+        out,
+        "    let mut o: Vec<(&'static str, Json)> = Vec::new();"
+    );
+    for (i, f) in s.fields.iter().enumerate() {
+        let present = vc(msg, f.versions);
+        let tagged_now = vc(msg, f.tagged);
+        let absent = default_json(msg, f);
+        let _ = writeln!(
+            out,
+            "    let f{i}: Option<Json> = if ({present}) && !({tagged_now}) {{ Some({absent}) }} else {{ None }};"
+        );
+        let push = push_field(msg, f, i);
+        if f.tagged.is_some() {
+            // A tagged field of a default struct has its default value.
+            let _ = writeln!(
+                out,
+                "    let f{i}: Option<Json> = if {present} {{ Some({absent}) }} else {{ f{i} }};"
+            );
+        }
+        let _ = writeln!(out, "{push}");
+    }
+    let _ = writeln!(out, "    Json::Object(o)");
+    let _ = writeln!(out, "}}\n");
 }
 
 fn gen_struct(msg: &Message, s: &Struct, out: &mut String) {
@@ -462,22 +532,7 @@ fn gen_struct(msg: &Message, s: &Struct, out: &mut String) {
         "    let mut o: Vec<(&'static str, Json)> = Vec::new();"
     );
     for (i, f) in s.fields.iter().enumerate() {
-        let name = camel(&f.name);
-        if f.tagged.is_some() {
-            let check = match default_json(f) {
-                Some(d) => format!("if x != {d} "),
-                None => String::new(),
-            };
-            let _ = writeln!(
-                out,
-                "    if let Some(x) = f{i} {{ {check}{{ o.push(({name:?}, x)); }} }}"
-            );
-        } else {
-            let _ = writeln!(
-                out,
-                "    if let Some(x) = f{i} {{ o.push(({name:?}, x)); }}"
-            );
-        }
+        let _ = writeln!(out, "{}", push_field(msg, f, i));
     }
     let _ = writeln!(out, "    let _ = flex;");
     let _ = writeln!(out, "    Ok(Json::Object(o))");
@@ -498,7 +553,7 @@ fn gen_family(family: &str, messages: &[Message]) -> String {
     );
     let _ = writeln!(
         out,
-        "#![allow(clippy::all, non_snake_case, unused_mut, unused_variables, unused_comparisons, unused_imports)]\n"
+        "#![allow(clippy::all, non_snake_case, unused_mut, unused_variables, unused_comparisons, unused_imports, dead_code)]\n"
     );
     let _ = writeln!(
         out,
@@ -507,6 +562,9 @@ fn gen_family(family: &str, messages: &[Message]) -> String {
     for m in messages {
         for s in &m.structs {
             gen_struct(m, s, &mut out);
+            if s.name != m.name {
+                gen_default_struct(m, s, &mut out);
+            }
         }
     }
     // Dispatch tables by record type (apiKey), per kind.

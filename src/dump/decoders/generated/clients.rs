@@ -7,7 +7,8 @@
     unused_mut,
     unused_variables,
     unused_comparisons,
-    unused_imports
+    unused_imports,
+    dead_code
 )]
 
 use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
@@ -18,7 +19,7 @@ pub fn read_consumer_protocol_assignment(r: &mut Reader<'_>, v: i16) -> Result<J
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "AssignedPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_protocol_assignment__topic_partition(r, v)
             })?)
         })?);
@@ -71,6 +72,28 @@ fn s_consumer_protocol_assignment__topic_partition(
     Ok(Json::Object(o))
 }
 
+/// `new TopicPartition()` as Kafka's JSON converter writes it (schema `ConsumerProtocolAssignment`).
+fn d_consumer_protocol_assignment__topic_partition(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topic", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
+}
+
 /// `ConsumerProtocolSubscription` (schema `ConsumerProtocolSubscription`).
 pub fn read_consumer_protocol_subscription(
     r: &mut Reader<'_>,
@@ -90,7 +113,7 @@ pub fn read_consumer_protocol_subscription(
     let mut f2: Option<Json> = None;
     if v >= 1 {
         f2 = Some(r.array(flex, false, "OwnedPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_protocol_subscription__topic_partition(r, v)
             })?)
         })?);
@@ -156,6 +179,28 @@ fn s_consumer_protocol_subscription__topic_partition(
     Ok(Json::Object(o))
 }
 
+/// `new TopicPartition()` as Kafka's JSON converter writes it (schema `ConsumerProtocolSubscription`).
+fn d_consumer_protocol_subscription__topic_partition(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (v >= 1) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topic", x));
+    }
+    let f1: Option<Json> = if (v >= 1) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
+}
+
 /// `KRaftVersionRecord` (schema `KRaftVersionRecord`).
 pub fn read_k_raft_version_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
     let flex = true;
@@ -195,13 +240,13 @@ pub fn read_leader_change_message(r: &mut Reader<'_>, v: i16) -> Result<Json, De
     let mut f2: Option<Json> = None;
     if true {
         f2 = Some(r.array(flex, false, "Voters", |r| {
-            Ok(r.nullable_struct(false, |r| s_leader_change_message__voter(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_leader_change_message__voter(r, v))?)
         })?);
     }
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "GrantingVoters", |r| {
-            Ok(r.nullable_struct(false, |r| s_leader_change_message__voter(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_leader_change_message__voter(r, v))?)
         })?);
     }
     if flex {
@@ -247,6 +292,28 @@ fn s_leader_change_message__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, De
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new Voter()` as Kafka's JSON converter writes it (schema `LeaderChangeMessage`).
+fn d_leader_change_message__voter(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("voterId", x));
+    }
+    let f1: Option<Json> = if (v >= 1) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("voterDirectoryId", x));
+    }
+    Json::Object(o)
 }
 
 /// `SnapshotFooterRecord` (schema `SnapshotFooterRecord`).
@@ -302,7 +369,7 @@ pub fn read_voters_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeErro
     let mut f1: Option<Json> = None;
     if true {
         f1 = Some(r.array(flex, false, "Voters", |r| {
-            Ok(r.nullable_struct(false, |r| s_voters_record__voter(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_voters_record__voter(r, v))?)
         })?);
     }
     if flex {
@@ -351,6 +418,36 @@ fn s_voters_record__endpoint(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeE
     Ok(Json::Object(o))
 }
 
+/// `new Endpoint()` as Kafka's JSON converter writes it (schema `VotersRecord`).
+fn d_voters_record__endpoint(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("host", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("port", x));
+    }
+    Json::Object(o)
+}
+
 /// `KRaftVersionFeature` struct (schema `VotersRecord`).
 fn s_voters_record__k_raft_version_feature(
     r: &mut Reader<'_>,
@@ -379,6 +476,28 @@ fn s_voters_record__k_raft_version_feature(
     Ok(Json::Object(o))
 }
 
+/// `new KRaftVersionFeature()` as Kafka's JSON converter writes it (schema `VotersRecord`).
+fn d_voters_record__k_raft_version_feature(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("minSupportedVersion", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("maxSupportedVersion", x));
+    }
+    Json::Object(o)
+}
+
 /// `Voter` struct (schema `VotersRecord`).
 fn s_voters_record__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
     let flex = true;
@@ -393,12 +512,14 @@ fn s_voters_record__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeErro
     let mut f2: Option<Json> = None;
     if true {
         f2 = Some(r.array(flex, false, "Endpoints", |r| {
-            Ok(r.nullable_struct(false, |r| s_voters_record__endpoint(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_voters_record__endpoint(r, v))?)
         })?);
     }
     let mut f3: Option<Json> = None;
     if true {
-        f3 = Some(r.nullable_struct(false, |r| s_voters_record__k_raft_version_feature(r, v))?);
+        f3 = Some(r.nullable_struct(flex, false, |r| {
+            s_voters_record__k_raft_version_feature(r, v)
+        })?);
     }
     if flex {
         r.tagged_fields(|_, _| Ok(false))?;
@@ -418,4 +539,42 @@ fn s_voters_record__voter(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeErro
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new Voter()` as Kafka's JSON converter writes it (schema `VotersRecord`).
+fn d_voters_record__voter(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("voterId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("voterDirectoryId", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("endpoints", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(d_voters_record__k_raft_version_feature(v))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("kRaftVersionFeature", x));
+    }
+    Json::Object(o)
 }

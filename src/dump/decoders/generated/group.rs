@@ -7,7 +7,8 @@
     unused_mut,
     unused_variables,
     unused_comparisons,
-    unused_imports
+    unused_imports,
+    dead_code
 )]
 
 use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
@@ -61,7 +62,7 @@ pub fn read_consumer_group_current_member_assignment_value(
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "AssignedPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_group_current_member_assignment_value__topic_partitions(r, v)
             })?)
         })?);
@@ -69,7 +70,7 @@ pub fn read_consumer_group_current_member_assignment_value(
     let mut f4: Option<Json> = None;
     if true {
         f4 = Some(r.array(flex, false, "PartitionsPendingRevocation", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_group_current_member_assignment_value__topic_partitions(r, v)
             })?)
         })?);
@@ -146,6 +147,39 @@ fn s_consumer_group_current_member_assignment_value__topic_partitions(
     Ok(Json::Object(o))
 }
 
+/// `new TopicPartitions()` as Kafka's JSON converter writes it (schema `ConsumerGroupCurrentMemberAssignmentValue`).
+fn d_consumer_group_current_member_assignment_value__topic_partitions(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    let f2: Option<Json> = if (true) && !(true) {
+        Some(Json::Null)
+    } else {
+        None
+    };
+    let f2: Option<Json> = if true { Some(Json::Null) } else { f2 };
+    if let Some(x) = f2 {
+        if x != Json::Null {
+            o.push(("assignmentEpochs", x));
+        }
+    }
+    Json::Object(o)
+}
+
 /// `ConsumerGroupMemberMetadataKey` (schema `ConsumerGroupMemberMetadataKey`).
 pub fn read_consumer_group_member_metadata_key(
     r: &mut Reader<'_>,
@@ -216,14 +250,14 @@ pub fn read_consumer_group_member_metadata_value(
     }
     let mut f8: Option<Json> = None;
     if (true) && !(true) {
-        f8 = Some(r.nullable_struct(true, |r| {
+        f8 = Some(r.nullable_struct(flex, true, |r| {
             s_consumer_group_member_metadata_value__classic_member_metadata(r, v)
         })?);
     }
     if flex {
         r.tagged_fields(|tag, r| match tag {
             0 if (true) && (true) => {
-                f8 = Some(r.nullable_struct(true, |r| {
+                f8 = Some(r.nullable_struct(flex, true, |r| {
                     s_consumer_group_member_metadata_value__classic_member_metadata(r, v)
                 })?);
                 Ok(true)
@@ -256,8 +290,12 @@ pub fn read_consumer_group_member_metadata_value(
     if let Some(x) = f7 {
         o.push(("serverAssignor", x));
     }
-    if let Some(x) = f8 {
-        if x != Json::Null {
+    if true {
+        let x = f8
+            .unwrap_or_else(|| d_consumer_group_member_metadata_value__classic_member_metadata(v));
+        if x == Json::Null
+            || x != d_consumer_group_member_metadata_value__classic_member_metadata(v)
+        {
             o.push(("classicMemberMetadata", x));
         }
     }
@@ -293,6 +331,28 @@ fn s_consumer_group_member_metadata_value__classic_protocol(
     Ok(Json::Object(o))
 }
 
+/// `new ClassicProtocol()` as Kafka's JSON converter writes it (schema `ConsumerGroupMemberMetadataValue`).
+fn d_consumer_group_member_metadata_value__classic_protocol(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Bytes(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("metadata", x));
+    }
+    Json::Object(o)
+}
+
 /// `ClassicMemberMetadata` struct (schema `ConsumerGroupMemberMetadataValue`).
 fn s_consumer_group_member_metadata_value__classic_member_metadata(
     r: &mut Reader<'_>,
@@ -306,7 +366,7 @@ fn s_consumer_group_member_metadata_value__classic_member_metadata(
     let mut f1: Option<Json> = None;
     if true {
         f1 = Some(r.array(flex, false, "SupportedProtocols", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_group_member_metadata_value__classic_protocol(r, v)
             })?)
         })?);
@@ -323,6 +383,28 @@ fn s_consumer_group_member_metadata_value__classic_member_metadata(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new ClassicMemberMetadata()` as Kafka's JSON converter writes it (schema `ConsumerGroupMemberMetadataValue`).
+fn d_consumer_group_member_metadata_value__classic_member_metadata(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("sessionTimeoutMs", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("supportedProtocols", x));
+    }
+    Json::Object(o)
 }
 
 /// `ConsumerGroupMetadataKey` (schema `ConsumerGroupMetadataKey`).
@@ -406,7 +488,7 @@ pub fn read_consumer_group_partition_metadata_value(
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "Topics", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_group_partition_metadata_value__topic_metadata(r, v)
             })?)
         })?);
@@ -452,6 +534,28 @@ fn s_consumer_group_partition_metadata_value__partition_metadata(
     Ok(Json::Object(o))
 }
 
+/// `new PartitionMetadata()` as Kafka's JSON converter writes it (schema `ConsumerGroupPartitionMetadataValue`).
+fn d_consumer_group_partition_metadata_value__partition_metadata(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("partition", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("racks", x));
+    }
+    Json::Object(o)
+}
+
 /// `TopicMetadata` struct (schema `ConsumerGroupPartitionMetadataValue`).
 fn s_consumer_group_partition_metadata_value__topic_metadata(
     r: &mut Reader<'_>,
@@ -473,7 +577,7 @@ fn s_consumer_group_partition_metadata_value__topic_metadata(
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "PartitionMetadata", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_group_partition_metadata_value__partition_metadata(r, v)
             })?)
         })?);
@@ -496,6 +600,44 @@ fn s_consumer_group_partition_metadata_value__topic_metadata(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicMetadata()` as Kafka's JSON converter writes it (schema `ConsumerGroupPartitionMetadataValue`).
+fn d_consumer_group_partition_metadata_value__topic_metadata(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("topicName", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("numPartitions", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("partitionMetadata", x));
+    }
+    Json::Object(o)
 }
 
 /// `ConsumerGroupRegularExpressionKey` (schema `ConsumerGroupRegularExpressionKey`).
@@ -600,7 +742,7 @@ pub fn read_consumer_group_target_assignment_member_value(
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "TopicPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_consumer_group_target_assignment_member_value__topic_partition(r, v)
             })?)
         })?);
@@ -644,6 +786,28 @@ fn s_consumer_group_target_assignment_member_value__topic_partition(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicPartition()` as Kafka's JSON converter writes it (schema `ConsumerGroupTargetAssignmentMemberValue`).
+fn d_consumer_group_target_assignment_member_value__topic_partition(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
 }
 
 /// `ConsumerGroupTargetAssignmentMetadataKey` (schema `ConsumerGroupTargetAssignmentMetadataKey`).
@@ -747,7 +911,9 @@ pub fn read_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<Json, Dec
     let mut f5: Option<Json> = None;
     if true {
         f5 = Some(r.array(flex, false, "members", |r| {
-            Ok(r.nullable_struct(false, |r| s_group_metadata_value__member_metadata(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_group_metadata_value__member_metadata(r, v)
+            })?)
         })?);
     }
     if flex {
@@ -844,6 +1010,76 @@ fn s_group_metadata_value__member_metadata(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new MemberMetadata()` as Kafka's JSON converter writes it (schema `GroupMetadataValue`).
+fn d_group_metadata_value__member_metadata(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("memberId", x));
+    }
+    let f1: Option<Json> = if (v >= 3) && !(false) {
+        Some(Json::Null)
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("groupInstanceId", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("clientId", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("clientHost", x));
+    }
+    let f4: Option<Json> = if (v >= 1) && !(false) {
+        Some(Json::Int(-1))
+    } else {
+        None
+    };
+    if let Some(x) = f4 {
+        o.push(("rebalanceTimeout", x));
+    }
+    let f5: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f5 {
+        o.push(("sessionTimeout", x));
+    }
+    let f6: Option<Json> = if (true) && !(false) {
+        Some(Json::Bytes(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f6 {
+        o.push(("subscription", x));
+    }
+    let f7: Option<Json> = if (true) && !(false) {
+        Some(Json::Bytes(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f7 {
+        o.push(("assignment", x));
+    }
+    Json::Object(o)
 }
 
 /// `LegacyOffsetCommitKey` (schema `LegacyOffsetCommitKey`).
@@ -1052,7 +1288,7 @@ pub fn read_share_group_current_member_assignment_value(
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "AssignedPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_share_group_current_member_assignment_value__topic_partitions(r, v)
             })?)
         })?);
@@ -1105,6 +1341,28 @@ fn s_share_group_current_member_assignment_value__topic_partitions(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicPartitions()` as Kafka's JSON converter writes it (schema `ShareGroupCurrentMemberAssignmentValue`).
+fn d_share_group_current_member_assignment_value__topic_partitions(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
 }
 
 /// `ShareGroupMemberMetadataKey` (schema `ShareGroupMemberMetadataKey`).
@@ -1252,7 +1510,7 @@ pub fn read_share_group_state_partition_metadata_value(
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "InitializingTopics", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_share_group_state_partition_metadata_value__topic_partitions_info(r, v)
             })?)
         })?);
@@ -1260,7 +1518,7 @@ pub fn read_share_group_state_partition_metadata_value(
     let mut f1: Option<Json> = None;
     if true {
         f1 = Some(r.array(flex, false, "InitializedTopics", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_share_group_state_partition_metadata_value__topic_partitions_info(r, v)
             })?)
         })?);
@@ -1268,7 +1526,7 @@ pub fn read_share_group_state_partition_metadata_value(
     let mut f2: Option<Json> = None;
     if true {
         f2 = Some(r.array(flex, false, "DeletingTopics", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_share_group_state_partition_metadata_value__topic_info(r, v)
             })?)
         })?);
@@ -1327,6 +1585,36 @@ fn s_share_group_state_partition_metadata_value__topic_partitions_info(
     Ok(Json::Object(o))
 }
 
+/// `new TopicPartitionsInfo()` as Kafka's JSON converter writes it (schema `ShareGroupStatePartitionMetadataValue`).
+fn d_share_group_state_partition_metadata_value__topic_partitions_info(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("topicName", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
+}
+
 /// `TopicInfo` struct (schema `ShareGroupStatePartitionMetadataValue`).
 fn s_share_group_state_partition_metadata_value__topic_info(
     r: &mut Reader<'_>,
@@ -1353,6 +1641,28 @@ fn s_share_group_state_partition_metadata_value__topic_info(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicInfo()` as Kafka's JSON converter writes it (schema `ShareGroupStatePartitionMetadataValue`).
+fn d_share_group_state_partition_metadata_value__topic_info(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("topicName", x));
+    }
+    Json::Object(o)
 }
 
 /// `ShareGroupTargetAssignmentMemberKey` (schema `ShareGroupTargetAssignmentMemberKey`).
@@ -1392,7 +1702,7 @@ pub fn read_share_group_target_assignment_member_value(
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "TopicPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_share_group_target_assignment_member_value__topic_partition(r, v)
             })?)
         })?);
@@ -1436,6 +1746,28 @@ fn s_share_group_target_assignment_member_value__topic_partition(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicPartition()` as Kafka's JSON converter writes it (schema `ShareGroupTargetAssignmentMemberValue`).
+fn d_share_group_target_assignment_member_value__topic_partition(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
 }
 
 /// `ShareGroupTargetAssignmentMetadataKey` (schema `ShareGroupTargetAssignmentMetadataKey`).
@@ -1544,7 +1876,7 @@ pub fn read_streams_group_current_member_assignment_value(
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "ActiveTasks", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
             })?)
         })?);
@@ -1552,7 +1884,7 @@ pub fn read_streams_group_current_member_assignment_value(
     let mut f4: Option<Json> = None;
     if true {
         f4 = Some(r.array(flex, false, "StandbyTasks", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
             })?)
         })?);
@@ -1560,7 +1892,7 @@ pub fn read_streams_group_current_member_assignment_value(
     let mut f5: Option<Json> = None;
     if true {
         f5 = Some(r.array(flex, false, "WarmupTasks", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
             })?)
         })?);
@@ -1568,7 +1900,7 @@ pub fn read_streams_group_current_member_assignment_value(
     let mut f6: Option<Json> = None;
     if true {
         f6 = Some(r.array(flex, false, "ActiveTasksPendingRevocation", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
             })?)
         })?);
@@ -1576,7 +1908,7 @@ pub fn read_streams_group_current_member_assignment_value(
     let mut f7: Option<Json> = None;
     if true {
         f7 = Some(r.array(flex, false, "StandbyTasksPendingRevocation", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
             })?)
         })?);
@@ -1584,7 +1916,7 @@ pub fn read_streams_group_current_member_assignment_value(
     let mut f8: Option<Json> = None;
     if true {
         f8 = Some(r.array(flex, false, "WarmupTasksPendingRevocation", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_current_member_assignment_value__task_ids(r, v)
             })?)
         })?);
@@ -1673,6 +2005,39 @@ fn s_streams_group_current_member_assignment_value__task_ids(
     Ok(Json::Object(o))
 }
 
+/// `new TaskIds()` as Kafka's JSON converter writes it (schema `StreamsGroupCurrentMemberAssignmentValue`).
+fn d_streams_group_current_member_assignment_value__task_ids(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("subtopologyId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    let f2: Option<Json> = if (true) && !(true) {
+        Some(Json::Null)
+    } else {
+        None
+    };
+    let f2: Option<Json> = if true { Some(Json::Null) } else { f2 };
+    if let Some(x) = f2 {
+        if x != Json::Null {
+            o.push(("assignmentEpochs", x));
+        }
+    }
+    Json::Object(o)
+}
+
 /// `StreamsGroupMemberMetadataKey` (schema `StreamsGroupMemberMetadataKey`).
 pub fn read_streams_group_member_metadata_key(
     r: &mut Reader<'_>,
@@ -1737,14 +2102,14 @@ pub fn read_streams_group_member_metadata_value(
     }
     let mut f7: Option<Json> = None;
     if true {
-        f7 = Some(r.nullable_struct(true, |r| {
+        f7 = Some(r.nullable_struct(flex, true, |r| {
             s_streams_group_member_metadata_value__endpoint(r, v)
         })?);
     }
     let mut f8: Option<Json> = None;
     if true {
         f8 = Some(r.array(flex, false, "ClientTags", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_member_metadata_value__key_value(r, v)
             })?)
         })?);
@@ -1812,6 +2177,28 @@ fn s_streams_group_member_metadata_value__endpoint(
     Ok(Json::Object(o))
 }
 
+/// `new Endpoint()` as Kafka's JSON converter writes it (schema `StreamsGroupMemberMetadataValue`).
+fn d_streams_group_member_metadata_value__endpoint(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("host", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("port", x));
+    }
+    Json::Object(o)
+}
+
 /// `KeyValue` struct (schema `StreamsGroupMemberMetadataValue`).
 fn s_streams_group_member_metadata_value__key_value(
     r: &mut Reader<'_>,
@@ -1838,6 +2225,28 @@ fn s_streams_group_member_metadata_value__key_value(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new KeyValue()` as Kafka's JSON converter writes it (schema `StreamsGroupMemberMetadataValue`).
+fn d_streams_group_member_metadata_value__key_value(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("key", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("value", x));
+    }
+    Json::Object(o)
 }
 
 /// `StreamsGroupMetadataKey` (schema `StreamsGroupMetadataKey`).
@@ -1876,7 +2285,7 @@ pub fn read_streams_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<J
     let mut f3: Option<Json> = None;
     if (true) && !(true) {
         f3 = Some(r.array(flex, true, "LastAssignmentConfigs", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_metadata_value__last_assignment_config(r, v)
             })?)
         })?);
@@ -1889,7 +2298,7 @@ pub fn read_streams_group_metadata_value(r: &mut Reader<'_>, v: i16) -> Result<J
             }
             1 if (true) && (true) => {
                 f3 = Some(r.array(flex, true, "LastAssignmentConfigs", |r| {
-                    Ok(r.nullable_struct(false, |r| {
+                    Ok(r.nullable_struct(flex, false, |r| {
                         s_streams_group_metadata_value__last_assignment_config(r, v)
                     })?)
                 })?);
@@ -1947,6 +2356,28 @@ fn s_streams_group_metadata_value__last_assignment_config(
     Ok(Json::Object(o))
 }
 
+/// `new LastAssignmentConfig()` as Kafka's JSON converter writes it (schema `StreamsGroupMetadataValue`).
+fn d_streams_group_metadata_value__last_assignment_config(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("key", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("value", x));
+    }
+    Json::Object(o)
+}
+
 /// `StreamsGroupTargetAssignmentMemberKey` (schema `StreamsGroupTargetAssignmentMemberKey`).
 pub fn read_streams_group_target_assignment_member_key(
     r: &mut Reader<'_>,
@@ -1984,7 +2415,7 @@ pub fn read_streams_group_target_assignment_member_value(
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "ActiveTasks", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_target_assignment_member_value__task_ids(r, v)
             })?)
         })?);
@@ -1992,7 +2423,7 @@ pub fn read_streams_group_target_assignment_member_value(
     let mut f1: Option<Json> = None;
     if true {
         f1 = Some(r.array(flex, false, "StandbyTasks", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_target_assignment_member_value__task_ids(r, v)
             })?)
         })?);
@@ -2000,7 +2431,7 @@ pub fn read_streams_group_target_assignment_member_value(
     let mut f2: Option<Json> = None;
     if true {
         f2 = Some(r.array(flex, false, "WarmupTasks", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_target_assignment_member_value__task_ids(r, v)
             })?)
         })?);
@@ -2050,6 +2481,28 @@ fn s_streams_group_target_assignment_member_value__task_ids(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TaskIds()` as Kafka's JSON converter writes it (schema `StreamsGroupTargetAssignmentMemberValue`).
+fn d_streams_group_target_assignment_member_value__task_ids(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("subtopologyId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    Json::Object(o)
 }
 
 /// `StreamsGroupTargetAssignmentMetadataKey` (schema `StreamsGroupTargetAssignmentMetadataKey`).
@@ -2137,7 +2590,9 @@ pub fn read_streams_group_topology_value(r: &mut Reader<'_>, v: i16) -> Result<J
     let mut f1: Option<Json> = None;
     if true {
         f1 = Some(r.array(flex, false, "Subtopologies", |r| {
-            Ok(r.nullable_struct(false, |r| s_streams_group_topology_value__subtopology(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_streams_group_topology_value__subtopology(r, v)
+            })?)
         })?);
     }
     if flex {
@@ -2195,6 +2650,36 @@ fn s_streams_group_topology_value__copartition_group(
     Ok(Json::Object(o))
 }
 
+/// `new CopartitionGroup()` as Kafka's JSON converter writes it (schema `StreamsGroupTopologyValue`).
+fn d_streams_group_topology_value__copartition_group(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("sourceTopics", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("sourceTopicRegex", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("repartitionSourceTopics", x));
+    }
+    Json::Object(o)
+}
+
 /// `Subtopology` struct (schema `StreamsGroupTopologyValue`).
 fn s_streams_group_topology_value__subtopology(
     r: &mut Reader<'_>,
@@ -2220,7 +2705,9 @@ fn s_streams_group_topology_value__subtopology(
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "StateChangelogTopics", |r| {
-            Ok(r.nullable_struct(false, |r| s_streams_group_topology_value__topic_info(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_streams_group_topology_value__topic_info(r, v)
+            })?)
         })?);
     }
     let mut f4: Option<Json> = None;
@@ -2232,13 +2719,15 @@ fn s_streams_group_topology_value__subtopology(
     let mut f5: Option<Json> = None;
     if true {
         f5 = Some(r.array(flex, false, "RepartitionSourceTopics", |r| {
-            Ok(r.nullable_struct(false, |r| s_streams_group_topology_value__topic_info(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_streams_group_topology_value__topic_info(r, v)
+            })?)
         })?);
     }
     let mut f6: Option<Json> = None;
     if true {
         f6 = Some(r.array(flex, false, "CopartitionGroups", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_topology_value__copartition_group(r, v)
             })?)
         })?);
@@ -2272,6 +2761,68 @@ fn s_streams_group_topology_value__subtopology(
     Ok(Json::Object(o))
 }
 
+/// `new Subtopology()` as Kafka's JSON converter writes it (schema `StreamsGroupTopologyValue`).
+fn d_streams_group_topology_value__subtopology(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("subtopologyId", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("sourceTopics", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("sourceTopicRegex", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("stateChangelogTopics", x));
+    }
+    let f4: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f4 {
+        o.push(("repartitionSinkTopics", x));
+    }
+    let f5: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f5 {
+        o.push(("repartitionSourceTopics", x));
+    }
+    let f6: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f6 {
+        o.push(("copartitionGroups", x));
+    }
+    Json::Object(o)
+}
+
 /// `TopicConfig` struct (schema `StreamsGroupTopologyValue`).
 fn s_streams_group_topology_value__topic_config(
     r: &mut Reader<'_>,
@@ -2300,6 +2851,28 @@ fn s_streams_group_topology_value__topic_config(
     Ok(Json::Object(o))
 }
 
+/// `new TopicConfig()` as Kafka's JSON converter writes it (schema `StreamsGroupTopologyValue`).
+fn d_streams_group_topology_value__topic_config(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("key", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("value", x));
+    }
+    Json::Object(o)
+}
+
 /// `TopicInfo` struct (schema `StreamsGroupTopologyValue`).
 fn s_streams_group_topology_value__topic_info(
     r: &mut Reader<'_>,
@@ -2321,7 +2894,7 @@ fn s_streams_group_topology_value__topic_info(
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "TopicConfigs", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_streams_group_topology_value__topic_config(r, v)
             })?)
         })?);
@@ -2344,6 +2917,44 @@ fn s_streams_group_topology_value__topic_info(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicInfo()` as Kafka's JSON converter writes it (schema `StreamsGroupTopologyValue`).
+fn d_streams_group_topology_value__topic_info(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitions", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("replicationFactor", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("topicConfigs", x));
+    }
+    Json::Object(o)
 }
 
 /// Reads a `coordinator-key` record of type `api_key` at version `v`; `None` for an unknown type.

@@ -7,7 +7,8 @@
     unused_mut,
     unused_variables,
     unused_comparisons,
-    unused_imports
+    unused_imports,
+    dead_code
 )]
 
 use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
@@ -241,7 +242,7 @@ pub fn read_client_quota_record(r: &mut Reader<'_>, v: i16) -> Result<Json, Deco
     let mut f0: Option<Json> = None;
     if true {
         f0 = Some(r.array(flex, false, "Entity", |r| {
-            Ok(r.nullable_struct(false, |r| s_client_quota_record__entity_data(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_client_quota_record__entity_data(r, v))?)
         })?);
     }
     let mut f1: Option<Json> = None;
@@ -299,6 +300,28 @@ fn s_client_quota_record__entity_data(r: &mut Reader<'_>, v: i16) -> Result<Json
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new EntityData()` as Kafka's JSON converter writes it (schema `ClientQuotaRecord`).
+fn d_client_quota_record__entity_data(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("entityType", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("entityName", x));
+    }
+    Json::Object(o)
 }
 
 /// `ConfigRecord` (schema `ConfigRecord`).
@@ -828,13 +851,17 @@ pub fn read_register_broker_record(r: &mut Reader<'_>, v: i16) -> Result<Json, D
     let mut f4: Option<Json> = None;
     if true {
         f4 = Some(r.array(flex, false, "EndPoints", |r| {
-            Ok(r.nullable_struct(false, |r| s_register_broker_record__broker_endpoint(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_register_broker_record__broker_endpoint(r, v)
+            })?)
         })?);
     }
     let mut f5: Option<Json> = None;
     if true {
         f5 = Some(r.array(flex, false, "Features", |r| {
-            Ok(r.nullable_struct(false, |r| s_register_broker_record__broker_feature(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_register_broker_record__broker_feature(r, v)
+            })?)
         })?);
     }
     let mut f6: Option<Json> = None;
@@ -958,6 +985,44 @@ fn s_register_broker_record__broker_endpoint(
     Ok(Json::Object(o))
 }
 
+/// `new BrokerEndpoint()` as Kafka's JSON converter writes it (schema `RegisterBrokerRecord`).
+fn d_register_broker_record__broker_endpoint(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("host", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("port", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("securityProtocol", x));
+    }
+    Json::Object(o)
+}
+
 /// `BrokerFeature` struct (schema `RegisterBrokerRecord`).
 fn s_register_broker_record__broker_feature(
     r: &mut Reader<'_>,
@@ -993,6 +1058,36 @@ fn s_register_broker_record__broker_feature(
     Ok(Json::Object(o))
 }
 
+/// `new BrokerFeature()` as Kafka's JSON converter writes it (schema `RegisterBrokerRecord`).
+fn d_register_broker_record__broker_feature(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("minSupportedVersion", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("maxSupportedVersion", x));
+    }
+    Json::Object(o)
+}
+
 /// `RegisterControllerRecord` (schema `RegisterControllerRecord`).
 pub fn read_register_controller_record(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
     let flex = true;
@@ -1011,7 +1106,7 @@ pub fn read_register_controller_record(r: &mut Reader<'_>, v: i16) -> Result<Jso
     let mut f3: Option<Json> = None;
     if true {
         f3 = Some(r.array(flex, false, "EndPoints", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_register_controller_record__controller_endpoint(r, v)
             })?)
         })?);
@@ -1019,7 +1114,7 @@ pub fn read_register_controller_record(r: &mut Reader<'_>, v: i16) -> Result<Jso
     let mut f4: Option<Json> = None;
     if true {
         f4 = Some(r.array(flex, false, "Features", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_register_controller_record__controller_feature(r, v)
             })?)
         })?);
@@ -1089,6 +1184,44 @@ fn s_register_controller_record__controller_endpoint(
     Ok(Json::Object(o))
 }
 
+/// `new ControllerEndpoint()` as Kafka's JSON converter writes it (schema `RegisterControllerRecord`).
+fn d_register_controller_record__controller_endpoint(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("host", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("port", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("securityProtocol", x));
+    }
+    Json::Object(o)
+}
+
 /// `ControllerFeature` struct (schema `RegisterControllerRecord`).
 fn s_register_controller_record__controller_feature(
     r: &mut Reader<'_>,
@@ -1122,6 +1255,36 @@ fn s_register_controller_record__controller_feature(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new ControllerFeature()` as Kafka's JSON converter writes it (schema `RegisterControllerRecord`).
+fn d_register_controller_record__controller_feature(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("minSupportedVersion", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("maxSupportedVersion", x));
+    }
+    Json::Object(o)
 }
 
 /// `RemoveAccessControlEntryRecord` (schema `RemoveAccessControlEntryRecord`).

@@ -7,7 +7,8 @@
     unused_mut,
     unused_variables,
     unused_comparisons,
-    unused_imports
+    unused_imports,
+    dead_code
 )]
 
 use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
@@ -20,7 +21,7 @@ pub fn read_remote_log_segment_metadata_record(
     let flex = true;
     let mut f0: Option<Json> = None;
     if true {
-        f0 = Some(r.nullable_struct(false, |r| {
+        f0 = Some(r.nullable_struct(flex, false, |r| {
             s_remote_log_segment_metadata_record__remote_log_segment_id_entry(r, v)
         })?);
     }
@@ -47,7 +48,7 @@ pub fn read_remote_log_segment_metadata_record(
     let mut f6: Option<Json> = None;
     if true {
         f6 = Some(r.array(flex, false, "SegmentLeaderEpochs", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_remote_log_segment_metadata_record__segment_leader_epoch_entry(r, v)
             })?)
         })?);
@@ -152,6 +153,36 @@ fn s_remote_log_segment_metadata_record__topic_id_partition_entry(
     Ok(Json::Object(o))
 }
 
+/// `new TopicIdPartitionEntry()` as Kafka's JSON converter writes it (schema `RemoteLogSegmentMetadataRecord`).
+fn d_remote_log_segment_metadata_record__topic_id_partition_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("id", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("partition", x));
+    }
+    Json::Object(o)
+}
+
 /// `RemoteLogSegmentIdEntry` struct (schema `RemoteLogSegmentMetadataRecord`).
 fn s_remote_log_segment_metadata_record__remote_log_segment_id_entry(
     r: &mut Reader<'_>,
@@ -160,7 +191,7 @@ fn s_remote_log_segment_metadata_record__remote_log_segment_id_entry(
     let flex = true;
     let mut f0: Option<Json> = None;
     if true {
-        f0 = Some(r.nullable_struct(false, |r| {
+        f0 = Some(r.nullable_struct(flex, false, |r| {
             s_remote_log_segment_metadata_record__topic_id_partition_entry(r, v)
         })?);
     }
@@ -180,6 +211,28 @@ fn s_remote_log_segment_metadata_record__remote_log_segment_id_entry(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new RemoteLogSegmentIdEntry()` as Kafka's JSON converter writes it (schema `RemoteLogSegmentMetadataRecord`).
+fn d_remote_log_segment_metadata_record__remote_log_segment_id_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(d_remote_log_segment_metadata_record__topic_id_partition_entry(v))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicIdPartition", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("id", x));
+    }
+    Json::Object(o)
 }
 
 /// `SegmentLeaderEpochEntry` struct (schema `RemoteLogSegmentMetadataRecord`).
@@ -208,6 +261,28 @@ fn s_remote_log_segment_metadata_record__segment_leader_epoch_entry(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new SegmentLeaderEpochEntry()` as Kafka's JSON converter writes it (schema `RemoteLogSegmentMetadataRecord`).
+fn d_remote_log_segment_metadata_record__segment_leader_epoch_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("leaderEpoch", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("offset", x));
+    }
+    Json::Object(o)
 }
 
 /// `RemoteLogSegmentMetadataSnapshotRecord` (schema `RemoteLogSegmentMetadataSnapshotRecord`).
@@ -243,7 +318,7 @@ pub fn read_remote_log_segment_metadata_snapshot_record(
     let mut f6: Option<Json> = None;
     if true {
         f6 = Some(r.array(flex, false, "SegmentLeaderEpochs", |r| {
-            Ok(r.nullable_struct(false, |r| {
+            Ok(r.nullable_struct(flex, false, |r| {
                 s_remote_log_segment_metadata_snapshot_record__segment_leader_epoch_entry(r, v)
             })?)
         })?);
@@ -341,6 +416,28 @@ fn s_remote_log_segment_metadata_snapshot_record__segment_leader_epoch_entry(
     Ok(Json::Object(o))
 }
 
+/// `new SegmentLeaderEpochEntry()` as Kafka's JSON converter writes it (schema `RemoteLogSegmentMetadataSnapshotRecord`).
+fn d_remote_log_segment_metadata_snapshot_record__segment_leader_epoch_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("leaderEpoch", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("offset", x));
+    }
+    Json::Object(o)
+}
+
 /// `RemoteLogSegmentMetadataUpdateRecord` (schema `RemoteLogSegmentMetadataUpdateRecord`).
 pub fn read_remote_log_segment_metadata_update_record(
     r: &mut Reader<'_>,
@@ -349,7 +446,7 @@ pub fn read_remote_log_segment_metadata_update_record(
     let flex = true;
     let mut f0: Option<Json> = None;
     if true {
-        f0 = Some(r.nullable_struct(false, |r| {
+        f0 = Some(r.nullable_struct(flex, false, |r| {
             s_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(r, v)
         })?);
     }
@@ -427,6 +524,36 @@ fn s_remote_log_segment_metadata_update_record__topic_id_partition_entry(
     Ok(Json::Object(o))
 }
 
+/// `new TopicIdPartitionEntry()` as Kafka's JSON converter writes it (schema `RemoteLogSegmentMetadataUpdateRecord`).
+fn d_remote_log_segment_metadata_update_record__topic_id_partition_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("id", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("partition", x));
+    }
+    Json::Object(o)
+}
+
 /// `RemoteLogSegmentIdEntry` struct (schema `RemoteLogSegmentMetadataUpdateRecord`).
 fn s_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(
     r: &mut Reader<'_>,
@@ -435,7 +562,7 @@ fn s_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(
     let flex = true;
     let mut f0: Option<Json> = None;
     if true {
-        f0 = Some(r.nullable_struct(false, |r| {
+        f0 = Some(r.nullable_struct(flex, false, |r| {
             s_remote_log_segment_metadata_update_record__topic_id_partition_entry(r, v)
         })?);
     }
@@ -457,6 +584,28 @@ fn s_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(
     Ok(Json::Object(o))
 }
 
+/// `new RemoteLogSegmentIdEntry()` as Kafka's JSON converter writes it (schema `RemoteLogSegmentMetadataUpdateRecord`).
+fn d_remote_log_segment_metadata_update_record__remote_log_segment_id_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(d_remote_log_segment_metadata_update_record__topic_id_partition_entry(v))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topicIdPartition", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("id", x));
+    }
+    Json::Object(o)
+}
+
 /// `RemotePartitionDeleteMetadataRecord` (schema `RemotePartitionDeleteMetadataRecord`).
 pub fn read_remote_partition_delete_metadata_record(
     r: &mut Reader<'_>,
@@ -465,7 +614,7 @@ pub fn read_remote_partition_delete_metadata_record(
     let flex = true;
     let mut f0: Option<Json> = None;
     if true {
-        f0 = Some(r.nullable_struct(false, |r| {
+        f0 = Some(r.nullable_struct(flex, false, |r| {
             s_remote_partition_delete_metadata_record__topic_id_partition_entry(r, v)
         })?);
     }
@@ -534,6 +683,36 @@ fn s_remote_partition_delete_metadata_record__topic_id_partition_entry(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new TopicIdPartitionEntry()` as Kafka's JSON converter writes it (schema `RemotePartitionDeleteMetadataRecord`).
+fn d_remote_partition_delete_metadata_record__topic_id_partition_entry(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("name", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Str(ZERO_UUID.to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("id", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("partition", x));
+    }
+    Json::Object(o)
 }
 
 /// Reads a `metadata` record of type `api_key` at version `v`; `None` for an unknown type.

@@ -7,7 +7,8 @@
     unused_mut,
     unused_variables,
     unused_comparisons,
-    unused_imports
+    unused_imports,
+    dead_code
 )]
 
 use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
@@ -78,7 +79,7 @@ pub fn read_share_snapshot_value(r: &mut Reader<'_>, v: i16) -> Result<Json, Dec
     let mut f7: Option<Json> = None;
     if true {
         f7 = Some(r.array(flex, false, "StateBatches", |r| {
-            Ok(r.nullable_struct(false, |r| s_share_snapshot_value__state_batch(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_share_snapshot_value__state_batch(r, v))?)
         })?);
     }
     if flex {
@@ -160,6 +161,44 @@ fn s_share_snapshot_value__state_batch(r: &mut Reader<'_>, v: i16) -> Result<Jso
     Ok(Json::Object(o))
 }
 
+/// `new StateBatch()` as Kafka's JSON converter writes it (schema `ShareSnapshotValue`).
+fn d_share_snapshot_value__state_batch(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("firstOffset", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("lastOffset", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("deliveryState", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("deliveryCount", x));
+    }
+    Json::Object(o)
+}
+
 /// `ShareUpdateKey` (schema `ShareUpdateKey`).
 pub fn read_share_update_key(r: &mut Reader<'_>, v: i16) -> Result<Json, DecodeError> {
     let flex = false;
@@ -214,7 +253,7 @@ pub fn read_share_update_value(r: &mut Reader<'_>, v: i16) -> Result<Json, Decod
     let mut f4: Option<Json> = None;
     if true {
         f4 = Some(r.array(flex, false, "StateBatches", |r| {
-            Ok(r.nullable_struct(false, |r| s_share_update_value__state_batch(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| s_share_update_value__state_batch(r, v))?)
         })?);
     }
     if flex {
@@ -285,6 +324,44 @@ fn s_share_update_value__state_batch(r: &mut Reader<'_>, v: i16) -> Result<Json,
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new StateBatch()` as Kafka's JSON converter writes it (schema `ShareUpdateValue`).
+fn d_share_update_value__state_batch(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("firstOffset", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("lastOffset", x));
+    }
+    let f2: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f2 {
+        o.push(("deliveryState", x));
+    }
+    let f3: Option<Json> = if (true) && !(false) {
+        Some(Json::Int(0))
+    } else {
+        None
+    };
+    if let Some(x) = f3 {
+        o.push(("deliveryCount", x));
+    }
+    Json::Object(o)
 }
 
 /// Reads a `coordinator-key` record of type `api_key` at version `v`; `None` for an unknown type.

@@ -7,7 +7,8 @@
     unused_mut,
     unused_variables,
     unused_comparisons,
-    unused_imports
+    unused_imports,
+    dead_code
 )]
 
 use super::super::wire::{DecodeError, Json, Reader, ZERO_UUID};
@@ -64,7 +65,9 @@ pub fn read_transaction_log_value(r: &mut Reader<'_>, v: i16) -> Result<Json, De
     let mut f7: Option<Json> = None;
     if true {
         f7 = Some(r.array(flex, true, "TransactionPartitions", |r| {
-            Ok(r.nullable_struct(false, |r| s_transaction_log_value__partitions_schema(r, v))?)
+            Ok(r.nullable_struct(flex, false, |r| {
+                s_transaction_log_value__partitions_schema(r, v)
+            })?)
         })?);
     }
     let mut f8: Option<Json> = None;
@@ -174,6 +177,28 @@ fn s_transaction_log_value__partitions_schema(
     }
     let _ = flex;
     Ok(Json::Object(o))
+}
+
+/// `new PartitionsSchema()` as Kafka's JSON converter writes it (schema `TransactionLogValue`).
+fn d_transaction_log_value__partitions_schema(v: i16) -> Json {
+    let mut o: Vec<(&'static str, Json)> = Vec::new();
+    let f0: Option<Json> = if (true) && !(false) {
+        Some(Json::Str("".to_owned()))
+    } else {
+        None
+    };
+    if let Some(x) = f0 {
+        o.push(("topic", x));
+    }
+    let f1: Option<Json> = if (true) && !(false) {
+        Some(Json::Array(Vec::new()))
+    } else {
+        None
+    };
+    if let Some(x) = f1 {
+        o.push(("partitionIds", x));
+    }
+    Json::Object(o)
 }
 
 /// Reads a `coordinator-key` record of type `api_key` at version `v`; `None` for an unknown type.
