@@ -73,6 +73,8 @@ chmod u+w "$OUT"/__cluster_metadata-0/*
   echo "snapshot-last|--cluster-metadata-decoder|__cluster_metadata-0/$last"
   echo "bootstrap|--cluster-metadata-decoder|bootstrap.checkpoint"
   echo "orders|--print-data-log|orders-0/00000000000000000000.log"
+  echo "orders-skip-metadata|--print-data-log --skip-record-metadata|orders-0/00000000000000000000.log"
+  echo "offsets-json-flags|--offsets-decoder --deep-iteration --skip-record-metadata|__consumer_offsets-0/00000000000000000000.log"
 } > "$OUT/expected/cases.txt"
 while IFS='|' read -r name flags file; do
   set +e
