@@ -320,11 +320,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 Err(e) => return self.read_failed(path, &e),
             };
             match plan {
-                stream::Plan::Window { end: window_end } => {
-                    let bytes = match stream::read_at(&file, valid_prefix_end, window_end) {
-                        Ok(b) => b,
-                        Err(e) => return self.read_failed(path, &e),
-                    };
+                stream::Plan::Window(bytes) => {
                     let mut iter = Batches::new(&bytes, valid_prefix_end);
                     for entry in iter.by_ref() {
                         match entry {

@@ -46,14 +46,11 @@ const CRC_OFFSET: u64 = 17;
 const ATTRIBUTES_OFFSET: usize = 21;
 
 /// What to do at a position of the file.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Plan {
-    /// Read `[position, end)` and iterate its batches (whole batches, or bytes that end in a
-    /// framing error the batch iterator reports).
-    Window {
-        /// Exclusive end.
-        end: u64,
-    },
+    /// The bytes from the position on to iterate: whole batches, or bytes that end in a
+    /// framing error the batch iterator reports.
+    Window(Vec<u8>),
     /// Stream the v2 batch of `size` bytes at the position.
     Stream {
         /// The batch's size (12 + batchLength).
@@ -77,52 +74,73 @@ pub fn read_at(file: &File, from: u64, to: u64) -> io::Result<Vec<u8>> {
     read_exact_at(file, from, usize::try_from(to - from).unwrap_or(usize::MAX))
 }
 
+fn be_i32(b: &[u8], at: usize) -> i32 {
+    b.get(at..at + 4)
+        .and_then(|s| <[u8; 4]>::try_from(s).ok())
+        .map_or(0, i32::from_be_bytes)
+}
+
 /// The next piece of work from `pos` (file length or `--max-bytes` limit: `end`), following
-/// Kafka's `FileLogInputStream.nextBatch` framing (see `record_format::batches`).
+/// Kafka's `FileLogInputStream.nextBatch` framing (see `record_format::batches`). One read of up
+/// to [`WINDOW_BYTES`] serves the headers and the batches of a window.
 pub fn plan(file: &File, pos: u64, end: u64, allow_stream: bool) -> io::Result<Plan> {
-    let mut cur = pos;
+    let want = (end - pos).min(WINDOW_BYTES);
+    let mut buf = read_exact_at(file, pos, want as usize)?;
+    let window = |mut buf: Vec<u8>, len: usize| {
+        buf.truncate(len);
+        Ok(Plan::Window(buf))
+    };
+    let mut cur = 0usize;
     loop {
-        let rem = end - cur;
+        let rem = end - pos - cur as u64;
         if rem <= HEADER_UP_TO_MAGIC {
-            return Ok(if cur == pos {
-                Plan::Trailing
+            return if cur == 0 {
+                Ok(Plan::Trailing)
             } else {
-                Plan::Window { end: cur }
-            });
+                window(buf, cur)
+            };
         }
-        let hdr = read_exact_at(file, cur, HEADER_UP_TO_MAGIC as usize)?;
-        let size = hdr
-            .get(LENGTH_OFFSET..LENGTH_OFFSET + 4)
-            .and_then(|s| <[u8; 4]>::try_from(s).ok())
-            .map_or(0, i32::from_be_bytes);
-        let magic = hdr.last().copied().unwrap_or(0) as i8;
+        if cur + HEADER_UP_TO_MAGIC as usize + 1 > buf.len() {
+            // The next header is past this read (cur > 0 here: a read holds at least 18 bytes).
+            return window(buf, cur);
+        }
+        let size = be_i32(&buf, cur + LENGTH_OFFSET);
+        let magic = buf
+            .get(cur + HEADER_UP_TO_MAGIC as usize - 1)
+            .copied()
+            .unwrap_or(0) as i8;
         if size < 14 {
             // BadLength: the iterator needs more than 17 bytes to report it.
-            return Ok(Plan::Window {
-                end: cur + rem.min(HEADER_UP_TO_MAGIC + 1),
-            });
+            return window(buf, cur + HEADER_UP_TO_MAGIC as usize + 1);
         }
         let total = LOG_OVERHEAD + size as u64;
         if total > rem {
-            return Ok(if cur == pos {
-                Plan::Trailing
+            return if cur == 0 {
+                Ok(Plan::Trailing)
             } else {
-                Plan::Window { end: cur }
-            });
+                window(buf, cur)
+            };
         }
-        if !(0..=2).contains(&magic) || (magic == 2 && total < V2_HEADER) {
-            return Ok(Plan::Window { end: cur + total });
-        }
-        if allow_stream && magic == 2 && total >= STREAM_BATCH_BYTES {
-            return Ok(if cur == pos {
-                Plan::Stream { size: total }
+        let framing_error = !(0..=2).contains(&magic) || (magic == 2 && total < V2_HEADER);
+        let streamed = allow_stream && magic == 2 && total >= STREAM_BATCH_BYTES && !framing_error;
+        if streamed {
+            return if cur == 0 {
+                Ok(Plan::Stream { size: total })
             } else {
-                Plan::Window { end: cur }
-            });
+                window(buf, cur)
+            };
         }
-        cur += total;
-        if cur - pos >= WINDOW_BYTES {
-            return Ok(Plan::Window { end: cur });
+        let batch_end = cur as u64 + total;
+        if batch_end > buf.len() as u64 {
+            if cur > 0 {
+                return window(buf, cur);
+            }
+            // One batch larger than a window: read it whole.
+            buf = read_at(file, pos, pos + total)?;
+        }
+        cur = batch_end as usize;
+        if framing_error || cur >= buf.len() {
+            return window(buf, cur);
         }
     }
 }
