@@ -5,7 +5,7 @@
 //! | `file` | first line of every dumped file: `path`, `fileType`, `baseOffset` (null if the name has none) |
 //! | `batch` | every v2 batch header |
 //! | `legacyBatch` | every magic 0/1 entry |
-//! | `record` | with `--deep-iteration`, every record after its batch |
+//! | `record` | with `--deep-iteration`, every record after its batch: `keySize`, `valueSize`, raw `key`/`value` hex, and with a decoder flag `decodedKey`/`decodedValue` (or `decodeError`) |
 //! | `legacyRecord` | with `--deep-iteration`, the record of an uncompressed magic 0/1 entry |
 //! | `indexEntry`, `timeIndexEntry`, `abortedTxn`, `producerSnapshotEntry` | index and snapshot entries |
 //! | `summary` | last line of every file: how much was valid, and the first error |

@@ -43,6 +43,8 @@ Examples:
   seglog dump --deep-iteration --print-data-log --files 00000000000000000000.log
   seglog dump 00000000000000000000.index 00000000000000000000.timeindex
   seglog dump --json --deep-iteration 00000000000000000042.log | jq .
+  seglog dump --offsets-decoder __consumer_offsets-7/00000000000000000000.log
+  seglog dump --cluster-metadata-decoder __cluster_metadata-0/00000000000000000000.log
 
 Exit status: 0 all files read and consistent; 1 damaged data (everything valid is still
 printed); 2 usage error (bad flags, missing or unreadable file, no dumpable file).";
