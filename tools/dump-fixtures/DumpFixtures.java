@@ -99,6 +99,9 @@ public class DumpFixtures {
         GroupMetadataValue gm = new GroupMetadataValue().setProtocolType("consumer").setGeneration(3)
             .setProtocol("range").setLeader("m-1").setCurrentStateTimestamp(TS).setMembers(List.of(m));
         for (int ver = 0; ver <= 4; ver++) l.add(coord(s, new GroupMetadataKey().setGroup("group-a"), gm, ver));
+        GroupMetadataValue.MemberMetadata future = m.duplicate().setMemberId("m-2")
+            .setSubscription(raw(0, 9, 0, 0, 0, 0)).setAssignment(raw(0, 3, 0, 0, 0, 0, 0, 0, 0, 0));
+        l.add(coord(s, new GroupMetadataKey().setGroup("group-b"), gm.duplicate().setMembers(List.of(future)), 4));
         GroupMetadataValue other = new GroupMetadataValue().setProtocolType("connect").setGeneration(1)
             .setProtocol(null).setLeader(null).setMembers(List.of(new GroupMetadataValue.MemberMetadata()
                 .setMemberId("w").setClientId("c").setClientHost("h").setSubscription(raw(1, 2)).setAssignment(raw())));
@@ -225,6 +228,7 @@ public class DumpFixtures {
         l.add(kv(null, meta(new RemoveTopicRecord().setTopicId(TOPIC_ID), 0)));
         l.add(kv(null, meta(new BeginTransactionRecord().setName("migration"), 0)));
         l.add(kv(null, meta(new EndTransactionRecord(), 0)));
+        l.add(kv(null, raw(1, 2, 9, 0x07, 'n', 'e', 'w', 't', 'o', 'p', 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0))); // TopicRecord v9
         l.add(kv(null, raw(1, 99, 0)));               // unknown metadata type
         l.add(kv(null, raw(0, 2, 0)));                // frame version 0
         l.add(kv(null, raw(1, 2, 0, 7)));             // TopicRecord cut short
