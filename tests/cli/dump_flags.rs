@@ -132,3 +132,41 @@ fn a_negative_max_bytes_gets_a_message_about_the_value() {
         "{stderr}"
     );
 }
+
+#[test]
+fn plain_decoders_and_kafka_decoder_classes() {
+    use seglog::dump::decoders::PlainDecoder;
+    let v = br#"{ "a" : [1, 2] }"#;
+    assert_eq!(PlainDecoder::Json.show(v), r#"{"a":[1,2]}"#);
+    assert_eq!(PlainDecoder::Json.show(b"not json"), "not json");
+    assert_eq!(PlainDecoder::Hex.show(&[0, 0xab]), "00ab");
+    assert_eq!(PlainDecoder::Base64.show(b"hi"), "aGk=");
+    for (class, bytes, shown) in [
+        (
+            "org.apache.kafka.tools.api.StringDecoder",
+            &b"x\xffy"[..],
+            "x\u{FFFD}y",
+        ),
+        (
+            "org.apache.kafka.tools.api.IntegerDecoder",
+            &[0, 0, 1, 0][..],
+            "256",
+        ),
+        (
+            "org.apache.kafka.tools.api.LongDecoder",
+            &[0xff; 8][..],
+            "-1",
+        ),
+        (
+            "org.apache.kafka.tools.api.DefaultDecoder",
+            &[1, 2][..],
+            "0102",
+        ),
+        ("StringDecoder", &b"s"[..], "s"),
+    ] {
+        let d = PlainDecoder::from_class(class).unwrap_or_else(|e| panic!("{class}: {e}"));
+        assert_eq!(d.show(bytes), shown, "{class}");
+    }
+    let refused = PlainDecoder::from_class("com.example.StringDecoder").expect_err("custom");
+    assert_eq!(refused.lines().count(), 1);
+}
