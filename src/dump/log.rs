@@ -229,6 +229,37 @@ pub(crate) fn batch_line_with(b: &RecordBatch<'_>, size: usize, valid: bool) -> 
     )
 }
 
+/// The `--json` batch object of `b` (`size` and `crc_valid` given, for a batch streamed from
+/// the file whose view holds only the header).
+pub(crate) fn batch_json(b: &RecordBatch<'_>, size: usize, crc_valid: bool) -> BatchLine {
+    BatchLine {
+        kind: "batch",
+        base_offset: b.base_offset(),
+        last_offset: b.last_offset(),
+        last_offset_delta: b.last_offset_delta(),
+        count: b.records_count(),
+        position: b.position(),
+        size,
+        batch_length: i32::try_from(size.saturating_sub(12)).unwrap_or(i32::MAX),
+        magic: b.magic(),
+        crc: b.crc(),
+        crc_valid,
+        attributes: b.attributes(),
+        compression: compression_name((b.attributes() & 0x07) as u8),
+        timestamp_type: b.timestamp_type().name(),
+        is_transactional: b.is_transactional(),
+        is_control: b.is_control(),
+        partition_leader_epoch: b.partition_leader_epoch(),
+        base_timestamp: b.base_timestamp(),
+        max_timestamp: b.max_timestamp(),
+        delete_horizon_ms: b.delete_horizon_ms(),
+        producer_id: b.producer_id(),
+        producer_epoch: b.producer_epoch(),
+        base_sequence: b.base_sequence(),
+        last_sequence: b.last_sequence(),
+    }
+}
+
 /// `NoTimestampType`, `CreateTime` or `LogAppendTime` of a legacy entry, and its max timestamp.
 fn legacy_timestamp(l: &LegacyEntry<'_>) -> (&'static str, i64) {
     if l.magic() == 0 {
@@ -310,12 +341,12 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             warned_legacy_compressed: false,
         };
         // The file is read a window of whole batches at a time (memory stays bounded by the
-        // window and the largest batch); in text mode a batch of STREAM_BATCH_BYTES or more is
-        // streamed from the file instead of read whole.
+        // window and the largest batch); a batch of STREAM_BATCH_BYTES or more is streamed from
+        // the file instead of read whole.
         let mut valid_prefix_end = 0u64;
         let mut trailing_at = None;
         while valid_prefix_end < end {
-            let plan = match stream::plan(&file, valid_prefix_end, end, !self.args.json) {
+            let plan = match stream::plan(&file, valid_prefix_end, end) {
                 Ok(p) => p,
                 Err(e) => return self.read_failed(path, &e),
             };
@@ -423,35 +454,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     fn v2_batch(&mut self, path: &Path, b: &RecordBatch<'_>, st: &mut LogState) -> io::Result<()> {
         let crc_valid = b.is_valid();
         if self.args.json {
-            json::emit(
-                self.out,
-                &BatchLine {
-                    kind: "batch",
-                    base_offset: b.base_offset(),
-                    last_offset: b.last_offset(),
-                    last_offset_delta: b.last_offset_delta(),
-                    count: b.records_count(),
-                    position: b.position(),
-                    size: b.size_in_bytes(),
-                    batch_length: b.batch_length(),
-                    magic: b.magic(),
-                    crc: b.crc(),
-                    crc_valid,
-                    attributes: b.attributes(),
-                    compression: compression_name((b.attributes() & 0x07) as u8),
-                    timestamp_type: b.timestamp_type().name(),
-                    is_transactional: b.is_transactional(),
-                    is_control: b.is_control(),
-                    partition_leader_epoch: b.partition_leader_epoch(),
-                    base_timestamp: b.base_timestamp(),
-                    max_timestamp: b.max_timestamp(),
-                    delete_horizon_ms: b.delete_horizon_ms(),
-                    producer_id: b.producer_id(),
-                    producer_epoch: b.producer_epoch(),
-                    base_sequence: b.base_sequence(),
-                    last_sequence: b.last_sequence(),
-                },
-            )?;
+            json::emit(self.out, &batch_json(b, b.size_in_bytes(), crc_valid))?;
         } else {
             writeln!(self.out, "{}", batch_line(b))?;
         }

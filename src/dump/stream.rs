@@ -2,12 +2,13 @@
 //!
 //! `seglog dump` never reads a whole segment into memory: [`plan`] walks batch headers from a
 //! position and returns the next window of whole batches (about [`WINDOW_BYTES`]), the bytes
-//! the batch iterator needs to report a framing error, or — in text mode — a single batch of at
-//! least [`STREAM_BATCH_BYTES`], which [`Dumper::stream_batch`] prints without holding it: the
+//! the batch iterator needs to report a framing error, or a single batch of at least
+//! [`STREAM_BATCH_BYTES`], which [`Dumper::stream_batch`] prints without holding it: the
 //! CRC is computed over the file in chunks, and for an uncompressed batch each record is parsed
 //! from a small buffered cursor, its metadata printed, then its key and value copied to the
-//! output in chunks (UTF-8 replaced lossily as a whole-value conversion would, or as hex). A
-//! 300 MiB value costs a few MiB of memory, not several copies of the value.
+//! output in chunks (UTF-8 replaced lossily as a whole-value conversion would, or as hex; with
+//! `--json`, the record object is written field by field with the hex streamed). A 300 MiB value
+//! costs a few MiB of memory, not several copies of the value.
 //!
 //! ```text
 //! record (DefaultRecord)   varint length | int8 attributes | varlong timestampDelta |
@@ -23,8 +24,8 @@ use record_format::batch::increment_sequence;
 use record_format::{CompressionType, FormatError, FormatErrorKind, RecordBatch, TimestampType};
 
 use super::decoders::{Field, PlainDecoder};
-use super::json::{hex, ErrorJson};
-use super::log::{batch_line_with, LogState};
+use super::json::{self, hex, ErrorJson};
+use super::log::{batch_json, batch_line_with, LogState};
 use super::Dumper;
 
 /// Batches at least this large are streamed in text mode.
@@ -83,7 +84,7 @@ fn be_i32(b: &[u8], at: usize) -> i32 {
 /// The next piece of work from `pos` (file length or `--max-bytes` limit: `end`), following
 /// Kafka's `FileLogInputStream.nextBatch` framing (see `record_format::batches`). One read of up
 /// to [`WINDOW_BYTES`] serves the headers and the batches of a window.
-pub fn plan(file: &File, pos: u64, end: u64, allow_stream: bool) -> io::Result<Plan> {
+pub fn plan(file: &File, pos: u64, end: u64) -> io::Result<Plan> {
     let want = (end - pos).min(WINDOW_BYTES);
     let mut buf = read_exact_at(file, pos, want as usize)?;
     let window = |mut buf: Vec<u8>, len: usize| {
@@ -122,7 +123,7 @@ pub fn plan(file: &File, pos: u64, end: u64, allow_stream: bool) -> io::Result<P
             };
         }
         let framing_error = !(0..=2).contains(&magic) || (magic == 2 && total < V2_HEADER);
-        let streamed = allow_stream && magic == 2 && total >= STREAM_BATCH_BYTES && !framing_error;
+        let streamed = magic == 2 && total >= STREAM_BATCH_BYTES && !framing_error;
         if streamed {
             return if cur == 0 {
                 Ok(Plan::Stream { size: total })
@@ -341,7 +342,7 @@ struct RecordSpan {
     sequence: i32,
     key: Option<(u64, u64)>,
     value: Option<(u64, u64)>,
-    header_keys: Vec<String>,
+    headers: Vec<(String, Option<Vec<u8>>)>,
     end: u64,
 }
 
@@ -393,7 +394,7 @@ fn scan_record(
             rc.pos(),
         )));
     }
-    let mut header_keys = Vec::new();
+    let mut header_list = Vec::new();
     for _ in 0..headers {
         let kl = rc.varint()?;
         let Some(kl) = span_len(kl) else {
@@ -402,10 +403,12 @@ fn scan_record(
                 rc.pos(),
             )));
         };
-        header_keys.push(String::from_utf8_lossy(&rc.take(kl)?).into_owned());
-        if let Some(vl) = span_len(rc.varint()?) {
-            rc.skip(vl)?;
-        }
+        let key = String::from_utf8_lossy(&rc.take(kl)?).into_owned();
+        let value = match span_len(rc.varint()?) {
+            Some(vl) => Some(rc.take(vl)?),
+            None => None,
+        };
+        header_list.push((key, value));
     }
     if rc.pos() != end {
         return Err(StreamError::Format(FormatError::new(
@@ -433,7 +436,7 @@ fn scan_record(
         sequence,
         key,
         value,
-        header_keys,
+        headers: header_list,
         end,
     })
 }
@@ -475,7 +478,11 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
         };
         let valid = crc == b.crc();
-        writeln!(self.out, "{}", batch_line_with(&b, size as usize, valid))?;
+        if self.args.json {
+            json::emit(self.out, &batch_json(&b, size as usize, valid))?;
+        } else {
+            writeln!(self.out, "{}", batch_line_with(&b, size as usize, valid))?;
+        }
         let mut ok = true;
         if !valid {
             let e = FormatError::new(
@@ -490,7 +497,11 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             ok = false;
         }
         if self.args.is_deep() {
-            let plain = matches!(b.compression(), Ok(CompressionType::None)) && !b.is_control();
+            // With --json and a decoder, records are decoded whole (internal-topic records
+            // are small).
+            let plain = matches!(b.compression(), Ok(CompressionType::None))
+                && !b.is_control()
+                && !(self.args.json && self.args.json_decodes());
             if plain {
                 ok &= self.stream_records(path, file, &b, pos, size, st)?;
             } else {
@@ -586,6 +597,9 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         }
         st.last_record_offset = r.offset;
         let size = |s: Option<(u64, u64)>| s.map_or(-1, |(_, n)| n as i64);
+        if self.args.json {
+            return self.json_streamed(file, r);
+        }
         if !self.args.skip_record_metadata {
             write!(
                 self.out,
@@ -596,7 +610,11 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 size(r.key),
                 size(r.value),
                 r.sequence,
-                r.header_keys.join(",")
+                r.headers
+                    .iter()
+                    .map(|(k, _)| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
             )?;
         }
         if self.args.prints_data() {
@@ -655,6 +673,53 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
         }
         writeln!(self.out)?;
+        Ok(())
+    }
+
+    /// The `--json` record object, written field by field in `RecordLine`'s order, the key and
+    /// value hex copied from the file in chunks.
+    fn json_streamed(&mut self, file: &File, r: &RecordSpan) -> Result<(), StreamError> {
+        let skip = self.args.skip_record_metadata;
+        let size = |s: Option<(u64, u64)>| s.map_or(-1, |(_, n)| n as i64);
+        write!(self.out, "{{\"type\":\"record\",\"offset\":{}", r.offset)?;
+        if !skip {
+            write!(
+                self.out,
+                ",\"timestamp\":{},\"keySize\":{},\"valueSize\":{}",
+                r.timestamp,
+                size(r.key),
+                size(r.value)
+            )?;
+        }
+        let mut c = FileCursor::new(file, 0, u64::MAX);
+        for (name, span) in [("key", r.key), ("value", r.value)] {
+            write!(self.out, ",\"{name}\":")?;
+            match span {
+                None => write!(self.out, "null")?,
+                Some((at, n)) => {
+                    write!(self.out, "\"")?;
+                    self.copy_field(&mut c, at, n, PlainDecoder::Hex)?;
+                    write!(self.out, "\"")?;
+                }
+            }
+        }
+        if !skip {
+            let headers: Vec<json::HeaderJson> = r
+                .headers
+                .iter()
+                .map(|(k, v)| json::HeaderJson {
+                    key: k.clone(),
+                    value: v.as_deref().map(hex),
+                })
+                .collect();
+            let headers = serde_json::to_string(&headers).map_err(io::Error::from)?;
+            write!(
+                self.out,
+                ",\"headers\":{headers},\"sequence\":{}",
+                r.sequence
+            )?;
+        }
+        writeln!(self.out, "}}")?;
         Ok(())
     }
 
