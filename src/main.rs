@@ -5,7 +5,7 @@ use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 
 use clap::error::ErrorKind;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use seglog::crash_test::CrashTestArgs;
 use seglog::demo::DemoArgs;
 use seglog::dump::DumpArgs;
@@ -91,8 +91,19 @@ fn usage_error(e: &clap::Error) -> ExitCode {
                 .lines()
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("error: invalid arguments");
-            eprintln!("{first} (see 'seglog --help')");
+            eprintln!("{first} (see '{}')", help_command());
             Status::Usage.into()
         }
+    }
+}
+
+/// `seglog <subcommand> --help` when the arguments name a subcommand, `seglog --help` otherwise.
+fn help_command() -> String {
+    let sub = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    match sub {
+        Some(name) if Cli::command().find_subcommand(&name).is_some() => {
+            format!("seglog {name} --help")
+        }
+        _ => "seglog --help".to_owned(),
     }
 }

@@ -28,6 +28,8 @@ mod crash_test;
 mod damaged;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/dump_flags.rs"]
+mod dump_flags;
 #[path = "cli/errors.rs"]
 mod errors;
 #[path = "cli/fixtures.rs"]
@@ -36,6 +38,8 @@ mod fixtures;
 mod golden;
 #[path = "cli/indexes.rs"]
 mod indexes;
+#[path = "cli/internal_topics.rs"]
+mod internal_topics;
 #[path = "cli/log_dir.rs"]
 mod log_dir;
 #[path = "cli/logs.rs"]

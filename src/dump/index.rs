@@ -175,11 +175,22 @@ pub struct TimeIndexErrors {
     pub out_of_order: Vec<(i64, i64)>,
     /// (index offset, last offset of the batch found, or −1).
     pub not_found: Vec<(i64, i64)>,
+    /// How many `not_found` entries name a record inside a batch rather than its last offset:
+    /// what Kafka 2.x wrote (the offset of the batch's max-timestamp record). Kafka 4's tool
+    /// reports them as not found; they are not damage.
+    pub legacy_entries: usize,
 }
 
 impl TimeIndexErrors {
     fn is_empty(&self) -> bool {
         self.mismatches.is_empty() && self.out_of_order.is_empty() && self.not_found.is_empty()
+    }
+
+    /// Problems other than Kafka 2.x entries.
+    fn is_damage(&self) -> bool {
+        !self.mismatches.is_empty()
+            || !self.out_of_order.is_empty()
+            || self.not_found.len() > self.legacy_entries
     }
 }
 
@@ -206,7 +217,8 @@ pub(crate) fn print_time_index_errors(
     for t in list.iter().filter(|t| !t.not_found.is_empty()) {
         writeln!(
             err,
-            "The following indexed offsets are not found in the log."
+            "The following indexed offsets are not found in :{}",
+            t.file
         )?;
         for (a, b) in &t.not_found {
             writeln!(err, "Indexed offset: {a}, found log offset: {b}")?;
@@ -226,7 +238,8 @@ pub fn companion_log(path: &Path) -> PathBuf {
 }
 
 /// (last offset, max record timestamp) of every entry of a log, for time index verification.
-fn log_batches(log: &[u8]) -> Vec<(i64, i64)> {
+/// (base offset, last offset, max record timestamp) of every batch of the log.
+fn log_batches(log: &[u8]) -> Vec<(i64, i64, i64)> {
     let mut out = Vec::new();
     for entry in Batches::new(log, 0) {
         let Ok(entry) = entry else { break };
@@ -244,7 +257,11 @@ fn log_batches(log: &[u8]) -> Vec<(i64, i64)> {
                 .unwrap_or(-1),
             LogEntry::Legacy(_) => -1,
         };
-        out.push((entry.last_offset(), max_ts));
+        let base = match &entry {
+            LogEntry::V2(b) => b.base_offset(),
+            LogEntry::Legacy(l) => l.offset(),
+        };
+        out.push((base, entry.last_offset(), max_ts));
     }
     out
 }
@@ -265,6 +282,18 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         let log = companion_log(path);
         match std::fs::read(&log) {
             Ok(b) => Ok(Some(b)),
+            Err(e) if self.args.verify_index_only => {
+                // Verifying was asked for and cannot be done: that is a failure, not a pass.
+                self.damaged();
+                writeln!(
+                    self.err,
+                    "{}: not verified: no log segment {} ({})",
+                    path.display(),
+                    log.display(),
+                    io_msg(&e)
+                )?;
+                Ok(None)
+            }
             Err(e) => {
                 writeln!(
                     self.err,
@@ -416,12 +445,15 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 break;
             }
             if let Some(batches) = &batches {
-                match batches.iter().find(|(last, _)| *last >= e.offset) {
+                match batches.iter().find(|(_, last, _)| *last >= e.offset) {
                     None => errors.not_found.push((e.offset, -1)),
-                    Some((last, _)) if *last != e.offset => {
+                    Some((base, last, _)) if *last != e.offset => {
+                        if *base <= e.offset {
+                            errors.legacy_entries += 1;
+                        }
                         errors.not_found.push((e.offset, *last))
                     }
-                    Some((_, max_ts)) => {
+                    Some((_, _, max_ts)) => {
                         if *max_ts != e.timestamp {
                             errors.mismatches.push((e.timestamp, *max_ts));
                         }
@@ -430,7 +462,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                         }
                     }
                 }
-                if !errors.is_empty() && error.is_none() {
+                if errors.is_damage() && error.is_none() {
                     error = Some(ErrorJson::other(
                         "timeIndexMismatch",
                         (i * TIME_ENTRY_SIZE) as u64,
@@ -449,8 +481,10 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             prev_ts = e.timestamp;
             printed += 1;
         }
-        if !errors.is_empty() {
+        if errors.is_damage() {
             self.damaged();
+        }
+        if !errors.is_empty() {
             self.time_index_errors.push(errors);
         }
         if self.args.json {

@@ -5,7 +5,7 @@
 //! | `file` | first line of every dumped file: `path`, `fileType`, `baseOffset` (null if the name has none) |
 //! | `batch` | every v2 batch header |
 //! | `legacyBatch` | every magic 0/1 entry |
-//! | `record` | with `--deep-iteration`, every record after its batch |
+//! | `record` | with `--deep-iteration`, every record after its batch: `keySize`, `valueSize`, raw `key`/`value` hex, and with a decoder flag `decodedKey`/`decodedValue` (or `decodeError`) |
 //! | `legacyRecord` | with `--deep-iteration`, the record of an uncompressed magic 0/1 entry |
 //! | `indexEntry`, `timeIndexEntry`, `abortedTxn`, `producerSnapshotEntry` | index and snapshot entries |
 //! | `summary` | last line of every file: how much was valid, and the first error |
@@ -123,9 +123,27 @@ pub struct RecordLine {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub offset: i64,
-    pub timestamp: i64,
+    /// Left out with `--skip-record-metadata`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<i64>,
+    /// Key length in bytes, -1 for null (left out with `--skip-record-metadata`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_size: Option<i64>,
+    /// Value length in bytes, -1 for null (left out with `--skip-record-metadata`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value_size: Option<i64>,
     pub key: Option<String>,
     pub value: Option<String>,
+    /// With a decoder flag: the key as the decoder shows it (an object for internal topics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoded_key: Option<crate::dump::decoders::wire::Json>,
+    /// With a decoder flag: the value as the decoder shows it (an object for internal topics).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decoded_value: Option<crate::dump::decoders::wire::Json>,
+    /// With a decoder flag: why the key or value did not decode (the raw bytes stay in
+    /// `key`/`value`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub decode_error: Option<DecodeErrorJson>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub headers: Option<Vec<HeaderJson>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -243,4 +261,14 @@ pub fn kind_name(kind: &FormatErrorKind) -> &'static str {
         InvalidField(_) => "invalidField",
         _ => "other",
     }
+}
+
+/// A record key or value that its decoder could not read.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DecodeErrorJson {
+    /// Byte position in the file where decoding stopped.
+    pub position: u64,
+    /// Why.
+    pub reason: String,
 }

@@ -14,7 +14,8 @@
 //! SnapshotFooterRecord  int16 Version | tags
 //! KRaftVersionRecord    int16 Version | int16 KRaftVersion | tags
 //! ```
-//! `VotersRecord` (type 6) is not decoded: the dump prints `controlType: KRAFT_VOTERS(6)`.
+//! `VotersRecord` (type 6, ` KRaftVoters `) is read by the decoder generated from Kafka's schema
+//! (`decoders::generated::clients`), at version 0 like the others.
 
 use record_format::cursor::Cursor;
 use record_format::ControlRecordType;
@@ -30,6 +31,14 @@ pub(crate) fn decode(
         ControlRecordType::SnapshotHeader => " SnapshotHeader ",
         ControlRecordType::SnapshotFooter => " SnapshotFooter ",
         ControlRecordType::KRaftVersion => " KRaftVersion ",
+        ControlRecordType::KRaftVoters => {
+            let mut r = super::decoders::wire::Reader::new(value, 0);
+            return Some(
+                super::decoders::generated::clients::read_voters_record(&mut r, 0)
+                    .map(|j| (" KRaftVoters ", j.to_jackson()))
+                    .map_err(|e| e.to_string()),
+            );
+        }
         _ => return None,
     };
     let mut c = Cursor::new(value, 0);
@@ -150,7 +159,7 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(json, r#"{"version":0}"#);
-        assert!(decode(ControlRecordType::KRaftVoters, &[]).is_none());
+        assert!(decode(ControlRecordType::KRaftVoters, &[]).is_some_and(|r| r.is_err()));
         assert!(decode(ControlRecordType::SnapshotFooter, &[0])
             .unwrap()
             .is_err());

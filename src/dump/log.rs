@@ -7,6 +7,7 @@
 //! the exit status 1.
 
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
@@ -17,11 +18,13 @@ use record_format::{
     FormatErrorKind, IterEnd, LegacyEntry, LogEntry, Record, RecordBatch,
 };
 
+use super::decoders::wire::Json;
+use super::decoders::Field;
 use super::json::{
-    self, hex, BatchLine, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary, MirrorPidResetJson,
-    RecordLine,
+    self, hex, BatchLine, DecodeErrorJson, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary,
+    MirrorPidResetJson, RecordLine,
 };
-use super::{absolute, kraft, read_limited, Dumper, FileType};
+use super::{absolute, kraft, stream, Dumper, FileType};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
 const NO_TIMESTAMP: i64 = -1;
@@ -41,17 +44,17 @@ pub fn compression_name(id: u8) -> String {
 
 /// Progress of one log file: the valid prefix, the first error, offsets seen.
 #[derive(Debug)]
-struct LogState {
-    first_error: Option<ErrorJson>,
-    valid_end: Option<u64>,
-    next_offset: i64,
-    last_record_offset: i64,
-    non_consecutive: BTreeMap<i64, i64>,
+pub(crate) struct LogState {
+    pub(crate) first_error: Option<ErrorJson>,
+    pub(crate) valid_end: Option<u64>,
+    pub(crate) next_offset: i64,
+    pub(crate) last_record_offset: i64,
+    pub(crate) non_consecutive: BTreeMap<i64, i64>,
     warned_legacy_compressed: bool,
 }
 
 impl LogState {
-    fn problem(&mut self, batch_position: u64, error: ErrorJson) {
+    pub(crate) fn problem(&mut self, batch_position: u64, error: ErrorJson) {
         if self.first_error.is_none() {
             self.first_error = Some(error);
             self.valid_end = Some(batch_position);
@@ -194,6 +197,12 @@ fn plain_control(t: ControlRecordType) -> ControlView {
 
 /// Kafka's `DumpLogSegments.printBatchLevel` for a v2 batch (`position` = bytes before it).
 pub fn batch_line(b: &RecordBatch<'_>) -> String {
+    batch_line_with(b, b.size_in_bytes(), b.is_valid())
+}
+
+/// [`batch_line`] with the size and CRC validity given (for a batch streamed from the file,
+/// whose view holds only the header).
+pub(crate) fn batch_line_with(b: &RecordBatch<'_>, size: usize, valid: bool) -> String {
     format!(
         "baseOffset: {} lastOffset: {} count: {} baseSequence: {} lastSequence: {} producerId: {} \
          producerEpoch: {} partitionLeaderEpoch: {} isTransactional: {} isControl: {} \
@@ -212,12 +221,43 @@ pub fn batch_line(b: &RecordBatch<'_>) -> String {
         b.position(),
         b.timestamp_type().name(),
         b.max_timestamp(),
-        b.size_in_bytes(),
+        size,
         b.magic(),
         compression_name((b.attributes() & 0x07) as u8),
         b.crc(),
-        b.is_valid(),
+        valid,
     )
+}
+
+/// The `--json` batch object of `b` (`size` and `crc_valid` given, for a batch streamed from
+/// the file whose view holds only the header).
+pub(crate) fn batch_json(b: &RecordBatch<'_>, size: usize, crc_valid: bool) -> BatchLine {
+    BatchLine {
+        kind: "batch",
+        base_offset: b.base_offset(),
+        last_offset: b.last_offset(),
+        last_offset_delta: b.last_offset_delta(),
+        count: b.records_count(),
+        position: b.position(),
+        size,
+        batch_length: i32::try_from(size.saturating_sub(12)).unwrap_or(i32::MAX),
+        magic: b.magic(),
+        crc: b.crc(),
+        crc_valid,
+        attributes: b.attributes(),
+        compression: compression_name((b.attributes() & 0x07) as u8),
+        timestamp_type: b.timestamp_type().name(),
+        is_transactional: b.is_transactional(),
+        is_control: b.is_control(),
+        partition_leader_epoch: b.partition_leader_epoch(),
+        base_timestamp: b.base_timestamp(),
+        max_timestamp: b.max_timestamp(),
+        delete_horizon_ms: b.delete_horizon_ms(),
+        producer_id: b.producer_id(),
+        producer_epoch: b.producer_epoch(),
+        base_sequence: b.base_sequence(),
+        last_sequence: b.last_sequence(),
+    }
 }
 
 /// `NoTimestampType`, `CreateTime` or `LogAppendTime` of a legacy entry, and its max timestamp.
@@ -259,8 +299,18 @@ fn legacy_key_value<'a>(l: &LegacyEntry<'a>) -> Result<(Bytes<'a>, Bytes<'a>), F
     Ok((key, value))
 }
 
-fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(b)
+fn key_field<'a>(r: &Record<'a>) -> Field<'a> {
+    Field {
+        bytes: r.key(),
+        position: r.key_position(),
+    }
+}
+
+fn value_field<'a>(r: &Record<'a>) -> Field<'a> {
+    Field {
+        bytes: r.value(),
+        position: r.value_position(),
+    }
 }
 
 impl<O: Write, E: Write> Dumper<'_, O, E> {
@@ -275,12 +325,13 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
         }
         let limit = u64::try_from(self.args.max_bytes).unwrap_or(0);
-        let bytes = match read_limited(path, limit) {
-            Ok(b) => b,
+        let file = match File::open(path) {
+            Ok(f) => f,
             Err(e) => return self.read_failed(path, &e),
         };
-        let file_len = std::fs::metadata(path).map_or(bytes.len() as u64, |m| m.len());
-        let cut = file_len > bytes.len() as u64;
+        let file_len = file.metadata().map_or(0, |m| m.len());
+        let end = file_len.min(limit);
+        let cut = file_len > end;
         let mut st = LogState {
             first_error: None,
             valid_end: None,
@@ -289,36 +340,64 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             non_consecutive: BTreeMap::new(),
             warned_legacy_compressed: false,
         };
-        let mut iter = Batches::new(&bytes, 0);
-        for entry in iter.by_ref() {
-            match entry {
-                Ok(LogEntry::V2(b)) => self.v2_batch(path, &b, &mut st)?,
-                Ok(LogEntry::Legacy(l)) => self.legacy_batch(path, &l, &mut st)?,
-                Err(e) => {
-                    writeln!(self.err, "{}: {e}", path.display())?;
-                    st.problem(e.position, ErrorJson::from_format(&e));
+        // The file is read a window of whole batches at a time (memory stays bounded by the
+        // window and the largest batch); a batch of STREAM_BATCH_BYTES or more is streamed from
+        // the file instead of read whole.
+        let mut valid_prefix_end = 0u64;
+        let mut trailing_at = None;
+        while valid_prefix_end < end {
+            let plan = match stream::plan(&file, valid_prefix_end, end) {
+                Ok(p) => p,
+                Err(e) => return self.read_failed(path, &e),
+            };
+            match plan {
+                stream::Plan::Window(bytes) => {
+                    let mut iter = Batches::new(&bytes, valid_prefix_end);
+                    for entry in iter.by_ref() {
+                        match entry {
+                            Ok(LogEntry::V2(b)) => self.v2_batch(path, &b, &mut st)?,
+                            Ok(LogEntry::Legacy(l)) => self.legacy_batch(path, &l, &mut st)?,
+                            Err(e) => {
+                                writeln!(self.err, "{}: {e}", path.display())?;
+                                st.problem(e.position, ErrorJson::from_format(&e));
+                            }
+                        }
+                    }
+                    let stopped = iter.valid_prefix_end();
+                    let hard_error = matches!(iter.stopped_at(), Some(IterEnd::Error(_)));
+                    if hard_error || stopped == valid_prefix_end {
+                        valid_prefix_end = stopped;
+                        break;
+                    }
+                    valid_prefix_end = stopped;
+                }
+                stream::Plan::Stream { size } => {
+                    self.stream_batch(path, &file, valid_prefix_end, size, &mut st)?;
+                    valid_prefix_end += size;
+                }
+                stream::Plan::Trailing => {
+                    trailing_at = Some(valid_prefix_end);
+                    break;
                 }
             }
         }
-        if let Some(IterEnd::IncompleteTrailing { position, bytes: n }) = iter.stopped_at() {
+        if let Some(position) = trailing_at {
             if !cut {
+                let n = end - position;
                 let msg = format!("{n} bytes at the end do not form a complete batch");
                 writeln!(
                     self.err,
                     "{}: {msg} at byte position {position}",
                     path.display()
                 )?;
-                st.problem(
-                    *position,
-                    ErrorJson::other("incompleteBatch", *position, msg),
-                );
+                st.problem(position, ErrorJson::other("incompleteBatch", position, msg));
             }
         }
         if st.first_error.is_some() {
             self.damaged();
         }
-        let valid_bytes = st.valid_end.unwrap_or_else(|| iter.valid_prefix_end());
-        let trailing = bytes.len() as u64 - iter.valid_prefix_end();
+        let valid_bytes = st.valid_end.unwrap_or(valid_prefix_end);
+        let trailing = end - valid_prefix_end;
         if self.args.json {
             json::emit(
                 self.out,
@@ -326,7 +405,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                     kind: "summary",
                     valid_bytes,
                     next_offset: st.next_offset,
-                    invalid_bytes: bytes.len() as u64 - valid_bytes,
+                    invalid_bytes: end - valid_bytes,
                     error: st.first_error.clone(),
                 },
             )?;
@@ -375,35 +454,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     fn v2_batch(&mut self, path: &Path, b: &RecordBatch<'_>, st: &mut LogState) -> io::Result<()> {
         let crc_valid = b.is_valid();
         if self.args.json {
-            json::emit(
-                self.out,
-                &BatchLine {
-                    kind: "batch",
-                    base_offset: b.base_offset(),
-                    last_offset: b.last_offset(),
-                    last_offset_delta: b.last_offset_delta(),
-                    count: b.records_count(),
-                    position: b.position(),
-                    size: b.size_in_bytes(),
-                    batch_length: b.batch_length(),
-                    magic: b.magic(),
-                    crc: b.crc(),
-                    crc_valid,
-                    attributes: b.attributes(),
-                    compression: compression_name((b.attributes() & 0x07) as u8),
-                    timestamp_type: b.timestamp_type().name(),
-                    is_transactional: b.is_transactional(),
-                    is_control: b.is_control(),
-                    partition_leader_epoch: b.partition_leader_epoch(),
-                    base_timestamp: b.base_timestamp(),
-                    max_timestamp: b.max_timestamp(),
-                    delete_horizon_ms: b.delete_horizon_ms(),
-                    producer_id: b.producer_id(),
-                    producer_epoch: b.producer_epoch(),
-                    base_sequence: b.base_sequence(),
-                    last_sequence: b.last_sequence(),
-                },
-            )?;
+            json::emit(self.out, &batch_json(b, b.size_in_bytes(), crc_valid))?;
         } else {
             writeln!(self.out, "{}", batch_line(b))?;
         }
@@ -413,35 +464,47 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             st.problem(b.position(), ErrorJson::from_format(&e));
             ok = false;
         }
-        if self.args.is_deep() {
-            match b.records(&DecodeLimits::default()) {
-                Err(e) => {
-                    writeln!(self.err, "{}: {e}", path.display())?;
-                    st.problem(b.position(), ErrorJson::from_format(&e));
-                    ok = false;
-                }
-                Ok(records) => {
-                    for r in records.iter() {
-                        match r {
-                            Ok(r) => {
-                                if !self.record(path, b, &r, st)? {
-                                    ok = false;
-                                }
-                            }
-                            Err(e) => {
-                                writeln!(self.err, "{}: {e}", path.display())?;
-                                st.problem(b.position(), ErrorJson::from_format(&e));
-                                ok = false;
-                            }
-                        }
-                    }
-                }
-            }
+        if self.args.is_deep() && !self.v2_records(path, b, st)? {
+            ok = false;
         }
         if ok && st.valid_end.is_none() {
             st.next_offset = b.next_offset();
         }
         Ok(())
+    }
+
+    /// Prints the records of `b`; `false` if any did not decode.
+    pub(crate) fn v2_records(
+        &mut self,
+        path: &Path,
+        b: &RecordBatch<'_>,
+        st: &mut LogState,
+    ) -> io::Result<bool> {
+        let mut ok = true;
+        match b.records(&DecodeLimits::default()) {
+            Err(e) => {
+                writeln!(self.err, "{}: {e}", path.display())?;
+                st.problem(b.position(), ErrorJson::from_format(&e));
+                ok = false;
+            }
+            Ok(records) => {
+                for r in records.iter() {
+                    match r {
+                        Ok(r) => {
+                            if !self.record(path, b, &r, st)? {
+                                ok = false;
+                            }
+                        }
+                        Err(e) => {
+                            writeln!(self.err, "{}: {e}", path.display())?;
+                            st.problem(b.position(), ErrorJson::from_format(&e));
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(ok)
     }
 
     /// Prints one record; `false` if its control key/value did not decode.
@@ -464,6 +527,11 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             ok = false;
         }
         if self.args.json {
+            let skip = self.args.skip_record_metadata;
+            if skip && control.is_some() {
+                // Kafka: --skip-record-metadata "also skips control records".
+                return Ok(ok);
+            }
             let headers = r
                 .headers()
                 .map(|h| HeaderJson {
@@ -474,11 +542,16 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             let mut line = RecordLine {
                 kind: "record",
                 offset: r.offset(),
-                timestamp: r.timestamp(),
+                timestamp: (!skip).then(|| r.timestamp()),
+                key_size: (!skip).then(|| i64::from(r.key_size())),
+                value_size: (!skip).then(|| i64::from(r.value_size())),
                 key: r.key().map(hex),
                 value: r.value().map(hex),
-                headers: Some(headers),
-                sequence: Some(r.sequence()),
+                decoded_key: None,
+                decoded_value: None,
+                decode_error: None,
+                headers: (!skip).then_some(headers),
+                sequence: (!skip).then(|| r.sequence()),
                 control_type: None,
                 coordinator_epoch: None,
                 mirror_pid_reset: None,
@@ -493,6 +566,8 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 line.mirror_pid_reset = c.mirror_pid_reset;
                 line.control_data = c.data;
                 line.control_error = c.error.map(|e| e.to_string());
+            } else if self.args.json_decodes() {
+                self.decode_into(&mut line, r.offset(), key_field(r), value_field(r));
             }
             json::emit(self.out, &line)?;
             return Ok(ok);
@@ -514,31 +589,50 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 line.push_str(&c.text);
             }
         }
-        if self.args.print_data_log && control.is_none() {
-            self.push_contents(&mut line, r.key(), r.value());
+        if self.args.prints_data() && control.is_none() {
+            self.push_contents(&mut line, r.offset(), key_field(r), value_field(r));
         }
         writeln!(self.out, "{line}")?;
         Ok(ok)
     }
 
-    /// Kafka's `printRecordContents`: ` key: <k>` and ` payload: <v>` (UTF-8, lossy), the first
-    /// one prefixed with `| ` instead of a space when record metadata is skipped.
-    fn push_contents(&self, line: &mut String, key: Option<&[u8]>, value: Option<&[u8]>) {
+    /// Kafka's `printRecordContents`: ` key: <k>` and ` payload: <v>` as the chosen decoder
+    /// shows them, the first one prefixed with `| ` instead of a space when record metadata is
+    /// skipped.
+    fn push_contents(&self, line: &mut String, offset: i64, key: Field<'_>, value: Field<'_>) {
+        let parsed = self.decoder.parse(offset, key, value);
         let mut prefix = if self.args.skip_record_metadata {
             "| "
         } else {
             " "
         };
-        if let Some(k) = key {
+        if let Some(k) = parsed.key {
             line.push_str(prefix);
             line.push_str("key: ");
-            line.push_str(&lossy(k));
+            line.push_str(&k);
             prefix = " ";
         }
-        if let Some(v) = value {
+        if let Some(v) = parsed.value {
             line.push_str(prefix);
             line.push_str("payload: ");
-            line.push_str(&lossy(v));
+            line.push_str(&v);
+        }
+    }
+
+    /// `--json` with a decoder: the decoded key and value (objects for internal topics, the
+    /// decoder's text otherwise) and any decoding error.
+    fn decode_into(&self, line: &mut RecordLine, offset: i64, key: Field<'_>, value: Field<'_>) {
+        let parsed = self.decoder.parse(offset, key, value);
+        if self.decoder.is_internal() {
+            line.decoded_key = parsed.key_json;
+            line.decoded_value = parsed.value_json;
+            line.decode_error = parsed.error.map(|e| DecodeErrorJson {
+                position: e.position,
+                reason: e.reason,
+            });
+        } else {
+            line.decoded_key = parsed.key.map(Json::Str);
+            line.decoded_value = parsed.value.map(Json::Str);
         }
     }
 
@@ -630,25 +724,38 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         }
         st.last_record_offset = offset;
         if self.args.json {
-            return json::emit(
-                self.out,
-                &RecordLine {
-                    kind: "legacyRecord",
-                    offset,
-                    timestamp: ts,
-                    key: key.map(hex),
-                    value: value.map(hex),
-                    headers: None,
-                    sequence: None,
-                    control_type: None,
-                    coordinator_epoch: None,
-                    mirror_pid_reset: None,
-                    control_data: None,
-                    control_error: None,
-                    crc: Some(l.crc()),
-                    crc_valid: Some(l.is_valid()),
-                },
-            );
+            let skip = self.args.skip_record_metadata;
+            let size = |b: Option<&[u8]>| (!skip).then(|| b.map_or(-1, |b| b.len() as i64));
+            let mut line = RecordLine {
+                kind: "legacyRecord",
+                offset,
+                timestamp: (!skip).then_some(ts),
+                key_size: size(key),
+                value_size: size(value),
+                key: key.map(hex),
+                value: value.map(hex),
+                decoded_key: None,
+                decoded_value: None,
+                decode_error: None,
+                headers: None,
+                sequence: None,
+                control_type: None,
+                coordinator_epoch: None,
+                mirror_pid_reset: None,
+                control_data: None,
+                control_error: None,
+                crc: (!skip).then(|| l.crc()),
+                crc_valid: (!skip).then(|| l.is_valid()),
+            };
+            if self.args.json_decodes() {
+                let at = l.position();
+                let f = |bytes| Field {
+                    bytes,
+                    position: at,
+                };
+                self.decode_into(&mut line, offset, f(key), f(value));
+            }
+            return json::emit(self.out, &line);
         }
         let mut line = String::new();
         if !self.args.skip_record_metadata {
@@ -660,8 +767,20 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 l.crc()
             );
         }
-        if self.args.print_data_log {
-            self.push_contents(&mut line, key, value);
+        if self.args.prints_data() {
+            let at = l.position();
+            self.push_contents(
+                &mut line,
+                offset,
+                Field {
+                    bytes: key,
+                    position: at,
+                },
+                Field {
+                    bytes: value,
+                    position: at,
+                },
+            );
         }
         writeln!(self.out, "{line}")
     }

@@ -17,16 +17,18 @@
 //! * the KIP-1279 barrier (control type 7) prints ` MirrorPidReset {"version":0,"sourceClusterId":"…"}`
 //!   (upstream Kafka prints ` controlType: UNKNOWN(7)`).
 
+pub mod decoders;
 pub mod index;
 pub mod json;
 mod kraft;
 pub mod log;
 pub mod snapshot;
+pub mod stream;
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
@@ -41,6 +43,8 @@ Examples:
   seglog dump --deep-iteration --print-data-log --files 00000000000000000000.log
   seglog dump 00000000000000000000.index 00000000000000000000.timeindex
   seglog dump --json --deep-iteration 00000000000000000042.log | jq .
+  seglog dump --offsets-decoder __consumer_offsets-7/00000000000000000000.log
+  seglog dump --cluster-metadata-decoder __cluster_metadata-0/00000000000000000000.log
 
 Exit status: 0 all files read and consistent; 1 damaged data (everything valid is still
 printed); 2 usage error (bad flags, missing or unreadable file, no dumpable file).";
@@ -75,16 +79,73 @@ pub struct DumpArgs {
     #[arg(long)]
     pub verify_index_only: bool,
     /// Read at most this many bytes of each .log file
-    #[arg(long, value_name = "N", default_value_t = i32::MAX,
-          value_parser = clap::value_parser!(i32).range(0..))]
+    #[arg(long, value_name = "N", default_value_t = i32::MAX, allow_negative_numbers = true,
+          value_parser = non_negative_size)]
     pub max_bytes: i32,
     /// Bytes read from the log at each .index entry when verifying it
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_MESSAGE_SIZE,
-          value_parser = clap::value_parser!(i32).range(0..))]
+          allow_negative_numbers = true, value_parser = non_negative_size)]
     pub max_message_size: i32,
     /// One JSON object per line instead of Kafka's text
-    #[arg(long, conflicts_with_all = ["verify_index_only", "index_sanity_check", "skip_record_metadata"])]
+    #[arg(long, conflicts_with_all = ["verify_index_only", "index_sanity_check"])]
     pub json: bool,
+    /// Decode records as __consumer_offsets records (offset commits, classic, consumer, share
+    /// and streams group records); implies --print-data-log
+    #[arg(long, group = "internal_decoder")]
+    pub offsets_decoder: bool,
+    /// Decode records as __transaction_state records; implies --print-data-log
+    #[arg(long, group = "internal_decoder")]
+    pub transaction_log_decoder: bool,
+    /// Decode records as KRaft metadata records (__cluster_metadata and snapshots); implies
+    /// --print-data-log
+    #[arg(long, group = "internal_decoder")]
+    pub cluster_metadata_decoder: bool,
+    /// Decode records as __share_group_state records; implies --print-data-log
+    #[arg(long, group = "internal_decoder")]
+    pub share_group_state_decoder: bool,
+    /// Decode records as __remote_log_metadata records; implies --print-data-log
+    #[arg(long, group = "internal_decoder")]
+    pub remote_log_metadata_decoder: bool,
+    /// Kafka decoder class for keys: org.apache.kafka.tools.api.StringDecoder, DefaultDecoder
+    /// (shown as hex), IntegerDecoder or LongDecoder; implies --print-data-log
+    #[arg(long, value_name = "CLASS", num_args = 0..=1, default_missing_value = "StringDecoder",
+          conflicts_with_all = ["internal_decoder", "key_decoder"])]
+    pub key_decoder_class: Option<String>,
+    /// Kafka decoder class for values (as --key-decoder-class); implies --print-data-log
+    #[arg(long, value_name = "CLASS", num_args = 0..=1, default_missing_value = "StringDecoder",
+          conflicts_with_all = ["internal_decoder", "value_decoder"])]
+    pub value_decoder_class: Option<String>,
+    /// How record keys are printed; implies --print-data-log
+    #[arg(
+        long,
+        value_enum,
+        value_name = "DECODER",
+        conflicts_with = "internal_decoder"
+    )]
+    pub key_decoder: Option<decoders::PlainDecoder>,
+    /// How record values are printed; implies --print-data-log
+    #[arg(
+        long,
+        value_enum,
+        value_name = "DECODER",
+        conflicts_with = "internal_decoder"
+    )]
+    pub value_decoder: Option<decoders::PlainDecoder>,
+}
+
+/// `--max-bytes` / `--max-message-size`: a byte count from 0 to 2147483647.
+fn non_negative_size(s: &str) -> Result<i32, String> {
+    let n: i64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of bytes"))?;
+    if n < 0 {
+        return Err(format!(
+            "{n} is negative: give a byte count from 0 to {} (the default reads whole files)",
+            i32::MAX
+        ));
+    }
+    i32::try_from(n).map_err(|_| format!("{n} is larger than the maximum, {}", i32::MAX))
 }
 
 impl Default for DumpArgs {
@@ -100,6 +161,15 @@ impl Default for DumpArgs {
             max_bytes: i32::MAX,
             max_message_size: DEFAULT_MAX_MESSAGE_SIZE,
             json: false,
+            offsets_decoder: false,
+            transaction_log_decoder: false,
+            cluster_metadata_decoder: false,
+            share_group_state_decoder: false,
+            remote_log_metadata_decoder: false,
+            key_decoder_class: None,
+            value_decoder_class: None,
+            key_decoder: None,
+            value_decoder: None,
         }
     }
 }
@@ -115,7 +185,54 @@ impl DumpArgs {
 
     /// `--print-data-log` implies `--deep-iteration` (as in Kafka).
     pub fn is_deep(&self) -> bool {
-        self.deep_iteration || self.print_data_log
+        self.deep_iteration || self.prints_data()
+    }
+
+    /// Record contents are printed: `--print-data-log` or any decoder flag (as in Kafka).
+    pub fn prints_data(&self) -> bool {
+        self.print_data_log || self.decoder_given()
+    }
+
+    fn decoder_given(&self) -> bool {
+        self.offsets_decoder
+            || self.transaction_log_decoder
+            || self.cluster_metadata_decoder
+            || self.share_group_state_decoder
+            || self.remote_log_metadata_decoder
+            || self.key_decoder_class.is_some()
+            || self.value_decoder_class.is_some()
+            || self.key_decoder.is_some()
+            || self.value_decoder.is_some()
+    }
+
+    /// The record parser the flags choose, or the one-line reason a decoder class is refused.
+    pub fn decoder(&self) -> Result<decoders::Decoder, String> {
+        use decoders::{Decoder, PlainDecoder};
+        Ok(if self.offsets_decoder {
+            Decoder::Offsets
+        } else if self.transaction_log_decoder {
+            Decoder::TransactionLog
+        } else if self.cluster_metadata_decoder {
+            Decoder::ClusterMetadata
+        } else if self.remote_log_metadata_decoder {
+            Decoder::RemoteLogMetadata
+        } else if self.share_group_state_decoder {
+            Decoder::ShareGroupState
+        } else {
+            let pick = |class: &Option<String>, plain: Option<PlainDecoder>| match class {
+                Some(c) => PlainDecoder::from_class(c),
+                None => Ok(plain.unwrap_or_default()),
+            };
+            Decoder::Plain {
+                key: pick(&self.key_decoder_class, self.key_decoder)?,
+                value: pick(&self.value_decoder_class, self.value_decoder)?,
+            }
+        })
+    }
+
+    /// Whether `--json` record objects carry decoded keys and values.
+    pub fn json_decodes(&self) -> bool {
+        self.decoder_given()
     }
 
     /// `--files` then the positional paths, in order.
@@ -180,6 +297,13 @@ pub fn run(args: &DumpArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
         );
         return Status::Usage;
     }
+    let decoder = match args.decoder() {
+        Ok(d) => d,
+        Err(msg) => {
+            let _ = writeln!(err, "{msg}");
+            return Status::Usage;
+        }
+    };
     // Every user-level file problem (missing, a directory, unreadable) is reported before any
     // output, whatever the suffix.
     for f in &files {
@@ -190,6 +314,7 @@ pub fn run(args: &DumpArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
     }
     let mut d = Dumper {
         args,
+        decoder,
         out,
         err,
         status: Status::Success,
@@ -237,13 +362,6 @@ pub(crate) fn io_msg(e: &io::Error) -> String {
     }
 }
 
-/// Reads at most `limit` bytes of `path`.
-pub(crate) fn read_limited(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let mut buf = Vec::new();
-    File::open(path)?.take(limit).read_to_end(&mut buf)?;
-    Ok(buf)
-}
-
 /// Kafka's `Long.parseLong(name.split("\\.")[0])`: the base offset from a file name.
 pub fn base_offset_from_name(path: &Path) -> Option<i64> {
     let name = path.file_name()?.to_str()?;
@@ -262,6 +380,8 @@ pub(crate) fn absolute(path: &Path) -> String {
 /// files (index mismatches, time index errors, non-consecutive offsets).
 pub(crate) struct Dumper<'a, O: Write, E: Write> {
     pub(crate) args: &'a DumpArgs,
+    /// How record keys and values are printed.
+    pub(crate) decoder: decoders::Decoder,
     pub(crate) out: &'a mut O,
     pub(crate) err: &'a mut E,
     pub(crate) status: Status,

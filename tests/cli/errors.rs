@@ -84,7 +84,8 @@ fn conflicting_flags_are_rejected_by_the_parser() {
     for (a, b) in [
         ("--json", "--verify-index-only"),
         ("--json", "--index-sanity-check"),
-        ("--json", "--skip-record-metadata"),
+        ("--offsets-decoder", "--cluster-metadata-decoder"),
+        ("--offsets-decoder", "--value-decoder-class"),
     ] {
         let e = DumpArgs::try_parse_from(["dump", a, b, "x.log"]).expect_err("conflict");
         assert_eq!(

@@ -174,7 +174,7 @@ fn time_index_dump_and_verification() {
         format!(
             "Found timestamp mismatch in :{0}\n  Index timestamp: 1700000000099, log timestamp: 1700000000105\n\
              Found out of order timestamp in :{0}\n  Index timestamp: 1700000000099, Previously indexed timestamp: 1700000000100\n\
-             The following indexed offsets are not found in the log.\nIndexed offset: 104, found log offset: 105\n",
+             The following indexed offsets are not found in :{0}\nIndexed offset: 104, found log offset: 105\n",
             abs.display()
         )
     );
