@@ -54,7 +54,9 @@ use crate::error::SnapshotError;
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
-use crate::snapshot::{list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo};
+use crate::snapshot::{
+    delete_snapshots_above_with, list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo,
+};
 use crate::summary::BatchSummary;
 
 /// Name of the quarantine folder inside a partition directory.
@@ -289,6 +291,11 @@ impl LogLoader {
             let log_start = local.log_start_offset();
             let load = psm.load_from_snapshot_with(&io, dir, log_start, base, now)?;
             snapshots_set_aside.extend(load.set_aside.into_iter().map(|s| s.moved_to));
+            // As Kafka's recoverSegment (truncateAndReload to `base`): the snapshots above `base`
+            // describe bytes about to be validated again, so they go; the scan writes one at each
+            // segment boundary and close one at the log end. Kept, a stale or corrupt snapshot at
+            // the new log end would stand for the recovered state.
+            delete_snapshots_above_with(&io, dir, base)?;
             let from = psm.map_end_offset().max(log_start);
             if base > from {
                 replay(&local, &mut psm, from, base)?;
