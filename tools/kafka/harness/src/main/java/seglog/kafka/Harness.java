@@ -169,10 +169,17 @@ public final class Harness {
                     UnifiedLog log = open(dir, f, scheduler, stats, null);
                     long leo = log.logEndOffset();
                     long lso = log.logStartOffset();
+                    // In memory: Kafka truncates the leader-epoch cache at once but flushes its
+                    // checkpoint file asynchronously (truncateFromEndAsyncFlush).
+                    List<String> epochs = new ArrayList<>();
+                    for (EpochEntry e : log.leaderEpochCache().epochEntries()) {
+                        epochs.add("{\"epoch\":" + e.epoch() + ",\"start_offset\":" + e.startOffset() + "}");
+                    }
                     log.close();
                     double ms = (System.nanoTime() - t0) / 1e6;
                     String ins = inspect(dir);
                     return "{\"loaded\":{\"log_end_offset\":" + leo + ",\"log_start_offset\":" + lso
+                            + ",\"leader_epochs\":[" + String.join(",", epochs) + "]"
                             + ",\"ms\":" + String.format("%.3f", ms) + "}," + ins.substring(1);
                 } catch (Throwable e) {
                     return "{\"dir\":" + q(dir.getPath()) + ",\"error\":" + q(e.toString()) + "}";
@@ -193,8 +200,7 @@ public final class Harness {
         Arrays.sort(files);
         List<String> segs = new ArrayList<>();
         List<String> aborted = new ArrayList<>();
-        File lastSnapshot = null;
-        long lastSnapshotOffset = -1;
+        List<File> snapshots = new ArrayList<>();
         for (File f : files) {
             String n = f.getName();
             if (n.endsWith(".log")) {
@@ -207,18 +213,28 @@ public final class Harness {
                 }
                 idx.close();
             } else if (n.endsWith(".snapshot")) {
-                long off = UnifiedLog.offsetFromFile(f);
-                if (off > lastSnapshotOffset) {
-                    lastSnapshotOffset = off;
-                    lastSnapshot = f;
-                }
+                snapshots.add(f);
             }
         }
         sb.append(",\"segments\":[").append(String.join(",", segs)).append("]");
         sb.append(",\"aborted_txns\":[").append(String.join(",", aborted)).append("]");
+        // As ProducerStateManager loads: the latest snapshot Kafka can read (corrupt ones are listed).
+        snapshots.sort((x, y) -> Long.compare(UnifiedLog.offsetFromFile(y), UnifiedLog.offsetFromFile(x)));
         List<String> prods = new ArrayList<>();
-        if (lastSnapshot != null) {
-            List<ProducerStateEntry> entries = new ArrayList<>(ProducerStateManager.readSnapshot(lastSnapshot));
+        List<String> corrupt = new ArrayList<>();
+        List<ProducerStateEntry> read = null;
+        long lastSnapshotOffset = -1;
+        for (File f : snapshots) {
+            try {
+                read = ProducerStateManager.readSnapshot(f);
+                lastSnapshotOffset = UnifiedLog.offsetFromFile(f);
+                break;
+            } catch (org.apache.kafka.storage.internals.log.CorruptSnapshotException e) {
+                corrupt.add(Long.toString(UnifiedLog.offsetFromFile(f)));
+            }
+        }
+        if (read != null) {
+            List<ProducerStateEntry> entries = new ArrayList<>(read);
             entries.sort((a, b) -> Long.compare(a.producerId(), b.producerId()));
             for (ProducerStateEntry e : entries) {
                 // The snapshot keeps one BatchMetadata per producer (the last batch).
@@ -234,6 +250,7 @@ public final class Harness {
             }
         }
         sb.append(",\"snapshot_offset\":").append(lastSnapshotOffset);
+        sb.append(",\"corrupt_snapshots\":[").append(String.join(",", corrupt)).append("]");
         sb.append(",\"producers\":[").append(String.join(",", prods)).append("]");
         List<String> epochs = new ArrayList<>();
         File lec = new File(dir, "leader-epoch-checkpoint");
