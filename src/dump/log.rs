@@ -259,8 +259,9 @@ fn legacy_key_value<'a>(l: &LegacyEntry<'a>) -> Result<(Bytes<'a>, Bytes<'a>), F
     Ok((key, value))
 }
 
+/// Keys and values as text, decoded as Kafka's `StringDecoder` (the JDK's UTF-8 decoder) does.
 fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
-    String::from_utf8_lossy(b)
+    super::java_utf8::java_utf8_lossy(b)
 }
 
 impl<O: Write, E: Write> Dumper<'_, O, E> {

@@ -18,6 +18,7 @@
 //!   (upstream Kafka prints ` controlType: UNKNOWN(7)`).
 
 pub mod index;
+pub mod java_utf8;
 pub mod json;
 mod kraft;
 pub mod log;
