@@ -71,6 +71,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * produce-mix BOOTSTRAP TOPIC             the scenario of tests/kafka_interop.rs; prints what was acked
  * produce-loop BOOTSTRAP TOPIC PARTITIONS produces until killed, printing acked offsets
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION   every record up to the end offsets, as JSON lines
+ * utf8                                  hex lines on stdin: DumpLogSegments' StringDecoder text, as UTF-8 hex
  * </pre>
  *
  * JSON is printed on stdout, one object per line; diagnostics go to stderr.
@@ -99,6 +100,7 @@ public final class Harness {
             case "produce-mix" -> produceMix(rest);
             case "produce-loop" -> produceLoop(rest);
             case "consume" -> consume(rest);
+            case "utf8" -> utf8();
             default -> {
                 System.err.println("unknown subcommand " + args[0]);
                 System.exit(2);
@@ -457,6 +459,17 @@ public final class Harness {
         scheduler.shutdown();
     }
 
+    /** For each hex line on stdin: what DumpLogSegments' StringDecoder makes of the bytes, as UTF-8 hex. */
+    static void utf8() throws IOException {
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.US_ASCII));
+        org.apache.kafka.tools.api.StringDecoder d = new org.apache.kafka.tools.api.StringDecoder();
+        for (String line; (line = in.readLine()) != null; ) {
+            byte[] b = new byte[line.length() / 2];
+            for (int i = 0; i < b.length; i++) b[i] = (byte) Integer.parseInt(line.substring(2 * i, 2 * i + 2), 16);
+            OUT.println(hex(d.fromBytes(b).getBytes(StandardCharsets.UTF_8)));
+        }
+    }
+
     // ---------------------------------------------------------------- clients
 
     static Properties clientProps(String bootstrap) {
@@ -540,7 +553,7 @@ public final class Harness {
             try (KafkaProducer<byte[], byte[]> prod = new KafkaProducer<>(p)) {
                 List<Future<RecordMetadata>> fs = new ArrayList<>();
                 List<ProducerRecord<byte[], byte[]>> recs = new ArrayList<>();
-                for (int i = 0; i < 400; i++) {
+                for (int i = 0; i < 500; i++) {
                     byte[] key = i % 5 == 0 ? null : ("key-" + i).getBytes(StandardCharsets.UTF_8);
                     List<Header> hs = new ArrayList<>();
                     if (i % 3 == 0) hs.add(new RecordHeader("h" + (i % 4), ("hv" + i).getBytes(StandardCharsets.UTF_8)));
