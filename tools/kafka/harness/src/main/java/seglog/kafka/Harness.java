@@ -65,7 +65,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * inspect DIR...                          what Kafka's readers see in a partition dir (no recovery)
  * dump ARGS...                            org.apache.kafka.tools.DumpLogSegments.main
  * write DIR SEED BATCHES SEGMENT_BYTES    a varied partition through UnifiedLog.appendAsLeader
- * bench-write DIR BATCHES RECORDS VALUE_BYTES SEGMENT_BYTES   appendAsLeader throughput
+ * bench-write DIR BATCHES RECORDS VALUE_BYTES SEGMENT_BYTES [WARMUP]   appendAsLeader throughput
  * bench-recover ITERATIONS THREADS DIR... Kafka recovery of every partition, from scratch, timed
  * create-topic BOOTSTRAP TOPIC PARTITIONS [k=v...]
  * produce-mix BOOTSTRAP TOPIC             the scenario of tests/kafka_interop.rs; prints what was acked
@@ -374,41 +374,67 @@ public final class Harness {
         return b.build();
     }
 
-    /** Kafka's append path: BATCHES batches of RECORDS records with VALUE_BYTES values, uncompressed, no producer. */
+    /**
+     * Kafka's append path: UnifiedLog.appendAsLeader of BATCHES batches of RECORDS records (null key, VALUE_BYTES
+     * random bytes, uncompressed, no producer id) into a new partition DIR, after WARMUP batches appended to a
+     * scratch partition (JIT). Batches are built before the clock starts and cycled from a pool of 1024; only the
+     * appends are timed (validation, offset assignment, segment and index writes, producer state), not the final
+     * flush.
+     */
     static void benchWrite(String[] a) throws Exception {
         File dir = new File(a[0]);
         int batches = Integer.parseInt(a[1]);
         int recordsPer = Integer.parseInt(a[2]);
         int valueBytes = Integer.parseInt(a[3]);
         int segmentBytes = Integer.parseInt(a[4]);
+        int warmup = a.length > 5 ? Integer.parseInt(a[5]) : 0;
         Random rnd = new Random(7);
-        byte[] value = new byte[valueBytes];
-        rnd.nextBytes(value);
-        // Batches are built before the clock starts: the timed part is appendAsLeader only (validation, offset
-        // assignment, segment and index writes, producer state), as LocalLog::append in seglog's bench.
-        List<MemoryRecords> prepared = new ArrayList<>(batches);
+        List<MemoryRecords> pool = new ArrayList<>(1024);
         long ts = System.currentTimeMillis();
-        for (int i = 0; i < batches; i++) {
+        for (int i = 0; i < 1024; i++) {
             java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(recordsPer * (valueBytes + 64) + 128);
             MemoryRecordsBuilder b = MemoryRecords.builder(buf, Compression.NONE, TimestampType.CREATE_TIME, 0L);
-            for (int r = 0; r < recordsPer; r++) b.append(ts, null, value);
-            prepared.add(b.build());
+            for (int r = 0; r < recordsPer; r++) {
+                byte[] value = new byte[valueBytes];
+                rnd.nextBytes(value);
+                b.append(ts + i, null, value);
+            }
+            pool.add(b.build());
         }
         KafkaScheduler scheduler = scheduler();
         BrokerTopicStats stats = new BrokerTopicStats();
+        if (warmup > 0) {
+            File scratch = new File(dir.getParentFile(), "warmup-" + dir.getName());
+            Files.createDirectories(scratch.toPath());
+            UnifiedLog w = open(scratch, true, scheduler, stats, segmentBytes);
+            for (int i = 0; i < warmup; i++) w.appendAsLeader(reset(pool.get(i % pool.size())), 0, AppendOrigin.CLIENT);
+            w.close();
+            try (var paths = Files.walk(scratch.toPath())) {
+                paths.sorted(java.util.Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
+        }
         Files.createDirectories(dir.toPath());
         UnifiedLog log = open(dir, true, scheduler, stats, segmentBytes);
-        long t0 = System.nanoTime();
         long bytes = 0;
-        for (MemoryRecords m : prepared) {
+        long t0 = System.nanoTime();
+        for (int i = 0; i < batches; i++) {
+            // appendAsLeader assigns offsets in place; a pooled batch goes back to base offset 0.
+            MemoryRecords m = reset(pool.get(i % pool.size()));
             bytes += m.sizeInBytes();
             log.appendAsLeader(m, 0, AppendOrigin.CLIENT);
         }
-        log.flush(false);
         double secs = (System.nanoTime() - t0) / 1e9;
+        log.flush(false);
         log.close();
         scheduler.shutdown();
         OUT.println("{\"bytes\":" + bytes + ",\"batches\":" + batches + ",\"seconds\":" + String.format("%.4f", secs) + "}");
+    }
+
+    static MemoryRecords reset(MemoryRecords m) {
+        for (org.apache.kafka.common.record.internal.MutableRecordBatch b : m.batches()) {
+            b.setLastOffset(b.lastOffset() - b.baseOffset());
+        }
+        return m;
     }
 
     /** Recovers every DIR from its first segment (as after an unclean shutdown with no recovery point), ITERATIONS times. */
