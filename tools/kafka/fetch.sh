@@ -2,7 +2,8 @@
 # Resolves Apache Kafka's jars (version pinned in tools/kafka/pom.xml) into target/kafka/<version>/lib
 # and builds the harness into target/kafka/<version>/harness.jar. Idempotent: does nothing when both
 # are up to date. Needs Java 17+ and Maven; the jars come from Maven Central (cached in ~/.m2).
-# Prints the directory on stdout when done.
+# Prints the directory on stdout when done. SEGLOG_MAVEN_FLAGS adds flags to the mvn call (e.g.
+# "-s my-settings.xml" for a mirror).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
@@ -21,11 +22,12 @@ up_to_date() {
 }
 if up_to_date; then echo "$OUT"; exit 0; fi
 
-mkdir -p "$OUT"
+mkdir -p "$OUT" && rm -rf "$OUT/lib.new"
 LOG="$OUT/maven.log"
 BUILD="$OUT/classes"
 # Resolve first: a failure here is the registry (or the network), reported in one line.
-if ! mvn -B -f "$HERE/pom.xml" -DincludeScope=runtime -DoutputDirectory="$OUT/lib.new" \
+# shellcheck disable=SC2086
+if ! mvn -B ${SEGLOG_MAVEN_FLAGS:-} -f "$HERE/pom.xml" -DincludeScope=runtime -DoutputDirectory="$OUT/lib.new" \
      -Dmdep.overWriteReleases=true dependency:copy-dependencies >"$LOG" 2>&1; then
   if grep -qiE "could not transfer|unknown ?host|connect|resolve dependencies|offline" "$LOG"; then
     fail "cannot resolve Apache Kafka $VERSION from Maven Central (no network or registry unreachable); see $LOG"
