@@ -19,6 +19,7 @@
 
 pub mod decoders;
 pub mod index;
+pub mod java_utf8;
 pub mod json;
 mod kraft;
 pub mod log;

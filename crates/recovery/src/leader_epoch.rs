@@ -75,22 +75,33 @@ impl LeaderEpochFileCache {
         self.entries.first().copied()
     }
 
+    /// Kafka `assign(EpochEntry)`: nothing to do when `e` repeats the latest epoch at or after
+    /// its start; otherwise the entries that would break monotonicity (from the latest back, while
+    /// their epoch is `>= e.epoch` or their start `>= e.start_offset`) are dropped and `e` is
+    /// appended (`maybeTruncateNonMonotonicEntries`).
     fn push_if_newer(&mut self, e: EpochEntry) -> bool {
         if e.epoch < 0 || e.start_offset < 0 {
             return false;
         }
         if let Some(last) = self.entries.last() {
-            if e.epoch <= last.epoch || e.start_offset < last.start_offset {
+            if e.epoch == last.epoch && e.start_offset >= last.start_offset {
                 return false;
+            }
+        }
+        while let Some(last) = self.entries.last() {
+            if last.epoch >= e.epoch || last.start_offset >= e.start_offset {
+                self.entries.pop();
+            } else {
+                break;
             }
         }
         self.entries.push(e);
         true
     }
 
-    /// Records that `epoch` starts at `start_offset`, if `epoch` is newer than the latest and
-    /// `start_offset` is not before the latest entry's start (negative values are ignored).
-    /// Writes the checkpoint when something changed. Returns whether it did.
+    /// Records that `epoch` starts at `start_offset` as Kafka's `LeaderEpochFileCache.assign`
+    /// does (see `push_if_newer`; negative values are ignored). Writes the checkpoint when
+    /// something changed. Returns whether it did.
     pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<bool, SegmentError> {
         let changed = self.push_if_newer(EpochEntry {
             epoch,
@@ -221,14 +232,34 @@ mod tests {
             .collect()
     }
 
+    /// Kafka's `assign` drops the entries a new one would contradict
+    /// (`maybeTruncateNonMonotonicEntries`): recovery meets this when a batch's leader epoch
+    /// (outside the CRC) is damaged, found by differential recovery against Kafka 4.3.1.
+    #[test]
+    fn assign_drops_non_monotonic_entries_as_kafka() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochFileCache::open(Arc::new(StdFs), dir.path()).unwrap();
+        assert!(c.assign(2, 10).unwrap());
+        assert!(c.assign(4, 20).unwrap());
+        assert!(c.assign(3, 15).unwrap(), "older epoch: the newer ones go");
+        assert_eq!(pairs(&c), [(2, 10), (3, 15)]);
+        assert!(
+            c.assign(5, 12).unwrap(),
+            "earlier start: the later entries go"
+        );
+        assert_eq!(pairs(&c), [(2, 10), (5, 12)]);
+        assert!(c.assign(5, 11).unwrap(), "same epoch, earlier start");
+        assert_eq!(pairs(&c), [(2, 10), (5, 11)]);
+        assert!(c.assign(8193, 3).unwrap());
+        assert_eq!(pairs(&c), [(8193, 3)]);
+    }
+
     #[test]
     fn assign_truncate_and_end_offset_follow_kafka() {
         let dir = tempfile::tempdir().unwrap();
         let mut c = LeaderEpochFileCache::open(Arc::new(StdFs), dir.path()).unwrap();
         assert!(c.assign(2, 10).unwrap());
-        assert!(!c.assign(2, 12).unwrap(), "same epoch");
-        assert!(!c.assign(1, 12).unwrap(), "older epoch");
-        assert!(!c.assign(3, 5).unwrap(), "starts before the latest");
+        assert!(!c.assign(2, 12).unwrap(), "same epoch, later start");
         assert!(c.assign(4, 20).unwrap());
         assert!(c.assign(6, 30).unwrap());
         assert_eq!(pairs(&c), [(2, 10), (4, 20), (6, 30)]);

@@ -499,6 +499,14 @@ impl PlanIo {
         Ok(())
     }
 
+    /// Whether the plan writes `path` (a snapshot the scan takes).
+    fn written(&self, path: &Path) -> bool {
+        self.lock()
+            .ops
+            .iter()
+            .any(|(_, op)| matches!(op, SnapshotOp::Write { path: p, .. } if p == path))
+    }
+
     fn into_ops(self) -> Vec<(SnapshotPhase, SnapshotOp)> {
         self.overlay
             .into_inner()
@@ -1265,6 +1273,14 @@ fn plan_with(
     if let Some(base) = recover_base {
         let load = psm.load_from_snapshot_with(&io, dir, log_start_before, base, now)?;
         snapshot_loaded = load.loaded.map(|f| f.offset);
+        // As Kafka's recoverSegment (truncateAndReload to `base`): the snapshots above `base`
+        // describe bytes about to be validated again, so they go once the scan is done (the scan
+        // writes one at each segment boundary, close one at the log end). Kept, a stale or
+        // corrupt snapshot at the new log end would stand for the recovered state.
+        let stale: Vec<_> = list_snapshots_with(&io, dir)?
+            .into_iter()
+            .filter(|s| s.offset > base)
+            .collect();
         let from = psm.map_end_offset().max(log_start_before);
         if base > from {
             sources.replay(&mut psm, from, base, &mut |b| {
@@ -1356,6 +1372,17 @@ fn plan_with(
                         op: "moving snapshot to quarantine",
                         source,
                     })?;
+            }
+        }
+        // The stale snapshots neither rewritten by the scan nor quarantined with a cut go, as
+        // Kafka deletes them (derived state; each deletion is in the plan's snapshot operations).
+        for s in stale {
+            if io.exists(&s.path) && !io.written(&s.path) {
+                io.remove(&s.path).map_err(|source| SnapshotError::Io {
+                    path: s.path.clone(),
+                    op: "deleting snapshot",
+                    source,
+                })?;
             }
         }
     }

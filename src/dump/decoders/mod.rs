@@ -74,7 +74,7 @@ impl PlainDecoder {
     /// The text of `b`.
     pub fn show(self, b: &[u8]) -> String {
         match self {
-            PlainDecoder::String => String::from_utf8_lossy(b).into_owned(),
+            PlainDecoder::String => super::java_utf8::java_utf8_lossy(b).into_owned(),
             PlainDecoder::Hex => hex(b),
             PlainDecoder::Base64 => STANDARD.encode(b),
             PlainDecoder::Json => match serde_json::from_slice::<serde_json::Value>(b) {
