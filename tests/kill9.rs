@@ -3,7 +3,7 @@
 //! the directory and checks the properties of the simulated crash tests.
 //!
 //! The child is the `seglog` binary itself (`seglog kill-child`, hidden; protocol in
-//! `src/kill_child.rs`): it loads the log directory as a broker would, resumes an interrupted
+//! `src/cli/kill_child.rs`): it loads the log directory as a broker would, resumes an interrupted
 //! mirror stop, then appends (idempotent and transactional producers, COMMIT/ABORT markers from
 //! the coordinator, follower appends), flushes, closes and reopens cleanly, and fails over
 //! (start mirroring, mirrored batches, stop: Stopping → barrier → Stopped), printing `W` before
@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use recovery::crash_test::{check_dir, Expectation, XorShift};
 use recovery::load_log_dir;
-use seglog::kill_child::{log_dir_options, partition_dir, workload};
+use seglog::cli::kill_child::{log_dir_options, partition_dir, workload};
 use segment_store::file_name::{parse_file_name, quarantine_file_name, CLEAN_SHUTDOWN_FILE};
 
 const SEGMENT_BYTES: u64 = 2048;
@@ -195,7 +195,7 @@ struct Figures {
     max_log_end: i64,
 }
 
-/// Applies one protocol line (see `src/kill_child.rs`) to the expectation.
+/// Applies one protocol line (see `src/cli/kill_child.rs`) to the expectation.
 fn apply(exp: &mut Expectation, fig: &mut Figures, line: &str) -> Result<(), String> {
     let mut words = line.split(' ');
     let tag = words.next().unwrap_or("");

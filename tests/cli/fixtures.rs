@@ -173,7 +173,7 @@ fn text_dump_of_every_fixture_matches_kafka_format() {
         ]);
         assert_eq!(
             out.status,
-            seglog::Status::Success,
+            seglog::cli::Status::Success,
             "{shown}: {}",
             out.stderr
         );
@@ -242,7 +242,7 @@ fn json_dump_of_every_fixture_matches_the_fixture_json() {
         ]);
         assert_eq!(
             out.status,
-            seglog::Status::Success,
+            seglog::cli::Status::Success,
             "{shown}: {}",
             out.stderr
         );

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use record_format::{
     end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
 };
-use seglog::Status;
+use seglog::cli::Status;
 
 use super::common::tempdir;
 use super::logs::{build_partition, files, producers, Written, T};

@@ -17,7 +17,7 @@
 //! the directory the output is the same on every run.
 //!
 //! `seglog demo --scenario NAME [--no-barrier] [DIR]` runs one of KIP-1279's topologies or the
-//! three producer-id collision scenarios instead (`src/demo/scenarios.rs`).
+//! three producer-id collision scenarios instead (`src/cli/demo/scenarios.rs`).
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -38,9 +38,9 @@ mod scenarios;
 
 pub use scenarios::Scenario;
 
-use crate::dump::{self, DumpArgs};
-use crate::partition::producer_line;
-use crate::Status;
+use crate::cli::dump::{self, DumpArgs};
+use crate::cli::partition::producer_line;
+use crate::cli::Status;
 
 /// Timestamp of the first record (and the demo's fixed clock).
 const T0: i64 = 1_700_000_000_000;
@@ -128,7 +128,11 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
         Some(d) => {
             if d.exists() {
                 let mut entries = std::fs::read_dir(d).map_err(|e| {
-                    format!("cannot use {}: {}", d.display(), crate::dump::io_msg(&e))
+                    format!(
+                        "cannot use {}: {}",
+                        d.display(),
+                        crate::cli::dump::io_msg(&e)
+                    )
                 })?;
                 if entries.next().is_some() {
                     return Err(format!(
@@ -138,7 +142,11 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
                 }
             } else {
                 std::fs::create_dir_all(d).map_err(|e| {
-                    format!("cannot create {}: {}", d.display(), crate::dump::io_msg(&e))
+                    format!(
+                        "cannot create {}: {}",
+                        d.display(),
+                        crate::cli::dump::io_msg(&e)
+                    )
                 })?;
             }
             Ok(d.to_path_buf())
@@ -150,7 +158,11 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
                 .map_or(0, |d| d.as_nanos());
             let d = base.join(format!("seglog-demo-{}-{stamp}", std::process::id()));
             std::fs::create_dir_all(&d).map_err(|e| {
-                format!("cannot create {}: {}", d.display(), crate::dump::io_msg(&e))
+                format!(
+                    "cannot create {}: {}",
+                    d.display(),
+                    crate::cli::dump::io_msg(&e)
+                )
             })?;
             Ok(d)
         }

@@ -35,9 +35,9 @@ use recovery::{
 };
 use serde_json::json;
 
-use crate::dump::json::{emit, ErrorJson};
-use crate::partition::{self, Target};
-use crate::Status;
+use crate::cli::dump::json::{emit, ErrorJson};
+use crate::cli::partition::{self, Target};
+use crate::cli::Status;
 
 /// Arguments of `seglog recover`.
 #[derive(Debug, Clone, Parser)]

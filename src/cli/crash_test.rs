@@ -17,7 +17,7 @@ use clap::Parser;
 use recovery::crash_test::{crash_test, fresh_dir, CrashOptions, CrashTestSummary, TornMode};
 use recovery::Workload;
 
-use crate::Status;
+use crate::cli::Status;
 
 /// Arguments of `seglog crash-test`.
 #[derive(Debug, Clone, Parser)]

@@ -27,9 +27,9 @@ use recovery::{
 use segment_store::file_name::FileKind;
 use serde_json::json;
 
-use crate::dump::json::emit;
-use crate::partition::{self, partition_name, producer_line};
-use crate::Status;
+use crate::cli::dump::json::emit;
+use crate::cli::partition::{self, partition_name, producer_line};
+use crate::cli::Status;
 
 /// Arguments of `seglog producers`.
 #[derive(Debug, Clone, Parser)]

@@ -47,7 +47,7 @@ use recovery::{
 };
 use segment_store::{LogEnv, ManualClock, StdFs, TopicPartition};
 
-use crate::Status;
+use crate::cli::Status;
 
 /// Topic of the child's one partition (`<dir>/kill9-0`).
 pub const TOPIC: &str = "kill9";

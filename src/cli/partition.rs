@@ -11,7 +11,7 @@ use segment_store::file_name::{
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 
-use crate::dump::io_msg;
+use crate::cli::dump::io_msg;
 
 /// Files only a Kafka log directory holds.
 const LOG_DIR_FILES: [&str; 5] = [
