@@ -76,8 +76,9 @@ pub use plan::{
 };
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,
-    ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
-    ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+    ExpiredProducer, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager,
+    ProducerStateManagerConfig, ProducerStateWarning, TxnMetadata,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };
 pub use snapshot::{
     read_snapshot, write_snapshot, SetAsideSnapshot, SnapshotEntry, SnapshotFile, SnapshotIo,

@@ -1156,6 +1156,56 @@ impl ProducerStateManager {
     }
 }
 
+/// A producer dropped from producer state because it expired (Kafka
+/// `producer.id.expiration.ms`): no open transaction, and its last write at least the
+/// expiration older than the clock. Kafka drops these silently, at load and periodically; a
+/// later batch of the producer is then not checked against its old sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredProducer {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// The timestamp of its last write (ms since the Unix epoch).
+    pub last_timestamp: i64,
+    /// The clock's time when it was dropped.
+    pub now_ms: i64,
+    /// `producer.id.expiration.ms` in force.
+    pub expiration_ms: i64,
+}
+
+impl ExpiredProducer {
+    pub(crate) fn of(e: &ProducerStateEntry, now_ms: i64, expiration_ms: i64) -> Self {
+        ExpiredProducer {
+            producer_id: e.producer_id(),
+            producer_epoch: e.producer_epoch(),
+            last_timestamp: e.last_timestamp(),
+            now_ms,
+            expiration_ms,
+        }
+    }
+
+    /// How long the producer had been idle: `now_ms - last_timestamp`.
+    pub fn idle_ms(&self) -> i64 {
+        self.now_ms.saturating_sub(self.last_timestamp)
+    }
+}
+
+impl std::fmt::Display for ExpiredProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "producer {} (epoch {}) expired: last write at {} ms, idle {} ms at clock {} ms >= producer.id.expiration.ms {}",
+            self.producer_id,
+            self.producer_epoch,
+            self.last_timestamp,
+            self.idle_ms(),
+            self.now_ms,
+            self.expiration_ms
+        )
+    }
+}
+
 pub(crate) fn is_producer_expired(e: &ProducerStateEntry, now_ms: i64, expiration_ms: i64) -> bool {
     e.current_txn_first_offset.is_none() && now_ms.saturating_sub(e.last_timestamp) >= expiration_ms
 }
