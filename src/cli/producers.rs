@@ -8,6 +8,8 @@
 //! of every segment from the recovery point (every batch CRC-checked and applied with Kafka's
 //! replication rules, barriers included; expired producers dropped as loading drops them). The
 //! high watermark is taken as the log end, so the LSO shown is the first unstable offset.
+//! Producers dropped at load because they expired are listed (`expiredAtLoad`: id, epoch, last
+//! timestamp, idle time, the clock and `producer.id.expiration.ms`); `--now-ms` sets the clock.
 //!
 //! `--audit` plans a full recovery (every segment from the first, whatever the marker says) and
 //! prints every finding of the audit over the whole valid log with its severity: two producers under one id (KIP-1279's
@@ -28,7 +30,7 @@ use segment_store::file_name::FileKind;
 use serde_json::json;
 
 use crate::cli::dump::json::emit;
-use crate::cli::partition::{self, partition_name, producer_line};
+use crate::cli::partition::{self, expired_json, expired_line, partition_name, producer_line};
 use crate::cli::Status;
 
 /// Arguments of `seglog producers`.
@@ -50,6 +52,11 @@ pub struct ProducersArgs {
     /// Also audit the log for producer-id collisions (KIP-1279)
     #[arg(long)]
     pub audit: bool,
+    /// The time producer expiry is judged against, in ms since the Unix epoch (default: now).
+    /// Producers idle for `producer.id.expiration.ms` (1 day) are dropped at load, as Kafka
+    /// drops them; they are listed as `expiredAtLoad`
+    #[arg(long, value_name = "MS")]
+    pub now_ms: Option<i64>,
 }
 
 /// The producer state of one partition, as recovery would load it (read-only).
@@ -66,8 +73,9 @@ pub struct Rebuilt {
 
 /// Plans loading the partition in `dir` without writing anything; with `audit`, a full recovery
 /// (the audit sees every batch of the valid log).
-pub fn rebuild(dir: &Path, audit: bool) -> Result<Rebuilt, PartitionLogError> {
+pub fn rebuild(dir: &Path, audit: bool, now_ms: Option<i64>) -> Result<Rebuilt, PartitionLogError> {
     let mut opts = LoadOptions::for_partition_dir(dir, audit);
+    opts.env.clock = partition::clock(now_ms);
     opts.high_watermark = Some(i64::MAX);
     let plan = LogLoader::plan_audited(dir, &opts)?;
     let mut problems = Vec::new();
@@ -115,7 +123,7 @@ pub fn run(args: &ProducersArgs, out: &mut impl Write, err: &mut impl Write) -> 
     };
     let mut status = Status::Success;
     for dir in partition::partitions(&target) {
-        let rebuilt = match rebuild(&dir, args.audit) {
+        let rebuilt = match rebuild(&dir, args.audit, args.now_ms) {
             Ok(r) => r,
             Err(e) => {
                 // That partition's problem; the others are still shown.
@@ -187,6 +195,12 @@ fn print(
                 }),
             )?;
         }
+        for e in &plan.expired_producers {
+            let mut v = expired_json(e);
+            v["type"] = json!("expiredProducer");
+            v["partition"] = json!(r.partition);
+            emit(out, &v)?;
+        }
         let (from, snapshot) = match plan.snapshot_loaded {
             None => ("logStart", serde_json::Value::Null),
             Some(o) => ("snapshot", json!(o)),
@@ -202,6 +216,7 @@ fn print(
                 "firstUnstableOffset": plan.producers.first_unstable_offset(),
                 "openTransactions": open.iter().map(|(p, f)| json!({"producerId": p, "firstOffset": f})).collect::<Vec<_>>(),
                 "producers": entries.len(),
+                "expiredAtLoad": plan.expired_producers.len(),
                 "rebuiltFrom": from,
                 "snapshotOffset": snapshot,
                 "batchesReplayed": plan.batches_applied,
@@ -229,6 +244,9 @@ fn print(
         )?;
         for e in &entries {
             writeln!(out, "{}", producer_line(e))?;
+        }
+        for e in &plan.expired_producers {
+            writeln!(out, "{}", expired_line(e))?;
         }
         writeln!(out, "lastStableOffset: {lso}")?;
         if open.is_empty() {
