@@ -3,7 +3,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use recovery::PartitionLogError;
+use recovery::{MirrorError, PartitionLogError};
 use segment_store::{SegmentError, TopicPartition};
 
 /// Why a [`Log`](crate::Log) or [`LogDir`](crate::LogDir) operation failed.
@@ -13,6 +13,9 @@ pub enum Error {
     /// The partition log refused the operation or its storage failed (an invalid batch, an
     /// out-of-order sequence, an offset out of range, an I/O error, ...).
     Log(PartitionLogError),
+    /// A KIP-1279 mirror transition was refused (wrong state, invalid source cluster id) or
+    /// its log operation failed.
+    Mirror(MirrorError<PartitionLogError>),
     /// A directory given to [`Log::open`](crate::Log::open) is not named like a Kafka partition
     /// directory, `<topic>-<partition>`.
     NotAPartitionDir {
@@ -38,6 +41,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Log(e) => e.fmt(f),
+            Error::Mirror(e) => e.fmt(f),
             Error::NotAPartitionDir { dir } => write!(
                 f,
                 "{}: not a partition directory (the name must be <topic>-<partition>)",
@@ -67,6 +71,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Log(e) => Some(e),
+            Error::Mirror(e) => Some(e),
             _ => None,
         }
     }
@@ -75,6 +80,12 @@ impl std::error::Error for Error {
 impl From<PartitionLogError> for Error {
     fn from(e: PartitionLogError) -> Self {
         Error::Log(e)
+    }
+}
+
+impl From<MirrorError<PartitionLogError>> for Error {
+    fn from(e: MirrorError<PartitionLogError>) -> Self {
+        Error::Mirror(e)
     }
 }
 

@@ -202,6 +202,43 @@ impl Log {
         Ok(info)
     }
 
+    /// KIP-1279: starts mirroring the partition of the cluster `source_cluster_id`, first
+    /// truncating this log to where it diverges from `source` by leader epoch (a
+    /// [`PartitionLog`] or [`recovery::leader_epoch::EpochHistory`] of the source). From then on
+    /// client and coordinator appends are refused; [`append_as_mirror`](Self::append_as_mirror)
+    /// feeds the source's batches.
+    pub fn start_mirroring(
+        &mut self,
+        source_cluster_id: &str,
+        source: &dyn recovery::EpochEndOffsets,
+    ) -> Result<()> {
+        self.log_mut().start_mirroring(source_cluster_id, source)?;
+        self.after_write();
+        Ok(())
+    }
+
+    /// KIP-1279's mirror fetcher: appends the source's batches as they are (offsets, leader
+    /// epochs, bytes), only while mirroring.
+    pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
+        let info = self.log_mut().append_as_mirror(records)?;
+        self.after_write();
+        Ok(info)
+    }
+
+    /// KIP-1279's failover: flushes (so that, with the high watermark following the flushed
+    /// log end, everything mirrored is below it), then the durable `Stopping` steps: truncation
+    /// to the last stable offset, the `MIRROR_PID_RESET` barrier, a leader-epoch bump, then
+    /// `Stopped`, after which the partition is writable and every producer id the source used
+    /// starts afresh. Returns the barrier's offset. An interrupted stop is finished by the next
+    /// open's owner with [`PartitionLog::resume_mirror_stop`].
+    pub fn stop_mirroring(&mut self) -> Result<i64> {
+        self.log_mut().flush()?;
+        self.after_write();
+        let barrier = self.log_mut().stop_mirroring()?;
+        self.after_write();
+        Ok(barrier)
+    }
+
     /// The offsets a read at `isolation` can return now: from the log start offset to the high
     /// watermark (`ReadUncommitted`) or the last stable offset (`ReadCommitted`).
     pub fn readable_range(&self, isolation: IsolationLevel) -> Range<i64> {

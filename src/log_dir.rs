@@ -120,9 +120,12 @@ impl LogDir {
             return Err(Error::PartitionExists(tp));
         }
         let path = self.inner.dir.join(tp.to_string());
+        // A partition that does not exist yet has nothing to recover.
+        let new = !self.config.storage.exists(&path)?;
         let opts = LoadOptions {
             config: self.config.log.clone(),
             env: self.config.env(),
+            had_clean_shutdown: new,
             ..LoadOptions::default()
         };
         let (mut log, report) = LogLoader::load(&path, &opts).map_err(|e| {
