@@ -20,9 +20,10 @@ use commitlog::{CommitLog, LogOptions};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use record_format::RecordBatchBuilder;
 use segment_store::{
-    DirLock, FilePosition, LocalLog, LogConfig, LogSegment, ManualClock, OffsetIndex,
-    SegmentConfig, SegmentContext, StdFs, TimeIndex,
+    DirLock, FilePosition, LocalLog, LogConfig, LogSegment, OffsetIndex, SegmentConfig,
+    SegmentContext, StdFs, TimeIndex,
 };
+use testkit::ManualClock;
 
 const BATCHES: i64 = 2000;
 const RECORDS: i64 = 10;

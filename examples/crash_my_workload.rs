@@ -12,7 +12,7 @@
 use std::error::Error;
 use std::path::PathBuf;
 
-use seglog::recovery::crash_test::{crash_test, CrashOptions, Op, TornMode, Workload};
+use testkit::crash_test::{crash_test, CrashOptions, Op, TornMode, Workload};
 
 fn main() -> Result<(), Box<dyn Error>> {
     let scratch = std::env::args_os()

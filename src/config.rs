@@ -31,7 +31,8 @@ pub enum HighWatermark {
 ///
 /// ```
 /// use std::sync::Arc;
-/// use seglog::{Config, HighWatermark, ManualClock};
+/// use seglog::{Config, HighWatermark};
+/// use testkit::ManualClock;
 ///
 /// let clock = Arc::new(ManualClock::new(1_700_000_000_000));
 /// let config = Config::default()

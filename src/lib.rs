@@ -19,4 +19,4 @@ pub use recovery::{
     AppendOrigin, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel, LogAppendInfo,
     PartitionLog, RecoveryReport,
 };
-pub use segment_store::{Clock, ManualClock, SystemClock, TopicPartition};
+pub use segment_store::{Clock, SystemClock, TopicPartition};

@@ -35,7 +35,8 @@ use crate::log_dir::{follow_policy, LogDir};
 /// ```
 /// use std::sync::Arc;
 /// use seglog::record_format::RecordBatchBuilder;
-/// use seglog::{Config, IsolationLevel, Log, ManualClock};
+/// use seglog::{Config, IsolationLevel, Log};
+/// use testkit::ManualClock;
 ///
 /// let tmp = tempfile::tempdir()?;
 /// let dir = tmp.path().join("orders-0");

@@ -9,7 +9,6 @@ use clap::{CommandFactory, Parser, Subcommand};
 use seglog::cli::crash_test::CrashTestArgs;
 use seglog::cli::demo::DemoArgs;
 use seglog::cli::dump::DumpArgs;
-use seglog::cli::kill_child::KillChildArgs;
 use seglog::cli::producers::ProducersArgs;
 use seglog::cli::recover::RecoverArgs;
 use seglog::cli::verify::VerifyArgs;
@@ -41,9 +40,6 @@ enum Command {
     Demo(DemoArgs),
     /// Crash generated workloads at every I/O point, recover and verify each image
     CrashTest(CrashTestArgs),
-    /// Child process of the SIGKILL test (tests/kill9.rs): works on a log directory until killed
-    #[command(hide = true)]
-    KillChild(KillChildArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,7 +58,6 @@ fn main() -> ExitCode {
         Command::Producers(args) => seglog::cli::producers::run(args, &mut out, &mut err),
         Command::Demo(args) => seglog::cli::demo::run(args, &mut out, &mut err),
         Command::CrashTest(args) => seglog::cli::crash_test::run(args, &mut out, &mut err),
-        Command::KillChild(args) => seglog::cli::kill_child::run(args, &mut out, &mut err),
     };
     match out.flush() {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use seglog::record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
 use seglog::{
-    AppendOrigin, Config, Error, HighWatermark, IsolationLevel, Log, LogDir, ManualClock,
-    TopicPartition,
+    AppendOrigin, Config, Error, HighWatermark, IsolationLevel, Log, LogDir, TopicPartition,
 };
+use testkit::ManualClock;
 
 const T0: i64 = 1_700_000_000_000;
 

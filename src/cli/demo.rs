@@ -32,7 +32,8 @@ use recovery::{
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateStore, MirroredLog,
     PartitionLog, PartitionLogError, SnapshotEntry,
 };
-use segment_store::{LogEnv, ManualClock, StdFs};
+use segment_store::{LogEnv, StdFs};
+use testkit::ManualClock;
 
 mod scenarios;
 

@@ -8,7 +8,6 @@
 pub mod crash_test;
 pub mod demo;
 pub mod dump;
-pub mod kill_child;
 pub mod partition;
 pub mod producers;
 pub mod recover;

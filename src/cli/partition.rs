@@ -116,7 +116,7 @@ pub fn partition_name(dir: &Path) -> String {
 /// clock.
 pub fn clock(now_ms: Option<i64>) -> std::sync::Arc<dyn segment_store::Clock> {
     match now_ms {
-        Some(ms) => std::sync::Arc::new(segment_store::ManualClock::new(ms)),
+        Some(ms) => std::sync::Arc::new(testkit::ManualClock::new(ms)),
         None => std::sync::Arc::new(segment_store::SystemClock),
     }
 }

@@ -11,7 +11,8 @@ use std::sync::Arc;
 use clap::Parser;
 use record_format::{end_txn_marker_batch, Batches, ControlRecordType, RecordBatchBuilder};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
-use segment_store::{LogConfig, LogEnv, ManualClock, StdFs};
+use segment_store::{LogConfig, LogEnv, StdFs};
+use testkit::ManualClock;
 
 use super::common::Output;
 

@@ -12,8 +12,6 @@
 //! * [`leader_epoch`]: the leader-epoch cache and its checkpoint;
 //! * [`mirror`]: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
 //!   STOPPING steps that write the barrier;
-//! * [`crash_test`](mod@crash_test): the crash-recovery harness (seeded workloads on a
-//!   simulated file system, crashed at every I/O point, recovered and checked);
 //! * [`error`]: typed errors.
 //!
 //! No `unsafe`, no panics on any input.
@@ -37,7 +35,6 @@
 
 pub mod audit;
 pub mod barrier;
-pub mod crash_test;
 pub mod error;
 pub mod leader_epoch;
 pub mod loader;
@@ -50,7 +47,6 @@ pub mod summary;
 
 pub use audit::{audit_batches, AuditFinding, ProducerAudit, Severity};
 pub use barrier::BarrierOutcome;
-pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, TornMode, Workload};
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,

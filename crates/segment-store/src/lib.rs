@@ -6,7 +6,7 @@
 //! - [`file_name`]: every naming rule (`LogFileUtils`, `UnifiedLog.parseTopicPartitionName`).
 //! - [`error`]: [`SegmentError`], typed and with the path it concerns.
 //! - [`io`]: the [`io::Storage`] seam every write path goes through, with the real
-//!   [`io::StdFs`] and the crash-simulating [`io::SimulatedFs`].
+//!   [`io::StdFs`] (the crate `testkit` has a crash-simulating one).
 //! - [`mmap`]: the only module with `unsafe`; [`mmap::MmapFile`] and its invariants.
 //! - [`index`]: [`OffsetIndex`], [`TimeIndex`] (`AbstractIndex` and subclasses) and
 //!   [`TransactionIndex`].
@@ -48,12 +48,12 @@ pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
 };
-pub use io::{write_atomically, FileHandle, OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
+pub use io::{write_atomically, FileHandle, OpenMode, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
 pub use segment::{
-    scan_segment, Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock,
-    RecoveryOutcome, RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext,
-    SegmentScan, SegmentScanner, SystemClock,
+    scan_segment, Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome,
+    RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext, SegmentScan,
+    SegmentScanner, SystemClock,
 };
