@@ -1,7 +1,7 @@
 //! The append-only `.log` of one segment (Kafka's `FileRecords`).
 //!
 //! Every write (append, truncate, sync) goes through a [`FileHandle`] from a [`Storage`], so crash
-//! tests can run it on [`crate::SimulatedFs`].
+//! tests can run it on the `testkit` crate's `SimulatedFs`.
 //!
 //! **Reads.** A sealed segment (one that will not be appended to again, see
 //! [`FileRecords::map_read_only`]) on a real file system is memory-mapped read-only and reads are

@@ -3,7 +3,7 @@
 //! `seglog dump` never reads a whole segment into memory: [`plan`] walks batch headers from a
 //! position and returns the next window of whole batches (about [`WINDOW_BYTES`]), the bytes
 //! the batch iterator needs to report a framing error, or a single batch of at least
-//! [`STREAM_BATCH_BYTES`], which [`Dumper::stream_batch`] prints without holding it: the
+//! [`STREAM_BATCH_BYTES`], which `Dumper::stream_batch` prints without holding it: the
 //! CRC is computed over the file in chunks, and for an uncompressed batch each record is parsed
 //! from a small buffered cursor, its metadata printed, then its key and value copied to the
 //! output in chunks (UTF-8 replaced lossily as a whole-value conversion would, or as hex; with
