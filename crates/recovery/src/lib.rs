@@ -66,18 +66,13 @@ pub use mirror::{
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
     MirroredLog, StoppingStep,
 };
-pub use plan::{
-    IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
-    SnapshotFinding, SnapshotOp, SnapshotPhase,
-};
+pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{
-    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,
-    ExpiredProducer, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager,
-    ProducerStateManagerConfig, ProducerStateWarning, TxnMetadata,
-    DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, ExpiredProducer,
+    ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
+    ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };
 pub use snapshot::{
-    read_snapshot, write_snapshot, SetAsideSnapshot, SnapshotEntry, SnapshotFile, SnapshotIo,
-    SnapshotLoad, StdIo, StorageIo,
+    read_snapshot, write_snapshot, SnapshotEntry, SnapshotFile, SnapshotIo, StdIo, StorageIo,
 };
 pub use summary::{BatchSummary, ControlInfo, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};

@@ -35,15 +35,10 @@ pub mod log;
 pub mod mmap;
 pub mod segment;
 
-pub use checkpoint::{
-    CheckpointFile, EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition,
-};
+pub use checkpoint::{EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition};
 pub use error::{CheckpointProblem, IndexCorruption, Result, SegmentError};
 pub use file_name::{FileKind, ParsedName, TempSuffix};
-pub use file_records::{
-    BatchHeader, FileBatches, FileRecords, HeaderIter, LogOffsetPosition, ReadOnlyBytes,
-    TimestampAndOffset,
-};
+pub use file_records::{FileRecords, HeaderIter, ReadOnlyBytes};
 pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
@@ -53,7 +48,6 @@ pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
 pub use segment::{
-    scan_segment, Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, RecoveryOutcome,
-    RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext, SegmentScan,
-    SegmentScanner, SystemClock,
+    scan_segment, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams, RollReason,
+    SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,
 };
