@@ -14,6 +14,35 @@
 //!   STOPPING steps that write the barrier;
 //! * [`error`]: typed errors.
 //!
+//! Kafka counterparts: `ProducerStateManager`, `LogLoader`, `UnifiedLog` (producer side),
+//! `LeaderEpochFileCache`, and KIP-1279's mirror partition states. Most users want the
+//! `seglog` facade (`seglog::Log`, `seglog::LogDir`) built on this crate. The loader's main
+//! path, on its own: decide (read only), then act.
+//!
+//! ```
+//! use recovery::{AppendOrigin, LoadOptions, LogLoader};
+//! use record_format::RecordBatchBuilder;
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let dir = tmp.path().join("orders-0");
+//! let (mut log, _) = LogLoader::load(&dir, &LoadOptions::default())?;
+//! let mut batch = RecordBatchBuilder::new(0).producer(7, 0, 0);
+//! batch.append(1_700_000_000_000, None, Some(b"v"), &[])?;
+//! log.append_as_leader(&batch.build(), 0, AppendOrigin::Client)?;
+//! log.flush()?;
+//! drop(log); // no close: as after a crash
+//!
+//! // What recovery would do, without changing a byte...
+//! let plan = LogLoader::plan(&dir, &LoadOptions::default())?;
+//! assert!(!plan.changes_data());
+//! assert_eq!(plan.log_end_offset, 1);
+//! // ...then doing it.
+//! let (log, report) = LogLoader::apply(plan)?;
+//! assert!(report.cut.is_empty());
+//! assert_eq!(log.producer_state().last_entry(7).map(|e| e.last_seq()), Some(0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! No `unsafe`, no panics on any input.
 #![forbid(unsafe_code)]
 #![deny(

@@ -16,6 +16,27 @@
 //!   `UnifiedLog`).
 //! - [`checkpoint`]: Kafka's text checkpoint files (`CheckpointFile`), written atomically.
 //! - [`lock`]: [`DirLock`], the exclusive `.lock` of a log or partition directory.
+//!
+//! Most users want the `seglog` facade (`seglog::Log`), which adds producer state, leader
+//! epochs and recovery on top. Used alone, a [`LocalLog`] is a directory of segments:
+//!
+//! ```
+//! use record_format::RecordBatchBuilder;
+//! use segment_store::{LocalLog, LogConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let log = LocalLog::open(dir.path(), LogConfig::default(), 0)?;
+//! let mut batch = RecordBatchBuilder::new(log.log_end_offset());
+//! batch.append(1_700_000_000_000, None, Some(b"v"), &[])?;
+//! let appended = log.append(&batch.build())?;
+//! assert_eq!((appended.first_offset, appended.last_offset), (0, 0));
+//! log.flush(log.log_end_offset())?; // fsync: everything below the recovery point is durable
+//! assert_eq!(log.recovery_point(), 1);
+//! let fetched = log.read(0, 1 << 20, true)?;
+//! assert!(!fetched.records.is_empty());
+//! log.close()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(
     test,
