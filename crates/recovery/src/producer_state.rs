@@ -973,7 +973,20 @@ impl ProducerStateManager {
         origin: AppendOrigin,
     ) -> Result<AppliedBatches, ProducerStateError> {
         let mut out = AppliedBatches::default();
-        // Analysis: no mutation of `self`.
+        let groups = self.analyse_batches(batches, origin, &mut out)?;
+        self.apply_groups(groups, &mut out)?;
+        Ok(out)
+    }
+
+    /// The analysis of [`Self::apply_batches`], without changing `self`: the batches grouped into
+    /// runs between barriers, each with its producers' updates and completed transactions
+    /// (duplicates skipped and reported in `out`), every check already made.
+    fn analyse_batches<'a>(
+        &self,
+        batches: impl IntoIterator<Item = &'a BatchSummary>,
+        origin: AppendOrigin,
+        out: &mut AppliedBatches,
+    ) -> Result<Vec<(Group, Option<&'a BatchSummary>)>, ProducerStateError> {
         let mut groups: Vec<(Group, Option<&'a BatchSummary>)> = Vec::new();
         let mut group = Group::default();
         let mut after_barrier = false;
@@ -1054,7 +1067,15 @@ impl ProducerStateManager {
                 }
             }
         }
-        // Apply, strictly in log order.
+        Ok(groups)
+    }
+
+    /// The application of [`Self::apply_batches`]: the analysed groups, strictly in log order.
+    fn apply_groups(
+        &mut self,
+        groups: Vec<(Group, Option<&BatchSummary>)>,
+        out: &mut AppliedBatches,
+    ) -> Result<(), ProducerStateError> {
         for (group, barrier) in groups {
             for info in group.infos {
                 out.warnings.extend_from_slice(&info.warnings);
@@ -1080,7 +1101,7 @@ impl ProducerStateManager {
                 out.push_barrier(self.apply_barrier(b));
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
