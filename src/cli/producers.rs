@@ -176,93 +176,119 @@ fn print(
         .values()
         .map(|t| (t.producer_id, t.first_offset))
         .collect();
-    let lso = plan.last_stable_offset;
     if args.json {
-        for e in &entries {
-            emit(
-                out,
-                &json!({
-                    "type": "producer",
-                    "partition": r.partition,
-                    "producerId": e.producer_id,
-                    "producerEpoch": e.producer_epoch,
-                    "lastSequence": e.last_sequence,
-                    "lastOffset": e.last_offset,
-                    "offsetDelta": e.offset_delta,
-                    "lastTimestamp": e.timestamp,
-                    "coordinatorEpoch": e.coordinator_epoch,
-                    "currentTxnFirstOffset": opt(e.current_txn_first_offset),
-                }),
-            )?;
-        }
-        for e in &plan.expired_producers {
-            let mut v = expired_json(e);
-            v["type"] = json!("expiredProducer");
-            v["partition"] = json!(r.partition);
-            emit(out, &v)?;
-        }
-        let (from, snapshot) = match plan.snapshot_loaded {
-            None => ("logStart", serde_json::Value::Null),
-            Some(o) => ("snapshot", json!(o)),
-        };
-        emit(
-            out,
-            &json!({
-                "type": "partition",
-                "partition": r.partition,
-                "logStartOffset": plan.log_start_offset,
-                "logEndOffset": plan.log_end_offset,
-                "lastStableOffset": lso,
-                "firstUnstableOffset": plan.producers.first_unstable_offset(),
-                "openTransactions": open.iter().map(|(p, f)| json!({"producerId": p, "firstOffset": f})).collect::<Vec<_>>(),
-                "producers": entries.len(),
-                "expiredAtLoad": plan.expired_producers.len(),
-                "rebuiltFrom": from,
-                "snapshotOffset": snapshot,
-                "batchesReplayed": plan.batches_applied,
-            }),
-        )?;
+        print_json(r, &entries, &open, out)?;
     } else {
-        let from = match plan.snapshot_loaded {
-            None => format!(
-                "rebuilt from the log start ({} batches)",
-                plan.batches_applied
-            ),
-            Some(o) => format!(
-                "from snapshot {} + {} batch(es) replayed",
-                segment_store::file_name::file_name(o, FileKind::Snapshot, None),
-                plan.batches_applied
-            ),
-        };
-        writeln!(
-            out,
-            "{}: log [{}, {}), {} producer(s), {from}",
-            r.partition,
-            plan.log_start_offset,
-            plan.log_end_offset,
-            entries.len()
-        )?;
-        for e in &entries {
-            writeln!(out, "{}", producer_line(e))?;
-        }
-        for e in &plan.expired_producers {
-            writeln!(out, "{}", expired_line(e))?;
-        }
-        writeln!(out, "lastStableOffset: {lso}")?;
-        if open.is_empty() {
-            writeln!(out, "openTransactions: none")?;
-        } else {
-            let list: Vec<String> = open
-                .iter()
-                .map(|(p, f)| format!("producerId {p} firstOffset {f}"))
-                .collect();
-            writeln!(out, "openTransactions: {}", list.join(", "))?;
-        }
+        print_text(r, &entries, &open, out)?;
     }
     if args.audit {
         status = status.max(print_audit(args, r, out)?);
     }
     Ok(status)
+}
+
+/// The producer state as JSON lines: one per producer, one per producer expired at load, then
+/// the partition's.
+fn print_json(
+    r: &Rebuilt,
+    entries: &[SnapshotEntry],
+    open: &[(i64, i64)],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let plan = &r.plan;
+    let lso = plan.last_stable_offset;
+    for e in entries {
+        emit(
+            out,
+            &json!({
+                "type": "producer",
+                "partition": r.partition,
+                "producerId": e.producer_id,
+                "producerEpoch": e.producer_epoch,
+                "lastSequence": e.last_sequence,
+                "lastOffset": e.last_offset,
+                "offsetDelta": e.offset_delta,
+                "lastTimestamp": e.timestamp,
+                "coordinatorEpoch": e.coordinator_epoch,
+                "currentTxnFirstOffset": opt(e.current_txn_first_offset),
+            }),
+        )?;
+    }
+    for e in &plan.expired_producers {
+        let mut v = expired_json(e);
+        v["type"] = json!("expiredProducer");
+        v["partition"] = json!(r.partition);
+        emit(out, &v)?;
+    }
+    let (from, snapshot) = match plan.snapshot_loaded {
+        None => ("logStart", serde_json::Value::Null),
+        Some(o) => ("snapshot", json!(o)),
+    };
+    emit(
+        out,
+        &json!({
+            "type": "partition",
+            "partition": r.partition,
+            "logStartOffset": plan.log_start_offset,
+            "logEndOffset": plan.log_end_offset,
+            "lastStableOffset": lso,
+            "firstUnstableOffset": plan.producers.first_unstable_offset(),
+            "openTransactions": open.iter().map(|(p, f)| json!({"producerId": p, "firstOffset": f})).collect::<Vec<_>>(),
+            "producers": entries.len(),
+            "expiredAtLoad": plan.expired_producers.len(),
+            "rebuiltFrom": from,
+            "snapshotOffset": snapshot,
+            "batchesReplayed": plan.batches_applied,
+        }),
+    )?;
+    Ok(())
+}
+
+/// The producer state as text, one line per producer, as `kafka-dump-log.sh` prints snapshots.
+fn print_text(
+    r: &Rebuilt,
+    entries: &[SnapshotEntry],
+    open: &[(i64, i64)],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let plan = &r.plan;
+    let lso = plan.last_stable_offset;
+    let from = match plan.snapshot_loaded {
+        None => format!(
+            "rebuilt from the log start ({} batches)",
+            plan.batches_applied
+        ),
+        Some(o) => format!(
+            "from snapshot {} + {} batch(es) replayed",
+            segment_store::file_name::file_name(o, FileKind::Snapshot, None),
+            plan.batches_applied
+        ),
+    };
+    writeln!(
+        out,
+        "{}: log [{}, {}), {} producer(s), {from}",
+        r.partition,
+        plan.log_start_offset,
+        plan.log_end_offset,
+        entries.len()
+    )?;
+    for e in entries {
+        writeln!(out, "{}", producer_line(e))?;
+    }
+    for e in &plan.expired_producers {
+        writeln!(out, "{}", expired_line(e))?;
+    }
+    writeln!(out, "lastStableOffset: {lso}")?;
+    if open.is_empty() {
+        writeln!(out, "openTransactions: none")?;
+    } else {
+        let list: Vec<String> = open
+            .iter()
+            .map(|(p, f)| format!("producerId {p} firstOffset {f}"))
+            .collect();
+        writeln!(out, "openTransactions: {}", list.join(", "))?;
+    }
+    Ok(())
 }
 
 fn print_audit(args: &ProducersArgs, r: &Rebuilt, out: &mut impl Write) -> io::Result<Status> {
