@@ -155,14 +155,18 @@ impl LogDir {
         let to = self.inner.dir.join(format!("{tp}.{id}{DELETE_DIR_SUFFIX}"));
         self.config.storage.rename(&closed.dir, &to)?;
         self.config.storage.sync_dir(&self.inner.dir)?;
-        std::fs::remove_dir_all(&to).map_err(|e| {
-            Error::Log(recovery::PartitionLogError::Io {
-                path: to.clone(),
-                op: "remove",
-                source: e,
-            })
-        })?;
-        Ok(true)
+        // The memory-mapped indexes live on the real file system, beside the storage seam, so
+        // the folder is removed there (a folder only the seam knows of is already gone for it).
+        match std::fs::remove_dir_all(&to) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::Log(recovery::PartitionLogError::Io {
+                    path: to.clone(),
+                    op: "remove",
+                    source: e,
+                }))
+            }
+            _ => Ok(true),
+        }
     }
 
     /// Flushes every partition up to its log end and writes the recovery-point,
