@@ -20,9 +20,10 @@ use commitlog::{CommitLog, LogOptions};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use record_format::RecordBatchBuilder;
 use segment_store::{
-    DirLock, FilePosition, LocalLog, LogConfig, LogSegment, ManualClock, OffsetIndex,
-    SegmentConfig, SegmentContext, StdFs, TimeIndex,
+    DirLock, FilePosition, LocalLog, LogConfig, LogSegment, OffsetIndex, SegmentConfig,
+    SegmentContext, StdFs, TimeIndex,
 };
+use testkit::ManualClock;
 
 const BATCHES: i64 = 2000;
 const RECORDS: i64 = 10;
@@ -159,17 +160,10 @@ fn append_benches(c: &mut Criterion) {
     g.finish();
 }
 
-/// xorshift64: deterministic targets without a dependency.
+/// Deterministic targets from the testkit's xorshift64 generator.
 fn targets(n: usize, max: i64) -> Vec<i64> {
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (x % max as u64) as i64
-        })
-        .collect()
+    let mut rng = testkit::crash_test::XorShift::new(0);
+    (0..n).map(|_| rng.below(max as u64) as i64).collect()
 }
 
 fn lookup_benches(c: &mut Criterion) {

@@ -21,10 +21,11 @@ use record_format::{Batches, IterEnd, RecordBatch, RecordBatchBuilder};
 use segment_store::file_name::segment_file_path;
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::{
-    AbortedTxn, DirLock, FileKind, FilePosition, LogSegment, ManualClock, OffsetIndex,
-    OffsetPosition, SegmentConfig, SegmentContext, SegmentError, StdFs, TimeIndex, TimestampOffset,
+    AbortedTxn, DirLock, FileKind, FilePosition, LogSegment, OffsetIndex, OffsetPosition,
+    SegmentConfig, SegmentContext, SegmentError, StdFs, TimeIndex, TimestampOffset,
     TransactionIndex,
 };
+use testkit::ManualClock;
 
 /// The per-process scratch directory (removed by [`remove_temp_root`]).
 pub fn temp_root() -> &'static Path {

@@ -6,14 +6,13 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
-use seglog::crash_test::CrashTestArgs;
-use seglog::demo::DemoArgs;
-use seglog::dump::DumpArgs;
-use seglog::kill_child::KillChildArgs;
-use seglog::producers::ProducersArgs;
-use seglog::recover::RecoverArgs;
-use seglog::verify::VerifyArgs;
-use seglog::Status;
+use seglog::cli::crash_test::CrashTestArgs;
+use seglog::cli::demo::DemoArgs;
+use seglog::cli::dump::DumpArgs;
+use seglog::cli::producers::ProducersArgs;
+use seglog::cli::recover::RecoverArgs;
+use seglog::cli::verify::VerifyArgs;
+use seglog::cli::Status;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -41,9 +40,6 @@ enum Command {
     Demo(DemoArgs),
     /// Crash generated workloads at every I/O point, recover and verify each image
     CrashTest(CrashTestArgs),
-    /// Child process of the SIGKILL test (tests/kill9.rs): works on a log directory until killed
-    #[command(hide = true)]
-    KillChild(KillChildArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,13 +52,12 @@ fn main() -> ExitCode {
     let stderr = io::stderr();
     let mut err = stderr.lock();
     let status = match &cli.command {
-        Command::Dump(args) => seglog::dump::run(args, &mut out, &mut err),
-        Command::Verify(args) => seglog::verify::run(args, &mut out, &mut err),
-        Command::Recover(args) => seglog::recover::run(args, &mut out, &mut err),
-        Command::Producers(args) => seglog::producers::run(args, &mut out, &mut err),
-        Command::Demo(args) => seglog::demo::run(args, &mut out, &mut err),
-        Command::CrashTest(args) => seglog::crash_test::run(args, &mut out, &mut err),
-        Command::KillChild(args) => seglog::kill_child::run(args, &mut out, &mut err),
+        Command::Dump(args) => seglog::cli::dump::run(args, &mut out, &mut err),
+        Command::Verify(args) => seglog::cli::verify::run(args, &mut out, &mut err),
+        Command::Recover(args) => seglog::cli::recover::run(args, &mut out, &mut err),
+        Command::Producers(args) => seglog::cli::producers::run(args, &mut out, &mut err),
+        Command::Demo(args) => seglog::cli::demo::run(args, &mut out, &mut err),
+        Command::CrashTest(args) => seglog::cli::crash_test::run(args, &mut out, &mut err),
     };
     match out.flush() {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {

@@ -1,6 +1,6 @@
 //! `seglog dump --print-data-log` (and `--json --deep-iteration`) on a record whose value is far
 //! larger than the memory it may use: the batch is streamed from the file (see
-//! `src/dump/stream.rs`), so the dump of a 40 MiB value fits in an 8 MiB allocation budget, and
+//! `src/cli/dump/stream.rs`), so the dump of a 40 MiB value fits in an 8 MiB allocation budget, and
 //! prints exactly the line a whole-value conversion gives. The budget is enforced by this test binary's allocator (`cap::Cap`): an
 //! allocation past it fails and aborts the binary, a loud failure.
 
@@ -8,8 +8,8 @@ use std::alloc::System;
 use std::io::{self, Write};
 
 use cap::Cap;
-use seglog::dump::DumpArgs;
-use seglog::Status;
+use seglog::cli::dump::DumpArgs;
+use seglog::cli::Status;
 
 #[global_allocator]
 static ALLOC: Cap<System> = Cap::new(System, usize::MAX);
@@ -217,7 +217,9 @@ fn json_of_a_40_mib_value_is_streamed_within_an_8_mib_budget() {
         mismatch: None,
     };
     let mut err = Vec::with_capacity(4096);
-    let status = within(8 << 20, || seglog::dump::run(&args, &mut out, &mut err));
+    let status = within(8 << 20, || {
+        seglog::cli::dump::run(&args, &mut out, &mut err)
+    });
     assert_eq!(status, Status::Success, "{}", String::from_utf8_lossy(&err));
     assert_eq!(out.mismatch, None);
     assert_eq!(out.next, records.len(), "record lines");
@@ -250,11 +252,11 @@ fn a_40_mib_value_is_streamed_within_an_8_mib_budget() {
     let (path, value, log, big_position) = big_log(dir.path());
     let big_batch = &log[big_position..];
     let view = record_format::RecordBatch::new(big_batch, big_position as u64).expect("batch");
-    let batch_line = seglog::dump::log::batch_line(&view);
+    let batch_line = seglog::cli::dump::log::batch_line(&view);
     assert!(batch_line.contains("isvalid: true"));
     let first_line = {
         let small_view = record_format::RecordBatch::new(&log[..big_position], 0).expect("small");
-        seglog::dump::log::batch_line(&small_view)
+        seglog::cli::dump::log::batch_line(&small_view)
     };
     let expected = format!(
         "Dumping {p}\nLog starting offset: 0\n{first_line}\n\
@@ -282,7 +284,9 @@ fn a_40_mib_value_is_streamed_within_an_8_mib_budget() {
         first_difference: None,
     };
     let mut err = Vec::with_capacity(4096);
-    let status = within(8 << 20, || seglog::dump::run(&args, &mut out, &mut err));
+    let status = within(8 << 20, || {
+        seglog::cli::dump::run(&args, &mut out, &mut err)
+    });
     assert_eq!(status, Status::Success, "{}", String::from_utf8_lossy(&err));
     assert_eq!(out.first_difference, None, "output differs");
     assert_eq!(out.at, expected.len(), "output length");

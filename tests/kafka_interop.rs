@@ -1012,7 +1012,7 @@ fn java_utf8_decoding_matches_the_jdk() {
     assert_eq!(java.len(), inputs.len());
     let mut wrong = Vec::new();
     for (b, j) in inputs.iter().zip(&java) {
-        let ours = hex(seglog::dump::java_utf8::java_utf8_lossy(b).as_bytes());
+        let ours = hex(seglog::cli::dump::java_utf8::java_utf8_lossy(b).as_bytes());
         if ours != *j {
             wrong.push(format!("{}: jdk {j} seglog {ours}", hex(b)));
         }

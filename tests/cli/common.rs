@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use seglog::dump::DumpArgs;
-use seglog::Status;
+use seglog::cli::dump::DumpArgs;
+use seglog::cli::Status;
 
 /// `<repo>`.
 pub fn repo() -> PathBuf {
@@ -70,7 +70,7 @@ pub fn dump<S: AsRef<std::ffi::OsStr>>(argv: &[S]) -> Output {
 pub fn dump_args(args: &DumpArgs) -> Output {
     let mut out = Vec::new();
     let mut err = Vec::new();
-    let status = seglog::dump::run(args, &mut out, &mut err);
+    let status = seglog::cli::dump::run(args, &mut out, &mut err);
     Output {
         stdout: String::from_utf8(out).expect("stdout is UTF-8"),
         stderr: String::from_utf8(err).expect("stderr is UTF-8"),

@@ -1,8 +1,8 @@
 //! `seglog crash-test`: a short randomized run in-process and through the real binary.
 
 use clap::Parser;
-use seglog::crash_test::{run, CrashTestArgs};
-use seglog::Status;
+use seglog::cli::crash_test::{run, CrashTestArgs};
+use seglog::cli::Status;
 
 use crate::run::{assert_no_panic, seglog};
 

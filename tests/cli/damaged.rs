@@ -3,7 +3,7 @@
 //! and goes on, which seglog keeps (text output stays Kafka's), adding the exit status.
 
 use record_format::{ControlRecordType, RecordBatchBuilder};
-use seglog::Status;
+use seglog::cli::Status;
 
 use super::common::{dump, sample_log, tempdir, write};
 

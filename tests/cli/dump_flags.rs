@@ -2,7 +2,7 @@
 //! `--skip-record-metadata`, record sizes in JSON, usage errors that name the subcommand's help,
 //! and a message about a bad `--max-bytes` value.
 
-use seglog::Status;
+use seglog::cli::Status;
 
 use super::common::{dump, tempdir, testdata, write};
 use super::run::{assert_no_panic, seglog};
@@ -135,7 +135,7 @@ fn a_negative_max_bytes_gets_a_message_about_the_value() {
 
 #[test]
 fn plain_decoders_and_kafka_decoder_classes() {
-    use seglog::dump::decoders::PlainDecoder;
+    use seglog::cli::dump::decoders::PlainDecoder;
     let v = br#"{ "a" : [1, 2] }"#;
     assert_eq!(PlainDecoder::Json.show(v), r#"{"a":[1,2]}"#);
     assert_eq!(PlainDecoder::Json.show(b"not json"), "not json");

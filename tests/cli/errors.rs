@@ -1,7 +1,7 @@
 //! User errors: exit 2 and exactly one stderr line, nothing half-printed, never a panic.
 
-use seglog::dump::DumpArgs;
-use seglog::Status;
+use seglog::cli::dump::DumpArgs;
+use seglog::cli::Status;
 
 use super::common::{dump, dump_args, sample_log, tempdir, testdata, write};
 

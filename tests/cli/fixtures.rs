@@ -28,7 +28,7 @@ fn size(hex: &Value) -> i64 {
 /// replacement rules `java_utf8_lossy` follows (checked against the JVM itself on 20,000 random
 /// inputs by `cargo test --test kafka_interop`).
 fn text(hex: &str) -> String {
-    seglog::dump::java_utf8::java_utf8_lossy(&unhex(hex)).into_owned()
+    seglog::cli::dump::java_utf8::java_utf8_lossy(&unhex(hex)).into_owned()
 }
 
 /// The JSON Kafka's generated `*JsonConverter` prints for the KRaft control values in
@@ -176,7 +176,7 @@ fn text_dump_of_every_fixture_matches_kafka_format() {
         ]);
         assert_eq!(
             out.status,
-            seglog::Status::Success,
+            seglog::cli::Status::Success,
             "{shown}: {}",
             out.stderr
         );
@@ -245,7 +245,7 @@ fn json_dump_of_every_fixture_matches_the_fixture_json() {
         ]);
         assert_eq!(
             out.status,
-            seglog::Status::Success,
+            seglog::cli::Status::Success,
             "{shown}: {}",
             out.stderr
         );

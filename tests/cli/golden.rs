@@ -163,7 +163,7 @@ fn whole_segment() {
     .collect();
     let joined = files.join(",");
     let out = dump(&["--deep-iteration", "--files", joined.as_str()]);
-    assert_eq!(out.status, seglog::Status::Success, "{}", out.stderr);
+    assert_eq!(out.status, seglog::cli::Status::Success, "{}", out.stderr);
     check_golden("segment-100.txt", &transcript(&out, Some(d)));
 
     let out = dump(&["--json", "--deep-iteration", "--files", joined.as_str()]);
@@ -233,7 +233,7 @@ fn legacy_entries_print_kafkas_legacy_lines() {
     log.extend_from_slice(&v1);
     let path = write(dir.path(), "00000000000000000000.log", &log);
     let out = dump(&["--print-data-log".as_ref(), path.as_os_str()]);
-    assert_eq!(out.status, seglog::Status::Success, "{}", out.stderr);
+    assert_eq!(out.status, seglog::cli::Status::Success, "{}", out.stderr);
     let expected = format!(
         "Dumping {p}\nLog starting offset: 0\n\
          offset: 0 position: 0 NoTimestampType: -1 size: {s0} magic: 0 compresscodec: none crc: {crc0} isvalid: true\n\
@@ -259,5 +259,5 @@ fn kraft_snapshot_checkpoint_header() {
     let lines = out.stdout_lines();
     assert_eq!(lines[1], "Snapshot end offset: 10, epoch: 1");
     assert!(lines[2].starts_with("baseOffset: 0 "));
-    assert_eq!(out.status, seglog::Status::Success);
+    assert_eq!(out.status, seglog::cli::Status::Success);
 }

@@ -2,7 +2,7 @@
 
 use recovery::snapshot::encode_snapshot;
 use recovery::SnapshotEntry;
-use seglog::Status;
+use seglog::cli::Status;
 use segment_store::index::AbortedTxn;
 
 use super::common::{dump, sample_log, tempdir, write};

@@ -240,7 +240,7 @@ fn plain_decoders_show_hex_and_base64() {
 #[test]
 fn damaged_records_never_panic_and_errors_point_inside_the_record() {
     use record_format::{Batches, DecodeLimits, LogEntry};
-    use seglog::dump::decoders::{Decoder, Field};
+    use seglog::cli::dump::decoders::{Decoder, Field};
 
     let files = [
         (

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use seglog::Status;
+use seglog::cli::Status;
 
 use super::common::tempdir;
 use super::logs::{build_partition, producers, recover, verify};

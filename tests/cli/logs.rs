@@ -11,7 +11,8 @@ use std::sync::Arc;
 use clap::Parser;
 use record_format::{end_txn_marker_batch, Batches, ControlRecordType, RecordBatchBuilder};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
-use segment_store::{LogConfig, LogEnv, ManualClock, StdFs};
+use segment_store::{LogConfig, LogEnv, StdFs};
+use testkit::ManualClock;
 
 use super::common::Output;
 
@@ -182,7 +183,7 @@ pub fn tree(dir: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn run_with<A: Parser>(
     name: &str,
     argv: &[&OsStr],
-    run: impl FnOnce(&A, &mut Vec<u8>, &mut Vec<u8>) -> seglog::Status,
+    run: impl FnOnce(&A, &mut Vec<u8>, &mut Vec<u8>) -> seglog::cli::Status,
 ) -> Output {
     let mut full: Vec<&OsStr> = vec![OsStr::new(name)];
     full.extend_from_slice(argv);
@@ -199,17 +200,17 @@ fn run_with<A: Parser>(
 
 /// `seglog verify <argv>` in-process.
 pub fn verify(argv: &[&OsStr]) -> Output {
-    run_with("verify", argv, seglog::verify::run)
+    run_with("verify", argv, seglog::cli::verify::run)
 }
 
 /// `seglog recover <argv>` in-process.
 pub fn recover(argv: &[&OsStr]) -> Output {
-    run_with("recover", argv, seglog::recover::run)
+    run_with("recover", argv, seglog::cli::recover::run)
 }
 
 /// `seglog producers <argv>` in-process.
 pub fn producers(argv: &[&OsStr]) -> Output {
-    run_with("producers", argv, seglog::producers::run)
+    run_with("producers", argv, seglog::cli::producers::run)
 }
 
 /// The four damages the verify and recover tests share.

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use seglog::Status;
+use seglog::cli::Status;
 
 use super::common::tempdir;
 use super::logs::{batches, build_partition, damage, files, tree, verify, Damage, PLAN};

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates src/dump/decoders/generated/*.rs from Kafka's message schema JSON files.
+# Regenerates src/cli/dump/decoders/generated/*.rs from Kafka's message schema JSON files.
 #
 # The schemas ship inside Kafka's jars; this script resolves the jars of KAFKA_VERSION from Maven
 # Central (mvn dependency:get), extracts their *.json schema files to a temporary directory, runs
@@ -30,7 +30,7 @@ META="$(jar kafka-metadata)/common/metadata"
 STORAGE="$(jar kafka-storage)/message"
 CLIENTS="$(jar kafka-clients)/common/message"
 
-OUT="$ROOT/src/dump/decoders/generated"
+OUT="$ROOT/src/cli/dump/decoders/generated"
 cd "$ROOT"
 cargo run -q -p schema-gen -- "$OUT" \
   "group=$GROUP" \

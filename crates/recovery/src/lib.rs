@@ -12,9 +12,36 @@
 //! * [`leader_epoch`]: the leader-epoch cache and its checkpoint;
 //! * [`mirror`]: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
 //!   STOPPING steps that write the barrier;
-//! * [`crash_test`](mod@crash_test): the crash-recovery harness (seeded workloads on a
-//!   simulated file system, crashed at every I/O point, recovered and checked);
 //! * [`error`]: typed errors.
+//!
+//! Kafka counterparts: `ProducerStateManager`, `LogLoader`, `UnifiedLog` (producer side),
+//! `LeaderEpochFileCache`, and KIP-1279's mirror partition states. Most users want the
+//! `seglog` facade (`seglog::Log`, `seglog::LogDir`) built on this crate. The loader's main
+//! path, on its own: decide (read only), then act.
+//!
+//! ```
+//! use recovery::{AppendOrigin, LoadOptions, LogLoader};
+//! use record_format::RecordBatchBuilder;
+//!
+//! let tmp = tempfile::tempdir()?;
+//! let dir = tmp.path().join("orders-0");
+//! let (mut log, _) = LogLoader::load(&dir, &LoadOptions::default())?;
+//! let mut batch = RecordBatchBuilder::new(0).producer(7, 0, 0);
+//! batch.append(1_700_000_000_000, None, Some(b"v"), &[])?;
+//! log.append_as_leader(&batch.build(), 0, AppendOrigin::Client)?;
+//! log.flush()?;
+//! drop(log); // no close: as after a crash
+//!
+//! // What recovery would do, without changing a byte...
+//! let plan = LogLoader::plan(&dir, &LoadOptions::default())?;
+//! assert!(!plan.changes_data());
+//! assert_eq!(plan.log_end_offset, 1);
+//! // ...then doing it.
+//! let (log, report) = LogLoader::apply(plan)?;
+//! assert!(report.cut.is_empty());
+//! assert_eq!(log.producer_state().last_entry(7).map(|e| e.last_seq()), Some(0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 //!
 //! No `unsafe`, no panics on any input.
 #![forbid(unsafe_code)]
@@ -37,7 +64,6 @@
 
 pub mod audit;
 pub mod barrier;
-pub mod crash_test;
 pub mod error;
 pub mod leader_epoch;
 pub mod loader;
@@ -50,7 +76,6 @@ pub mod summary;
 
 pub use audit::{audit_batches, AuditFinding, ProducerAudit, Severity};
 pub use barrier::BarrierOutcome;
-pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, TornMode, Workload};
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,
@@ -70,17 +95,13 @@ pub use mirror::{
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
     MirroredLog, StoppingStep,
 };
-pub use plan::{
-    IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
-    SnapshotFinding, SnapshotOp, SnapshotPhase,
-};
+pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{
-    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, ExpiredProducer,
     ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
     ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };
 pub use snapshot::{
-    read_snapshot, write_snapshot, SetAsideSnapshot, SnapshotEntry, SnapshotFile, SnapshotIo,
-    SnapshotLoad, StdIo, StorageIo,
+    read_snapshot, write_snapshot, SnapshotEntry, SnapshotFile, SnapshotIo, StdIo, StorageIo,
 };
 pub use summary::{BatchSummary, ControlInfo, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};

@@ -49,7 +49,7 @@ use segment_store::file_name::{
 use segment_store::{DirLock, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition};
 
 use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
-use crate::producer_state::ProducerStateWarning;
+use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
 
 /// Name of the quarantine folder inside a partition directory.
 pub const QUARANTINE_DIR: &str = "quarantine";
@@ -120,7 +120,7 @@ pub struct CutInfo {
 }
 
 /// What loading one partition found and did.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct RecoveryReport {
     /// The partition directory's name.
     pub partition: String,
@@ -158,6 +158,9 @@ pub struct RecoveryReport {
     pub log_end_offset: i64,
     /// Number of producers in the loaded state.
     pub producers: usize,
+    /// Producers dropped at load because they had expired: id, last write, and the clock and
+    /// `producer.id.expiration.ms` that expired them.
+    pub expired_producers: Vec<ExpiredProducer>,
 }
 
 impl fmt::Display for RecoveryReport {
@@ -214,7 +217,11 @@ impl fmt::Display for RecoveryReport {
             f,
             "; log [{}, {}), {} producer(s)",
             self.log_start_offset, self.log_end_offset, self.producers
-        )
+        )?;
+        if !self.expired_producers.is_empty() {
+            write!(f, ", {} expired at load", self.expired_producers.len())?;
+        }
+        Ok(())
     }
 }
 

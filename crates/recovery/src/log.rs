@@ -944,6 +944,16 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// Kafka `UnifiedLog.roll`: flushes the log up to its end, seals the active segment and
+    /// starts a new one at the log end offset, with a producer snapshot named after its base
+    /// (as at a roll caused by an append). Returns the new base offset.
+    pub fn roll(&mut self) -> Result<i64, PartitionLogError> {
+        let base = self.local.roll(None)?;
+        self.psm.update_map_end_offset(base);
+        self.psm.take_snapshot_with(&self.io, &self.dir)?;
+        Ok(base)
+    }
+
     /// Kafka `takeProducerSnapshot`: writes a producer snapshot at the log end offset now
     /// (atomically; Kafka otherwise snapshots only at rolls and at close). The log itself is not
     /// flushed: after a crash that loses the unflushed tail, the snapshot is "from the future"

@@ -45,7 +45,9 @@ use crate::loader::{
 };
 use crate::log::{PartitionLog, PartitionLogError};
 use crate::mirror::{MirrorStateFile, MirrorStateStore};
-use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
+use crate::producer_state::{
+    AppliedBatches, ExpiredProducer, ProducerStateManager, ProducerStateWarning,
+};
 use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, StorageIo};
 use crate::summary::BatchSummary;
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
@@ -278,6 +280,9 @@ pub struct RecoveryPlan {
     pub epoch_assignments: Vec<(i32, i64)>,
     /// Producer-state warnings of the recovered batches.
     pub warnings: Vec<ProducerStateWarning>,
+    /// Producers dropped at load because they had expired (`producer.id.expiration.ms` against
+    /// the clock of the options' environment).
+    pub expired_producers: Vec<ExpiredProducer>,
     /// The producer state after loading.
     pub producers: ProducerStateManager,
     /// Log start offset after loading.
@@ -415,6 +420,7 @@ impl RecoveryPlan {
                 .map(|a| a.path().to_path_buf())
                 .collect(),
             warnings: self.warnings.clone(),
+            expired_producers: self.expired_producers.clone(),
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
             producers: self.producers.active_producers().len(),
@@ -1261,6 +1267,7 @@ fn plan_with(
     let mut scans = Vec::new();
     let mut quarantined_segments = Vec::new();
     let mut snapshot_loaded = None;
+    let mut expired_producers = Vec::new();
     let mut batches_applied = 0u64;
     let mut audit = audit.then(ProducerAudit::new);
     let quarantine_dir = next_quarantine_dir(opts, dir)?;
@@ -1281,6 +1288,7 @@ fn plan_with(
             .into_iter()
             .filter(|s| s.offset > base)
             .collect();
+        expired_producers.extend(load.expired_producers);
         let from = psm.map_end_offset().max(log_start_before);
         if base > from {
             sources.replay(&mut psm, from, base, &mut |b| {
@@ -1413,6 +1421,7 @@ fn plan_with(
         if let Some(f) = load.loaded {
             snapshot_loaded = Some(f.offset);
         }
+        expired_producers.extend(load.expired_producers);
         let from = psm.map_end_offset().max(log_start);
         if log_end > from {
             sources.replay(&mut psm, from, log_end, &mut |b| {
@@ -1455,6 +1464,7 @@ fn plan_with(
         audit: audit.map(ProducerAudit::into_findings),
         epoch_assignments,
         warnings,
+        expired_producers,
         producers: psm,
         log_start_offset: log_start,
         log_end_offset: log_end,
@@ -1707,6 +1717,7 @@ fn apply_with(
             .map(|a| a.path().to_path_buf())
             .collect(),
         warnings: plan.warnings,
+        expired_producers: plan.expired_producers,
         log_start_offset: log_start,
         log_end_offset: log_end,
         producers,

@@ -332,6 +332,131 @@ pub struct ProducerAppendInfo {
     epoch_changed: bool,
 }
 
+// ------------------------------------------------------------------------------------------------
+// The rules, once: both ProducerAppendInfo (any origin, on a copy of the entry) and
+// ProducerStateManager::apply_replicated_batch (replication, in place) call these.
+
+/// What a producer-owned control batch is: `None` for an empty one (a no-op), the marker's
+/// `(commit, coordinator epoch)` for an ABORT/COMMIT; any other control batch (including
+/// `MIRROR_PID_RESET`, which must be routed to the barrier before reaching per-producer state)
+/// is [`ProducerStateError::InvalidControlBatch`], as `EndTransactionMarker.deserialize` throws.
+fn end_txn_marker_of(
+    producer_id: i64,
+    batch: &BatchSummary,
+) -> Result<Option<(bool, i32)>, ProducerStateError> {
+    let invalid = |reason| ProducerStateError::InvalidControlBatch {
+        producer_id,
+        offset: batch.base_offset,
+        reason,
+    };
+    match &batch.control {
+        None if batch.records_count <= 0 => Ok(None),
+        None => Err(invalid(InvalidControlReason::MissingControlRecord)),
+        Some(ControlInfo::EndTxn {
+            commit,
+            coordinator_epoch,
+        }) => Ok(Some((*commit, *coordinator_epoch))),
+        Some(ControlInfo::MirrorPidReset { .. }) => {
+            Err(invalid(InvalidControlReason::NotAnEndTxnMarker(7)))
+        }
+        Some(ControlInfo::Other(t)) => Err(invalid(InvalidControlReason::NotAnEndTxnMarker(*t))),
+    }
+}
+
+/// Kafka `checkProducerEpoch`: an epoch below the current one is an error, or under
+/// [`AppendOrigin::Replication`] a warning.
+fn check_epoch(
+    origin: AppendOrigin,
+    producer_id: i64,
+    epoch: i16,
+    current_epoch: i16,
+    offset: i64,
+    is_marker: bool,
+) -> Result<Option<ProducerStateWarning>, ProducerStateError> {
+    if epoch >= current_epoch {
+        return Ok(None);
+    }
+    if origin == AppendOrigin::Replication {
+        Ok(Some(ProducerStateWarning::EpochRegression {
+            producer_id,
+            offset,
+            epoch,
+            current_epoch,
+            is_marker,
+        }))
+    } else {
+        Err(ProducerStateError::InvalidProducerEpoch {
+            producer_id,
+            offset,
+            epoch,
+            current_epoch,
+            is_marker,
+        })
+    }
+}
+
+/// Kafka `checkCoordinatorEpoch` of a marker: a coordinator epoch below the current one is
+/// fencing, or under [`AppendOrigin::Replication`] a warning.
+fn check_coordinator_epoch(
+    origin: AppendOrigin,
+    producer_id: i64,
+    coordinator_epoch: i32,
+    current_coordinator_epoch: i32,
+    offset: i64,
+) -> Result<Option<ProducerStateWarning>, ProducerStateError> {
+    if current_coordinator_epoch <= coordinator_epoch {
+        return Ok(None);
+    }
+    if origin == AppendOrigin::Replication {
+        Ok(Some(ProducerStateWarning::CoordinatorEpochRegression {
+            producer_id,
+            offset,
+            coordinator_epoch,
+            current_coordinator_epoch,
+        }))
+    } else {
+        Err(ProducerStateError::TransactionCoordinatorFenced {
+            producer_id,
+            offset,
+            coordinator_epoch,
+            current_coordinator_epoch,
+        })
+    }
+}
+
+/// A non-transactional data batch while the producer has a transaction open is
+/// [`ProducerStateError::InvalidTxnState`].
+fn check_txn_state(
+    producer_id: i64,
+    offset: i64,
+    txn_first_offset: Option<i64>,
+    is_transactional: bool,
+) -> Result<(), ProducerStateError> {
+    match (txn_first_offset, is_transactional) {
+        (Some(txn_first_offset), false) => Err(ProducerStateError::InvalidTxnState {
+            producer_id,
+            offset,
+            txn_first_offset,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// What a marker does to its producer's entry: the epoch (if higher), no open transaction, the
+/// marker's coordinator epoch and timestamp. Returns whether the epoch changed.
+fn apply_end_txn_marker_to(
+    e: &mut ProducerStateEntry,
+    producer_epoch: i16,
+    coordinator_epoch: i32,
+    timestamp: i64,
+) -> bool {
+    let changed = e.maybe_update_producer_epoch(producer_epoch);
+    e.current_txn_first_offset = None;
+    e.coordinator_epoch = coordinator_epoch;
+    e.last_timestamp = timestamp;
+    changed
+}
+
 impl ProducerAppendInfo {
     /// Starts an update from `current_entry` (the manager's entry, or `ProducerStateEntry::empty`).
     pub fn new(producer_id: i64, current_entry: ProducerStateEntry, origin: AppendOrigin) -> Self {
@@ -380,30 +505,15 @@ impl ProducerAppendInfo {
     ) -> Result<Option<CompletedTxn>, ProducerStateError> {
         let offset_delta = batch.offset_delta()?;
         if batch.is_control {
-            let invalid = |reason| ProducerStateError::InvalidControlBatch {
-                producer_id: self.producer_id,
-                offset: batch.base_offset,
-                reason,
-            };
-            match &batch.control {
-                None if batch.records_count <= 0 => Ok(None),
-                None => Err(invalid(InvalidControlReason::MissingControlRecord)),
-                Some(ControlInfo::EndTxn {
+            match end_txn_marker_of(self.producer_id, batch)? {
+                None => Ok(None),
+                Some((commit, coordinator_epoch)) => self.append_end_txn_marker(
                     commit,
                     coordinator_epoch,
-                }) => self.append_end_txn_marker(
-                    *commit,
-                    *coordinator_epoch,
                     batch.producer_epoch,
                     batch.base_offset,
                     batch.max_timestamp,
                 ),
-                Some(ControlInfo::MirrorPidReset { .. }) => {
-                    Err(invalid(InvalidControlReason::NotAnEndTxnMarker(7)))
-                }
-                Some(ControlInfo::Other(t)) => {
-                    Err(invalid(InvalidControlReason::NotAnEndTxnMarker(*t)))
-                }
             }
         } else {
             self.append_data_batch(
@@ -427,26 +537,14 @@ impl ProducerAppendInfo {
         is_marker: bool,
         warnings: &mut Vec<ProducerStateWarning>,
     ) -> Result<(), ProducerStateError> {
-        let current_epoch = self.updated_entry.producer_epoch;
-        if epoch < current_epoch {
-            if self.origin == AppendOrigin::Replication {
-                warnings.push(ProducerStateWarning::EpochRegression {
-                    producer_id: self.producer_id,
-                    offset,
-                    epoch,
-                    current_epoch,
-                    is_marker,
-                });
-            } else {
-                return Err(ProducerStateError::InvalidProducerEpoch {
-                    producer_id: self.producer_id,
-                    offset,
-                    epoch,
-                    current_epoch,
-                    is_marker,
-                });
-            }
-        }
+        warnings.extend(check_epoch(
+            self.origin,
+            self.producer_id,
+            epoch,
+            self.updated_entry.producer_epoch,
+            offset,
+            is_marker,
+        )?);
         Ok(())
     }
 
@@ -509,13 +607,7 @@ impl ProducerAppendInfo {
         // Checked before `add_batch` (Kafka checks after, then discards the whole append info on
         // the exception; checking first keeps this info usable).
         let txn = self.updated_entry.current_txn_first_offset;
-        if let (Some(txn_first_offset), false) = (txn, is_transactional) {
-            return Err(ProducerStateError::InvalidTxnState {
-                producer_id: self.producer_id,
-                offset: first_offset,
-                txn_first_offset,
-            });
-        }
+        check_txn_state(self.producer_id, first_offset, txn, is_transactional)?;
         self.epoch_changed |= self.updated_entry.add_batch(
             epoch,
             BatchMetadata {
@@ -561,24 +653,13 @@ impl ProducerAppendInfo {
     ) -> Result<Option<CompletedTxn>, ProducerStateError> {
         let mut warnings = Vec::new();
         self.check_producer_epoch(producer_epoch, offset, true, &mut warnings)?;
-        let current_coordinator_epoch = self.updated_entry.coordinator_epoch;
-        if current_coordinator_epoch > coordinator_epoch {
-            if self.origin == AppendOrigin::Replication {
-                warnings.push(ProducerStateWarning::CoordinatorEpochRegression {
-                    producer_id: self.producer_id,
-                    offset,
-                    coordinator_epoch,
-                    current_coordinator_epoch,
-                });
-            } else {
-                return Err(ProducerStateError::TransactionCoordinatorFenced {
-                    producer_id: self.producer_id,
-                    offset,
-                    coordinator_epoch,
-                    current_coordinator_epoch,
-                });
-            }
-        }
+        warnings.extend(check_coordinator_epoch(
+            self.origin,
+            self.producer_id,
+            coordinator_epoch,
+            self.updated_entry.coordinator_epoch,
+            offset,
+        )?);
         let completed = self
             .updated_entry
             .current_txn_first_offset
@@ -588,11 +669,12 @@ impl ProducerAppendInfo {
                 last_offset: offset,
                 is_aborted: !commit,
             });
-        let e = &mut self.updated_entry;
-        self.epoch_changed |= e.maybe_update_producer_epoch(producer_epoch);
-        e.current_txn_first_offset = None;
-        e.coordinator_epoch = coordinator_epoch;
-        e.last_timestamp = timestamp;
+        self.epoch_changed |= apply_end_txn_marker_to(
+            &mut self.updated_entry,
+            producer_epoch,
+            coordinator_epoch,
+            timestamp,
+        );
         self.warnings.append(&mut warnings);
         Ok(completed)
     }
@@ -891,7 +973,20 @@ impl ProducerStateManager {
         origin: AppendOrigin,
     ) -> Result<AppliedBatches, ProducerStateError> {
         let mut out = AppliedBatches::default();
-        // Analysis: no mutation of `self`.
+        let groups = self.analyse_batches(batches, origin, &mut out)?;
+        self.apply_groups(groups, &mut out)?;
+        Ok(out)
+    }
+
+    /// The analysis of [`Self::apply_batches`], without changing `self`: the batches grouped into
+    /// runs between barriers, each with its producers' updates and completed transactions
+    /// (duplicates skipped and reported in `out`), every check already made.
+    fn analyse_batches<'a>(
+        &self,
+        batches: impl IntoIterator<Item = &'a BatchSummary>,
+        origin: AppendOrigin,
+        out: &mut AppliedBatches,
+    ) -> Result<Vec<(Group, Option<&'a BatchSummary>)>, ProducerStateError> {
         let mut groups: Vec<(Group, Option<&'a BatchSummary>)> = Vec::new();
         let mut group = Group::default();
         let mut after_barrier = false;
@@ -972,7 +1067,15 @@ impl ProducerStateManager {
                 }
             }
         }
-        // Apply, strictly in log order.
+        Ok(groups)
+    }
+
+    /// The application of [`Self::apply_batches`]: the analysed groups, strictly in log order.
+    fn apply_groups(
+        &mut self,
+        groups: Vec<(Group, Option<&BatchSummary>)>,
+        out: &mut AppliedBatches,
+    ) -> Result<(), ProducerStateError> {
         for (group, barrier) in groups {
             for info in group.infos {
                 out.warnings.extend_from_slice(&info.warnings);
@@ -998,7 +1101,7 @@ impl ProducerStateManager {
                 out.push_barrier(self.apply_barrier(b));
             }
         }
-        Ok(out)
+        Ok(())
     }
 }
 
@@ -1022,137 +1125,198 @@ impl ProducerStateManager {
         }
         if batch.has_producer_id() {
             let pid = batch.producer_id;
-            let (epoch, coordinator_epoch, txn_first_offset) =
-                self.producers
-                    .get(&pid)
-                    .map_or((NO_PRODUCER_EPOCH, -1, None), |e| {
-                        (
-                            e.producer_epoch,
-                            e.coordinator_epoch,
-                            e.current_txn_first_offset,
-                        )
-                    });
-            let epoch_warning = |offset, is_marker| {
-                (batch.producer_epoch < epoch).then_some(ProducerStateWarning::EpochRegression {
-                    producer_id: pid,
-                    offset,
-                    epoch: batch.producer_epoch,
-                    current_epoch: epoch,
-                    is_marker,
-                })
-            };
-            if batch.is_control {
-                let invalid = |reason| ProducerStateError::InvalidControlBatch {
-                    producer_id: pid,
-                    offset: batch.base_offset,
-                    reason,
-                };
-                match &batch.control {
-                    None if batch.records_count <= 0 => {
-                        // A no-op for an existing producer; a new one gets an empty entry.
-                        self.producers
-                            .entry(pid)
-                            .or_insert_with(|| ProducerStateEntry::empty(pid));
-                    }
-                    None => return Err(invalid(InvalidControlReason::MissingControlRecord)),
-                    Some(ControlInfo::MirrorPidReset { .. }) => {
-                        return Err(invalid(InvalidControlReason::NotAnEndTxnMarker(7)))
-                    }
-                    Some(ControlInfo::Other(t)) => {
-                        return Err(invalid(InvalidControlReason::NotAnEndTxnMarker(*t)))
-                    }
-                    Some(ControlInfo::EndTxn {
-                        commit,
-                        coordinator_epoch: marker_coordinator_epoch,
-                    }) => {
-                        let offset = batch.base_offset;
-                        let completed = txn_first_offset.map(|first_offset| CompletedTxn {
-                            producer_id: pid,
-                            first_offset,
-                            last_offset: offset,
-                            is_aborted: !commit,
-                        });
-                        if let Some(txn) = &completed {
-                            if !self.ongoing_txns.contains_key(&txn.first_offset) {
-                                return Err(ProducerStateError::TxnNotStarted {
-                                    producer_id: pid,
-                                    first_offset: txn.first_offset,
-                                    last_offset: txn.last_offset,
-                                });
-                            }
-                        }
-                        // Checks passed: apply.
-                        out.warnings.extend(epoch_warning(offset, true));
-                        if coordinator_epoch > *marker_coordinator_epoch {
-                            out.warnings
-                                .push(ProducerStateWarning::CoordinatorEpochRegression {
-                                    producer_id: pid,
-                                    offset,
-                                    coordinator_epoch: *marker_coordinator_epoch,
-                                    current_coordinator_epoch: coordinator_epoch,
-                                });
-                        }
-                        let e = self
-                            .producers
-                            .entry(pid)
-                            .or_insert_with(|| ProducerStateEntry::empty(pid));
-                        e.maybe_update_producer_epoch(batch.producer_epoch);
-                        e.current_txn_first_offset = None;
-                        e.coordinator_epoch = *marker_coordinator_epoch;
-                        e.last_timestamp = batch.max_timestamp;
-                        if let Some(txn) = completed {
-                            let lso = self.last_stable_offset(&txn);
-                            self.complete_txn(&txn)?;
-                            if txn.is_aborted {
-                                out.aborted_txns.push(AbortedTxnRecord {
-                                    producer_id: pid,
-                                    first_offset: txn.first_offset,
-                                    last_offset: txn.last_offset,
-                                    last_stable_offset: lso,
-                                });
-                            }
-                            out.completed_txns.push(txn);
-                        }
-                    }
-                }
+            let current = self
+                .producers
+                .get(&pid)
+                .map_or((NO_PRODUCER_EPOCH, -1, None), |e| {
+                    (
+                        e.producer_epoch,
+                        e.coordinator_epoch,
+                        e.current_txn_first_offset,
+                    )
+                });
+            if !batch.is_control {
+                self.apply_replicated_data(batch, offset_delta, current, out)?;
+            } else if let Some((commit, coordinator_epoch)) = end_txn_marker_of(pid, batch)? {
+                self.apply_replicated_marker(batch, commit, coordinator_epoch, current, out)?;
             } else {
-                if let (Some(txn_first_offset), false) = (txn_first_offset, batch.is_transactional)
-                {
-                    return Err(ProducerStateError::InvalidTxnState {
-                        producer_id: pid,
-                        offset: batch.base_offset,
-                        txn_first_offset,
-                    });
-                }
-                out.warnings.extend(epoch_warning(batch.base_offset, false));
-                let e = self
-                    .producers
+                // An empty control batch: a no-op for an existing producer; a new one gets an
+                // empty entry.
+                self.producers
                     .entry(pid)
                     .or_insert_with(|| ProducerStateEntry::empty(pid));
-                e.add_batch(
-                    batch.producer_epoch,
-                    BatchMetadata {
-                        last_seq: batch.last_sequence,
-                        last_offset: batch.last_offset,
-                        offset_delta,
-                        timestamp: batch.max_timestamp,
-                    },
-                );
-                if txn_first_offset.is_none() && batch.is_transactional {
-                    e.current_txn_first_offset = Some(batch.base_offset);
-                    self.ongoing_txns.insert(
-                        batch.base_offset,
-                        TxnMetadata {
-                            producer_id: pid,
-                            first_offset: batch.base_offset,
-                            last_offset: None,
-                        },
-                    );
-                }
             }
         }
         self.update_map_end_offset(batch.last_offset.saturating_add(1));
         Ok(())
+    }
+
+    /// [`Self::apply_replicated_batch`] for an ABORT/COMMIT marker; `current` is the producer's
+    /// (epoch, coordinator epoch, open transaction) before it.
+    fn apply_replicated_marker(
+        &mut self,
+        batch: &BatchSummary,
+        commit: bool,
+        marker_coordinator_epoch: i32,
+        current: (i16, i32, Option<i64>),
+        out: &mut AppliedBatches,
+    ) -> Result<(), ProducerStateError> {
+        let (epoch, coordinator_epoch, txn_first_offset) = current;
+        let (pid, origin) = (batch.producer_id, AppendOrigin::Replication);
+        let offset = batch.base_offset;
+        let completed = txn_first_offset.map(|first_offset| CompletedTxn {
+            producer_id: pid,
+            first_offset,
+            last_offset: offset,
+            is_aborted: !commit,
+        });
+        if let Some(txn) = &completed {
+            if !self.ongoing_txns.contains_key(&txn.first_offset) {
+                return Err(ProducerStateError::TxnNotStarted {
+                    producer_id: pid,
+                    first_offset: txn.first_offset,
+                    last_offset: txn.last_offset,
+                });
+            }
+        }
+        let epoch_warning = check_epoch(origin, pid, batch.producer_epoch, epoch, offset, true)?;
+        let coordinator_warning = check_coordinator_epoch(
+            origin,
+            pid,
+            marker_coordinator_epoch,
+            coordinator_epoch,
+            offset,
+        )?;
+        // Checks passed: apply.
+        out.warnings.extend(epoch_warning);
+        out.warnings.extend(coordinator_warning);
+        let e = self
+            .producers
+            .entry(pid)
+            .or_insert_with(|| ProducerStateEntry::empty(pid));
+        apply_end_txn_marker_to(
+            e,
+            batch.producer_epoch,
+            marker_coordinator_epoch,
+            batch.max_timestamp,
+        );
+        if let Some(txn) = completed {
+            let lso = self.last_stable_offset(&txn);
+            self.complete_txn(&txn)?;
+            if txn.is_aborted {
+                out.aborted_txns.push(AbortedTxnRecord {
+                    producer_id: pid,
+                    first_offset: txn.first_offset,
+                    last_offset: txn.last_offset,
+                    last_stable_offset: lso,
+                });
+            }
+            out.completed_txns.push(txn);
+        }
+        Ok(())
+    }
+
+    /// [`Self::apply_replicated_batch`] for a data batch; `current` as for
+    /// [`Self::apply_replicated_marker`].
+    fn apply_replicated_data(
+        &mut self,
+        batch: &BatchSummary,
+        offset_delta: i32,
+        current: (i16, i32, Option<i64>),
+        out: &mut AppliedBatches,
+    ) -> Result<(), ProducerStateError> {
+        let (epoch, _, txn_first_offset) = current;
+        let (pid, origin) = (batch.producer_id, AppendOrigin::Replication);
+        check_txn_state(
+            pid,
+            batch.base_offset,
+            txn_first_offset,
+            batch.is_transactional,
+        )?;
+        let epoch_warning = check_epoch(
+            origin,
+            pid,
+            batch.producer_epoch,
+            epoch,
+            batch.base_offset,
+            false,
+        )?;
+        out.warnings.extend(epoch_warning);
+        let e = self
+            .producers
+            .entry(pid)
+            .or_insert_with(|| ProducerStateEntry::empty(pid));
+        e.add_batch(
+            batch.producer_epoch,
+            BatchMetadata {
+                last_seq: batch.last_sequence,
+                last_offset: batch.last_offset,
+                offset_delta,
+                timestamp: batch.max_timestamp,
+            },
+        );
+        if txn_first_offset.is_none() && batch.is_transactional {
+            e.current_txn_first_offset = Some(batch.base_offset);
+            self.ongoing_txns.insert(
+                batch.base_offset,
+                TxnMetadata {
+                    producer_id: pid,
+                    first_offset: batch.base_offset,
+                    last_offset: None,
+                },
+            );
+        }
+        Ok(())
+    }
+}
+
+/// A producer dropped from producer state because it expired (Kafka
+/// `producer.id.expiration.ms`): no open transaction, and its last write at least the
+/// expiration older than the clock. Kafka drops these silently, at load and periodically; a
+/// later batch of the producer is then not checked against its old sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpiredProducer {
+    /// The producer id.
+    pub producer_id: i64,
+    /// Its epoch.
+    pub producer_epoch: i16,
+    /// The timestamp of its last write (ms since the Unix epoch).
+    pub last_timestamp: i64,
+    /// The clock's time when it was dropped.
+    pub now_ms: i64,
+    /// `producer.id.expiration.ms` in force.
+    pub expiration_ms: i64,
+}
+
+impl ExpiredProducer {
+    pub(crate) fn of(e: &ProducerStateEntry, now_ms: i64, expiration_ms: i64) -> Self {
+        ExpiredProducer {
+            producer_id: e.producer_id(),
+            producer_epoch: e.producer_epoch(),
+            last_timestamp: e.last_timestamp(),
+            now_ms,
+            expiration_ms,
+        }
+    }
+
+    /// How long the producer had been idle: `now_ms - last_timestamp`.
+    pub fn idle_ms(&self) -> i64 {
+        self.now_ms.saturating_sub(self.last_timestamp)
+    }
+}
+
+impl std::fmt::Display for ExpiredProducer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "producer {} (epoch {}) expired: last write at {} ms, idle {} ms at clock {} ms >= producer.id.expiration.ms {}",
+            self.producer_id,
+            self.producer_epoch,
+            self.last_timestamp,
+            self.idle_ms(),
+            self.now_ms,
+            self.expiration_ms
+        )
     }
 }
 

@@ -40,7 +40,7 @@ use segment_store::{SegmentError, StdFs, Storage};
 
 use crate::error::{CorruptReason, SnapshotError};
 use crate::producer_state::{
-    is_producer_expired, BatchMetadata, ProducerStateEntry, ProducerStateManager,
+    is_producer_expired, BatchMetadata, ExpiredProducer, ProducerStateEntry, ProducerStateManager,
 };
 
 /// `ProducerSnapshotVersion`.
@@ -544,8 +544,8 @@ fn delete_snapshots_where(
 pub struct SnapshotLoad {
     /// The snapshot loaded, if any.
     pub loaded: Option<SnapshotFile>,
-    /// Producers skipped because they had expired.
-    pub expired_producers: Vec<i64>,
+    /// Producers skipped because they had expired, with when and why.
+    pub expired_producers: Vec<ExpiredProducer>,
     /// Corrupt snapshots renamed to `*.corrupt`, newest first.
     pub set_aside: Vec<SetAsideSnapshot>,
     /// Out-of-range snapshots deleted by [`ProducerStateManager::truncate_and_reload`].
@@ -619,7 +619,8 @@ impl ProducerStateManager {
                 for e in entries {
                     let entry = e.to_entry();
                     if is_producer_expired(&entry, now_ms, expiration) {
-                        out.expired_producers.push(e.producer_id);
+                        out.expired_producers
+                            .push(ExpiredProducer::of(&entry, now_ms, expiration));
                     } else {
                         self.load_producer_entry(entry);
                     }

@@ -1,7 +1,7 @@
 //! The append-only `.log` of one segment (Kafka's `FileRecords`).
 //!
 //! Every write (append, truncate, sync) goes through a [`FileHandle`] from a [`Storage`], so crash
-//! tests can run it on [`crate::SimulatedFs`].
+//! tests can run it on the `testkit` crate's `SimulatedFs`.
 //!
 //! **Reads.** A sealed segment (one that will not be appended to again, see
 //! [`FileRecords::map_read_only`]) on a real file system is memory-mapped read-only and reads are
@@ -31,6 +31,7 @@ use crate::index::TimestampOffset;
 use crate::io::{FileHandle, OpenMode, Storage};
 use crate::lock::DirLock;
 use crate::mmap::MmapFile;
+use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// Legacy v1 wrapper timestamp: after the 12-byte log overhead, the CRC (4), magic (1) and
 /// attributes (1).
@@ -88,18 +89,6 @@ pub struct TimestampAndOffset {
     pub offset: i64,
     /// The batch's partition leader epoch, if it has one (`>= 0`).
     pub leader_epoch: Option<i32>,
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    b.get(at..at + 8)
-        .and_then(|s| <[u8; 8]>::try_from(s).ok())
-        .map_or(0, i64::from_be_bytes)
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
 }
 
 /// Parses a header from `head` (at least the first 17 bytes of the batch, up to 61), given the

@@ -6,7 +6,7 @@
 //! - [`file_name`]: every naming rule (`LogFileUtils`, `UnifiedLog.parseTopicPartitionName`).
 //! - [`error`]: [`SegmentError`], typed and with the path it concerns.
 //! - [`io`]: the [`io::Storage`] seam every write path goes through, with the real
-//!   [`io::StdFs`] and the crash-simulating [`io::SimulatedFs`].
+//!   [`io::StdFs`] (the crate `testkit` has a crash-simulating one).
 //! - [`mmap`]: the only module with `unsafe`; [`mmap::MmapFile`] and its invariants.
 //! - [`index`]: [`OffsetIndex`], [`TimeIndex`] (`AbstractIndex` and subclasses) and
 //!   [`TransactionIndex`].
@@ -16,6 +16,27 @@
 //!   `UnifiedLog`).
 //! - [`checkpoint`]: Kafka's text checkpoint files (`CheckpointFile`), written atomically.
 //! - [`lock`]: [`DirLock`], the exclusive `.lock` of a log or partition directory.
+//!
+//! Most users want the `seglog` facade (`seglog::Log`), which adds producer state, leader
+//! epochs and recovery on top. Used alone, a [`LocalLog`] is a directory of segments:
+//!
+//! ```
+//! use record_format::RecordBatchBuilder;
+//! use segment_store::{LocalLog, LogConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let log = LocalLog::open(dir.path(), LogConfig::default(), 0)?;
+//! let mut batch = RecordBatchBuilder::new(log.log_end_offset());
+//! batch.append(1_700_000_000_000, None, Some(b"v"), &[])?;
+//! let appended = log.append(&batch.build())?;
+//! assert_eq!((appended.first_offset, appended.last_offset), (0, 0));
+//! log.flush(log.log_end_offset())?; // fsync: everything below the recovery point is durable
+//! assert_eq!(log.recovery_point(), 1);
+//! let fetched = log.read(0, 1 << 20, true)?;
+//! assert!(!fetched.records.is_empty());
+//! log.close()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(clippy::indexing_slicing, clippy::unwrap_used, clippy::panic)]
 #![cfg_attr(
     test,
@@ -35,25 +56,19 @@ pub mod log;
 pub mod mmap;
 pub mod segment;
 
-pub use checkpoint::{
-    CheckpointFile, EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition,
-};
+pub use checkpoint::{EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition};
 pub use error::{CheckpointProblem, IndexCorruption, Result, SegmentError};
 pub use file_name::{FileKind, ParsedName, TempSuffix};
-pub use file_records::{
-    BatchHeader, FileBatches, FileRecords, HeaderIter, LogOffsetPosition, ReadOnlyBytes,
-    TimestampAndOffset,
-};
+pub use file_records::{FileRecords, HeaderIter, ReadOnlyBytes};
 pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
 };
-pub use io::{write_atomically, FileHandle, OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
+pub use io::{write_atomically, FileHandle, OpenMode, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use mmap::MmapFile;
 pub use segment::{
-    scan_segment, Clock, FetchDataInfo, LogOffsetMetadata, LogSegment, ManualClock,
-    RecoveryOutcome, RecoveryVisitor, RollParams, RollReason, SegmentConfig, SegmentContext,
-    SegmentScan, SegmentScanner, SystemClock,
+    scan_segment, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams, RollReason,
+    SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,
 };

@@ -17,7 +17,6 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -54,31 +53,6 @@ impl Clock for SystemClock {
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-    }
-}
-
-/// A clock that only moves when told to.
-#[derive(Debug, Default)]
-pub struct ManualClock(AtomicI64);
-
-impl ManualClock {
-    /// A clock reading `now_ms`.
-    pub fn new(now_ms: i64) -> Self {
-        ManualClock(AtomicI64::new(now_ms))
-    }
-    /// Sets the time.
-    pub fn set(&self, now_ms: i64) {
-        self.0.store(now_ms, Ordering::SeqCst);
-    }
-    /// Moves the time forward by `ms`.
-    pub fn advance(&self, ms: i64) {
-        self.0.fetch_add(ms, Ordering::SeqCst);
-    }
-}
-
-impl Clock for ManualClock {
-    fn now_ms(&self) -> i64 {
-        self.0.load(Ordering::SeqCst)
     }
 }
 

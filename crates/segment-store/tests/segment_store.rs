@@ -543,8 +543,9 @@ mod time_index {
 
 mod txn_index {
     use super::*;
-    use segment_store::io::{OpenMode, SimulatedFs, StdFs, Storage, TornWrite};
+    use segment_store::io::{OpenMode, StdFs, Storage};
     use segment_store::{AbortedTxn, IndexCorruption, TransactionIndex};
+    use testkit::{SimulatedFs, TornWrite};
 
     fn std_storage() -> Arc<dyn Storage> {
         Arc::new(StdFs)
@@ -700,11 +701,12 @@ mod txn_index {
 
 mod checkpoint {
     use super::*;
-    use segment_store::io::{SimulatedFs, StdFs, Storage, TornWrite};
+    use segment_store::io::{StdFs, Storage};
     use segment_store::{
         CheckpointProblem, EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile,
         TopicPartition,
     };
+    use testkit::{SimulatedFs, TornWrite};
 
     fn decode_offsets(bytes: &[u8]) -> Result<Vec<(TopicPartition, i64)>, SegmentError> {
         segment_store::checkpoint::decode(Path::new("cp"), 0, bytes)

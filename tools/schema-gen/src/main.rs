@@ -1,7 +1,7 @@
 //! `schema-gen`: reads Kafka's message schema JSON files (the `common/message/*.json` and
 //! `common/metadata/*.json` files shipped in Kafka's jars) and writes one Rust module of decoders
 //! per family of records, for `seglog dump`'s internal-topic decoders
-//! (`src/dump/decoders/generated/`).
+//! (`src/cli/dump/decoders/generated/`).
 //!
 //! ```text
 //! schema-gen <out-dir> <family>=<schema-dir>[:<name-prefix>,...] ...

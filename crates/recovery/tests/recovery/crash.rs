@@ -1,4 +1,4 @@
-//! Crash-recovery testing with `recovery::crash_test`: a fixed workload crashed at every I/O
+//! Crash-recovery testing with `testkit::crash_test`: a fixed workload crashed at every I/O
 //! point (and torn at every byte of the write in flight), a negative control proving the checker
 //! fails when a durable batch is lost, and bit-rot cases on real files.
 
@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use crate::common::logs_in;
 
-use recovery::crash_test::{
+use testkit::crash_test::{
     check_dir, check_image, crash_test, files_around_the_seam, fresh_dir, materialize, run_crashed,
     CrashOptions, Expectation, TornMode, Workload,
 };
@@ -283,7 +283,7 @@ fn a_snapshot_from_the_future_is_not_trusted() {
     let mut psm = recovery::ProducerStateManager::new(Default::default());
     let b = record_format::RecordBatchBuilder::new(1_000).producer(77, 0, 0);
     let mut b = b;
-    b.append(recovery::crash_test::TIMESTAMP, None, Some(b"x"), &[])
+    b.append(testkit::crash_test::TIMESTAMP, None, Some(b"x"), &[])
         .unwrap();
     let bytes = b.build();
     let batch = record_format::RecordBatch::new(&bytes, 0).unwrap();

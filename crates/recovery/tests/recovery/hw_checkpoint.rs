@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use recovery::{load_log_dir, AppendOrigin, LogDirOptions};
-use segment_store::{LogEnv, ManualClock, StdFs, TopicPartition};
+use segment_store::{LogEnv, StdFs, TopicPartition};
+use testkit::ManualClock;
 
 use super::log::batch;
 

@@ -14,12 +14,13 @@ use std::path::Path;
 use std::sync::Arc;
 
 use record_format::{Batches, LogEntry, RecordBatchBuilder};
-use recovery::crash_test::{fresh_dir, materialize};
 use recovery::{
     EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog, PartitionLog,
     PartitionLogConfig,
 };
-use segment_store::{LogConfig, LogEnv, ManualClock, SimulatedFs, TornWrite};
+use segment_store::{LogConfig, LogEnv};
+use testkit::crash_test::{fresh_dir, materialize};
+use testkit::{ManualClock, SimulatedFs, TornWrite};
 
 const T0: i64 = 1_700_000_000_000;
 /// The mirrored data's leader epoch.

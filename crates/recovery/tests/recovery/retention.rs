@@ -13,15 +13,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use recovery::crash_test::files_around_the_seam;
 use recovery::snapshot::{list_snapshots, list_snapshots_with};
 use recovery::{
     AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorPartitionState, MirrorStateStore,
     PartitionLog, PartitionLogConfig, PartitionLogError, StorageIo,
 };
-use segment_store::{
-    LogConfig, LogEnv, ManualClock, OpenMode, SimulatedFs, StdFs, Storage, TornWrite,
-};
+use segment_store::{LogConfig, LogEnv, OpenMode, StdFs, Storage};
+use testkit::crash_test::files_around_the_seam;
+use testkit::{ManualClock, SimulatedFs, TornWrite};
 
 use crate::log::{batch, small_segments, ts};
 

@@ -224,7 +224,12 @@ fn loading_skips_expired_producers() {
     let load = loaded
         .load_from_snapshot(dir.path(), 0, i64::MAX, 1_000 + 86_400_000)
         .unwrap();
-    assert_eq!(load.expired_producers, vec![1]);
+    let expired: Vec<i64> = load
+        .expired_producers
+        .iter()
+        .map(|e| e.producer_id)
+        .collect();
+    assert_eq!(expired, vec![1]);
     assert_eq!(
         loaded
             .active_producers()

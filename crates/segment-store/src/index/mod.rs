@@ -247,23 +247,7 @@ impl IndexCore {
     }
 }
 
-/// Big-endian `i32` at `at` in `b` (0 if out of range; callers pass whole entries).
-pub(crate) fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
-}
-
-/// Big-endian `u32` at `at` in `b`.
-pub(crate) fn be_u32(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, u32::from_be_bytes)
-}
-
-/// Big-endian `i64` at `at` in `b`.
-pub(crate) fn be_i64(b: &[u8], at: usize) -> i64 {
-    b.get(at..at + 8)
-        .and_then(|s| <[u8; 8]>::try_from(s).ok())
-        .map_or(0, i64::from_be_bytes)
-}
+/// The fixed-position big-endian reads the index modules use.
+pub(crate) use record_format::cursor::{
+    be_i32_at as be_i32, be_i64_at as be_i64, be_u32_at as be_u32,
+};

@@ -7,18 +7,7 @@ use crate::error::IndexCorruption;
 use crate::index::offset::{FilePosition, OffsetPosition, ENTRY_SIZE as OFFSET_ENTRY_SIZE};
 use crate::index::time::{TimestampOffset, ENTRY_SIZE as TIME_ENTRY_SIZE, NO_TIMESTAMP};
 use crate::index::txn::{AbortedTxn, CURRENT_VERSION, ENTRY_SIZE as TXN_ENTRY_SIZE};
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    b.get(at..at + 8)
-        .and_then(|s| <[u8; 8]>::try_from(s).ok())
-        .map_or(0, i64::from_be_bytes)
-}
+use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// An `.index` file's bytes: `len / 8` entries (a preallocated, zero-filled tail counts, as it
 /// does for Kafka).

@@ -14,9 +14,10 @@ use std::sync::Arc;
 use record_format::{Batches, FormatErrorKind, LogEntry, RecordBatchBuilder};
 use segment_store::file_name::{quarantine_file_name, segment_file_path, FileKind};
 use segment_store::{
-    DirLock, IndexCorruption, LocalLog, LogConfig, LogEnv, LogSegment, ManualClock, RollParams,
-    RollReason, SegmentConfig, SegmentContext, SegmentError, StdFs, Storage,
+    DirLock, IndexCorruption, LocalLog, LogConfig, LogEnv, LogSegment, RollParams, RollReason,
+    SegmentConfig, SegmentContext, SegmentError, StdFs, Storage,
 };
+use testkit::ManualClock;
 
 const FIXTURES: [&str; 10] = [
     "gzip",
@@ -113,20 +114,16 @@ fn ctx(lock: &DirLock, interval: u32, max_index_size: u64) -> SegmentContext {
 }
 
 /// A temp partition directory (canonical path) known durable to a fresh `SimulatedFs`.
-fn simulated_dir() -> (
-    tempfile::TempDir,
-    std::path::PathBuf,
-    segment_store::SimulatedFs,
-) {
+fn simulated_dir() -> (tempfile::TempDir, std::path::PathBuf, testkit::SimulatedFs) {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().canonicalize().unwrap();
-    let sim = segment_store::SimulatedFs::new();
+    let sim = testkit::SimulatedFs::new();
     sim.create_durable_dir_all(&real);
     (dir, real, sim)
 }
 
 /// A log environment writing through `sim`, with a manual clock at 0.
-fn sim_env(sim: &segment_store::SimulatedFs) -> LogEnv {
+fn sim_env(sim: &testkit::SimulatedFs) -> LogEnv {
     LogEnv {
         storage: Arc::new(sim.clone()),
         clock: Arc::new(ManualClock::new(0)),
@@ -898,7 +895,7 @@ mod segment {
 
     #[test]
     fn unflushed_log_bytes_are_lost_in_a_simulated_crash() {
-        use segment_store::TornWrite;
+        use testkit::TornWrite;
         let (_dir, real, sim) = simulated_dir();
         let lock = DirLock::acquire(&real).unwrap();
         let c = SegmentContext {
@@ -1369,7 +1366,7 @@ mod local_log {
             log.append(&b).unwrap();
         }
         let first = segment_file_path(&real, 0, FileKind::Log);
-        let durable_len = |sim: &segment_store::SimulatedFs| sim.durable_image()[&first].len();
+        let durable_len = |sim: &testkit::SimulatedFs| sim.durable_image()[&first].len();
         assert_eq!(durable_len(&sim), 0, "nothing flushed yet");
         assert_eq!(log.roll(None).unwrap(), 8);
         assert_eq!(log.recovery_point(), 8);
@@ -1385,7 +1382,7 @@ mod local_log {
         assert_eq!(log.roll(None).unwrap(), 4);
         assert_eq!(durable_len(&sim), kept);
         drop(log);
-        let image = sim.crash(segment_store::TornWrite::None);
+        let image = sim.crash(testkit::TornWrite::None);
         assert_eq!(image[&first].len(), kept);
     }
 }

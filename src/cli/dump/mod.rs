@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use crate::Status;
+use crate::cli::Status;
 
 /// Kafka's default `--max-message-size` (5 MiB).
 pub const DEFAULT_MAX_MESSAGE_SIZE: i32 = 5 * 1024 * 1024;

@@ -1,5 +1,5 @@
-//! `seglog kill-child --dir D --seed S` (hidden): the child process of the SIGKILL test
-//! (`tests/kill9.rs`). It works on the log directory `D` as a broker would, until it is killed,
+//! `kill-child --dir D --seed S` (the testkit's `kill-child` binary): the child process of the
+//! SIGKILL test (`crates/testkit/tests/kill9.rs`). It works on the log directory `D` as a broker would, until it is killed,
 //! and says on stdout what the API reported, one line at a time, each flushed before the next
 //! step starts.
 //!
@@ -11,7 +11,7 @@
 //! [`SOURCE_PID`], stop: Stopping → barrier → Stopped). Segments are small, so they roll and
 //! producer snapshots are taken. The configuration and the fixed clock are those of
 //! [`Workload::config`] and [`TIMESTAMP`], so the parent can check the directory with
-//! `recovery::crash_test::check_dir`.
+//! [`crate::crash_test::check_dir`].
 //!
 //! The protocol (offsets in decimal, batches as lowercase hex of their exact bytes):
 //!
@@ -34,20 +34,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use crate::crash_test::{
+    client_batch, next_seq, read_batches, replica_batch, txn_open, Workload, XorShift, REPLICA_PID,
+    SOURCE_PID, TIMESTAMP,
+};
 use clap::Parser;
 use record_format::batch::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
-use recovery::crash_test::{
-    client_batch, next_seq, read_batches, replica_batch, txn_open, XorShift, REPLICA_PID,
-    SOURCE_PID, TIMESTAMP,
-};
 use recovery::{
     load_log_dir, AppendOrigin, EpochHistory, LogDir, LogDirOptions, MirrorPartitionState,
-    MirrorStateFile, MirrorStateStore, PartitionLog, Workload,
+    MirrorStateFile, MirrorStateStore, PartitionLog,
 };
-use segment_store::{LogEnv, ManualClock, StdFs, TopicPartition};
+use segment_store::{LogEnv, StdFs, TopicPartition};
 
-use crate::Status;
+use crate::clock::ManualClock;
 
 /// Topic of the child's one partition (`<dir>/kill9-0`).
 pub const TOPIC: &str = "kill9";
@@ -109,13 +109,13 @@ pub fn topic_partition() -> TopicPartition {
     TopicPartition::new(TOPIC, 0)
 }
 
-/// Runs `seglog kill-child`.
-pub fn run(args: &KillChildArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
+/// Runs the child; returns the process exit status (0 done, 1 an error, reported on `err`).
+pub fn run(args: &KillChildArgs, out: &mut impl Write, err: &mut impl Write) -> u8 {
     match Child::run(args, out) {
-        Ok(()) => Status::Success,
+        Ok(()) => 0,
         Err(e) => {
             let _ = writeln!(err, "error: kill-child seed {}: {e}", args.seed);
-            Status::Damaged
+            1
         }
     }
 }

@@ -3,7 +3,7 @@
 //! `seglog dump` never reads a whole segment into memory: [`plan`] walks batch headers from a
 //! position and returns the next window of whole batches (about [`WINDOW_BYTES`]), the bytes
 //! the batch iterator needs to report a framing error, or a single batch of at least
-//! [`STREAM_BATCH_BYTES`], which [`Dumper::stream_batch`] prints without holding it: the
+//! [`STREAM_BATCH_BYTES`], which `Dumper::stream_batch` prints without holding it: the
 //! CRC is computed over the file in chunks, and for an uncompressed batch each record is parsed
 //! from a small buffered cursor, its metadata printed, then its key and value copied to the
 //! output in chunks (UTF-8 replaced lossily as a whole-value conversion would, or as hex; with
@@ -27,6 +27,7 @@ use super::decoders::{Field, PlainDecoder};
 use super::json::{self, hex, ErrorJson};
 use super::log::{batch_json, batch_line_with, LogState};
 use super::Dumper;
+use record_format::cursor::be_i32_at as be_i32;
 
 /// Batches at least this large are streamed in text mode.
 pub const STREAM_BATCH_BYTES: u64 = 8 << 20;
@@ -73,12 +74,6 @@ fn read_exact_at(file: &File, at: u64, len: usize) -> io::Result<Vec<u8>> {
 /// Bytes `[from, to)` of `file`.
 pub fn read_at(file: &File, from: u64, to: u64) -> io::Result<Vec<u8>> {
     read_exact_at(file, from, usize::try_from(to - from).unwrap_or(usize::MAX))
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
 }
 
 /// The next piece of work from `pos` (file length or `--max-bytes` limit: `end`), following

@@ -136,10 +136,10 @@ pub struct RecordLine {
     pub value: Option<String>,
     /// With a decoder flag: the key as the decoder shows it (an object for internal topics).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decoded_key: Option<crate::dump::decoders::wire::Json>,
+    pub decoded_key: Option<crate::cli::dump::decoders::wire::Json>,
     /// With a decoder flag: the value as the decoder shows it (an object for internal topics).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub decoded_value: Option<crate::dump::decoders::wire::Json>,
+    pub decoded_value: Option<crate::cli::dump::decoders::wire::Json>,
     /// With a decoder flag: why the key or value did not decode (the raw bytes stay in
     /// `key`/`value`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -16,7 +16,7 @@
 //!
 //! Every file the partition writes goes through the seam and is lost unless synced: `.log`,
 //! `.txnindex`, producer snapshots and the `mirror-state` file (temporary file, fsync, rename,
-//! fsync of the directory, see [`crate::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the
+//! fsync of the directory, see [`recovery::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the
 //! loader's quarantine folders and cut bytes, `*.deleted` renames, and every directory entry.
 //! A snapshot written at an unflushed log end is durable while the tail it describes is not
 //! ("from the future"): recovery must discard it. The one exception is the offset and time
@@ -34,16 +34,18 @@ use std::sync::Arc;
 use record_format::{
     end_txn_marker_batch, Batches, ControlRecordType, LogEntry, RecordBatch, RecordBatchBuilder,
 };
+use recovery::leader_epoch::EpochHistory;
+use recovery::{
+    AppendOrigin, BatchSummary, LoadOptions, LogLoader, PartitionLog, PartitionLogConfig,
+    ProducerStateManager,
+};
 use segment_store::file_name::{
     DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOCK_FILE_NAME, TIME_INDEX_FILE_SUFFIX,
 };
-use segment_store::{Clock, LogConfig, LogEnv, ManualClock, SimulatedFs, StdFs, TornWrite};
+use segment_store::{Clock, LogConfig, LogEnv, StdFs};
 
-use crate::leader_epoch::EpochHistory;
-use crate::loader::{LoadOptions, LogLoader};
-use crate::log::{PartitionLog, PartitionLogConfig};
-use crate::producer_state::{AppendOrigin, ProducerStateManager};
-use crate::summary::BatchSummary;
+use crate::clock::ManualClock;
+use crate::sim_fs::{SimulatedFs, TornWrite};
 
 /// Where the clock of every run starts. Batches are stamped with the clock, which only
 /// [`Op::Retention`] moves forward (by at most [`MAX_ADVANCE_MS`] a step): no producer ever
@@ -931,9 +933,9 @@ fn check_dir_inner(
     };
     let opts = load_opts(w, env, false, exp.recovery_point);
     // (g) plan, then apply: planning changes nothing, and applying does what was planned.
-    let before = crate::plan::tree_image(dir).map_err(|e| e.to_string())?;
+    let before = recovery::plan::tree_image(dir).map_err(|e| e.to_string())?;
     let plan = LogLoader::plan(dir, &opts).map_err(|e| format!("(f) recovery failed: {e}"))?;
-    if crate::plan::tree_image(dir).map_err(|e| e.to_string())? != before {
+    if recovery::plan::tree_image(dir).map_err(|e| e.to_string())? != before {
         out.violations
             .push("(g) planning recovery changed the directory".to_owned());
     }

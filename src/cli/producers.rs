@@ -8,6 +8,8 @@
 //! of every segment from the recovery point (every batch CRC-checked and applied with Kafka's
 //! replication rules, barriers included; expired producers dropped as loading drops them). The
 //! high watermark is taken as the log end, so the LSO shown is the first unstable offset.
+//! Producers dropped at load because they expired are listed (`expiredAtLoad`: id, epoch, last
+//! timestamp, idle time, the clock and `producer.id.expiration.ms`); `--now-ms` sets the clock.
 //!
 //! `--audit` plans a full recovery (every segment from the first, whatever the marker says) and
 //! prints every finding of the audit over the whole valid log with its severity: two producers under one id (KIP-1279's
@@ -27,9 +29,9 @@ use recovery::{
 use segment_store::file_name::FileKind;
 use serde_json::json;
 
-use crate::dump::json::emit;
-use crate::partition::{self, partition_name, producer_line};
-use crate::Status;
+use crate::cli::dump::json::emit;
+use crate::cli::partition::{self, expired_json, expired_line, partition_name, producer_line};
+use crate::cli::Status;
 
 /// Arguments of `seglog producers`.
 #[derive(Debug, Clone, Parser)]
@@ -50,6 +52,11 @@ pub struct ProducersArgs {
     /// Also audit the log for producer-id collisions (KIP-1279)
     #[arg(long)]
     pub audit: bool,
+    /// The time producer expiry is judged against, in ms since the Unix epoch (default: now).
+    /// Producers idle for `producer.id.expiration.ms` (1 day) are dropped at load, as Kafka
+    /// drops them; they are listed as `expiredAtLoad`
+    #[arg(long, value_name = "MS")]
+    pub now_ms: Option<i64>,
 }
 
 /// The producer state of one partition, as recovery would load it (read-only).
@@ -66,8 +73,9 @@ pub struct Rebuilt {
 
 /// Plans loading the partition in `dir` without writing anything; with `audit`, a full recovery
 /// (the audit sees every batch of the valid log).
-pub fn rebuild(dir: &Path, audit: bool) -> Result<Rebuilt, PartitionLogError> {
+pub fn rebuild(dir: &Path, audit: bool, now_ms: Option<i64>) -> Result<Rebuilt, PartitionLogError> {
     let mut opts = LoadOptions::for_partition_dir(dir, audit);
+    opts.env.clock = partition::clock(now_ms);
     opts.high_watermark = Some(i64::MAX);
     let plan = LogLoader::plan_audited(dir, &opts)?;
     let mut problems = Vec::new();
@@ -115,7 +123,7 @@ pub fn run(args: &ProducersArgs, out: &mut impl Write, err: &mut impl Write) -> 
     };
     let mut status = Status::Success;
     for dir in partition::partitions(&target) {
-        let rebuilt = match rebuild(&dir, args.audit) {
+        let rebuilt = match rebuild(&dir, args.audit, args.now_ms) {
             Ok(r) => r,
             Err(e) => {
                 // That partition's problem; the others are still shown.
@@ -168,83 +176,119 @@ fn print(
         .values()
         .map(|t| (t.producer_id, t.first_offset))
         .collect();
-    let lso = plan.last_stable_offset;
     if args.json {
-        for e in &entries {
-            emit(
-                out,
-                &json!({
-                    "type": "producer",
-                    "partition": r.partition,
-                    "producerId": e.producer_id,
-                    "producerEpoch": e.producer_epoch,
-                    "lastSequence": e.last_sequence,
-                    "lastOffset": e.last_offset,
-                    "offsetDelta": e.offset_delta,
-                    "lastTimestamp": e.timestamp,
-                    "coordinatorEpoch": e.coordinator_epoch,
-                    "currentTxnFirstOffset": opt(e.current_txn_first_offset),
-                }),
-            )?;
-        }
-        let (from, snapshot) = match plan.snapshot_loaded {
-            None => ("logStart", serde_json::Value::Null),
-            Some(o) => ("snapshot", json!(o)),
-        };
-        emit(
-            out,
-            &json!({
-                "type": "partition",
-                "partition": r.partition,
-                "logStartOffset": plan.log_start_offset,
-                "logEndOffset": plan.log_end_offset,
-                "lastStableOffset": lso,
-                "firstUnstableOffset": plan.producers.first_unstable_offset(),
-                "openTransactions": open.iter().map(|(p, f)| json!({"producerId": p, "firstOffset": f})).collect::<Vec<_>>(),
-                "producers": entries.len(),
-                "rebuiltFrom": from,
-                "snapshotOffset": snapshot,
-                "batchesReplayed": plan.batches_applied,
-            }),
-        )?;
+        print_json(r, &entries, &open, out)?;
     } else {
-        let from = match plan.snapshot_loaded {
-            None => format!(
-                "rebuilt from the log start ({} batches)",
-                plan.batches_applied
-            ),
-            Some(o) => format!(
-                "from snapshot {} + {} batch(es) replayed",
-                segment_store::file_name::file_name(o, FileKind::Snapshot, None),
-                plan.batches_applied
-            ),
-        };
-        writeln!(
-            out,
-            "{}: log [{}, {}), {} producer(s), {from}",
-            r.partition,
-            plan.log_start_offset,
-            plan.log_end_offset,
-            entries.len()
-        )?;
-        for e in &entries {
-            writeln!(out, "{}", producer_line(e))?;
-        }
-        writeln!(out, "lastStableOffset: {lso}")?;
-        if open.is_empty() {
-            writeln!(out, "openTransactions: none")?;
-        } else {
-            let list: Vec<String> = open
-                .iter()
-                .map(|(p, f)| format!("producerId {p} firstOffset {f}"))
-                .collect();
-            writeln!(out, "openTransactions: {}", list.join(", "))?;
-        }
+        print_text(r, &entries, &open, out)?;
     }
     if args.audit {
         status = status.max(print_audit(args, r, out)?);
     }
     Ok(status)
+}
+
+/// The producer state as JSON lines: one per producer, one per producer expired at load, then
+/// the partition's.
+fn print_json(
+    r: &Rebuilt,
+    entries: &[SnapshotEntry],
+    open: &[(i64, i64)],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let plan = &r.plan;
+    let lso = plan.last_stable_offset;
+    for e in entries {
+        emit(
+            out,
+            &json!({
+                "type": "producer",
+                "partition": r.partition,
+                "producerId": e.producer_id,
+                "producerEpoch": e.producer_epoch,
+                "lastSequence": e.last_sequence,
+                "lastOffset": e.last_offset,
+                "offsetDelta": e.offset_delta,
+                "lastTimestamp": e.timestamp,
+                "coordinatorEpoch": e.coordinator_epoch,
+                "currentTxnFirstOffset": opt(e.current_txn_first_offset),
+            }),
+        )?;
+    }
+    for e in &plan.expired_producers {
+        let mut v = expired_json(e);
+        v["type"] = json!("expiredProducer");
+        v["partition"] = json!(r.partition);
+        emit(out, &v)?;
+    }
+    let (from, snapshot) = match plan.snapshot_loaded {
+        None => ("logStart", serde_json::Value::Null),
+        Some(o) => ("snapshot", json!(o)),
+    };
+    emit(
+        out,
+        &json!({
+            "type": "partition",
+            "partition": r.partition,
+            "logStartOffset": plan.log_start_offset,
+            "logEndOffset": plan.log_end_offset,
+            "lastStableOffset": lso,
+            "firstUnstableOffset": plan.producers.first_unstable_offset(),
+            "openTransactions": open.iter().map(|(p, f)| json!({"producerId": p, "firstOffset": f})).collect::<Vec<_>>(),
+            "producers": entries.len(),
+            "expiredAtLoad": plan.expired_producers.len(),
+            "rebuiltFrom": from,
+            "snapshotOffset": snapshot,
+            "batchesReplayed": plan.batches_applied,
+        }),
+    )?;
+    Ok(())
+}
+
+/// The producer state as text, one line per producer, as `kafka-dump-log.sh` prints snapshots.
+fn print_text(
+    r: &Rebuilt,
+    entries: &[SnapshotEntry],
+    open: &[(i64, i64)],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    let plan = &r.plan;
+    let lso = plan.last_stable_offset;
+    let from = match plan.snapshot_loaded {
+        None => format!(
+            "rebuilt from the log start ({} batches)",
+            plan.batches_applied
+        ),
+        Some(o) => format!(
+            "from snapshot {} + {} batch(es) replayed",
+            segment_store::file_name::file_name(o, FileKind::Snapshot, None),
+            plan.batches_applied
+        ),
+    };
+    writeln!(
+        out,
+        "{}: log [{}, {}), {} producer(s), {from}",
+        r.partition,
+        plan.log_start_offset,
+        plan.log_end_offset,
+        entries.len()
+    )?;
+    for e in entries {
+        writeln!(out, "{}", producer_line(e))?;
+    }
+    for e in &plan.expired_producers {
+        writeln!(out, "{}", expired_line(e))?;
+    }
+    writeln!(out, "lastStableOffset: {lso}")?;
+    if open.is_empty() {
+        writeln!(out, "openTransactions: none")?;
+    } else {
+        let list: Vec<String> = open
+            .iter()
+            .map(|(p, f)| format!("producerId {p} firstOffset {f}"))
+            .collect();
+        writeln!(out, "openTransactions: {}", list.join(", "))?;
+    }
+    Ok(())
 }
 
 fn print_audit(args: &ProducersArgs, r: &Rebuilt, out: &mut impl Write) -> io::Result<Status> {

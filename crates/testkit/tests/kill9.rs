@@ -2,8 +2,8 @@
 //! and reports what it made durable; this test kills it with SIGKILL at random moments, reopens
 //! the directory and checks the properties of the simulated crash tests.
 //!
-//! The child is the `seglog` binary itself (`seglog kill-child`, hidden; protocol in
-//! `src/kill_child.rs`): it loads the log directory as a broker would, resumes an interrupted
+//! The child is the testkit's `kill-child` binary (protocol in
+//! `crates/testkit/src/kill_child.rs`): it loads the log directory as a broker would, resumes an interrupted
 //! mirror stop, then appends (idempotent and transactional producers, COMMIT/ABORT markers from
 //! the coordinator, follower appends), flushes, closes and reopens cleanly, and fails over
 //! (start mirroring, mirrored batches, stop: Stopping → barrier → Stopped), printing `W` before
@@ -13,7 +13,7 @@
 //! Each round spawns a child on the *same* directory (so each one recovers what the previous kill
 //! left), kills it after a random delay or after a random number of output lines, then:
 //! 1. removes the clean-shutdown marker, as any broker startup does;
-//! 2. runs `recovery::crash_test::check_dir` on the partition (unclean load from the last
+//! 2. runs `testkit::crash_test::check_dir` on the partition (unclean load from the last
 //!    reported recovery point): every batch reported durable and not released by a later
 //!    truncation is there byte for byte; the `.log` files are a valid prefix of batches the child
 //!    announced at those offsets; the offset index agrees with the log; producer state and LSO
@@ -40,10 +40,10 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use recovery::crash_test::{check_dir, Expectation, XorShift};
 use recovery::load_log_dir;
-use seglog::kill_child::{log_dir_options, partition_dir, workload};
 use segment_store::file_name::{parse_file_name, quarantine_file_name, CLEAN_SHUTDOWN_FILE};
+use testkit::crash_test::{check_dir, Expectation, XorShift};
+use testkit::kill_child::{log_dir_options, partition_dir, workload};
 
 const SEGMENT_BYTES: u64 = 2048;
 const DEFAULT_SEED: u64 = 1;
@@ -96,8 +96,7 @@ struct ChildRun {
 }
 
 fn run_child(root: &Path, seed: u64, kill: Kill) -> ChildRun {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seglog"))
-        .arg("kill-child")
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kill-child"))
         .arg("--dir")
         .arg(root)
         .args(["--seed", &seed.to_string()])
@@ -107,7 +106,7 @@ fn run_child(root: &Path, seed: u64, kill: Kill) -> ChildRun {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn seglog kill-child");
+        .expect("spawn kill-child");
     let stdout = child.stdout.take().expect("child stdout");
     let mut stderr = child.stderr.take().expect("child stderr");
     let mut guard = Guard(child);
@@ -195,7 +194,7 @@ struct Figures {
     max_log_end: i64,
 }
 
-/// Applies one protocol line (see `src/kill_child.rs`) to the expectation.
+/// Applies one protocol line (see `src/cli/kill_child.rs`) to the expectation.
 fn apply(exp: &mut Expectation, fig: &mut Figures, line: &str) -> Result<(), String> {
     let mut words = line.split(' ');
     let tag = words.next().unwrap_or("");

@@ -24,7 +24,8 @@ use recovery::{
     AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorLog, MirrorPartitionState,
     MirroredLog, PartitionLog,
 };
-use segment_store::{Clock, LogEnv, ManualClock};
+use segment_store::{Clock, LogEnv};
+use testkit::ManualClock;
 
 use super::{io, state_line, DemoResult, Recording};
 

@@ -34,10 +34,10 @@ use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::SegmentError;
 use serde_json::json;
 
-use crate::dump::json::{emit, ErrorJson};
-use crate::partition::{self, partition_name};
-use crate::recover::is_io;
-use crate::Status;
+use crate::cli::dump::json::{emit, ErrorJson};
+use crate::cli::partition::{self, partition_name};
+use crate::cli::recover::is_io;
+use crate::cli::Status;
 
 /// Arguments of `seglog verify`.
 #[derive(Debug, Clone, Parser)]

@@ -23,6 +23,7 @@ use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
 use super::{absolute, io_msg, Dumper};
+use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// Bytes per `.index` entry.
 pub const OFFSET_ENTRY_SIZE: usize = 8;
@@ -67,18 +68,6 @@ struct TxnLine {
     first_offset: i64,
     last_offset: i64,
     last_stable_offset: i64,
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
-}
-
-fn be_i64(b: &[u8], at: usize) -> i64 {
-    b.get(at..at + 8)
-        .and_then(|s| <[u8; 8]>::try_from(s).ok())
-        .map_or(0, i64::from_be_bytes)
 }
 
 /// All whole entries of an offset index (no zero-stop).

@@ -17,7 +17,7 @@
 //! the directory the output is the same on every run.
 //!
 //! `seglog demo --scenario NAME [--no-barrier] [DIR]` runs one of KIP-1279's topologies or the
-//! three producer-id collision scenarios instead (`src/demo/scenarios.rs`).
+//! three producer-id collision scenarios instead (`src/cli/demo/scenarios.rs`).
 
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -32,15 +32,16 @@ use recovery::{
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateStore, MirroredLog,
     PartitionLog, PartitionLogError, SnapshotEntry,
 };
-use segment_store::{LogEnv, ManualClock, StdFs};
+use segment_store::{LogEnv, StdFs};
+use testkit::ManualClock;
 
 mod scenarios;
 
 pub use scenarios::Scenario;
 
-use crate::dump::{self, DumpArgs};
-use crate::partition::producer_line;
-use crate::Status;
+use crate::cli::dump::{self, DumpArgs};
+use crate::cli::partition::producer_line;
+use crate::cli::Status;
 
 /// Timestamp of the first record (and the demo's fixed clock).
 const T0: i64 = 1_700_000_000_000;
@@ -128,7 +129,11 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
         Some(d) => {
             if d.exists() {
                 let mut entries = std::fs::read_dir(d).map_err(|e| {
-                    format!("cannot use {}: {}", d.display(), crate::dump::io_msg(&e))
+                    format!(
+                        "cannot use {}: {}",
+                        d.display(),
+                        crate::cli::dump::io_msg(&e)
+                    )
                 })?;
                 if entries.next().is_some() {
                     return Err(format!(
@@ -138,7 +143,11 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
                 }
             } else {
                 std::fs::create_dir_all(d).map_err(|e| {
-                    format!("cannot create {}: {}", d.display(), crate::dump::io_msg(&e))
+                    format!(
+                        "cannot create {}: {}",
+                        d.display(),
+                        crate::cli::dump::io_msg(&e)
+                    )
                 })?;
             }
             Ok(d.to_path_buf())
@@ -150,7 +159,11 @@ fn prepare_root(dir: Option<&Path>) -> DemoResult<PathBuf> {
                 .map_or(0, |d| d.as_nanos());
             let d = base.join(format!("seglog-demo-{}-{stamp}", std::process::id()));
             std::fs::create_dir_all(&d).map_err(|e| {
-                format!("cannot create {}: {}", d.display(), crate::dump::io_msg(&e))
+                format!(
+                    "cannot create {}: {}",
+                    d.display(),
+                    crate::cli::dump::io_msg(&e)
+                )
             })?;
             Ok(d)
         }
@@ -343,10 +356,29 @@ impl<W: Write> Demo<'_, W> {
             "seglog demo: KIP-1279 failover with the MIRROR_PID_RESET barrier, in {}",
             self.root.display()
         ))?;
+        let a = self.produce_on_a(&a_dir)?;
+        let mut b = self.mirror_a_to_b(&a, &a_dir, &b_dir)?;
+        let barrier = self.fail_over(&mut b, &b_dir, &scratch_dir)?;
+        self.reuse_pid_5(&mut b, barrier, &scratch_dir)?;
+        let half = self.crash_with_torn_tail(b, &b_dir)?;
+        let b = self.recover_b(&b_dir, &half)?;
+        self.show_segment(&b_dir)?;
+        b.close().map_err(io("close B"))?;
+        a.close().map_err(io("close A"))?;
 
+        self.say("")?;
+        self.say(format!(
+            "done. Files are in {}; try: seglog verify {}",
+            self.root.display(),
+            b_dir.display()
+        ))
+    }
+
+    /// Step 1: cluster A's producers write.
+    fn produce_on_a(&mut self, a_dir: &Path) -> DemoResult<PartitionLog> {
         // 1. Cluster A produces.
         self.step("1. cluster A produces (A/orders-0)")?;
-        let mut a = self.open(&a_dir)?;
+        let mut a = self.open(a_dir)?;
         let appends: [(&str, Vec<u8>, AppendOrigin); 6] = [
             (
                 "pid 5 idempotent, seq 0..1",
@@ -391,10 +423,19 @@ impl<W: Write> Demo<'_, W> {
         let a_end = a.log_end_offset();
         a.set_high_watermark(a_end);
         self.producers("A", &a)?;
+        Ok(a)
+    }
 
+    /// Step 2: B mirrors A byte for byte and refuses a client.
+    fn mirror_a_to_b(
+        &mut self,
+        a: &PartitionLog,
+        a_dir: &Path,
+        b_dir: &Path,
+    ) -> DemoResult<PartitionLog> {
         // 2. Cluster B mirrors A.
         self.step("2. cluster B mirrors A byte for byte (B/orders-0)")?;
-        let mut b = self.open(&b_dir)?;
+        let mut b = self.open(b_dir)?;
         b.start_mirroring(SOURCE, &a)
             .map_err(io("start mirroring"))?;
         self.say(format!(
@@ -428,17 +469,26 @@ impl<W: Write> Demo<'_, W> {
             Ok(_) => return Err("B accepted a client append while mirroring".into()),
         }
         self.producers("B", &b)?;
+        Ok(b)
+    }
 
+    /// Step 3: B stops mirroring (STOPPING steps, the barrier); returns the barrier's offset.
+    fn fail_over(
+        &mut self,
+        b: &mut PartitionLog,
+        b_dir: &Path,
+        scratch_dir: &Path,
+    ) -> DemoResult<i64> {
         // 3. Failover.
         self.step("3. B fails over: stop mirroring (STOPPING steps, then the barrier)")?;
-        copy_partition(&b_dir, &scratch_dir)?;
+        copy_partition(b_dir, scratch_dir)?;
         self.say(format!(
             "scratch copy of B before the stop (for comparison): {}",
-            self.rel(&scratch_dir)
+            self.rel(scratch_dir)
         ))?;
         self.clock.set(T0 + 500);
         let mut rec = Recording {
-            log: &mut b,
+            log: b,
             persisted: Vec::new(),
         };
         let barrier = rec.stop_mirroring().map_err(io("stop mirroring"))?;
@@ -463,8 +513,17 @@ impl<W: Write> Demo<'_, W> {
         {
             self.say(format!("  {l}"))?;
         }
-        self.producers("B", &b)?;
+        self.producers("B", b)?;
+        Ok(barrier)
+    }
 
+    /// Step 4: a local producer reuses pid 5 on B (and, without the barrier, on the scratch copy).
+    fn reuse_pid_5(
+        &mut self,
+        b: &mut PartitionLog,
+        barrier: i64,
+        scratch_dir: &Path,
+    ) -> DemoResult<()> {
         // 4. A local producer reuses pid 5.
         self.step("4. a local producer on B is given producer id 5 and starts at sequence 0")?;
         let local = batch(0, 5, 0, false, &["b-1", "b-2"], T0 + 1_000)?;
@@ -483,7 +542,7 @@ impl<W: Write> Demo<'_, W> {
         let b_end = b.log_end_offset();
         b.set_high_watermark(b_end);
         {
-            let mut scratch = self.open(&scratch_dir)?;
+            let mut scratch = self.open(scratch_dir)?;
             let dup = scratch
                 .append_as_leader(&local, 0, AppendOrigin::Client)
                 .map_err(io("client append to the scratch copy"))?;
@@ -497,8 +556,12 @@ impl<W: Write> Demo<'_, W> {
             ))?;
             scratch.close().map_err(io("close the scratch copy"))?;
         }
-        self.producers("B", &b)?;
+        self.producers("B", b)?;
+        Ok(())
+    }
 
+    /// Step 5: B dies in the middle of a write; returns the bytes that reached the segment.
+    fn crash_with_torn_tail(&mut self, mut b: PartitionLog, b_dir: &Path) -> DemoResult<Vec<u8>> {
         // 5. Crash with a torn tail.
         self.step("5. B crashes in the middle of a write (a torn tail)")?;
         b.flush().map_err(io("flush B"))?;
@@ -518,14 +581,18 @@ impl<W: Write> Demo<'_, W> {
             torn.len(),
             half.len()
         ))?;
+        Ok(half.to_vec())
+    }
 
+    /// Step 6: B restarts; recovery quarantines the torn tail.
+    fn recover_b(&mut self, b_dir: &Path, half: &[u8]) -> DemoResult<PartitionLog> {
         // 6. Recovery.
         self.step("6. B restarts: recovery (LogLoader::load) quarantines the torn tail")?;
         let opts = LoadOptions {
             env: self.env.clone(),
             ..LoadOptions::default()
         };
-        let (mut b, report) = LogLoader::load(&b_dir, &opts).map_err(io("recover B"))?;
+        let (mut b, report) = LogLoader::load(b_dir, &opts).map_err(io("recover B"))?;
         self.say(report.to_string())?;
         // A single-replica partition: the high watermark is the log end once it is loaded.
         let b_end = b.log_end_offset();
@@ -543,27 +610,23 @@ impl<W: Write> Demo<'_, W> {
                 }
             ))?;
         }
-        let state = MirrorStateFile::in_dir(&b_dir)
+        let state = MirrorStateFile::in_dir(b_dir)
             .load()
             .map_err(io("read mirror state"))?;
         self.say(format!("B: mirror-state is {}", state_line(&state)))?;
         self.producers("B", &b)?;
+        Ok(b)
+    }
 
+    /// Step 7: B's segment as `seglog dump` prints it.
+    fn show_segment(&mut self, b_dir: &Path) -> DemoResult<()> {
         // 7. The segment.
         self.step("7. B's segment (seglog dump --deep-iteration)")?;
         for l in self.dump_lines(&b_dir.join(SEGMENT))? {
             let l = l.replace(&format!("{}/", self.root.display()), "");
             self.say(l)?;
         }
-        b.close().map_err(io("close B"))?;
-        a.close().map_err(io("close A"))?;
-
-        self.say("")?;
-        self.say(format!(
-            "done. Files are in {}; try: seglog verify {}",
-            self.root.display(),
-            b_dir.display()
-        ))
+        Ok(())
     }
 }
 

@@ -1,5 +1,5 @@
 //! `seglog crash-test [--iterations N] [--seed S] [--dir D]`: the randomized
-//! crash/recover/verify cycle of [`mod@recovery::crash_test`].
+//! crash/recover/verify cycle of [`mod@testkit::crash_test`].
 //!
 //! Iteration `i` generates a workload from seed `S + i` (leader, coordinator and follower
 //! appends, flushes, rolls, truncations, retention, explicit snapshots, clean reopens, a KIP-1279
@@ -14,10 +14,10 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use recovery::crash_test::{crash_test, fresh_dir, CrashOptions, CrashTestSummary, TornMode};
-use recovery::Workload;
+use testkit::crash_test::Workload;
+use testkit::crash_test::{crash_test, fresh_dir, CrashOptions, CrashTestSummary, TornMode};
 
-use crate::Status;
+use crate::cli::Status;
 
 /// Arguments of `seglog crash-test`.
 #[derive(Debug, Clone, Parser)]

@@ -29,15 +29,12 @@ use std::time::Duration;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use recovery::{
-    load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLogError, ProducerStateWarning,
-    RecoveryReport,
-};
+use recovery::{LoadOptions, LogLoader, PartitionLogError, ProducerStateWarning, RecoveryReport};
 use serde_json::json;
 
-use crate::dump::json::{emit, ErrorJson};
-use crate::partition::{self, Target};
-use crate::Status;
+use crate::cli::dump::json::{emit, ErrorJson};
+use crate::cli::partition::{self, Target};
+use crate::cli::Status;
 
 /// Arguments of `seglog recover`.
 #[derive(Debug, Clone, Parser)]
@@ -61,6 +58,11 @@ pub struct RecoverArgs {
     /// One JSON object per partition, then a summary
     #[arg(long)]
     pub json: bool,
+    /// The time producer expiry is judged against, in ms since the Unix epoch (default: now).
+    /// Producers idle for `producer.id.expiration.ms` (1 day) are dropped at load, as Kafka
+    /// drops them, and listed
+    #[arg(long, value_name = "MS")]
+    pub now_ms: Option<i64>,
 }
 
 /// Whether a loader error is about the files' accessibility (exit 2) rather than their content.
@@ -91,21 +93,32 @@ fn spinner(what: String) -> Option<ProgressBar> {
 }
 
 /// Loads and closes the target; returns the reports.
-fn recover(target: &Target, full: bool) -> Result<Vec<RecoveryReport>, PartitionLogError> {
+fn recover(
+    target: &Target,
+    full: bool,
+    now_ms: Option<i64>,
+) -> Result<Vec<RecoveryReport>, crate::Error> {
+    let clock = partition::clock(now_ms);
     match target {
         Target::Partition(dir) => {
-            let (log, report) = LogLoader::load(dir, &LoadOptions::for_partition_dir(dir, full))?;
+            // A partition of a log directory: recovered alone, as the engine does it, leaving
+            // its log directory's marker and checkpoints as they are.
+            let mut opts = LoadOptions::for_partition_dir(dir, full);
+            opts.env.clock = clock;
+            let (log, report) = LogLoader::load(dir, &opts)?;
             log.close()?;
             Ok(vec![report])
         }
         Target::LogDir { dir, .. } => {
-            let opts = LogDirOptions {
-                threads: std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-                full,
-                ..LogDirOptions::default()
-            };
-            let mut loaded = load_log_dir(dir, &opts)?;
-            let reports = std::mem::take(&mut loaded.reports);
+            let mut config = crate::Config::default()
+                .with_clock(clock)
+                .with_high_watermark(crate::HighWatermark::Manual)
+                .with_recovery_threads(
+                    std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
+                );
+            config.full_recovery = full;
+            let loaded = crate::LogDir::open(dir, config)?;
+            let reports = loaded.recovery_reports().to_vec();
             loaded.close()?;
             Ok(reports)
         }
@@ -127,7 +140,7 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         args.dir.display()
     ));
     let before = file_stamps(&args.dir);
-    let result = recover(&target, args.full);
+    let result = recover(&target, args.full, args.now_ms);
     if let Some(pb) = bar {
         pb.finish_and_clear();
     }
@@ -135,11 +148,11 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(err, "error: cannot recover {}: {e}", args.dir.display());
-            return if is_io(&e) {
-                Status::Usage
-            } else {
-                Status::Damaged
+            let io = match &e {
+                crate::Error::Log(e) => is_io(e),
+                _ => true,
             };
+            return if io { Status::Usage } else { Status::Damaged };
         }
     };
     let after = file_stamps(&args.dir);
@@ -253,6 +266,7 @@ fn print(
                     "logStartOffset": r.log_start_offset,
                     "logEndOffset": r.log_end_offset,
                     "producers": r.producers,
+                    "expiredProducers": r.expired_producers.iter().map(partition::expired_json).collect::<Vec<_>>(),
                 }),
             )?;
             continue;
@@ -269,6 +283,9 @@ fn print(
         }
         for w in &r.warnings {
             writeln!(out, "  warning: {}", warning_line(w))?;
+        }
+        for e in &r.expired_producers {
+            writeln!(out, "  {}", partition::expired_line(e))?;
         }
     }
     if args.json {

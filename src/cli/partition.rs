@@ -11,7 +11,7 @@ use segment_store::file_name::{
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 
-use crate::dump::io_msg;
+use crate::cli::dump::io_msg;
 
 /// Files only a Kafka log directory holds.
 const LOG_DIR_FILES: [&str; 5] = [
@@ -112,6 +112,42 @@ pub fn partition_name(dir: &Path) -> String {
 /// One producer as every subcommand prints it: `producerId: 5 producerEpoch: 0 lastSequence: 3
 /// lastOffset: 3 offsetDelta: 1 lastTimestamp: … coordinatorEpoch: -1 currentTxnFirstOffset:
 /// none`.
+/// The clock producer expiry is judged against: `now_ms` if given (`--now-ms`), else the system
+/// clock.
+pub fn clock(now_ms: Option<i64>) -> std::sync::Arc<dyn segment_store::Clock> {
+    match now_ms {
+        Some(ms) => std::sync::Arc::new(testkit::ManualClock::new(ms)),
+        None => std::sync::Arc::new(segment_store::SystemClock),
+    }
+}
+
+/// One line for a producer expired at load.
+pub fn expired_line(e: &recovery::ExpiredProducer) -> String {
+    format!(
+        "expiredAtLoad: producerId: {} producerEpoch: {} lastTimestamp: {} idleMs: {} \
+         (clock {} ms, producer.id.expiration.ms {})",
+        e.producer_id,
+        e.producer_epoch,
+        e.last_timestamp,
+        e.idle_ms(),
+        e.now_ms,
+        e.expiration_ms
+    )
+}
+
+/// A producer expired at load as JSON fields.
+pub fn expired_json(e: &recovery::ExpiredProducer) -> serde_json::Value {
+    serde_json::json!({
+        "producerId": e.producer_id,
+        "producerEpoch": e.producer_epoch,
+        "lastTimestamp": e.last_timestamp,
+        "idleMs": e.idle_ms(),
+        "nowMs": e.now_ms,
+        "expirationMs": e.expiration_ms,
+    })
+}
+
+/// One line per producer, as `kafka-dump-log.sh` prints a snapshot entry.
 pub fn producer_line(e: &SnapshotEntry) -> String {
     let txn = if e.current_txn_first_offset >= 0 {
         e.current_txn_first_offset.to_string()

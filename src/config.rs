@@ -1,0 +1,142 @@
+//! [`Config`]: everything a [`Log`](crate::Log) or [`LogDir`](crate::LogDir) is opened with,
+//! including the two things that are usually implicit: the clock and the storage.
+
+use std::sync::Arc;
+
+use recovery::{PartitionLogConfig, ProducerStateManagerConfig};
+use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
+
+/// Who moves the high watermark, the end of what readers may see.
+///
+/// Kafka's leader moves it as followers acknowledge; a storage engine embedded in a single
+/// process has no followers, so it can let the high watermark follow the log end itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HighWatermark {
+    /// Follows the flushed log end (the recovery point): after every
+    /// [`flush`](crate::Log::flush), [`roll`](crate::Log::roll) and at open, the high watermark
+    /// is set to the offset below which everything is on disk. Readers see only data that
+    /// survives a crash. The default.
+    #[default]
+    FlushedLogEnd,
+    /// Follows the log end after every append: everything appended is readable at once, before
+    /// it is durable (a crash can lose what a reader has seen).
+    LogEnd,
+    /// Kafka's replication: nothing moves it but
+    /// [`set_high_watermark`](crate::Log::set_high_watermark) (and, at open, the
+    /// `replication-offset-checkpoint`). Until then reads return nothing.
+    Manual,
+}
+
+/// How to open a [`Log`](crate::Log) or a [`LogDir`](crate::LogDir).
+///
+/// ```
+/// use std::sync::Arc;
+/// use seglog::{Config, HighWatermark};
+/// use testkit::ManualClock;
+///
+/// let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+/// let config = Config::default()
+///     .with_clock(clock.clone())
+///     .with_segment_bytes(1 << 20)
+///     .with_producer_id_expiration_ms(86_400_000)
+///     .with_high_watermark(HighWatermark::FlushedLogEnd);
+/// assert_eq!(config.log.log.segment_bytes, 1 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Settings of every partition log: segment size and roll time, retention, index
+    /// intervals ([`LogConfig`]), producer-state settings such as `producer.id.expiration.ms`
+    /// ([`ProducerStateManagerConfig`]) and `message.timestamp.type`.
+    pub log: PartitionLogConfig,
+    /// The clock of rolls, retention and producer expiry. Producer ids whose last write is at
+    /// least `producer.id.expiration.ms` older than this clock are expired when the log is
+    /// loaded (and reported: [`Log::expired_producers`](crate::Log::expired_producers)). Default:
+    /// the system clock.
+    pub clock: Arc<dyn Clock>,
+    /// The storage seam every write goes through. Default: the real file system ([`StdFs`]);
+    /// the `testkit` crate has a simulated one that can crash at any I/O.
+    pub storage: Arc<dyn Storage>,
+    /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`].
+    pub high_watermark: HighWatermark,
+    /// Threads recovering partitions in parallel when a [`LogDir`](crate::LogDir) opens after an
+    /// unclean shutdown (Kafka `num.recovery.threads.per.data.dir`). Default: 1.
+    pub recovery_threads: usize,
+    /// Ignore the clean-shutdown marker and the recovery points: recover every segment.
+    pub full_recovery: bool,
+    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
+    /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks)
+    /// writes `replication-offset-checkpoint`.
+    pub high_watermark_checkpoint_interval_ms: i64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            log: PartitionLogConfig::default(),
+            clock: Arc::new(SystemClock),
+            storage: Arc::new(StdFs),
+            high_watermark: HighWatermark::default(),
+            recovery_threads: 1,
+            full_recovery: false,
+            high_watermark_checkpoint_interval_ms: 5_000,
+        }
+    }
+}
+
+impl Config {
+    /// Uses `clock` for rolls, retention and producer expiry.
+    #[must_use]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+    /// Writes through `storage`.
+    #[must_use]
+    pub fn with_storage(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = storage;
+        self
+    }
+    /// Kafka `segment.bytes`.
+    #[must_use]
+    pub fn with_segment_bytes(mut self, bytes: u64) -> Self {
+        self.log.log.segment_bytes = bytes;
+        self
+    }
+    /// Kafka `producer.id.expiration.ms`.
+    #[must_use]
+    pub fn with_producer_id_expiration_ms(mut self, ms: i64) -> Self {
+        self.log.producer_state.producer_id_expiration_ms = ms;
+        self
+    }
+    /// Who moves the high watermark.
+    #[must_use]
+    pub fn with_high_watermark(mut self, policy: HighWatermark) -> Self {
+        self.high_watermark = policy;
+        self
+    }
+    /// Segment-level settings.
+    #[must_use]
+    pub fn with_log_config(mut self, log: LogConfig) -> Self {
+        self.log.log = log;
+        self
+    }
+    /// Producer-state settings.
+    #[must_use]
+    pub fn with_producer_state(mut self, producer_state: ProducerStateManagerConfig) -> Self {
+        self.log.producer_state = producer_state;
+        self
+    }
+    /// Threads recovering partitions in parallel.
+    #[must_use]
+    pub fn with_recovery_threads(mut self, threads: usize) -> Self {
+        self.recovery_threads = threads;
+        self
+    }
+
+    pub(crate) fn env(&self) -> LogEnv {
+        LogEnv {
+            storage: Arc::clone(&self.storage),
+            clock: Arc::clone(&self.clock),
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! [`Log`]: one partition, opened or created in a directory of its own.
+
+use std::ffi::OsStr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use recovery::{
+    consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
+    LogAppendInfo, PartitionLog, ProducerStateManager, RecoveryReport,
+};
+use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
+use segment_store::TopicPartition;
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::log_dir::{follow_policy, LogDir};
+
+/// One partition's log (Kafka `UnifiedLog`): segments, indexes, producer state, leader epochs
+/// and transactions, in Kafka's on-disk format.
+///
+/// A `Log` lives in a partition directory named `<topic>-<partition>` whose parent is its own
+/// Kafka log directory (checkpoints and clean-shutdown marker); opening a directory whose
+/// parent holds other partitions is refused ([`Error::SharedLogDir`]: use [`LogDir`]).
+/// [`open`](Self::open) creates both if missing; after a [`close`](Self::close) the next open
+/// recovers nothing, after a crash it recovers the partition through
+/// [`recovery::LogLoader`]'s plan/apply engine (what it cut is quarantined and reported in
+/// [`recovery_report`](Self::recovery_report)).
+///
+/// **What readers see.** Reads return the batches in
+/// [`readable_range`](Self::readable_range): from the log start offset to the high watermark
+/// (`ReadUncommitted`) or to the last stable offset (`ReadCommitted`: below the first open
+/// transaction too). Who moves the high watermark is [`Config::high_watermark`]: by default it
+/// follows the flushed log end, so readers see what survives a crash.
+///
+/// ```
+/// use std::sync::Arc;
+/// use seglog::record_format::RecordBatchBuilder;
+/// use seglog::{Config, IsolationLevel, Log};
+/// use testkit::ManualClock;
+///
+/// let tmp = tempfile::tempdir()?;
+/// let dir = tmp.path().join("orders-0");
+/// // The clock is part of the config: it decides rolls, retention and producer expiry.
+/// let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+/// let config = Config::default().with_clock(clock.clone());
+/// let mut log = Log::open(&dir, config.clone())?;
+///
+/// // An idempotent producer's batch (producer id 7, epoch 0, first sequence 0).
+/// let mut batch = RecordBatchBuilder::new(0).producer(7, 0, 0);
+/// batch.append(1_700_000_000_000, Some(b"k"), Some(b"hello"), &[])?;
+/// let info = log.append(&batch.build())?;
+/// assert_eq!((info.first_offset, info.last_offset), (0, 0));
+///
+/// assert!(log.readable_range(IsolationLevel::ReadCommitted).is_empty()); // not flushed yet
+/// log.flush()?;
+/// assert_eq!(log.readable_range(IsolationLevel::ReadCommitted), 0..1);
+/// let records = log.consume(0, 1 << 20, IsolationLevel::ReadCommitted)?;
+/// assert_eq!(records[0].value.as_deref(), Some(&b"hello"[..]));
+/// log.close()?;
+///
+/// let log = Log::open(&dir, config.clone())?;
+/// assert!(log.recovery_report().had_clean_shutdown);
+/// assert_eq!(log.producer_state().last_entry(7).map(|e| e.last_seq()), Some(0));
+/// log.close()?;
+///
+/// // Two days later the producer has expired (producer.id.expiration.ms is one day): the
+/// // open says so instead of dropping it silently.
+/// clock.set(1_700_000_000_000 + 2 * 86_400_000);
+/// let log = Log::open(&dir, config)?;
+/// assert!(log.producer_state().last_entry(7).is_none());
+/// assert_eq!(log.expired_producers()[0].producer_id, 7);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Log {
+    dir: LogDir,
+    tp: TopicPartition,
+    report: RecoveryReport,
+}
+
+impl Log {
+    /// Opens the partition in `dir` (named `<topic>-<partition>`), creating it and its log
+    /// directory if missing, recovering it if the last shutdown was not clean. See the type
+    /// docs.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<Log> {
+        let dir = dir.as_ref();
+        let tp = partition_of(dir)?;
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let others = other_partitions(&config, &parent, &tp)?;
+        if !others.is_empty() {
+            return Err(Error::SharedLogDir {
+                dir: parent,
+                others,
+            });
+        }
+        let mut log_dir = LogDir::open(&parent, config)?;
+        if log_dir.partition(&tp).is_none() {
+            log_dir.create_partition(tp.clone())?;
+        }
+        let report = log_dir
+            .recovery_reports()
+            .iter()
+            .find(|r| r.partition == tp.to_string())
+            .cloned()
+            .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
+        Ok(Log {
+            dir: log_dir,
+            tp,
+            report,
+        })
+    }
+
+    fn log(&self) -> &PartitionLog {
+        // A `Log` is only built with its partition loaded, and nothing removes it.
+        self.dir
+            .partition(&self.tp)
+            .unwrap_or_else(|| unreachable!("the partition of a Log is always loaded"))
+    }
+
+    fn log_mut(&mut self) -> &mut PartitionLog {
+        self.dir
+            .partition_mut(&self.tp)
+            .unwrap_or_else(|| unreachable!("the partition of a Log is always loaded"))
+    }
+
+    fn after_write(&mut self) {
+        let policy = self.dir.config().high_watermark;
+        follow_policy(self.log_mut(), policy);
+    }
+
+    /// The topic and partition, from the directory name.
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        self.log().dir()
+    }
+
+    /// The settings it was opened with.
+    pub fn config(&self) -> &Config {
+        self.dir.config()
+    }
+
+    /// What opening did: whether the shutdown before was clean, what recovery scanned, cut
+    /// and quarantined, and the producers that expired at load.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The producers dropped at load because their last write was at least
+    /// `producer.id.expiration.ms` older than [`Config::clock`] (Kafka does the same, silently):
+    /// a later batch of such a producer is not checked against its old sequence.
+    pub fn expired_producers(&self) -> &[ExpiredProducer] {
+        &self.report.expired_producers
+    }
+
+    /// The partition log underneath (Kafka `UnifiedLog`): leader epochs, mirror state, indexes.
+    pub fn partition(&self) -> &PartitionLog {
+        self.log()
+    }
+
+    /// The partition log underneath, for what the facade does not wrap: the KIP-1279 mirror
+    /// transitions ([`recovery::MirroredLog`]), leader-epoch alignment, barrier searches.
+    pub fn partition_mut(&mut self) -> &mut PartitionLog {
+        self.log_mut()
+    }
+
+    /// A client's produce request as the leader, at the current leader epoch: batches get
+    /// their offsets here; producer ids, epochs and sequences are checked (a duplicate returns
+    /// the original offsets and writes nothing); control batches are refused. Not durable
+    /// until [`flush`](Self::flush).
+    pub fn append(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
+        let epoch = self.log().leader_epoch();
+        self.append_as_leader(records, epoch, AppendOrigin::Client)
+    }
+
+    /// Kafka `appendAsLeader` with an explicit leader epoch and origin: `Client` for produce
+    /// requests, `Coordinator` for what a transaction or group coordinator writes (transaction
+    /// markers, KIP-1279 barriers).
+    pub fn append_as_leader(
+        &mut self,
+        records: &[u8],
+        leader_epoch: i32,
+        origin: AppendOrigin,
+    ) -> Result<LogAppendInfo> {
+        let info = self
+            .log_mut()
+            .append_as_leader(records, leader_epoch, origin)?;
+        self.after_write();
+        Ok(info)
+    }
+
+    /// Kafka `appendAsFollower`: batches replicated from a leader keep their offsets, leader
+    /// epochs and bytes; producer state applies replication rules (warnings, not errors).
+    pub fn append_as_follower(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
+        let info = self.log_mut().append_as_follower(records)?;
+        self.after_write();
+        Ok(info)
+    }
+
+    /// KIP-1279: starts mirroring the partition of the cluster `source_cluster_id`, first
+    /// truncating this log to where it diverges from `source` by leader epoch (a
+    /// [`PartitionLog`] or [`recovery::leader_epoch::EpochHistory`] of the source). From then on
+    /// client and coordinator appends are refused; [`append_as_mirror`](Self::append_as_mirror)
+    /// feeds the source's batches.
+    pub fn start_mirroring(
+        &mut self,
+        source_cluster_id: &str,
+        source: &dyn recovery::EpochEndOffsets,
+    ) -> Result<()> {
+        self.log_mut().start_mirroring(source_cluster_id, source)?;
+        self.after_write();
+        Ok(())
+    }
+
+    /// KIP-1279's mirror fetcher: appends the source's batches as they are (offsets, leader
+    /// epochs, bytes), only while mirroring.
+    pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
+        let info = self.log_mut().append_as_mirror(records)?;
+        self.after_write();
+        Ok(info)
+    }
+
+    /// KIP-1279's failover: flushes (so that, with the high watermark following the flushed
+    /// log end, everything mirrored is below it), then the durable `Stopping` steps: truncation
+    /// to the last stable offset, the `MIRROR_PID_RESET` barrier, a leader-epoch bump, then
+    /// `Stopped`, after which the partition is writable and every producer id the source used
+    /// starts afresh. Returns the barrier's offset. An interrupted stop is finished by the next
+    /// open's owner with [`PartitionLog::resume_mirror_stop`].
+    pub fn stop_mirroring(&mut self) -> Result<i64> {
+        self.log_mut().flush()?;
+        self.after_write();
+        let barrier = self.log_mut().stop_mirroring()?;
+        self.after_write();
+        Ok(barrier)
+    }
+
+    /// The offsets a read at `isolation` can return now: from the log start offset to the high
+    /// watermark (`ReadUncommitted`) or the last stable offset (`ReadCommitted`).
+    pub fn readable_range(&self, isolation: IsolationLevel) -> Range<i64> {
+        let log = self.log();
+        let end = match isolation {
+            IsolationLevel::ReadUncommitted => log.high_watermark(),
+            IsolationLevel::ReadCommitted => log.last_stable_offset(),
+        };
+        log.log_start_offset()..end
+    }
+
+    /// Kafka's fetch: whole batches from the one holding `offset`, at most `max_bytes` (at
+    /// least one batch), inside [`readable_range`](Self::readable_range); with
+    /// `ReadCommitted`, the aborted transactions of the range too. `offset` must lie between
+    /// the log start and log end offsets.
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        isolation: IsolationLevel,
+    ) -> Result<FetchResult> {
+        Ok(self.log().read(offset, max_bytes, isolation)?)
+    }
+
+    /// [`read`](Self::read) as a consumer sees it: records, without control batches and (with
+    /// `ReadCommitted`) without the records of aborted transactions.
+    pub fn consume(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        isolation: IsolationLevel,
+    ) -> Result<Vec<ConsumedRecord>> {
+        let fetch = self.read(offset, max_bytes, isolation)?;
+        Ok(consume(&fetch)?)
+    }
+
+    /// The offset the next batch gets.
+    pub fn log_end_offset(&self) -> i64 {
+        self.log().log_end_offset()
+    }
+
+    /// The first offset still in the log.
+    pub fn log_start_offset(&self) -> i64 {
+        self.log().log_start_offset()
+    }
+
+    /// Everything below it is on disk.
+    pub fn recovery_point(&self) -> i64 {
+        self.log().recovery_point()
+    }
+
+    /// The high watermark: the end of what `ReadUncommitted` reads see.
+    pub fn high_watermark(&self) -> i64 {
+        self.log().high_watermark()
+    }
+
+    /// The last stable offset: the end of what `ReadCommitted` reads see.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.log().last_stable_offset()
+    }
+
+    /// Sets the high watermark (clamped to the log); what replication does in Kafka. With
+    /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd) or [`HighWatermark::LogEnd`](crate::HighWatermark::LogEnd) the log moves it too.
+    /// Returns the value set.
+    pub fn set_high_watermark(&mut self, offset: i64) -> i64 {
+        self.log_mut().set_high_watermark(offset)
+    }
+
+    /// Producer state: every producer id's epoch, last sequences and open transaction.
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        self.log().producer_state()
+    }
+
+    /// Writes everything appended to disk (fsync) and the log directory's checkpoints; with
+    /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd), readers now see it.
+    pub fn flush(&mut self) -> Result<()> {
+        self.dir.flush()
+    }
+
+    /// Seals the active segment and starts a new one at the log end (flushing first, with a
+    /// producer snapshot at the new base). Returns the new base offset.
+    pub fn roll(&mut self) -> Result<i64> {
+        let base = self.log_mut().roll()?;
+        self.after_write();
+        Ok(base)
+    }
+
+    /// Retention (Kafka `deleteOldSegments`): deletes the segments past `retention.ms` or
+    /// `retention.bytes` or below the log start offset, never past the high watermark.
+    /// Returns how many were deleted.
+    pub fn apply_retention(&mut self) -> Result<usize> {
+        Ok(self.log_mut().delete_old_segments()?)
+    }
+
+    /// Kafka `deleteRecords`: moves the log start offset up to `offset` (at most the high
+    /// watermark); whole segments below it go at the next
+    /// [`apply_retention`](Self::apply_retention). Returns whether it moved.
+    pub fn delete_records_before(&mut self, offset: i64) -> Result<bool> {
+        Ok(self.log_mut().delete_records_before(offset)?)
+    }
+
+    /// Removes every batch at or above `offset` (a follower's truncation after a leader
+    /// change), producer state and leader epochs with it. Returns whether anything was removed.
+    pub fn truncate_to(&mut self, offset: i64) -> Result<bool> {
+        Ok(self.log_mut().truncate_to(offset)?)
+    }
+
+    /// Writes a producer snapshot at the log end offset now (Kafka writes them at rolls and
+    /// at close). Returns its path, or `None` if one exists there.
+    pub fn take_producer_snapshot(&mut self) -> Result<Option<PathBuf>> {
+        Ok(self.log_mut().take_producer_snapshot()?)
+    }
+
+    /// Clean shutdown: flush, producer snapshot, leader-epoch checkpoint, the log directory's
+    /// checkpoints, then its `.kafka_cleanshutdown` marker. The next [`open`](Self::open)
+    /// recovers nothing. Dropping a `Log` without `close` is an unclean shutdown.
+    pub fn close(self) -> Result<()> {
+        self.dir.close()
+    }
+}
+
+/// The topic-partition a partition directory's name says.
+fn partition_of(dir: &Path) -> Result<TopicPartition> {
+    let not_a_partition = || Error::NotAPartitionDir {
+        dir: dir.to_path_buf(),
+    };
+    let name = dir.file_name().ok_or_else(not_a_partition)?;
+    match parse_partition_dir_name(name) {
+        Ok(p) if p.kind == PartitionDirKind::Live => Ok(TopicPartition::new(p.topic, p.partition)),
+        _ => Err(not_a_partition()),
+    }
+}
+
+/// The live partitions of the log directory `parent` other than `tp`.
+fn other_partitions(
+    config: &Config,
+    parent: &Path,
+    tp: &TopicPartition,
+) -> Result<Vec<TopicPartition>> {
+    if !config.storage.exists(parent)? {
+        return Ok(Vec::new());
+    }
+    let mut others = Vec::new();
+    for name in config.storage.list_dir(parent)? {
+        if !parent.join(&name).is_dir() {
+            continue;
+        }
+        if let Ok(p) = parse_partition_dir_name(OsStr::new(&name)) {
+            let other = TopicPartition::new(p.topic, p.partition);
+            if p.kind == PartitionDirKind::Live && &other != tp {
+                others.push(other);
+            }
+        }
+    }
+    others.sort();
+    Ok(others)
+}

@@ -1,0 +1,222 @@
+//! [`LogDir`]: a Kafka log directory of many partitions.
+
+use std::path::{Path, PathBuf};
+
+use recovery::{load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLog, RecoveryReport};
+use segment_store::file_name::DELETE_DIR_SUFFIX;
+use segment_store::TopicPartition;
+
+use crate::config::{Config, HighWatermark};
+use crate::error::{Error, Result};
+
+/// A Kafka log directory (`log.dirs` entry): one `<topic>-<partition>` folder per partition,
+/// the `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
+/// `replication-offset-checkpoint` files, and the `.kafka_cleanshutdown` marker. The part of
+/// Kafka's `LogManager` that owns one directory.
+///
+/// [`open`](Self::open) creates the directory if it is missing and loads every partition, in
+/// parallel on [`Config::recovery_threads`]; partitions are recovered (planned, then applied,
+/// quarantining instead of deleting) only when the marker is missing, i.e. after an unclean
+/// shutdown. [`close`](Self::close) flushes everything and writes the checkpoints and the
+/// marker, so the next open recovers nothing.
+///
+/// ```
+/// use seglog::{Config, LogDir, TopicPartition};
+///
+/// let tmp = tempfile::tempdir()?;
+/// let mut dir = LogDir::open(tmp.path(), Config::default())?;
+/// let orders = TopicPartition::new("orders", 0);
+/// dir.create_partition(orders.clone())?;
+/// dir.create_partition(TopicPartition::new("orders", 1))?;
+/// assert_eq!(dir.partitions().count(), 2);
+/// dir.delete_partition(&TopicPartition::new("orders", 1))?;
+/// dir.close()?;
+///
+/// let dir = LogDir::open(tmp.path(), Config::default())?;
+/// assert!(dir.had_clean_shutdown());
+/// assert_eq!(dir.partitions().collect::<Vec<_>>(), [&orders]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct LogDir {
+    inner: recovery::LogDir,
+    config: Config,
+    deleted: u64,
+}
+
+impl LogDir {
+    /// Opens (creating it if missing) the log directory `dir` and loads its partitions. See
+    /// the type docs.
+    pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<LogDir> {
+        let opts = LogDirOptions {
+            threads: config.recovery_threads.max(1),
+            full: config.full_recovery,
+            config: config.log.clone(),
+            env: config.env(),
+            high_watermark_checkpoint_interval_ms: config.high_watermark_checkpoint_interval_ms,
+        };
+        let inner = load_log_dir(dir.as_ref(), &opts)?;
+        let mut log_dir = LogDir {
+            inner,
+            config,
+            deleted: 0,
+        };
+        for log in log_dir.inner.partitions.values_mut() {
+            follow_policy(log, log_dir.config.high_watermark);
+        }
+        Ok(log_dir)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The settings it was opened with.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether the last shutdown was clean (the marker was there): nothing was recovered.
+    pub fn had_clean_shutdown(&self) -> bool {
+        self.inner.had_clean_shutdown
+    }
+
+    /// What loading did to each partition (in partition order): what was recovered, cut and
+    /// quarantined, and which producers expired.
+    pub fn recovery_reports(&self) -> &[RecoveryReport] {
+        &self.inner.reports
+    }
+
+    /// `-delete`, `-future` and `-stray` folders that were not loaded.
+    pub fn skipped(&self) -> &[PathBuf] {
+        &self.inner.skipped
+    }
+
+    /// The partitions, in order.
+    pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
+        self.inner.partitions.keys()
+    }
+
+    /// A partition's log (Kafka `UnifiedLog`).
+    pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionLog> {
+        self.inner.partitions.get(tp)
+    }
+
+    /// A partition's log, to append, read, truncate or change its mirror state.
+    pub fn partition_mut(&mut self, tp: &TopicPartition) -> Option<&mut PartitionLog> {
+        self.inner.partitions.get_mut(tp)
+    }
+
+    /// Every partition's log.
+    pub fn partitions_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut PartitionLog)> {
+        self.inner.partitions.iter_mut()
+    }
+
+    /// Creates the partition `tp` (its `<topic>-<partition>` folder and an empty active
+    /// segment) and returns its log. [`Error::PartitionExists`] if it is loaded already.
+    pub fn create_partition(&mut self, tp: TopicPartition) -> Result<&mut PartitionLog> {
+        if self.inner.partitions.contains_key(&tp) {
+            return Err(Error::PartitionExists(tp));
+        }
+        let path = self.inner.dir.join(tp.to_string());
+        // A partition that does not exist yet has nothing to recover.
+        let new = !self.config.storage.exists(&path)?;
+        let opts = LoadOptions {
+            config: self.config.log.clone(),
+            env: self.config.env(),
+            had_clean_shutdown: new,
+            ..LoadOptions::default()
+        };
+        let (mut log, report) = LogLoader::load(&path, &opts).map_err(|e| {
+            Error::Log(recovery::PartitionLogError::Partition {
+                dir: path.clone(),
+                source: Box::new(e),
+            })
+        })?;
+        self.config.storage.sync_dir(&self.inner.dir)?;
+        follow_policy(&mut log, self.config.high_watermark);
+        self.inner.reports.push(report);
+        Ok(self.inner.partitions.entry(tp).or_insert(log))
+    }
+
+    /// Deletes the partition `tp` as Kafka does: the log is closed, its folder renamed to
+    /// `<topic>-<partition>.<id>-delete` (the log directory synced: a crash from here on leaves
+    /// a folder the next open skips) and then removed. Its entries leave the checkpoints at the
+    /// next [`flush`](Self::flush) or [`close`](Self::close). Returns whether it existed.
+    pub fn delete_partition(&mut self, tp: &TopicPartition) -> Result<bool> {
+        let Some(log) = self.inner.partitions.remove(tp) else {
+            return Ok(false);
+        };
+        self.inner.reports.retain(|r| r.partition != tp.to_string());
+        let closed = log.close()?;
+        self.deleted = self.deleted.wrapping_add(1);
+        let id = format!("{:016x}{:016x}", self.config.clock.now_ms(), self.deleted);
+        let to = self.inner.dir.join(format!("{tp}.{id}{DELETE_DIR_SUFFIX}"));
+        self.config.storage.rename(&closed.dir, &to)?;
+        self.config.storage.sync_dir(&self.inner.dir)?;
+        // The memory-mapped indexes live on the real file system, beside the storage seam, so
+        // the folder is removed there (a folder only the seam knows of is already gone for it).
+        match std::fs::remove_dir_all(&to) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::Log(recovery::PartitionLogError::Io {
+                    path: to.clone(),
+                    op: "remove",
+                    source: e,
+                }))
+            }
+            _ => Ok(true),
+        }
+    }
+
+    /// Flushes every partition up to its log end and writes the recovery-point,
+    /// log-start-offset and high-watermark checkpoints (with [`HighWatermark::FlushedLogEnd`],
+    /// the high watermarks first move to the flushed ends).
+    pub fn flush(&mut self) -> Result<()> {
+        for log in self.inner.partitions.values_mut() {
+            log.flush()?;
+            follow_policy(log, self.config.high_watermark);
+        }
+        Ok(self.inner.flush()?)
+    }
+
+    /// Kafka `checkpointHighWatermarks`: writes `replication-offset-checkpoint` now.
+    pub fn checkpoint_high_watermarks(&mut self) -> Result<()> {
+        Ok(self.inner.checkpoint_high_watermarks()?)
+    }
+
+    /// Writes `replication-offset-checkpoint` if
+    /// [`Config::high_watermark_checkpoint_interval_ms`] passed since the last one (Kafka's
+    /// periodic task). Returns whether it wrote one.
+    pub fn maybe_checkpoint_high_watermarks(&mut self) -> Result<bool> {
+        Ok(self.inner.maybe_checkpoint_high_watermarks()?)
+    }
+
+    /// Clean shutdown: every partition closed (flushed, producer snapshot, leader-epoch
+    /// checkpoint), the checkpoints written, then the `.kafka_cleanshutdown` marker. The next
+    /// [`open`](Self::open) recovers nothing.
+    pub fn close(mut self) -> Result<()> {
+        for log in self.inner.partitions.values_mut() {
+            log.flush()?;
+            follow_policy(log, self.config.high_watermark);
+        }
+        Ok(self.inner.close()?)
+    }
+}
+
+/// Moves the high watermark as `policy` says, after a load, flush or append.
+pub(crate) fn follow_policy(log: &mut PartitionLog, policy: HighWatermark) {
+    match policy {
+        HighWatermark::FlushedLogEnd => {
+            let flushed = log.recovery_point();
+            if flushed > log.high_watermark() {
+                log.set_high_watermark(flushed);
+            }
+        }
+        HighWatermark::LogEnd => {
+            let end = log.log_end_offset();
+            log.set_high_watermark(end);
+        }
+        HighWatermark::Manual => {}
+    }
+}
