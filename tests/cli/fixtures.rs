@@ -24,8 +24,11 @@ fn size(hex: &Value) -> i64 {
     hex.as_str().map_or(-1, |h| (h.len() / 2) as i64)
 }
 
+/// Keys and values as `DumpLogSegments` prints them: `new String(bytes, UTF_8)`, whose U+FFFD
+/// rules for malformed input are the JDK's (checked against the JVM on random input by
+/// `tests/kafka_interop.rs`, `java_utf8_decoding_matches_the_jdk`).
 fn text(hex: &str) -> String {
-    String::from_utf8_lossy(&unhex(hex)).into_owned()
+    seglog::dump::java_utf8::java_utf8_lossy(&unhex(hex)).into_owned()
 }
 
 /// The JSON Kafka's generated `*JsonConverter` prints for the KRaft control values in

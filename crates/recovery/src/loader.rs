@@ -55,7 +55,7 @@ use crate::leader_epoch::LeaderEpochFileCache;
 use crate::log::{replay, PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{AppliedBatches, ProducerStateManager, ProducerStateWarning};
 use crate::snapshot::{
-    delete_snapshots_above_with, list_snapshots_with, write_snapshot_with, SnapshotEntry, StorageIo,
+    list_snapshots_with, write_snapshot_with, SnapshotEntry, SnapshotIo, StorageIo,
 };
 use crate::summary::BatchSummary;
 
@@ -291,11 +291,6 @@ impl LogLoader {
             let log_start = local.log_start_offset();
             let load = psm.load_from_snapshot_with(&io, dir, log_start, base, now)?;
             snapshots_set_aside.extend(load.set_aside.into_iter().map(|s| s.moved_to));
-            // As Kafka's recoverSegment (truncateAndReload to `base`): the snapshots above `base`
-            // describe bytes about to be validated again, so they go; the scan writes one at each
-            // segment boundary and close one at the log end. Kept, a stale or corrupt snapshot at
-            // the new log end would stand for the recovered state.
-            delete_snapshots_above_with(&io, dir, base)?;
             let from = psm.map_end_offset().max(log_start);
             if base > from {
                 replay(&local, &mut psm, from, base)?;
@@ -306,6 +301,7 @@ impl LogLoader {
             let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
             let mut next_boundary = 0usize;
             let mut applied = AppliedBatches::default();
+            let mut rewritten = Vec::new();
             let (snapshot_tx, snapshot_rx) =
                 std::sync::mpsc::channel::<Option<(i64, Vec<SnapshotEntry>)>>();
             let mut visitor = |batch: &record_format::RecordBatch<'_>,
@@ -326,6 +322,7 @@ impl LogLoader {
                             .is_ok()
                     {
                         psm.last_snap_offset = psm.last_map_offset;
+                        rewritten.push(psm.last_map_offset);
                     }
                     next_boundary += 1;
                 }
@@ -396,8 +393,22 @@ impl LogLoader {
                 }
             }
             quarantined = moved;
-            // Snapshots describing quarantined data go with it.
             let end = local.log_end_offset();
+            // As Kafka's recoverSegment (truncateAndReload to `base` deletes every snapshot
+            // above it): a snapshot in (base, end] that the scan did not write again describes
+            // the bytes before recovery, and a stale or corrupt one at the new log end would
+            // stand for the recovered state (close writes a fresh one there).
+            for s in list_snapshots_with(&io, dir)?
+                .into_iter()
+                .filter(|s| s.offset > base && s.offset <= end && !rewritten.contains(&s.offset))
+            {
+                io.remove(&s.path).map_err(|source| SnapshotError::Io {
+                    path: s.path.clone(),
+                    op: "deleting a stale snapshot",
+                    source,
+                })?;
+            }
+            // Snapshots describing quarantined data go with it.
             if !cut.is_empty() {
                 for s in list_snapshots_with(&io, dir)?
                     .into_iter()
