@@ -393,9 +393,16 @@ fn broker_clean_stop_then_seglog_append() {
 
     // seglog dump and DumpLogSegments, every file the broker wrote.
     let files = dumpable(&log_dir);
-    assert!(files
-        .iter()
-        .any(|f| f.to_string_lossy().contains("__cluster_metadata-0")));
+    for internal in [
+        "__cluster_metadata-0",
+        "__consumer_offsets-0",
+        "__transaction_state-0",
+    ] {
+        assert!(
+            files.iter().any(|f| f.to_string_lossy().contains(internal)),
+            "no {internal} file to dump"
+        );
+    }
     assert_eq!(assert_dumps_agree(&files), 0);
 
     // seglog appends to "appended-0" while the broker is stopped.
