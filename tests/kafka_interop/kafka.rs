@@ -55,10 +55,14 @@ fn classpath() -> String {
 /// A `java` command with Kafka's classpath and a small heap.
 pub fn java() -> Command {
     let mut c = Command::new("java");
-    c.arg("-Xmx512m")
-        .arg("-XX:+UseSerialGC")
-        .arg("-cp")
-        .arg(classpath());
+    c.arg("-Xmx512m").arg("-XX:+UseSerialGC");
+    // DumpLogSegments' text must be UTF-8 whatever the locale (a C locale would print `?`).
+    c.args([
+        "-Dfile.encoding=UTF-8",
+        "-Dsun.stdout.encoding=UTF-8",
+        "-Dsun.stderr.encoding=UTF-8",
+    ]);
+    c.arg("-cp").arg(classpath());
     c.stdin(Stdio::null());
     c
 }

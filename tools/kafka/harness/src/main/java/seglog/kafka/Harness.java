@@ -689,6 +689,8 @@ public final class Harness {
         Properties p = clientProps(bootstrap);
         p.put("isolation.level", isolation);
         p.put("enable.auto.commit", "false");
+        // A group, so the offsets committed at the end go to __consumer_offsets (dumped by the tests).
+        p.put("group.id", "seglog-interop-" + topic + "-" + isolation);
         p.put("max.partition.fetch.bytes", "4194304");
         p.put("fetch.max.bytes", "8388608");
         try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p)) {
@@ -712,6 +714,7 @@ public final class Harness {
                             .add(recordJson(r.partition(), r.offset(), r.key(), r.value(), r.headers(), false));
                 }
             }
+            c.commitSync(Duration.ofSeconds(30));
             for (int i = 0; i < partitions; i++) for (String s : byPart.getOrDefault(i, List.of())) OUT.println(s);
             for (TopicPartition tp : tps) System.err.println("end " + tp + " " + end.get(tp));
         }
