@@ -130,7 +130,8 @@ fn dumpable(log_dir: &Path) -> Vec<PathBuf> {
 }
 
 /// `seglog dump` and Kafka's `DumpLogSegments` print the same text for `files`
-/// (`.log` with `--deep-iteration --print-data-log`). Returns how many lines were a KIP-1279
+/// (`.log` with `--deep-iteration --print-data-log`, and the internal topics' `.log` with their
+/// decoder: `--offsets-decoder`, `--transaction-log-decoder`, `--cluster-metadata-decoder`). Returns how many lines were a KIP-1279
 /// barrier, the one deliberate difference: Kafka 4.x prints the record of control type 7 as
 /// `controlType: UNKNOWN(7)`, seglog as ` MirrorPidReset {...}` (same text before it).
 fn assert_dumps_agree(files: &[PathBuf]) -> usize {
@@ -141,6 +142,24 @@ fn assert_dumps_agree(files: &[PathBuf]) -> usize {
         if name.ends_with(".log") {
             args.insert(0, "--print-data-log".into());
             args.insert(0, "--deep-iteration".into());
+            // Kafka's internal topics, decoded by both tools' decoders.
+            let topic_dir = f
+                .parent()
+                .and_then(|d| d.file_name())
+                .map(|n| n.to_string_lossy());
+            let decoder = match topic_dir.as_deref() {
+                Some(d) if d.starts_with("__consumer_offsets-") => Some("--offsets-decoder"),
+                Some(d) if d.starts_with("__transaction_state-") => {
+                    Some("--transaction-log-decoder")
+                }
+                Some(d) if d.starts_with("__cluster_metadata-") => {
+                    Some("--cluster-metadata-decoder")
+                }
+                _ => None,
+            };
+            if let Some(flag) = decoder {
+                args.insert(0, flag.into());
+            }
         }
         let mut kargs = vec!["dump"];
         kargs.extend(args.iter().map(String::as_str));
