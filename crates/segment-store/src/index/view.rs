@@ -20,6 +20,15 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
         .map_or(0, i64::from_be_bytes)
 }
 
+/// A file of `len` bytes holds whole entries of `entry_size` bytes.
+pub(crate) fn length_check(len: u64, entry_size: usize) -> Result<(), IndexCorruption> {
+    if len % entry_size as u64 == 0 {
+        Ok(())
+    } else {
+        Err(IndexCorruption::LengthNotMultiple { len, entry_size })
+    }
+}
+
 /// An `.index` file's bytes: `len / 8` entries (a preallocated, zero-filled tail counts, as it
 /// does for Kafka).
 #[derive(Debug, Clone, Copy)]
@@ -42,7 +51,7 @@ impl<'a> OffsetIndexView<'a> {
         let at = n.checked_mul(OFFSET_ENTRY_SIZE)?;
         let b = self.bytes.get(at..at + OFFSET_ENTRY_SIZE)?;
         Some(OffsetPosition {
-            offset: self.base_offset + i64::from(be_i32(b, 0)),
+            offset: self.base_offset.wrapping_add(i64::from(be_i32(b, 0))),
             position: FilePosition(be_i32(b, 4) as u32),
         })
     }
@@ -97,7 +106,7 @@ impl<'a> TimeIndexView<'a> {
         let b = self.bytes.get(at..at + TIME_ENTRY_SIZE)?;
         Some(TimestampOffset {
             timestamp: be_i64(b, 0),
-            offset: self.base_offset + i64::from(be_i32(b, 8)),
+            offset: self.base_offset.wrapping_add(i64::from(be_i32(b, 8))),
         })
     }
     /// The last entry, or `(NO_TIMESTAMP, base_offset)` if there is none.
