@@ -1138,45 +1138,49 @@ fn plan_with(
                 },
             });
         }
-        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
-        // at position 0), those past the end of the `.log` reported at once, the others checked
-        // against the batches if the segment is scanned.
-        let view = OffsetIndexView::new(base, &index);
-        let mut entries = Vec::new();
-        for n in 0..view.entries() {
-            let Some(e) = view.entry(n) else { break };
-            if e.offset == base && e.position.0 == 0 {
-                break;
+        // Checking every index entry is for audited plans (`verify`); loading needs only the
+        // sanity checks above.
+        if audit {
+            // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
+            // at position 0), those past the end of the `.log` reported at once, the others checked
+            // against the batches if the segment is scanned.
+            let view = OffsetIndexView::new(base, &index);
+            let mut entries = Vec::new();
+            for n in 0..view.entries() {
+                let Some(e) = view.entry(n) else { break };
+                if e.offset == base && e.position.0 == 0 {
+                    break;
+                }
+                if u64::from(e.position.0) >= size {
+                    index_findings.push(IndexFinding {
+                        kind: FileKind::Index,
+                        problem: IndexProblem::EntryBeyondLog {
+                            entry: n,
+                            offset: e.offset,
+                            position: e.position.0,
+                            log_size: size,
+                        },
+                    });
+                } else {
+                    entries.push((n, e));
+                }
             }
-            if u64::from(e.position.0) >= size {
-                index_findings.push(IndexFinding {
-                    kind: FileKind::Index,
-                    problem: IndexProblem::EntryBeyondLog {
-                        entry: n,
-                        offset: e.offset,
-                        position: e.position.0,
-                        log_size: size,
-                    },
-                });
-            } else {
-                entries.push((n, e));
-            }
+            entries.sort_by_key(|(n, e)| (e.position, *n));
+            let tview = TimeIndexView::new(base, &time);
+            let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
+                .map_while(|n| tview.entry(n).map(|e| (n, e)))
+                .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
+                .collect();
+            index_checks.insert(
+                base,
+                IndexCheck {
+                    entries,
+                    next: 0,
+                    time_entries,
+                    findings: Vec::new(),
+                },
+            );
         }
-        entries.sort_by_key(|(n, e)| (e.position, *n));
-        let tview = TimeIndexView::new(base, &time);
-        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
-            .map_while(|n| tview.entry(n).map(|e| (n, e)))
-            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
-            .collect();
-        index_checks.insert(
-            base,
-            IndexCheck {
-                entries,
-                next: 0,
-                time_entries,
-                findings: Vec::new(),
-            },
-        );
         if Some(base) == last_base {
             last_index = index;
         }
@@ -1406,7 +1410,11 @@ fn plan_with(
     let last_stable_offset = psm.last_stable_offset_for(high_watermark, log_start);
     drop(sources);
     let snapshot_ops = io.into_ops();
-    let snapshot_findings = snapshot_findings(opts, dir, &snapshot_ops, log_end)?;
+    let snapshot_findings = if audit.is_some() {
+        snapshot_findings(opts, dir, &snapshot_ops, log_end)?
+    } else {
+        Vec::new()
+    };
 
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
