@@ -1501,8 +1501,14 @@ fn apply_with(
     // 2. The segments after the first cut move to quarantine first, as they are (before the
     // segments are opened, which would create or resize their indexes).
     let mut quarantined = Vec::new();
-    let needs_qdir =
-        plan.recovered_from.is_some() && !plan.scans.is_empty() || plan.start_at_checkpoint;
+    // Only a plan that puts something aside creates a quarantine folder.
+    let needs_qdir = plan.scans.iter().any(|s| s.truncated_bytes() > 0)
+        || !plan.quarantined_segments.is_empty()
+        || plan
+            .snapshot_ops
+            .iter()
+            .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
+        || plan.start_at_checkpoint;
     if needs_qdir {
         create_quarantine_dir(&plan)?;
     }
