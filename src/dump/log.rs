@@ -57,6 +57,15 @@ impl LogState {
             self.valid_end = Some(batch_position);
         }
     }
+
+    /// A problem inside a batch whose framing and CRC are valid (records or a control value that
+    /// do not decode): reported, but the batch's bytes stay valid (`validBytes`/`nextOffset`
+    /// describe framing and CRCs only, as Kafka's tool and recovery see the file).
+    fn content_problem(&mut self, error: ErrorJson) {
+        if self.first_error.is_none() {
+            self.first_error = Some(error);
+        }
+    }
 }
 
 /// How a control record is shown: the text suffix Kafka's tool appends to the record line, the
@@ -417,21 +426,17 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             match b.records(&DecodeLimits::default()) {
                 Err(e) => {
                     writeln!(self.err, "{}: {e}", path.display())?;
-                    st.problem(b.position(), ErrorJson::from_format(&e));
-                    ok = false;
+                    st.content_problem(ErrorJson::from_format(&e));
                 }
                 Ok(records) => {
                     for r in records.iter() {
                         match r {
                             Ok(r) => {
-                                if !self.record(path, b, &r, st)? {
-                                    ok = false;
-                                }
+                                self.record(path, b, &r, st)?;
                             }
                             Err(e) => {
                                 writeln!(self.err, "{}: {e}", path.display())?;
-                                st.problem(b.position(), ErrorJson::from_format(&e));
-                                ok = false;
+                                st.content_problem(ErrorJson::from_format(&e));
                             }
                         }
                     }
@@ -460,7 +465,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         let mut ok = true;
         if let Some(e) = control.as_ref().and_then(|c| c.error.clone()) {
             writeln!(self.err, "{}: offset {}: {e}", path.display(), r.offset())?;
-            st.problem(b.position(), ErrorJson::from_format(&e));
+            st.content_problem(ErrorJson::from_format(&e));
             ok = false;
         }
         if self.args.json {

@@ -1550,49 +1550,18 @@ fn apply_with(
     let mut quarantine_dir = None;
     let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
         (0usize, 0u64, 0u64, 0u64);
-    // The snapshots taken at the recovered segments' boundaries are written (and fsync'd) by a
-    // writer thread while this one writes the segments; both finish before anything later.
-    let before: Vec<&SnapshotOp> = plan
-        .snapshot_ops
-        .iter()
-        .take_while(|(phase, _)| *phase == SnapshotPhase::BeforeInstall)
-        .map(|(_, op)| op)
-        .collect();
-    for _ in 0..before.len() {
+    // The snapshots taken at the recovered segments' boundaries first (each durable), then the
+    // segments. One thread: the order of the writes is the plan's, the same in every run (the
+    // crash tests count on it).
+    while let Some((SnapshotPhase::BeforeInstall, op)) = ops.peek() {
+        apply_snapshot_op(&plan, &io, op)?;
         ops.next();
     }
-    let write_before = || {
-        before
-            .iter()
-            .try_for_each(|op| apply_snapshot_op(&plan, &io, op))
-    };
     if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
-        let (installed, written) = std::thread::scope(|scope| {
-            let writer = std::thread::Builder::new()
-                .name("seglog-snapshots".into())
-                .spawn_scoped(scope, write_before)
-                .ok();
-            let mut install = || -> Result<_, PartitionLogError> {
-                for &(epoch, offset) in &plan.epoch_assignments {
-                    epochs.assign(epoch, offset)?;
-                }
-                Ok(local.install_scans(base, &plan.scans, &plan.quarantine_dir)?)
-            };
-            let installed = install();
-            // Without a writer thread (none to be had), the snapshots are written here.
-            let written = match writer {
-                Some(w) => w.join().unwrap_or_else(|_| {
-                    Err(PartitionLogError::Io {
-                        path: plan.dir.clone(),
-                        op: "writing producer snapshots",
-                        source: io::Error::other("the snapshot writer thread panicked"),
-                    })
-                }),
-                None => write_before(),
-            };
-            (installed, written)
-        });
-        written?;
+        for &(epoch, offset) in &plan.epoch_assignments {
+            epochs.assign(epoch, offset)?;
+        }
+        let installed = local.install_scans(base, &plan.scans, &plan.quarantine_dir);
         let (outcomes, moved) = installed?;
         for (segment, o) in &outcomes {
             segments_scanned += 1;
@@ -1610,8 +1579,6 @@ fn apply_with(
             }
         }
         quarantined.extend(moved);
-    } else {
-        write_before()?;
     }
     // Snapshots beyond the log end go with the quarantined data.
     while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
