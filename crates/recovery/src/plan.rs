@@ -1054,7 +1054,6 @@ fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, Partit
     Ok(root.join(format!("{n:04}")))
 }
 
-#[allow(clippy::too_many_lines)]
 fn plan_with(
     dir: &Path,
     opts: &LoadOptions,
