@@ -16,7 +16,21 @@
 //!     61 bytes read per batch), and against a clean load with the snapshot at the log end
 //!     (no replay: the fixed cost of opening the segments).
 //!
-//! The page cache is warm in every variant (each runs several times; nothing is dropped).
+//! (c) `kafka_layout`: Kafka's default layout, ONE segment of 1 GiB (`SEGLOG_BENCH_KAFKA_BYTES`)
+//!     of ~1.15 KB batches (10 records of 100-byte values), cached under
+//!     `<target>/bench-data/kafka-layout-v1-<bytes>/`: `LogLoader::load(full)` with the indexes
+//!     missing and with 10 MiB zero-filled indexes (what a crashed broker leaves), and the plan
+//!     `seglog verify` prints (`plan_audited`, no lock, 32 MiB windows), each paired with one mmap'd
+//!     `crc32c` pass over the same `.log`.
+//! (d) `small_partitions`: a log directory of 2,000 partitions of 512 KiB: `load_log_dir(full)`
+//!     on as many threads as cores, and the planning alone, against `crc32c` over every `.log`.
+//! (e) `cold_cache`: (c) with every file dropped from the page cache first (GNU `dd
+//!     iflag=nocache count=0`, i.e. `posix_fadvise(DONTNEED)`), against a sequential `read` of
+//!     the same files, also dropped first.
+//!
+//! Except in (e) the page cache is warm (each variant runs several times; nothing is dropped).
+//! Ratios are printed as medians over `SEGLOG_BENCH_PAIRS` (default 15) back-to-back (baseline,
+//! subject) pairs: the development VM is shared and its speed drifts.
 //! Only the load is timed; closing the log afterwards (and deleting the snapshot the load writes
 //! at the log end, for (b)) happens outside the measurement.
 use std::hint::black_box;
@@ -94,6 +108,8 @@ struct Generator {
     txn_open: [u32; TRANSACTIONAL as usize],
     values: Vec<u8>,
     now: i64,
+    /// Every value this long (Kafka's default layout); `None`: 100–1000 bytes.
+    value_len: Option<usize>,
 }
 
 impl Generator {
@@ -112,6 +128,7 @@ impl Generator {
             txn_open: [0; TRANSACTIONAL as usize],
             values,
             now,
+            value_len: None,
         }
     }
 
@@ -123,7 +140,9 @@ impl Generator {
             b = b.producer(pid, self.epoch, seq);
         }
         for r in 0..RECORDS_PER_BATCH {
-            let len = 100 + self.rng.below(901) as usize;
+            let len = self
+                .value_len
+                .unwrap_or_else(|| 100 + self.rng.below(901) as usize);
             let start = self.rng.below((self.values.len() - len) as u64) as usize;
             let key = (self.next_offset + r).to_be_bytes();
             // Timestamps grow with the offset (1 ms each), so the time index gets entries.
@@ -407,8 +426,11 @@ fn paired_ratio(
     {
         return;
     }
-    const PAIRS: usize = 15;
-    let mut ratios: Vec<f64> = (0..PAIRS)
+    let pairs: usize = std::env::var("SEGLOG_BENCH_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(15);
+    let mut ratios: Vec<f64> = (0..pairs.max(1))
         .map(|_| {
             let b = baseline();
             let s = subject();
@@ -416,11 +438,12 @@ fn paired_ratio(
         })
         .collect();
     ratios.sort_by(f64::total_cmp);
+    let n = ratios.len();
     eprintln!(
-        "{name}: median ratio over {PAIRS} back-to-back pairs {:.2} (min {:.2}, max {:.2})",
-        ratios[PAIRS / 2],
+        "{name}: median ratio over {n} back-to-back pairs {:.2} (min {:.2}, max {:.2})",
+        ratios[n / 2],
         ratios[0],
-        ratios[PAIRS - 1]
+        ratios[n - 1]
     );
 }
 
@@ -515,5 +538,379 @@ fn snapshot_replay(c: &mut Criterion) {
     );
 }
 
-criterion_group!(benches, full_recovery, snapshot_replay);
+// ------------------------------------------------------------------------------------------------
+// Kafka's default layout: one 1 GiB segment of ~1.15 KB batches; a log directory of many small
+// partitions; a cold page cache.
+// ------------------------------------------------------------------------------------------------
+
+const KAFKA_SEGMENT_BYTES: u64 = 1 << 30;
+const SMALL_PARTITIONS: usize = 2_000;
+const SMALL_PARTITION_BYTES: u64 = 512 << 10;
+
+fn kafka_config() -> PartitionLogConfig {
+    PartitionLogConfig {
+        log: LogConfig {
+            segment_bytes: KAFKA_SEGMENT_BYTES,
+            retention_ms: -1,
+            ..LogConfig::default()
+        },
+        ..PartitionLogConfig::default()
+    }
+}
+
+/// One partition of `bytes` of batches of 10 records of 100-byte values (~1.15 KB each), in one
+/// segment (`SEGLOG_BENCH_KAFKA_BYTES` changes the 1 GiB).
+fn generate_kafka(dir: &Path, bytes: u64, chunk: usize) {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).expect("create bench dir");
+    let opts = LoadOptions {
+        config: kafka_config(),
+        ..LoadOptions::default()
+    };
+    let (mut log, _) = LogLoader::load(dir, &opts).expect("open new log");
+    let mut g = Generator::new();
+    g.value_len = Some(100);
+    let mut written = 0u64;
+    let mut out = Vec::with_capacity(chunk + 4096);
+    // Below the segment size: one segment.
+    while written + chunk as u64 <= bytes.min(KAFKA_SEGMENT_BYTES - (1 << 20)) {
+        while out.len() < chunk {
+            out.extend(g.next_batch());
+        }
+        log.append_as_follower(&out).expect("append");
+        written += out.len() as u64;
+        out.clear();
+    }
+    for p in 0..TRANSACTIONAL as usize {
+        if g.txn_open[p] > 0 {
+            out.extend(g.marker(100 + p as i64, true));
+        }
+    }
+    if !out.is_empty() {
+        log.append_as_follower(&out).expect("append");
+    }
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    log.close().expect("close");
+}
+
+fn kafka_dir() -> PathBuf {
+    let bytes = std::env::var("SEGLOG_BENCH_KAFKA_BYTES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(KAFKA_SEGMENT_BYTES);
+    let dir = bench_dir(bytes)
+        .with_file_name(format!("kafka-layout-v1-{bytes}"))
+        .join("topic-0");
+    if !dir.with_file_name(COMPLETE_MARKER).exists() {
+        let t = Instant::now();
+        generate_kafka(&dir, bytes, CHUNK_BYTES);
+        std::fs::write(dir.with_file_name(COMPLETE_MARKER), "").expect("marker");
+        eprintln!("generated {} in {:.1?}", dir.display(), t.elapsed());
+    }
+    dir
+}
+
+fn small_partitions_dir() -> PathBuf {
+    let root = bench_dir(0).with_file_name(format!(
+        "small-partitions-v1-{SMALL_PARTITIONS}x{SMALL_PARTITION_BYTES}"
+    ));
+    if !root.join(COMPLETE_MARKER).exists() {
+        let t = Instant::now();
+        let _ = std::fs::remove_dir_all(&root);
+        for p in 0..SMALL_PARTITIONS {
+            generate_kafka(
+                &root.join(format!("topic-{p}")),
+                SMALL_PARTITION_BYTES,
+                64 << 10,
+            );
+        }
+        std::fs::write(root.join(COMPLETE_MARKER), "").expect("marker");
+        eprintln!("generated {} in {:.1?}", root.display(), t.elapsed());
+    }
+    root
+}
+
+/// The crash's index files: none, or preallocated to 10 MiB of zeros (what a broker that died
+/// leaves for the active segment).
+#[derive(Clone, Copy)]
+enum Indexes {
+    Missing,
+    ZeroFilled,
+}
+
+fn set_indexes(dir: &Path, how: Indexes) {
+    for (base, _) in segments(dir) {
+        for ext in ["index", "timeindex"] {
+            let p = dir.join(format!("{base:020}.{ext}"));
+            let _ = std::fs::remove_file(&p);
+            if let Indexes::ZeroFilled = how {
+                let f = std::fs::File::create(&p).expect("create index");
+                f.set_len(10 << 20).expect("preallocate index");
+            }
+        }
+    }
+}
+
+/// `posix_fadvise(POSIX_FADV_DONTNEED)` on `f` through GNU `dd` (`iflag=nocache count=0`), so
+/// that the next read comes from the disk.
+fn drop_from_cache(f: &Path) {
+    let status = std::process::Command::new("dd")
+        .arg(format!("if={}", f.display()))
+        .args(["iflag=nocache", "count=0", "status=none"])
+        .status()
+        .expect("run dd");
+    assert!(status.success(), "dd nocache {}", f.display());
+}
+
+fn all_files(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).expect("read dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// One 1 GiB segment: `LogLoader::load(full)` with its indexes missing and zero-filled, and
+/// `LogLoader::plan_audited(full)` without the lock (what `seglog verify` runs: windows read
+/// through a handle), each against one mmap'd `crc32c` pass over the same `.log`.
+fn kafka_layout(c: &mut Criterion) {
+    let dir = kafka_dir();
+    let files: Vec<PathBuf> = segments(&dir).into_iter().map(|(_, p)| p).collect();
+    let total: u64 = files
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let opts = LoadOptions {
+        config: kafka_config(),
+        full: true,
+        ..LoadOptions::default()
+    };
+    let load = |how: Indexes| {
+        set_indexes(&dir, how);
+        let t = Instant::now();
+        let (log, report) = LogLoader::load(&dir, &opts).expect("full recovery");
+        let spent = t.elapsed();
+        assert!(report.cut.is_empty(), "{report}");
+        assert_eq!(report.bytes_scanned, total);
+        log.close().expect("close");
+        spent
+    };
+    let verify = || {
+        let t = Instant::now();
+        let plan = LogLoader::plan_audited(&dir, &opts).expect("plan");
+        let spent = t.elapsed();
+        assert!(plan.cuts().is_empty());
+        black_box(plan.log_end_offset);
+        spent
+    };
+    let crc = || {
+        let t = Instant::now();
+        black_box(crc_pass_mmap(&dir, &files));
+        t.elapsed()
+    };
+    let mut g = c.benchmark_group("kafka_layout");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Bytes(total));
+    g.bench_function("crc32c_one_pass_mmap", |b| {
+        b.iter(|| black_box(crc_pass_mmap(&dir, &files)))
+    });
+    g.bench_function("recover_full_indexes_missing", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| load(Indexes::Missing)).sum())
+    });
+    g.bench_function("recover_full_indexes_zero_filled", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| load(Indexes::ZeroFilled)).sum())
+    });
+    g.bench_function("verify_plan", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| verify()).sum())
+    });
+    g.finish();
+    let ids = [
+        "kafka_layout/crc32c_one_pass_mmap",
+        "kafka_layout/recover_full",
+        "kafka_layout/verify_plan",
+    ];
+    paired_ratio(
+        "kafka_layout: mmap crc32c pass / load(full), indexes missing",
+        &ids,
+        crc,
+        || load(Indexes::Missing),
+    );
+    paired_ratio(
+        "kafka_layout: mmap crc32c pass / load(full), indexes zero-filled",
+        &ids,
+        crc,
+        || load(Indexes::ZeroFilled),
+    );
+    paired_ratio(
+        "kafka_layout: mmap crc32c pass / plan_audited(full) without the lock (verify)",
+        &ids,
+        crc,
+        verify,
+    );
+}
+
+/// 2,000 partitions of 512 KiB in one log directory: `load_log_dir(full)` on as many threads as
+/// cores (Kafka's `num.recovery.threads.per.data.dir` idea), against one mmap'd `crc32c` pass
+/// over every `.log`; and the same planning only (no writes), to say where the time goes.
+fn small_partitions(c: &mut Criterion) {
+    let root = small_partitions_dir();
+    let logs: Vec<PathBuf> = all_files(&root)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    let total: u64 = logs
+        .iter()
+        .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
+        .sum();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let dir_opts = recovery::LogDirOptions {
+        threads,
+        full: true,
+        config: kafka_config(),
+        ..recovery::LogDirOptions::default()
+    };
+    let crc = || {
+        let t = Instant::now();
+        let mut acc = 0u32;
+        for f in &logs {
+            let bytes = std::fs::read(f).expect("read .log");
+            acc ^= crc32c::crc32c(&bytes);
+        }
+        black_box(acc);
+        t.elapsed()
+    };
+    let load = || {
+        let t = Instant::now();
+        let loaded = recovery::load_log_dir(&root, &dir_opts).expect("load log dir");
+        let spent = t.elapsed();
+        assert_eq!(loaded.partitions.len(), SMALL_PARTITIONS);
+        loaded.close().expect("close");
+        spent
+    };
+    let plan_only = || {
+        let t = Instant::now();
+        let opts = LoadOptions {
+            config: kafka_config(),
+            full: true,
+            ..LoadOptions::default()
+        };
+        let dirs: Vec<PathBuf> = (0..SMALL_PARTITIONS)
+            .map(|p| root.join(format!("topic-{p}")))
+            .collect();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(d) = dirs.get(i) else { break };
+                    black_box(LogLoader::plan(d, &opts).expect("plan").log_end_offset);
+                });
+            }
+        });
+        t.elapsed()
+    };
+    let mut g = c.benchmark_group("small_partitions");
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Bytes(total));
+    g.bench_function("crc32c_read_every_log", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| crc()).sum())
+    });
+    g.bench_function("load_log_dir_full", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| load()).sum())
+    });
+    g.bench_function("plan_every_partition", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| plan_only()).sum())
+    });
+    g.finish();
+    let ids = ["small_partitions/"];
+    paired_ratio(
+        "small_partitions: crc32c over every .log / load_log_dir(full) incl. close",
+        &ids,
+        crc,
+        load,
+    );
+    paired_ratio(
+        "small_partitions: crc32c over every .log / plan of every partition",
+        &ids,
+        crc,
+        plan_only,
+    );
+}
+
+/// Cold page cache: every file of the one-segment partition dropped from the cache before each
+/// run; `LogLoader::load(full)` (indexes missing) against a sequential `read` of the same files
+/// (1 MiB buffer).
+fn cold_cache(_c: &mut Criterion) {
+    let dir = kafka_dir();
+    let ids = ["cold_cache/"];
+    let drop_all = || {
+        for f in all_files(&dir) {
+            drop_from_cache(&f);
+        }
+    };
+    let opts = LoadOptions {
+        config: kafka_config(),
+        full: true,
+        ..LoadOptions::default()
+    };
+    let mut buf = vec![0u8; 1 << 20];
+    let read = || {
+        set_indexes(&dir, Indexes::Missing);
+        drop_all();
+        let t = Instant::now();
+        let mut n = 0usize;
+        for f in all_files(&dir) {
+            let mut h = std::fs::File::open(&f).expect("open");
+            loop {
+                let k = h.read(&mut buf).expect("read");
+                if k == 0 {
+                    break;
+                }
+                n += k;
+            }
+        }
+        black_box(n);
+        t.elapsed()
+    };
+    let load = || {
+        set_indexes(&dir, Indexes::Missing);
+        drop_all();
+        let t = Instant::now();
+        let (log, _) = LogLoader::load(&dir, &opts).expect("full recovery");
+        let spent = t.elapsed();
+        log.close().expect("close");
+        spent
+    };
+    paired_ratio(
+        "cold_cache: sequential read of every file / load(full)",
+        &ids,
+        read,
+        load,
+    );
+}
+
+criterion_group!(
+    benches,
+    full_recovery,
+    snapshot_replay,
+    kafka_layout,
+    small_partitions,
+    cold_cache
+);
 criterion_main!(benches);

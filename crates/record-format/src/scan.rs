@@ -155,11 +155,21 @@ pub struct Regions<'a> {
     spans: Vec<OnceLock<Span<'a>>>,
     /// Next region a helper tries to claim.
     next: AtomicUsize,
+    /// The region the chain reader has reached: helpers stay at most [`MAX_LEAD`] regions
+    /// ahead of it, so that the entries they walked are still in the shared cache when the
+    /// reader applies them.
+    reached: AtomicUsize,
+    /// A chain reader follows the helpers (set by [`Regions::follow_chain`]); without one
+    /// (`scan_log`) helpers are not held back.
+    chained: AtomicBool,
     /// No further unit starts (running ones finish).
     stopped: AtomicBool,
     /// See [`Regions::bytes_checked`].
     checked: AtomicU64,
 }
+
+/// How many regions a helper may walk ahead of the chain reader.
+pub const MAX_LEAD: usize = 8;
 
 /// What the applier gets next.
 #[derive(Debug)]
@@ -185,6 +195,8 @@ impl<'a> Regions<'a> {
             claims: (0..regions).map(|_| AtomicU8::new(UNCLAIMED)).collect(),
             spans: (0..regions).map(|_| OnceLock::new()).collect(),
             next: AtomicUsize::new(0),
+            reached: AtomicUsize::new(0),
+            chained: AtomicBool::new(false),
             stopped: AtomicBool::new(false),
             checked: AtomicU64::new(0),
         }
@@ -197,11 +209,13 @@ impl<'a> Regions<'a> {
 
     /// Does units of work until every region is taken or [`Self::stop`] was called.
     pub fn help(&self) {
-        while self.work() {}
+        while self.work(true) {}
     }
 
-    /// Claims the next free region in file order and walks it. `false` once there is none.
-    fn work(&self) -> bool {
+    /// Claims the next free region in file order and walks it. `false` once there is none. A
+    /// `helper` (not the chain reader itself) stays at most [`MAX_LEAD`] regions ahead of the
+    /// reader.
+    fn work(&self, helper: bool) -> bool {
         loop {
             if self.stopped.load(Ordering::Acquire) {
                 return false;
@@ -209,6 +223,18 @@ impl<'a> Regions<'a> {
             let k = self.next.fetch_add(1, Ordering::Relaxed);
             if k >= self.count() {
                 return false;
+            }
+            // Not too far ahead of the reader (who claims `k` itself if it gets there first).
+            while helper
+                && self.chained.load(Ordering::Acquire)
+                && k > self.reached.load(Ordering::Acquire) + MAX_LEAD
+                && !self.stopped.load(Ordering::Acquire)
+                && self
+                    .claims
+                    .get(k)
+                    .is_some_and(|c| c.load(Ordering::Acquire) == UNCLAIMED)
+            {
+                std::thread::sleep(std::time::Duration::from_micros(20));
             }
             if self.claim(k) {
                 self.process(k);
@@ -399,6 +425,7 @@ impl<'a> Regions<'a> {
         f: impl FnOnce(&mut ChainReader<'_, 'a>) -> R,
     ) -> R {
         let helpers = if self.count() > 1 { helpers } else { 0 };
+        self.chained.store(true, Ordering::Release);
         std::thread::scope(|scope| {
             let handles: Vec<_> = (0..helpers)
                 .map_while(|_| {
@@ -468,12 +495,14 @@ impl<'c, 'a> ChainReader<'c, 'a> {
                 _ => self.region += 1,
             }
         }
+        regions.reached.store(self.region, Ordering::Release);
         let region = next_start
             .filter(|&s| s == self.pos)
             .and_then(|_| self.span(self.region));
         let (entries, span_end, frame_end) = if let Some(span) = region {
             // The chain arrives at this region's start: its walk is the chain's.
             self.region += 1;
+            regions.reached.store(self.region, Ordering::Release);
             (
                 Cow::Borrowed(span.entries.as_slice()),
                 span.end,
@@ -507,7 +536,7 @@ impl<'c, 'a> ChainReader<'c, 'a> {
                 return Some(span);
             }
             // Another thread is walking region `k` (at most one unit of work away).
-            if !regions.work() {
+            if !regions.work(false) {
                 std::thread::yield_now();
             }
         }

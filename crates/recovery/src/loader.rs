@@ -3,23 +3,23 @@
 //!
 //! Kafka truncates a segment at its first invalid batch and deletes every later segment. Here the
 //! cut bytes are written to `<partition>/quarantine/<n>/<base>.log.cut-<position>` before the
-//! `.log` is truncated (segment-store's `LogSegment::recover`), and every later segment is
-//! *moved* (all its files) into the same `quarantine/<n>/` folder. The [`RecoveryReport`] says
-//! what was kept, cut and moved, and why.
+//! `.log` is truncated, and every later segment is *moved* (all its files, as they are) into the
+//! same `quarantine/<n>/` folder. The [`RecoveryReport`] says what was kept, cut and moved, and
+//! why.
 //!
-//! Steps of [`LogLoader::load`] for one partition directory:
+//! [`LogLoader::load`] is [`LogLoader::plan`] (read-only: everything loading would do and find)
+//! then [`LogLoader::apply`] (exactly those changes), under one directory lock: see
+//! [`crate::plan`]. The steps it plans, for one partition directory:
 //! 1. delete `*.deleted`; delete `*.cleaned` and any `*.swap` at or above the smallest cleaned
 //!    base offset (an interrupted split); for the remaining `.log.swap` segments delete the
 //!    originals in the swapped range, then rename the swaps into place; delete orphan indexes;
-//! 2. open the segments as they are;
+//! 2. open the segments as they are (the active one's next offset from its last index entry);
 //! 3. unless the shutdown was clean, recover every segment from the one containing the recovery
-//!    point on (any segment whose indexes fail the sanity check too): CRC-validate every batch,
-//!    rebuild the offset/time/transaction indexes, apply each batch to producer state
-//!    (`Replication` origin, barriers included, snapshot at each segment boundary), and stop at
-//!    the first invalid batch (quarantine as above);
-//!    CRCs are checked on every core while this thread applies the batches in log order (see
-//!    segment-store's `LogSegment::recover`); producer state is updated in place per batch and
-//!    the per-segment snapshots are written by a writer thread, joined before the result is used;
+//!    point on (any segment whose indexes fail the sanity check too, or whose tail does not
+//!    parse): CRC-validate every batch, rebuild the offset/time/transaction indexes, apply each
+//!    batch to producer state (`Replication` origin, barriers included, snapshot at each segment
+//!    boundary), and stop at the first invalid batch (quarantine as above); CRCs are checked on
+//!    every core while one thread applies the batches in log order;
 //! 4. log start offset = max(checkpoint, first segment base) — a checkpoint above the log end
 //!    (Kafka deletes every segment then) moves every non-empty segment into quarantine and starts
 //!    the log empty at the checkpoint; leader-epoch cache truncated to

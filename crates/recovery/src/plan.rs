@@ -1069,7 +1069,6 @@ fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, Partit
     Ok(root.join(format!("{n:04}")))
 }
 
-#[allow(clippy::too_many_lines)]
 fn plan_with(
     dir: &Path,
     opts: &LoadOptions,
@@ -1153,45 +1152,49 @@ fn plan_with(
                 },
             });
         }
-        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
-        // at position 0), those past the end of the `.log` reported at once, the others checked
-        // against the batches if the segment is scanned.
-        let view = OffsetIndexView::new(base, &index);
-        let mut entries = Vec::new();
-        for n in 0..view.entries() {
-            let Some(e) = view.entry(n) else { break };
-            if e.offset == base && e.position.0 == 0 {
-                break;
+        // Checking every index entry is for audited plans (`verify`); loading needs only the
+        // sanity checks above.
+        if audit {
+            // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
+            // at position 0), those past the end of the `.log` reported at once, the others checked
+            // against the batches if the segment is scanned.
+            let view = OffsetIndexView::new(base, &index);
+            let mut entries = Vec::new();
+            for n in 0..view.entries() {
+                let Some(e) = view.entry(n) else { break };
+                if e.offset == base && e.position.0 == 0 {
+                    break;
+                }
+                if u64::from(e.position.0) >= size {
+                    index_findings.push(IndexFinding {
+                        kind: FileKind::Index,
+                        problem: IndexProblem::EntryBeyondLog {
+                            entry: n,
+                            offset: e.offset,
+                            position: e.position.0,
+                            log_size: size,
+                        },
+                    });
+                } else {
+                    entries.push((n, e));
+                }
             }
-            if u64::from(e.position.0) >= size {
-                index_findings.push(IndexFinding {
-                    kind: FileKind::Index,
-                    problem: IndexProblem::EntryBeyondLog {
-                        entry: n,
-                        offset: e.offset,
-                        position: e.position.0,
-                        log_size: size,
-                    },
-                });
-            } else {
-                entries.push((n, e));
-            }
+            entries.sort_by_key(|(n, e)| (e.position, *n));
+            let tview = TimeIndexView::new(base, &time);
+            let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
+                .map_while(|n| tview.entry(n).map(|e| (n, e)))
+                .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
+                .collect();
+            index_checks.insert(
+                base,
+                IndexCheck {
+                    entries,
+                    next: 0,
+                    time_entries,
+                    findings: Vec::new(),
+                },
+            );
         }
-        entries.sort_by_key(|(n, e)| (e.position, *n));
-        let tview = TimeIndexView::new(base, &time);
-        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
-            .map_while(|n| tview.entry(n).map(|e| (n, e)))
-            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
-            .collect();
-        index_checks.insert(
-            base,
-            IndexCheck {
-                entries,
-                next: 0,
-                time_entries,
-                findings: Vec::new(),
-            },
-        );
         if Some(base) == last_base {
             last_index = index;
         }
@@ -1443,7 +1446,11 @@ fn plan_with(
     let last_stable_offset = psm.last_stable_offset_for(high_watermark, log_start);
     drop(sources);
     let snapshot_ops = io.into_ops();
-    let snapshot_findings = snapshot_findings(opts, dir, &snapshot_ops, log_end)?;
+    let snapshot_findings = if audit.is_some() {
+        snapshot_findings(opts, dir, &snapshot_ops, log_end)?
+    } else {
+        Vec::new()
+    };
 
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
@@ -1531,8 +1538,14 @@ fn apply_with(
     // 2. The segments after the first cut move to quarantine first, as they are (before the
     // segments are opened, which would create or resize their indexes).
     let mut quarantined = Vec::new();
-    let needs_qdir =
-        plan.recovered_from.is_some() && !plan.scans.is_empty() || plan.start_at_checkpoint;
+    // Only a plan that puts something aside creates a quarantine folder.
+    let needs_qdir = plan.scans.iter().any(|s| s.truncated_bytes() > 0)
+        || !plan.quarantined_segments.is_empty()
+        || plan
+            .snapshot_ops
+            .iter()
+            .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
+        || plan.start_at_checkpoint;
     if needs_qdir {
         create_quarantine_dir(&plan)?;
     }
@@ -1574,49 +1587,18 @@ fn apply_with(
     let mut quarantine_dir = None;
     let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
         (0usize, 0u64, 0u64, 0u64);
-    // The snapshots taken at the recovered segments' boundaries are written (and fsync'd) by a
-    // writer thread while this one writes the segments; both finish before anything later.
-    let before: Vec<&SnapshotOp> = plan
-        .snapshot_ops
-        .iter()
-        .take_while(|(phase, _)| *phase == SnapshotPhase::BeforeInstall)
-        .map(|(_, op)| op)
-        .collect();
-    for _ in 0..before.len() {
+    // The snapshots taken at the recovered segments' boundaries first (each durable), then the
+    // segments. One thread: the order of the writes is the plan's, the same in every run (the
+    // crash tests count on it).
+    while let Some((SnapshotPhase::BeforeInstall, op)) = ops.peek() {
+        apply_snapshot_op(&plan, &io, op)?;
         ops.next();
     }
-    let write_before = || {
-        before
-            .iter()
-            .try_for_each(|op| apply_snapshot_op(&plan, &io, op))
-    };
     if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
-        let (installed, written) = std::thread::scope(|scope| {
-            let writer = std::thread::Builder::new()
-                .name("seglog-snapshots".into())
-                .spawn_scoped(scope, write_before)
-                .ok();
-            let mut install = || -> Result<_, PartitionLogError> {
-                for &(epoch, offset) in &plan.epoch_assignments {
-                    epochs.assign(epoch, offset)?;
-                }
-                Ok(local.install_scans(base, &plan.scans, &plan.quarantine_dir)?)
-            };
-            let installed = install();
-            // Without a writer thread (none to be had), the snapshots are written here.
-            let written = match writer {
-                Some(w) => w.join().unwrap_or_else(|_| {
-                    Err(PartitionLogError::Io {
-                        path: plan.dir.clone(),
-                        op: "writing producer snapshots",
-                        source: io::Error::other("the snapshot writer thread panicked"),
-                    })
-                }),
-                None => write_before(),
-            };
-            (installed, written)
-        });
-        written?;
+        for &(epoch, offset) in &plan.epoch_assignments {
+            epochs.assign(epoch, offset)?;
+        }
+        let installed = local.install_scans(base, &plan.scans, &plan.quarantine_dir);
         let (outcomes, moved) = installed?;
         for (segment, o) in &outcomes {
             segments_scanned += 1;
@@ -1634,8 +1616,6 @@ fn apply_with(
             }
         }
         quarantined.extend(moved);
-    } else {
-        write_before()?;
     }
     // Snapshots beyond the log end go with the quarantined data.
     while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {

@@ -17,13 +17,14 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use segment_store::{IndexCorruption, OffsetIndexView, TimeIndexView};
+
 use record_format::{Batches, DecodeLimits, LogEntry};
 use segment_store::index::AbortedTxn;
 use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
 use super::{absolute, io_msg, Dumper};
-use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// Bytes per `.index` entry.
 pub const OFFSET_ENTRY_SIZE: usize = 8;
@@ -70,74 +71,64 @@ struct TxnLine {
     last_stable_offset: i64,
 }
 
-/// All whole entries of an offset index (no zero-stop).
+/// All whole entries of an offset index (no zero-stop), through segment-store's index view.
 pub fn offset_entries(base: i64, bytes: &[u8]) -> Vec<OffsetEntry> {
-    bytes
-        .chunks_exact(OFFSET_ENTRY_SIZE)
+    let view = OffsetIndexView::new(base, bytes);
+    (0..view.entries())
+        .filter_map(|n| view.entry(n))
         .map(|e| OffsetEntry {
             kind: "indexEntry",
-            offset: base.wrapping_add(i64::from(be_i32(e, 0))),
-            position: be_i32(e, 4),
+            offset: e.offset,
+            position: e.position.0 as i32,
         })
         .collect()
 }
 
-/// All whole entries of a time index (no zero-stop).
+/// All whole entries of a time index (no zero-stop), through segment-store's index view.
 pub fn time_entries(base: i64, bytes: &[u8]) -> Vec<TimeEntry> {
-    bytes
-        .chunks_exact(TIME_ENTRY_SIZE)
+    let view = TimeIndexView::new(base, bytes);
+    (0..view.entries())
+        .filter_map(|n| view.entry(n))
         .map(|e| TimeEntry {
             kind: "timeIndexEntry",
-            timestamp: be_i64(e, 0),
-            offset: base.wrapping_add(i64::from(be_i32(e, 8))),
+            timestamp: e.timestamp,
+            offset: e.offset,
         })
         .collect()
 }
 
-/// Kafka's `OffsetIndex.sanityCheck`.
+/// Kafka's `OffsetIndex.sanityCheck` (segment-store's index view), in Kafka's words.
 pub fn offset_index_sanity(base: i64, bytes: &[u8]) -> Result<(), String> {
-    let entries = offset_entries(base, bytes);
-    if let Some(last) = entries.last() {
-        if last.offset < base {
-            return Err(format!(
-                "corrupt index: the last offset is {} which is less than the base offset {base}",
-                last.offset
-            ));
-        }
+    match OffsetIndexView::new(base, bytes).sanity_check() {
+        Ok(()) => Ok(()),
+        Err(IndexCorruption::LastOffsetBelowBase { last_offset, .. }) => Err(format!(
+            "corrupt index: the last offset is {last_offset} which is less than the base offset \
+             {base}"
+        )),
+        Err(IndexCorruption::LengthNotMultiple { len, entry_size }) => Err(format!(
+            "corrupt index: {len} bytes is not a multiple of {entry_size}"
+        )),
+        Err(e) => Err(format!("corrupt index: {e}")),
     }
-    if bytes.len() % OFFSET_ENTRY_SIZE != 0 {
-        return Err(format!(
-            "corrupt index: {} bytes is not a multiple of {OFFSET_ENTRY_SIZE}",
-            bytes.len()
-        ));
-    }
-    Ok(())
 }
 
-/// Kafka's `TimeIndex.sanityCheck`.
+/// Kafka's `TimeIndex.sanityCheck` (segment-store's index view), in Kafka's words.
 pub fn time_index_sanity(base: i64, bytes: &[u8]) -> Result<(), String> {
-    let entries = time_entries(base, bytes);
-    if let (Some(first), Some(last)) = (entries.first(), entries.last()) {
-        if last.timestamp < first.timestamp {
-            return Err(format!(
-                "corrupt time index: the last timestamp is {} which is less than the first timestamp {}",
-                last.timestamp, first.timestamp
-            ));
-        }
-        if last.offset < base {
-            return Err(format!(
-                "corrupt time index: the last offset is {} which is less than the base offset {base}",
-                last.offset
-            ));
-        }
+    match TimeIndexView::new(base, bytes).sanity_check() {
+        Ok(()) => Ok(()),
+        Err(IndexCorruption::LastTimestampBelowFirst { first, last }) => Err(format!(
+            "corrupt time index: the last timestamp is {last} which is less than the first \
+             timestamp {first}"
+        )),
+        Err(IndexCorruption::LastOffsetBelowBase { last_offset, .. }) => Err(format!(
+            "corrupt time index: the last offset is {last_offset} which is less than the base \
+             offset {base}"
+        )),
+        Err(IndexCorruption::LengthNotMultiple { len, entry_size }) => Err(format!(
+            "corrupt time index: {len} bytes is not a multiple of {entry_size}"
+        )),
+        Err(e) => Err(format!("corrupt time index: {e}")),
     }
-    if bytes.len() % TIME_ENTRY_SIZE != 0 {
-        return Err(format!(
-            "corrupt time index: {} bytes is not a multiple of {TIME_ENTRY_SIZE}",
-            bytes.len()
-        ));
-    }
-    Ok(())
 }
 
 /// The last offset of the first batch in `log[position .. position + max_message_size]` (Kafka:

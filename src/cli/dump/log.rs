@@ -60,6 +60,15 @@ impl LogState {
             self.valid_end = Some(batch_position);
         }
     }
+
+    /// A problem inside a batch whose framing and CRC are valid (records or a control value that
+    /// do not decode): reported, but the batch's bytes stay valid (`validBytes`/`nextOffset`
+    /// describe framing and CRCs only, as Kafka's tool and recovery see the file).
+    pub(crate) fn content_problem(&mut self, error: ErrorJson) {
+        if self.first_error.is_none() {
+            self.first_error = Some(error);
+        }
+    }
 }
 
 /// How a control record is shown: the text suffix Kafka's tool appends to the record line, the
@@ -464,8 +473,9 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             st.problem(b.position(), ErrorJson::from_format(&e));
             ok = false;
         }
-        if self.args.is_deep() && !self.v2_records(path, b, st)? {
-            ok = false;
+        if self.args.is_deep() {
+            // Records that do not decode are content problems: the batch's bytes stay valid.
+            self.v2_records(path, b, st)?;
         }
         if ok && st.valid_end.is_none() {
             st.next_offset = b.next_offset();
@@ -484,7 +494,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         match b.records(&DecodeLimits::default()) {
             Err(e) => {
                 writeln!(self.err, "{}: {e}", path.display())?;
-                st.problem(b.position(), ErrorJson::from_format(&e));
+                st.content_problem(ErrorJson::from_format(&e));
                 ok = false;
             }
             Ok(records) => {
@@ -497,7 +507,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                         }
                         Err(e) => {
                             writeln!(self.err, "{}: {e}", path.display())?;
-                            st.problem(b.position(), ErrorJson::from_format(&e));
+                            st.content_problem(ErrorJson::from_format(&e));
                             ok = false;
                         }
                     }
@@ -523,7 +533,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         let mut ok = true;
         if let Some(e) = control.as_ref().and_then(|c| c.error.clone()) {
             writeln!(self.err, "{}: offset {}: {e}", path.display(), r.offset())?;
-            st.problem(b.position(), ErrorJson::from_format(&e));
+            st.content_problem(ErrorJson::from_format(&e));
             ok = false;
         }
         if self.args.json {

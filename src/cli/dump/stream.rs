@@ -498,7 +498,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 && !b.is_control()
                 && !(self.args.json && self.args.json_decodes());
             if plain {
-                ok &= self.stream_records(path, file, &b, pos, size, st)?;
+                self.stream_records(path, file, &b, pos, size, st)?;
             } else {
                 // Control batches are small, and a compressed batch is decompressed whole.
                 let bytes = match read_at(file, pos, pos + size) {
@@ -506,7 +506,9 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                     Err(e) => return self.read_failed(path, &e),
                 };
                 match RecordBatch::new(&bytes, pos) {
-                    Ok(whole) => ok &= self.v2_records(path, &whole, st)?,
+                    Ok(whole) => {
+                        self.v2_records(path, &whole, st)?;
+                    }
                     Err(e) => {
                         writeln!(self.err, "{}: {e}", path.display())?;
                         st.problem(pos, ErrorJson::from_format(&e));
@@ -544,20 +546,20 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                     },
                     pos,
                 );
-                return self.stream_problem(path, pos, StreamError::Format(e), st);
+                return self.stream_problem(path, StreamError::Format(e), st);
             }
             let r = match scan_record(&mut c, b, batch_end) {
                 Ok(r) => r,
-                Err(e) => return self.stream_problem(path, pos, e, st),
+                Err(e) => return self.stream_problem(path, e, st),
             };
             if let Err(e) = self.print_streamed(file, b, &r, st) {
-                return self.stream_problem(path, pos, e, st);
+                return self.stream_problem(path, e, st);
             }
             c.seek(r.end);
         }
         if c.pos() < batch_end {
             let e = FormatError::new(FormatErrorKind::TrailingBytes(batch_end - c.pos()), c.pos());
-            return self.stream_problem(path, pos, StreamError::Format(e), st);
+            return self.stream_problem(path, StreamError::Format(e), st);
         }
         Ok(true)
     }
@@ -565,15 +567,15 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     fn stream_problem(
         &mut self,
         path: &Path,
-        pos: u64,
         e: StreamError,
         st: &mut LogState,
     ) -> io::Result<bool> {
         match e {
             StreamError::Io(e) => Err(e),
             StreamError::Format(e) => {
+                // Inside a batch whose framing is valid: a content problem, as in `v2_records`.
                 writeln!(self.err, "{}: {e}", path.display())?;
-                st.problem(pos, ErrorJson::from_format(&e));
+                st.content_problem(ErrorJson::from_format(&e));
                 Ok(false)
             }
         }

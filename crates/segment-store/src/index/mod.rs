@@ -117,6 +117,13 @@ impl IndexCore {
         self.entries * self.entry_size
     }
 
+    /// The bytes of the used entries.
+    pub(crate) fn used(&self) -> &[u8] {
+        self.map
+            .read(0, self.entries * self.entry_size)
+            .unwrap_or_default()
+    }
+
     /// The bytes of slot `n`, if `n < entries`.
     pub(crate) fn slot(&self, n: usize) -> Option<&[u8]> {
         if n >= self.entries {

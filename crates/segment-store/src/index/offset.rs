@@ -11,7 +11,8 @@
 
 use std::path::Path;
 
-use crate::error::{IndexCorruption, Result, SegmentError};
+use crate::error::{Result, SegmentError};
+use crate::index::view::{length_check, OffsetIndexView};
 use crate::index::{be_i32, be_u32, IndexCore, SearchResult};
 use crate::lock::DirLock;
 
@@ -237,25 +238,16 @@ impl OffsetIndex {
     }
 
     /// Kafka's `sanityCheck`: entries with a last offset below the base, or a length that is
-    /// not a multiple of 8, mean corruption.
+    /// not a multiple of 8, mean corruption. The entries are checked through the same
+    /// [`OffsetIndexView`] a recovery plan and `dump` use.
     pub fn sanity_check(&self) -> Result<()> {
-        let corrupt = |reason| SegmentError::CorruptIndex {
-            path: self.path().to_path_buf(),
-            reason,
-        };
-        if self.entries() != 0 && self.last_offset < self.base_offset() {
-            return Err(corrupt(IndexCorruption::LastOffsetBelowBase {
-                last_offset: self.last_offset,
-                base_offset: self.base_offset(),
-            }));
-        }
-        if self.length() % ENTRY_SIZE as u64 != 0 {
-            return Err(corrupt(IndexCorruption::LengthNotMultiple {
-                len: self.length(),
-                entry_size: ENTRY_SIZE,
-            }));
-        }
-        Ok(())
+        OffsetIndexView::new(self.base_offset(), self.core.used())
+            .sanity_check()
+            .and_then(|()| length_check(self.length(), ENTRY_SIZE))
+            .map_err(|reason| SegmentError::CorruptIndex {
+                path: self.path().to_path_buf(),
+                reason,
+            })
     }
 
     /// Writes dirty pages to disk.

@@ -11,7 +11,8 @@
 
 use std::path::Path;
 
-use crate::error::{IndexCorruption, Result, SegmentError};
+use crate::error::{Result, SegmentError};
+use crate::index::view::{length_check, TimeIndexView};
 use crate::index::{be_i32, be_i64, IndexCore, SearchResult};
 use crate::lock::DirLock;
 
@@ -226,33 +227,16 @@ impl TimeIndex {
     }
 
     /// Kafka's `sanityCheck`: last timestamp below the first, last offset below the base, or a
-    /// length not a multiple of 12 mean corruption.
+    /// length not a multiple of 12 mean corruption. The entries are checked through the same
+    /// [`TimeIndexView`] a recovery plan and `dump` use.
     pub fn sanity_check(&self) -> Result<()> {
-        let corrupt = |reason| SegmentError::CorruptIndex {
-            path: self.path().to_path_buf(),
-            reason,
-        };
-        if let Some(first) = self.entry(0) {
-            if self.last_entry.timestamp < first.timestamp {
-                return Err(corrupt(IndexCorruption::LastTimestampBelowFirst {
-                    first: first.timestamp,
-                    last: self.last_entry.timestamp,
-                }));
-            }
-        }
-        if self.entries() != 0 && self.last_entry.offset < self.base_offset() {
-            return Err(corrupt(IndexCorruption::LastOffsetBelowBase {
-                last_offset: self.last_entry.offset,
-                base_offset: self.base_offset(),
-            }));
-        }
-        if self.length() % ENTRY_SIZE as u64 != 0 {
-            return Err(corrupt(IndexCorruption::LengthNotMultiple {
-                len: self.length(),
-                entry_size: ENTRY_SIZE,
-            }));
-        }
-        Ok(())
+        TimeIndexView::new(self.base_offset(), self.core.used())
+            .sanity_check()
+            .and_then(|()| length_check(self.length(), ENTRY_SIZE))
+            .map_err(|reason| SegmentError::CorruptIndex {
+                path: self.path().to_path_buf(),
+                reason,
+            })
     }
 
     /// Writes dirty pages to disk.

@@ -9,6 +9,15 @@ use crate::index::time::{TimestampOffset, ENTRY_SIZE as TIME_ENTRY_SIZE, NO_TIME
 use crate::index::txn::{AbortedTxn, CURRENT_VERSION, ENTRY_SIZE as TXN_ENTRY_SIZE};
 use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
+/// A file of `len` bytes holds whole entries of `entry_size` bytes.
+pub(crate) fn length_check(len: u64, entry_size: usize) -> Result<(), IndexCorruption> {
+    if len % entry_size as u64 == 0 {
+        Ok(())
+    } else {
+        Err(IndexCorruption::LengthNotMultiple { len, entry_size })
+    }
+}
+
 /// An `.index` file's bytes: `len / 8` entries (a preallocated, zero-filled tail counts, as it
 /// does for Kafka).
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +40,7 @@ impl<'a> OffsetIndexView<'a> {
         let at = n.checked_mul(OFFSET_ENTRY_SIZE)?;
         let b = self.bytes.get(at..at + OFFSET_ENTRY_SIZE)?;
         Some(OffsetPosition {
-            offset: self.base_offset + i64::from(be_i32(b, 0)),
+            offset: self.base_offset.wrapping_add(i64::from(be_i32(b, 0))),
             position: FilePosition(be_i32(b, 4) as u32),
         })
     }
@@ -86,7 +95,7 @@ impl<'a> TimeIndexView<'a> {
         let b = self.bytes.get(at..at + TIME_ENTRY_SIZE)?;
         Some(TimestampOffset {
             timestamp: be_i64(b, 0),
-            offset: self.base_offset + i64::from(be_i32(b, 8)),
+            offset: self.base_offset.wrapping_add(i64::from(be_i32(b, 8))),
         })
     }
     /// The last entry, or `(NO_TIMESTAMP, base_offset)` if there is none.
