@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use record_format::cursor::be_i32_at as be_i32;
 use record_format::scan::DEFAULT_REGION_BYTES;
 use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 use record_format::{
@@ -1096,12 +1097,6 @@ fn remove_os_file_if_exists(p: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(SegmentError::io(p, "remove_file", e)),
     }
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
 }
 
 /// Checks that `records` is a sequence of whole batches with readable headers.
