@@ -16,9 +16,41 @@ use crate::batch::RecordBatch;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::wire::{
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CRC_OFFSET, LEGACY_MAGIC_OFFSET,
-    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0,
-    SIZE_OFFSET,
+    LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET,
 };
+
+/// Where one batch (or legacy entry) of a `.log` is and the header fields of it that the log
+/// needs: the one batch-position type (segment-store's `FileRecords::headers_from` and
+/// `LogOffsetPosition`, the recovery scan's batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Byte position of the batch in the file.
+    pub position: u64,
+    /// Size of the batch in bytes, including the 12-byte log overhead.
+    pub size: u32,
+    /// Magic byte (0, 1 or 2).
+    pub magic: i8,
+    /// v2: `baseOffset`; legacy: the entry's offset field.
+    pub base_offset: i64,
+    /// v2: `baseOffset + lastOffsetDelta`; legacy: the entry's offset field.
+    pub last_offset: i64,
+    /// v2: `maxTimestamp`; v1: the wrapper timestamp; v0: [`NO_TIMESTAMP`].
+    pub max_timestamp: i64,
+    /// v2: `partitionLeaderEpoch`; legacy: -1.
+    pub partition_leader_epoch: i32,
+}
+
+impl BatchHeader {
+    /// Position just after the batch.
+    pub fn end(&self) -> u64 {
+        self.position + u64::from(self.size)
+    }
+    /// The offset after the batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset + 1
+    }
+}
 
 /// Namespace for creating a [`BatchIterator`].
 #[derive(Debug, Clone, Copy)]
@@ -185,6 +217,37 @@ impl<'a> LogEntry<'a> {
         match self {
             LogEntry::V2(b) => b.as_bytes(),
             LogEntry::Legacy(l) => l.as_bytes(),
+        }
+    }
+
+    /// The entry's [`BatchHeader`].
+    pub fn header(&self) -> BatchHeader {
+        let (base_offset, max_timestamp, partition_leader_epoch) = match self {
+            LogEntry::V2(b) => (
+                b.base_offset(),
+                b.max_timestamp(),
+                b.partition_leader_epoch(),
+            ),
+            LogEntry::Legacy(l) => {
+                let ts = if l.magic() == MAGIC_V1 {
+                    l.as_bytes()
+                        .get(LEGACY_V1_TIMESTAMP_OFFSET..LEGACY_V1_TIMESTAMP_OFFSET + 8)
+                        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                        .map_or(NO_TIMESTAMP, i64::from_be_bytes)
+                } else {
+                    NO_TIMESTAMP
+                };
+                (l.offset(), ts, -1)
+            }
+        };
+        BatchHeader {
+            position: self.position(),
+            size: u32::try_from(self.size_in_bytes()).unwrap_or(u32::MAX),
+            magic: self.magic(),
+            base_offset,
+            last_offset: self.last_offset(),
+            max_timestamp,
+            partition_leader_epoch,
         }
     }
 
