@@ -13,6 +13,7 @@
 //! once and then ends.
 
 use crate::batch::RecordBatch;
+use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::wire::{
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CRC_OFFSET, LEGACY_MAGIC_OFFSET,
@@ -96,38 +97,30 @@ pub struct LegacyEntry<'a> {
     position: u64,
 }
 
-fn be<const N: usize>(bytes: &[u8], off: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(s) = bytes.get(off..off + N) {
-        out.copy_from_slice(s);
-    }
-    out
-}
-
 impl<'a> LegacyEntry<'a> {
     /// The log `offset` field (for a compressed wrapper: the last inner offset).
     pub fn offset(&self) -> i64 {
-        i64::from_be_bytes(be(self.bytes, 0))
+        i64::from_be_bytes(array_at(self.bytes, 0))
     }
 
     /// The `size` field (bytes after it).
     pub fn size(&self) -> i32 {
-        i32::from_be_bytes(be(self.bytes, SIZE_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, SIZE_OFFSET))
     }
 
     /// The magic byte (0 or 1).
     pub fn magic(&self) -> i8 {
-        i8::from_be_bytes(be(self.bytes, LEGACY_MAGIC_OFFSET))
+        i8::from_be_bytes(array_at(self.bytes, LEGACY_MAGIC_OFFSET))
     }
 
     /// The attributes byte.
     pub fn attributes(&self) -> i8 {
-        i8::from_be_bytes(be(self.bytes, LEGACY_ATTRIBUTES_OFFSET))
+        i8::from_be_bytes(array_at(self.bytes, LEGACY_ATTRIBUTES_OFFSET))
     }
 
     /// The stored CRC-32.
     pub fn crc(&self) -> u32 {
-        u32::from_be_bytes(be(self.bytes, LEGACY_CRC_OFFSET))
+        u32::from_be_bytes(array_at(self.bytes, LEGACY_CRC_OFFSET))
     }
 
     /// CRC-32 (not -32C) of the bytes from the magic byte to the end.
@@ -317,7 +310,7 @@ impl<'a> BatchIterator<'a> {
             });
             return None;
         }
-        let size = i32::from_be_bytes(be(rest, SIZE_OFFSET));
+        let size = i32::from_be_bytes(array_at(rest, SIZE_OFFSET));
         if size < RECORD_OVERHEAD_V0 as i32 {
             return self.fail(FormatErrorKind::BadLength(i64::from(size)));
         }
@@ -330,7 +323,7 @@ impl<'a> BatchIterator<'a> {
             return None;
         };
         let position = self.valid_prefix_end();
-        let magic = i8::from_be_bytes(be(rest, MAGIC_OFFSET));
+        let magic = i8::from_be_bytes(array_at(rest, MAGIC_OFFSET));
         let entry = match magic {
             MAGIC_V2 => {
                 if total < RECORD_BATCH_OVERHEAD {
