@@ -374,11 +374,18 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
+        self.reactivate_last(&mut inner, from_base)?;
+        Ok((outcomes, moved))
+    }
+
+    /// The end of a recovery: a new segment at `from_base` if none is left, then the last
+    /// segment becomes the active one and sets the log end offset and recovery point.
+    fn reactivate_last(&self, inner: &mut Inner, from_base: i64) -> Result<()> {
         if inner.segments.is_empty() {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
             inner.segments.insert(seg.base_offset(), seg);
         }
-        let last = active_mut(&mut inner)?;
+        let last = active_mut(inner)?;
         // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes the indexes
         // back to their maximum, which is what the active segment needs.
         let next = last.read_next_offset()?;
@@ -386,7 +393,7 @@ impl LocalLog {
         inner.log_end_offset = next;
         inner.recovery_point = inner.recovery_point.min(next);
         inner.dir_dirty = true;
-        Ok((outcomes, moved))
+        Ok(())
     }
 
     /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
@@ -422,16 +429,7 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
-        if inner.segments.is_empty() {
-            let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
-            inner.segments.insert(seg.base_offset(), seg);
-        }
-        let last = active_mut(&mut inner)?;
-        let next = last.read_next_offset()?;
-        last.truncate_to(next)?;
-        inner.log_end_offset = next;
-        inner.recovery_point = inner.recovery_point.min(next);
-        inner.dir_dirty = true;
+        self.reactivate_last(&mut inner, from_base)?;
         Ok((outcomes, moved))
     }
 
