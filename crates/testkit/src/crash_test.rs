@@ -569,29 +569,7 @@ fn run_ops(
             Op::Retention {
                 advance_ms,
                 delete_records,
-            } => {
-                clock.advance(advance_ms);
-                // The high watermark stops at the last stable offset, so retention never deletes
-                // data of a transaction still open.
-                let state = log.producer_state();
-                let lso =
-                    state.last_stable_offset_for(log.log_end_offset(), log.log_start_offset());
-                let hw = log.set_high_watermark(lso.max(log.high_watermark()));
-                // Until the step completes, a crash may keep any of its deletions.
-                let limit = exp.log_start_limit;
-                exp.log_start_limit = limit.max(hw);
-                for (o, b) in exp.current.range(..hw) {
-                    exp.retired.insert(*o, b.clone());
-                }
-                let target = exp.current.keys().nth(delete_records).copied();
-                if let Some(t) = target.filter(|&t| delete_records > 0 && t <= hw) {
-                    log.delete_records_before(t).map_err(|e| s(&e))?;
-                }
-                log.delete_old_segments().map_err(|e| s(&e))?;
-                let start = log.log_start_offset();
-                exp.retired.retain(|o, _| *o < start);
-                exp.log_start_limit = limit.max(start);
-            }
+            } => run_retention(&mut log, exp, clock, advance_ms, delete_records)?,
             Op::Snapshot => {
                 log.take_producer_snapshot().map_err(|e| s(&e))?;
             }
@@ -605,38 +583,7 @@ fn run_ops(
             }
             Op::Failover if !failed_over => {
                 failed_over = true;
-                log.set_high_watermark(i64::MAX);
-                // The workload drops open transactions before mirroring (truncation to the
-                // LSO); the source then holds this log's history, so aligning to it keeps all.
-                let lso = log.last_stable_offset();
-                exp.truncating_to(lso);
-                log.truncate_to(lso).map_err(|e| s(&e))?;
-                let source = EpochHistory::of(&log);
-                log.start_mirroring("source", &source).map_err(|e| s(&e))?;
-                for seq in [0, 2] {
-                    let b = replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
-                    log.append_as_mirror(&b).map_err(|e| s(&e))?;
-                }
-                // The stop may truncate them away again within this step, after a roll made
-                // them durable: they were written all the same.
-                if let Some(sim) = sim {
-                    exp.harvest_files(&sim.live_image());
-                }
-                log.set_high_watermark(i64::MAX);
-                // The stop truncates to the LSO again, and it can be lower now: truncating to
-                // the first LSO may have removed the marker that closed an earlier transaction.
-                let lso = log.last_stable_offset();
-                exp.truncating_to(lso);
-                let barrier = log.stop_mirroring().map_err(|e| s(&e))?;
-                exp.resync(&log)?;
-                exp.mark_durable(&log);
-                exp.stopped_barrier = Some(barrier);
-                // Local appends go on in the epoch the stop opened (the barrier's).
-                epoch = log.leader_epoch();
-                // A local producer reuses the source's pid from sequence 0.
-                let b = client_batch_at(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false, now)?;
-                log.append_as_leader(&b, epoch, AppendOrigin::Client)
-                    .map_err(|e| s(&e))?;
+                epoch = run_failover(&mut log, exp, sim, epoch, now)?;
             }
             Op::Failover => {}
         }
@@ -648,6 +595,85 @@ fn run_ops(
         exp.steps_done += 1;
     }
     Ok(())
+}
+
+/// [`Op::Retention`]: the clock advances, the high watermark moves up to the LSO, records
+/// are deleted up to it and old segments go.
+fn run_retention(
+    log: &mut PartitionLog,
+    exp: &mut Expectation,
+    clock: &ManualClock,
+    advance_ms: i64,
+    delete_records: usize,
+) -> Result<(), String> {
+    let s = |e: &dyn fmt::Display| e.to_string();
+    clock.advance(advance_ms);
+    // The high watermark stops at the last stable offset, so retention never deletes
+    // data of a transaction still open.
+    let state = log.producer_state();
+    let lso = state.last_stable_offset_for(log.log_end_offset(), log.log_start_offset());
+    let hw = log.set_high_watermark(lso.max(log.high_watermark()));
+    // Until the step completes, a crash may keep any of its deletions.
+    let limit = exp.log_start_limit;
+    exp.log_start_limit = limit.max(hw);
+    for (o, b) in exp.current.range(..hw) {
+        exp.retired.insert(*o, b.clone());
+    }
+    let target = exp.current.keys().nth(delete_records).copied();
+    if let Some(t) = target.filter(|&t| delete_records > 0 && t <= hw) {
+        log.delete_records_before(t).map_err(|e| s(&e))?;
+    }
+    log.delete_old_segments().map_err(|e| s(&e))?;
+    let start = log.log_start_offset();
+    exp.retired.retain(|o, _| *o < start);
+    exp.log_start_limit = limit.max(start);
+    Ok(())
+}
+
+/// [`Op::Failover`] (the first): mirroring from a source that holds this log's history, two
+/// mirrored batches, the stop (the barrier), and a local producer reusing the source's pid.
+/// Returns the epoch local appends go on in.
+fn run_failover(
+    log: &mut PartitionLog,
+    exp: &mut Expectation,
+    sim: Option<&SimulatedFs>,
+    epoch: i32,
+    now: i64,
+) -> Result<i32, String> {
+    let s = |e: &dyn fmt::Display| e.to_string();
+    log.set_high_watermark(i64::MAX);
+    // The workload drops open transactions before mirroring (truncation to the
+    // LSO); the source then holds this log's history, so aligning to it keeps all.
+    let lso = log.last_stable_offset();
+    exp.truncating_to(lso);
+    log.truncate_to(lso).map_err(|e| s(&e))?;
+    let source = EpochHistory::of(log);
+    log.start_mirroring("source", &source).map_err(|e| s(&e))?;
+    for seq in [0, 2] {
+        let b = replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
+        log.append_as_mirror(&b).map_err(|e| s(&e))?;
+    }
+    // The stop may truncate them away again within this step, after a roll made
+    // them durable: they were written all the same.
+    if let Some(sim) = sim {
+        exp.harvest_files(&sim.live_image());
+    }
+    log.set_high_watermark(i64::MAX);
+    // The stop truncates to the LSO again, and it can be lower now: truncating to
+    // the first LSO may have removed the marker that closed an earlier transaction.
+    let lso = log.last_stable_offset();
+    exp.truncating_to(lso);
+    let barrier = log.stop_mirroring().map_err(|e| s(&e))?;
+    exp.resync(log)?;
+    exp.mark_durable(log);
+    exp.stopped_barrier = Some(barrier);
+    // Local appends go on in the epoch the stop opened (the barrier's).
+    let epoch = log.leader_epoch();
+    // A local producer reuses the source's pid from sequence 0.
+    let b = client_batch_at(SOURCE_PID, next_seq(log, SOURCE_PID), 1, false, now)?;
+    log.append_as_leader(&b, epoch, AppendOrigin::Client)
+        .map_err(|e| s(&e))?;
+    Ok(epoch)
 }
 
 /// How many torn variants of each crash point to check.
