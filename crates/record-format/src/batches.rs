@@ -53,6 +53,20 @@ impl BatchHeader {
     }
 }
 
+/// The error for an incomplete batch at the end of the data (see
+/// [`IterEnd::IncompleteTrailing`]): `rest` is the `have` bytes from `position` on. `need` is the
+/// batch's whole size (`12 + size`) when its `size` field is there, else the 61-byte v2 header.
+/// The one definition of a truncated tail's size.
+pub fn incomplete_batch_error(rest: &[u8], position: u64, have: u64) -> FormatError {
+    let need = if rest.len() >= LOG_OVERHEAD {
+        LOG_OVERHEAD as u64
+            + u64::from(u32::try_from(crate::cursor::be_i32_at(rest, SIZE_OFFSET)).unwrap_or(0))
+    } else {
+        RECORD_BATCH_OVERHEAD as u64
+    };
+    FormatError::new(FormatErrorKind::Truncated { need, have }, position)
+}
+
 /// Namespace for creating a [`BatchIterator`].
 #[derive(Debug, Clone, Copy)]
 pub struct Batches;
@@ -289,6 +303,19 @@ impl<'a> BatchIterator<'a> {
     /// Why iteration stopped, or `None` while it has not.
     pub fn stopped_at(&self) -> Option<&IterEnd> {
         self.end.as_ref()
+    }
+
+    /// If iteration stopped at an incomplete batch at the end of the data, the error that
+    /// describes it ([`incomplete_batch_error`]).
+    pub fn incomplete_error(&self) -> Option<FormatError> {
+        match self.end {
+            Some(IterEnd::IncompleteTrailing { position, bytes }) => Some(incomplete_batch_error(
+                self.data.get(self.pos..).unwrap_or(&[]),
+                position,
+                bytes,
+            )),
+            _ => None,
+        }
     }
 
     fn fail(&mut self, kind: FormatErrorKind) -> Option<Result<LogEntry<'a>>> {

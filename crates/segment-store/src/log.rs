@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use record_format::{Batches, IterEnd, RecordBatch};
+use record_format::{Batches, RecordBatch};
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::{parse_file_name, FileKind, TempSuffix};
@@ -553,16 +553,10 @@ impl LocalLog {
                 }
             }
         }
-        if let Some(IterEnd::IncompleteTrailing { position, bytes }) = it.stopped_at() {
+        if let Some(error) = it.incomplete_error() {
             return Err(SegmentError::Format {
                 path: self.dir.clone(),
-                error: record_format::FormatError::new(
-                    record_format::FormatErrorKind::Truncated {
-                        need: record_format::wire::RECORD_BATCH_OVERHEAD as u64,
-                        have: *bytes,
-                    },
-                    *position,
-                ),
+                error,
             });
         }
         s.ok_or_else(|| SegmentError::Format {

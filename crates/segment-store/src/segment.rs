@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use record_format::cursor::be_i32_at as be_i32;
+use record_format::batches::incomplete_batch_error;
 use record_format::scan::DEFAULT_REGION_BYTES;
 use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 use record_format::{
@@ -1088,13 +1088,7 @@ impl SegmentScanner {
                 let rest = bytes
                     .get(usize::try_from(at - position).unwrap_or(usize::MAX)..)
                     .unwrap_or_default();
-                let need = if rest.len() >= 12 {
-                    12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
-                } else {
-                    RECORD_BATCH_OVERHEAD as u64
-                };
-                let e = FormatError::new(FormatErrorKind::Truncated { need, have: n }, at);
-                s.truncated_at = Some((at, e));
+                s.truncated_at = Some((at, incomplete_batch_error(rest, at, n)));
                 None
             }
             _ if at_file_end => None,
