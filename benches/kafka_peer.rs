@@ -98,20 +98,13 @@ fn warm(dir: &Path) {
 }
 
 fn pool() -> Vec<Vec<u8>> {
-    let mut x: u64 = 7;
+    let mut rng = testkit::crash_test::XorShift::new(7);
     let ts = 1_790_000_000_000;
     (0..POOL)
         .map(|i| {
             let mut b = RecordBatchBuilder::new(0);
             for _ in 0..RECORDS {
-                let value: Vec<u8> = (0..VALUE)
-                    .map(|_| {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        x as u8
-                    })
-                    .collect();
+                let value: Vec<u8> = (0..VALUE).map(|_| rng.next_u64() as u8).collect();
                 b.append(ts + i as i64, None, Some(&value), &[])
                     .expect("append");
             }

@@ -2,6 +2,7 @@
 //! log directory), and the producer-state line every subcommand prints. Scanning, CRCs, indexes
 //! and producer state are the recovery plan's (`recovery::LogLoader::plan`).
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use recovery::SnapshotEntry;
@@ -12,6 +13,7 @@ use segment_store::file_name::{
 };
 
 use crate::cli::dump::io_msg;
+use crate::cli::Status;
 
 /// Files only a Kafka log directory holds.
 const LOG_DIR_FILES: [&str; 5] = [
@@ -34,6 +36,15 @@ pub enum Target {
         /// Its live partition directories.
         partitions: Vec<PathBuf>,
     },
+}
+
+/// [`detect`] for a subcommand: on error the message goes to `err` as `error: …` and the
+/// subcommand ends with [`Status::Usage`].
+pub fn detect_or_usage(dir: &Path, err: &mut impl Write) -> Result<Target, Status> {
+    detect(dir).map_err(|msg| {
+        let _ = writeln!(err, "error: {msg}");
+        Status::Usage
+    })
 }
 
 /// Decides whether `dir` is a partition directory (any `*.log`) or a log directory (any

@@ -114,12 +114,9 @@ pub fn rebuild(dir: &Path, audit: bool, now_ms: Option<i64>) -> Result<Rebuilt, 
 
 /// Runs `seglog producers`.
 pub fn run(args: &ProducersArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
-    let target = match partition::detect(&args.dir) {
+    let target = match partition::detect_or_usage(&args.dir, err) {
         Ok(t) => t,
-        Err(msg) => {
-            let _ = writeln!(err, "error: {msg}");
-            return Status::Usage;
-        }
+        Err(status) => return status,
     };
     let mut status = Status::Success;
     for dir in partition::partitions(&target) {

@@ -127,12 +127,9 @@ fn recover(
 
 /// Runs `seglog recover`.
 pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
-    let target = match partition::detect(&args.dir) {
+    let target = match partition::detect_or_usage(&args.dir, err) {
         Ok(t) => t,
-        Err(msg) => {
-            let _ = writeln!(err, "error: {msg}");
-            return Status::Usage;
-        }
+        Err(status) => return status,
     };
     let count = partition::partitions(&target).len();
     let bar = spinner(format!(

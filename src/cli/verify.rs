@@ -95,6 +95,23 @@ pub struct PartitionCheck {
     pub findings: Vec<Finding>,
 }
 
+impl PartitionCheck {
+    /// A partition that could not be checked: nothing read, `finding` says why.
+    fn refused(partition: String, finding: Finding) -> Self {
+        PartitionCheck {
+            partition,
+            segments: 0,
+            batches: 0,
+            log_start_offset: 0,
+            log_end_offset: None,
+            last_stable_offset: None,
+            producers: 0,
+            cuts: Vec::new(),
+            findings: vec![finding],
+        }
+    }
+}
+
 fn finding(kind: &'static str, file: &str, message: String, detail: serde_json::Value) -> Finding {
     Finding {
         kind,
@@ -331,28 +348,15 @@ pub fn check_partition(dir: &Path) -> Result<PartitionCheck, PartitionLogError> 
             findings: plan_findings(&plan),
         }),
         Err(e) if is_io(&e) => Err(e),
-        Err(e) => Ok(PartitionCheck {
-            partition,
-            segments: 0,
-            batches: 0,
-            log_start_offset: 0,
-            log_end_offset: None,
-            last_stable_offset: None,
-            producers: 0,
-            cuts: Vec::new(),
-            findings: vec![refusal(&e)],
-        }),
+        Err(e) => Ok(PartitionCheck::refused(partition, refusal(&e))),
     }
 }
 
 /// Runs `seglog verify`.
 pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
-    let target = match partition::detect(&args.dir) {
+    let target = match partition::detect_or_usage(&args.dir, err) {
         Ok(t) => t,
-        Err(msg) => {
-            let _ = writeln!(err, "error: {msg}");
-            return Status::Usage;
-        }
+        Err(status) => return status,
     };
     let mut status = Status::Success;
     let mut total = 0;
@@ -362,22 +366,15 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
             Ok(c) => c,
             // A partition that cannot be read is that partition's finding; the others are
             // still checked.
-            Err(e) => PartitionCheck {
-                partition: partition_name(dir),
-                segments: 0,
-                batches: 0,
-                log_start_offset: 0,
-                log_end_offset: None,
-                last_stable_offset: None,
-                producers: 0,
-                cuts: Vec::new(),
-                findings: vec![finding(
+            Err(e) => PartitionCheck::refused(
+                partition_name(dir),
+                finding(
                     "unreadable",
                     "partition",
                     format!("cannot be read: {e}"),
                     json!({}),
-                )],
-            },
+                ),
+            ),
         };
         if !check.findings.is_empty() {
             status = Status::Damaged;

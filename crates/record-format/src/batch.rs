@@ -6,6 +6,7 @@
 //! `DefaultRecordBatch` construction from `ensureValid()`.
 
 use crate::compression::{CompressionType, DecodeLimits};
+use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::record::Records;
 use crate::wire::{
@@ -58,16 +59,6 @@ pub fn decrement_sequence(sequence: i32, decrement: i32) -> i32 {
     }
 }
 
-/// Reads `N` bytes at `off`; callers only pass offsets inside the 61-byte header, which
-/// [`RecordBatch::new`] guarantees, so the zero fallback is unreachable.
-fn read_array<const N: usize>(bytes: &[u8], off: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(s) = off.checked_add(N).and_then(|end| bytes.get(off..end)) {
-        out.copy_from_slice(s);
-    }
-    out
-}
-
 fn write_at(buf: &mut [u8], off: usize, src: &[u8]) -> Result<()> {
     let have = buf.len();
     match off
@@ -113,14 +104,14 @@ impl<'a> RecordBatch<'a> {
                 position,
             ));
         }
-        let magic = i8::from_be_bytes(read_array(bytes, BATCH_MAGIC_OFFSET));
+        let magic = i8::from_be_bytes(array_at(bytes, BATCH_MAGIC_OFFSET));
         if magic != MAGIC_V2 {
             return Err(FormatError::new(
                 FormatErrorKind::BadMagic(magic),
                 position + BATCH_MAGIC_OFFSET as u64,
             ));
         }
-        let length = i32::from_be_bytes(read_array(bytes, LENGTH_OFFSET));
+        let length = i32::from_be_bytes(array_at(bytes, LENGTH_OFFSET));
         let total = i64::from(length) + LOG_OVERHEAD as i64;
         if total < RECORD_BATCH_OVERHEAD as i64 {
             return Err(FormatError::new(
@@ -148,32 +139,32 @@ impl<'a> RecordBatch<'a> {
 
     /// `baseOffset` (int64 at 0).
     pub fn base_offset(&self) -> i64 {
-        i64::from_be_bytes(read_array(self.bytes, BASE_OFFSET_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, BASE_OFFSET_OFFSET))
     }
 
     /// `batchLength` (int32 at 8): bytes after the length field.
     pub fn batch_length(&self) -> i32 {
-        i32::from_be_bytes(read_array(self.bytes, LENGTH_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, LENGTH_OFFSET))
     }
 
     /// `partitionLeaderEpoch` (int32 at 12; not CRC-covered).
     pub fn partition_leader_epoch(&self) -> i32 {
-        i32::from_be_bytes(read_array(self.bytes, PARTITION_LEADER_EPOCH_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, PARTITION_LEADER_EPOCH_OFFSET))
     }
 
     /// `magic` (int8 at 16; always 2 for a constructed view).
     pub fn magic(&self) -> i8 {
-        i8::from_be_bytes(read_array(self.bytes, BATCH_MAGIC_OFFSET))
+        i8::from_be_bytes(array_at(self.bytes, BATCH_MAGIC_OFFSET))
     }
 
     /// Stored `crc` (uint32 at 17).
     pub fn crc(&self) -> u32 {
-        u32::from_be_bytes(read_array(self.bytes, CRC_OFFSET))
+        u32::from_be_bytes(array_at(self.bytes, CRC_OFFSET))
     }
 
     /// Raw `attributes` int16 at 21. Flags are read from the low byte only, as Kafka does.
     pub fn attributes(&self) -> i16 {
-        i16::from_be_bytes(read_array(self.bytes, ATTRIBUTES_OFFSET))
+        i16::from_be_bytes(array_at(self.bytes, ATTRIBUTES_OFFSET))
     }
 
     fn flags(&self) -> u8 {
@@ -183,7 +174,7 @@ impl<'a> RecordBatch<'a> {
 
     /// `lastOffsetDelta` (int32 at 23).
     pub fn last_offset_delta(&self) -> i32 {
-        i32::from_be_bytes(read_array(self.bytes, LAST_OFFSET_DELTA_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, LAST_OFFSET_DELTA_OFFSET))
     }
 
     /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
@@ -200,27 +191,27 @@ impl<'a> RecordBatch<'a> {
     /// `baseTimestamp` (int64 at 27); holds the delete horizon when
     /// [`has_delete_horizon`](Self::has_delete_horizon).
     pub fn base_timestamp(&self) -> i64 {
-        i64::from_be_bytes(read_array(self.bytes, BASE_TIMESTAMP_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, BASE_TIMESTAMP_OFFSET))
     }
 
     /// `maxTimestamp` (int64 at 35); the append time for LogAppendTime batches.
     pub fn max_timestamp(&self) -> i64 {
-        i64::from_be_bytes(read_array(self.bytes, MAX_TIMESTAMP_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, MAX_TIMESTAMP_OFFSET))
     }
 
     /// `producerId` (int64 at 43); −1 = none.
     pub fn producer_id(&self) -> i64 {
-        i64::from_be_bytes(read_array(self.bytes, PRODUCER_ID_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, PRODUCER_ID_OFFSET))
     }
 
     /// `producerEpoch` (int16 at 51).
     pub fn producer_epoch(&self) -> i16 {
-        i16::from_be_bytes(read_array(self.bytes, PRODUCER_EPOCH_OFFSET))
+        i16::from_be_bytes(array_at(self.bytes, PRODUCER_EPOCH_OFFSET))
     }
 
     /// `baseSequence` (int32 at 53); −1 = none.
     pub fn base_sequence(&self) -> i32 {
-        i32::from_be_bytes(read_array(self.bytes, BASE_SEQUENCE_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, BASE_SEQUENCE_OFFSET))
     }
 
     /// Kafka's `lastSequence()`: −1 without a base sequence, else
@@ -236,7 +227,7 @@ impl<'a> RecordBatch<'a> {
 
     /// `recordsCount` (int32 at 57) as stored (may be negative in corrupt input).
     pub fn records_count(&self) -> i32 {
-        i32::from_be_bytes(read_array(self.bytes, RECORDS_COUNT_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, RECORDS_COUNT_OFFSET))
     }
 
     /// The codec (attribute bits 0–2). Ids 5–7 are `UnknownCompression` at the attributes
@@ -357,7 +348,7 @@ pub fn set_base_offset_and_leader_epoch(
             0,
         ));
     }
-    let magic = i8::from_be_bytes(read_array(buf, BATCH_MAGIC_OFFSET));
+    let magic = i8::from_be_bytes(array_at(buf, BATCH_MAGIC_OFFSET));
     if magic != MAGIC_V2 {
         return Err(FormatError::new(
             FormatErrorKind::BadMagic(magic),

@@ -13,12 +13,59 @@
 //! once and then ends.
 
 use crate::batch::RecordBatch;
+use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::wire::{
     HEADER_SIZE_UP_TO_MAGIC, LEGACY_ATTRIBUTES_OFFSET, LEGACY_CRC_OFFSET, LEGACY_MAGIC_OFFSET,
-    LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0,
-    SIZE_OFFSET,
+    LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET,
 };
+
+/// Where one batch (or legacy entry) of a `.log` is and the header fields of it that the log
+/// needs: the one batch-position type (segment-store's `FileRecords::headers_from` and
+/// `LogOffsetPosition`, the recovery scan's batches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BatchHeader {
+    /// Byte position of the batch in the file.
+    pub position: u64,
+    /// Size of the batch in bytes, including the 12-byte log overhead.
+    pub size: u32,
+    /// Magic byte (0, 1 or 2).
+    pub magic: i8,
+    /// v2: `baseOffset`; legacy: the entry's offset field.
+    pub base_offset: i64,
+    /// v2: `baseOffset + lastOffsetDelta`; legacy: the entry's offset field.
+    pub last_offset: i64,
+    /// v2: `maxTimestamp`; v1: the wrapper timestamp; v0: [`NO_TIMESTAMP`].
+    pub max_timestamp: i64,
+    /// v2: `partitionLeaderEpoch`; legacy: -1.
+    pub partition_leader_epoch: i32,
+}
+
+impl BatchHeader {
+    /// Position just after the batch.
+    pub fn end(&self) -> u64 {
+        self.position + u64::from(self.size)
+    }
+    /// The offset after the batch.
+    pub fn next_offset(&self) -> i64 {
+        self.last_offset + 1
+    }
+}
+
+/// The error for an incomplete batch at the end of the data (see
+/// [`IterEnd::IncompleteTrailing`]): `rest` is the `have` bytes from `position` on. `need` is the
+/// batch's whole size (`12 + size`) when its `size` field is there, else the 61-byte v2 header.
+/// The one definition of a truncated tail's size.
+pub fn incomplete_batch_error(rest: &[u8], position: u64, have: u64) -> FormatError {
+    let need = if rest.len() >= LOG_OVERHEAD {
+        LOG_OVERHEAD as u64
+            + u64::from(u32::try_from(crate::cursor::be_i32_at(rest, SIZE_OFFSET)).unwrap_or(0))
+    } else {
+        RECORD_BATCH_OVERHEAD as u64
+    };
+    FormatError::new(FormatErrorKind::Truncated { need, have }, position)
+}
 
 /// Namespace for creating a [`BatchIterator`].
 #[derive(Debug, Clone, Copy)]
@@ -64,38 +111,30 @@ pub struct LegacyEntry<'a> {
     position: u64,
 }
 
-fn be<const N: usize>(bytes: &[u8], off: usize) -> [u8; N] {
-    let mut out = [0u8; N];
-    if let Some(s) = bytes.get(off..off + N) {
-        out.copy_from_slice(s);
-    }
-    out
-}
-
 impl<'a> LegacyEntry<'a> {
     /// The log `offset` field (for a compressed wrapper: the last inner offset).
     pub fn offset(&self) -> i64 {
-        i64::from_be_bytes(be(self.bytes, 0))
+        i64::from_be_bytes(array_at(self.bytes, 0))
     }
 
     /// The `size` field (bytes after it).
     pub fn size(&self) -> i32 {
-        i32::from_be_bytes(be(self.bytes, SIZE_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, SIZE_OFFSET))
     }
 
     /// The magic byte (0 or 1).
     pub fn magic(&self) -> i8 {
-        i8::from_be_bytes(be(self.bytes, LEGACY_MAGIC_OFFSET))
+        i8::from_be_bytes(array_at(self.bytes, LEGACY_MAGIC_OFFSET))
     }
 
     /// The attributes byte.
     pub fn attributes(&self) -> i8 {
-        i8::from_be_bytes(be(self.bytes, LEGACY_ATTRIBUTES_OFFSET))
+        i8::from_be_bytes(array_at(self.bytes, LEGACY_ATTRIBUTES_OFFSET))
     }
 
     /// The stored CRC-32.
     pub fn crc(&self) -> u32 {
-        u32::from_be_bytes(be(self.bytes, LEGACY_CRC_OFFSET))
+        u32::from_be_bytes(array_at(self.bytes, LEGACY_CRC_OFFSET))
     }
 
     /// CRC-32 (not -32C) of the bytes from the magic byte to the end.
@@ -188,6 +227,37 @@ impl<'a> LogEntry<'a> {
         }
     }
 
+    /// The entry's [`BatchHeader`].
+    pub fn header(&self) -> BatchHeader {
+        let (base_offset, max_timestamp, partition_leader_epoch) = match self {
+            LogEntry::V2(b) => (
+                b.base_offset(),
+                b.max_timestamp(),
+                b.partition_leader_epoch(),
+            ),
+            LogEntry::Legacy(l) => {
+                let ts = if l.magic() == MAGIC_V1 {
+                    l.as_bytes()
+                        .get(LEGACY_V1_TIMESTAMP_OFFSET..LEGACY_V1_TIMESTAMP_OFFSET + 8)
+                        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+                        .map_or(NO_TIMESTAMP, i64::from_be_bytes)
+                } else {
+                    NO_TIMESTAMP
+                };
+                (l.offset(), ts, -1)
+            }
+        };
+        BatchHeader {
+            position: self.position(),
+            size: u32::try_from(self.size_in_bytes()).unwrap_or(u32::MAX),
+            magic: self.magic(),
+            base_offset,
+            last_offset: self.last_offset(),
+            max_timestamp,
+            partition_leader_epoch,
+        }
+    }
+
     /// The v2 batch, if this is one.
     pub fn as_v2(&self) -> Option<&RecordBatch<'a>> {
         match self {
@@ -235,6 +305,19 @@ impl<'a> BatchIterator<'a> {
         self.end.as_ref()
     }
 
+    /// If iteration stopped at an incomplete batch at the end of the data, the error that
+    /// describes it ([`incomplete_batch_error`]).
+    pub fn incomplete_error(&self) -> Option<FormatError> {
+        match self.end {
+            Some(IterEnd::IncompleteTrailing { position, bytes }) => Some(incomplete_batch_error(
+                self.data.get(self.pos..).unwrap_or(&[]),
+                position,
+                bytes,
+            )),
+            _ => None,
+        }
+    }
+
     fn fail(&mut self, kind: FormatErrorKind) -> Option<Result<LogEntry<'a>>> {
         let e = FormatError::new(kind, self.valid_prefix_end());
         self.end = Some(IterEnd::Error(e.clone()));
@@ -254,7 +337,7 @@ impl<'a> BatchIterator<'a> {
             });
             return None;
         }
-        let size = i32::from_be_bytes(be(rest, SIZE_OFFSET));
+        let size = i32::from_be_bytes(array_at(rest, SIZE_OFFSET));
         if size < RECORD_OVERHEAD_V0 as i32 {
             return self.fail(FormatErrorKind::BadLength(i64::from(size)));
         }
@@ -267,7 +350,7 @@ impl<'a> BatchIterator<'a> {
             return None;
         };
         let position = self.valid_prefix_end();
-        let magic = i8::from_be_bytes(be(rest, MAGIC_OFFSET));
+        let magic = i8::from_be_bytes(array_at(rest, MAGIC_OFFSET));
         let entry = match magic {
             MAGIC_V2 => {
                 if total < RECORD_BATCH_OVERHEAD {

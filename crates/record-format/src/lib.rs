@@ -45,7 +45,7 @@ pub mod scan;
 pub mod wire;
 
 pub use batch::{RecordBatch, TimestampType};
-pub use batches::{BatchIterator, Batches, IterEnd, LegacyEntry, LogEntry};
+pub use batches::{BatchHeader, BatchIterator, Batches, IterEnd, LegacyEntry, LogEntry};
 pub use builder::{end_txn_marker_batch, mirror_pid_reset_batch, RecordBatchBuilder};
 pub use compression::{CompressionType, DecodeLimits};
 pub use control::{

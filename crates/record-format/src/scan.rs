@@ -31,27 +31,14 @@ use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use crate::batches::{Batches, IterEnd, LogEntry};
+use crate::batches::{BatchHeader, Batches, IterEnd, LogEntry};
 use crate::error::FormatError;
-
-/// One entry of the valid prefix: where it is and the offsets it covers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ScannedBatch {
-    /// Absolute position of the entry.
-    pub position: u64,
-    /// Entry size including the 12-byte log overhead.
-    pub size: u32,
-    /// Magic byte.
-    pub magic: i8,
-    /// Last offset of the entry.
-    pub last_offset: i64,
-}
 
 /// Result of [`scan_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogScan {
     /// Entries of the valid prefix, in file order.
-    pub batches: Vec<ScannedBatch>,
+    pub batches: Vec<BatchHeader>,
     /// Absolute position where the valid prefix ends.
     pub valid_prefix_end: u64,
     /// Why the scan stopped (`Complete`, `IncompleteTrailing` or the first `Error`).
@@ -80,12 +67,7 @@ fn scan_in_regions(bytes: &[u8], base_position: u64, threads: usize, region: usi
     let (batches, end) = regions.follow_chain(threads.saturating_sub(1), |reader| {
         let mut batches = Vec::new();
         while let Piece::Entries(entries) = reader.next_piece() {
-            batches.extend(entries.iter().map(|e| ScannedBatch {
-                position: e.position(),
-                size: u32::try_from(e.size_in_bytes()).unwrap_or(u32::MAX),
-                magic: e.magic(),
-                last_offset: e.last_offset(),
-            }));
+            batches.extend(entries.iter().map(LogEntry::header));
         }
         (batches, reader.end())
     });

@@ -111,6 +111,8 @@ pub const LEGACY_CRC_OFFSET: usize = LOG_OVERHEAD;
 pub const LEGACY_MAGIC_OFFSET: usize = LEGACY_CRC_OFFSET + 4;
 /// Offset of the legacy attributes byte.
 pub const LEGACY_ATTRIBUTES_OFFSET: usize = LEGACY_MAGIC_OFFSET + 1;
+/// Offset of the legacy v1 wrapper timestamp (after the attributes byte); v0 has none.
+pub const LEGACY_V1_TIMESTAMP_OFFSET: usize = LEGACY_ATTRIBUTES_OFFSET + 1;
 
 /// Attribute bits 0–2: compression codec id.
 pub const COMPRESSION_CODEC_MASK: u8 = 0x07;

@@ -780,3 +780,32 @@ fn leader_rewrites_keep_or_recompute_the_crc() {
         FormatErrorKind::Truncated { need: 61, have: 60 }
     );
 }
+
+#[test]
+fn incomplete_trailing_batch_needs_its_whole_size_once_its_size_field_is_there() {
+    let b = good_batch();
+    // Before the 12-byte offset + size prefix is complete, the size is unknown: the v2 header.
+    let mut it = Batches::new(&b[..10], BASE);
+    assert!(it.next().is_none());
+    assert_eq!(
+        it.incomplete_error(),
+        Some(err(FormatErrorKind::Truncated { need: 61, have: 10 }, BASE))
+    );
+    // After it, the batch's own length: the bytes the file would have to hold.
+    let mut it = Batches::new(&b[..b.len() - 1], BASE);
+    assert!(it.next().is_none());
+    assert_eq!(
+        it.incomplete_error(),
+        Some(err(
+            FormatErrorKind::Truncated {
+                need: b.len() as u64,
+                have: b.len() as u64 - 1
+            },
+            BASE
+        ))
+    );
+    // A complete batch is no incomplete tail.
+    let mut it = Batches::new(&b, BASE);
+    assert!(it.next().is_some_and(|e| e.is_ok()) && it.next().is_none());
+    assert_eq!(it.incomplete_error(), None);
+}

@@ -257,6 +257,24 @@ impl fmt::Display for AuditFinding {
             self.producer_id()
         )?;
         match self {
+            Self::EpochWentBackwards { .. }
+            | Self::NewEpochSequenceNotZero { .. }
+            | Self::SequenceRestart { .. }
+            | Self::SequenceGap { .. }
+            | Self::Duplicate { .. } => self.fmt_sequence_finding(f),
+            Self::TxnClosedByLowerEpoch { .. }
+            | Self::NonTransactionalInTxn { .. }
+            | Self::MarkerWithoutOpenTxn { .. }
+            | Self::OpenTxnAtBarrier { .. }
+            | Self::PidReusedAcrossBarrier { .. } => self.fmt_txn_finding(f),
+        }
+    }
+}
+
+impl AuditFinding {
+    /// The text after "offset N: producerId P " of the epoch and sequence findings.
+    fn fmt_sequence_finding(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Self::EpochWentBackwards {
                 epoch,
                 previous_epoch,
@@ -310,6 +328,14 @@ impl fmt::Display for AuditFinding {
                 "epoch {epoch} sequences {first_sequence}..{last_sequence} duplicate the batch \
                  at offset {original_offset}"
             ),
+            // `Display::fmt` sends only the variants above here.
+            other => fmt::Debug::fmt(other, f),
+        }
+    }
+
+    /// The text after "offset N: producerId P " of the transaction and barrier findings.
+    fn fmt_txn_finding(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Self::TxnClosedByLowerEpoch {
                 commit,
                 marker_epoch,
@@ -356,6 +382,8 @@ impl fmt::Display for AuditFinding {
                 "reused across the MIRROR_PID_RESET barrier at offset {barrier_offset} (last \
                  seen before it at offset {previous_offset})"
             ),
+            // `Display::fmt` sends only the variants above here.
+            other => fmt::Debug::fmt(other, f),
         }
     }
 }

@@ -474,18 +474,11 @@ fn validate_batches(records: &[u8], allow_control: bool) -> Result<Vec<Span>, Pa
             position,
         });
     }
-    match it.stopped_at() {
-        Some(IterEnd::IncompleteTrailing { position, bytes }) => {
-            return Err(PartitionLogError::InvalidRecords(FormatError::new(
-                record_format::FormatErrorKind::Truncated {
-                    need: bytes.saturating_add(1),
-                    have: *bytes,
-                },
-                *position,
-            )))
-        }
-        Some(IterEnd::Error(e)) => return Err(PartitionLogError::InvalidRecords(e.clone())),
-        _ => {}
+    if let Some(e) = it.incomplete_error() {
+        return Err(PartitionLogError::InvalidRecords(e));
+    }
+    if let Some(IterEnd::Error(e)) = it.stopped_at() {
+        return Err(PartitionLogError::InvalidRecords(e.clone()));
     }
     if spans.is_empty() {
         return Err(PartitionLogError::EmptyRecords);

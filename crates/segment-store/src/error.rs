@@ -315,6 +315,34 @@ impl fmt::Display for CheckpointProblem {
 impl fmt::Display for SegmentError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            SegmentError::Io { .. }
+            | SegmentError::CorruptIndex { .. }
+            | SegmentError::InvalidOffset { .. }
+            | SegmentError::OffsetOverflow { .. }
+            | SegmentError::PositionOverflow { .. }
+            | SegmentError::TimestampDecreasing { .. }
+            | SegmentError::IndexFull { .. }
+            | SegmentError::InvalidIndexSize { .. } => self.fmt_file_error(f),
+            SegmentError::ReadOnly { .. }
+            | SegmentError::NotASegmentFile { .. }
+            | SegmentError::NotAPartitionDir { .. }
+            | SegmentError::MalformedCheckpoint { .. }
+            | SegmentError::Locked { .. }
+            | SegmentError::NotUnderLock { .. }
+            | SegmentError::OffsetOutOfRange { .. }
+            | SegmentError::UnexpectedAppendOffset { .. }
+            | SegmentError::RecordsTooLarge { .. }
+            | SegmentError::InvalidTruncation { .. }
+            | SegmentError::SegmentExists { .. }
+            | SegmentError::Format { .. } => self.fmt_log_error(f),
+        }
+    }
+}
+
+impl SegmentError {
+    /// Display of the I/O, index and append-order errors of one file.
+    fn fmt_file_error(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             SegmentError::Io { path, op, source } => {
                 write!(f, "{op} failed on {}: {source}", path.display())
             }
@@ -367,6 +395,14 @@ impl fmt::Display for SegmentError {
                 "invalid size {requested} bytes for index {} (minimum {minimum})",
                 path.display()
             ),
+            // `Display::fmt` sends only the variants above here.
+            other => fmt::Debug::fmt(other, f),
+        }
+    }
+
+    /// Display of the errors about names, locks, checkpoints, ranges and contents of a log.
+    fn fmt_log_error(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             SegmentError::ReadOnly { path } => {
                 write!(f, "{} is open read-only", path.display())
             }
@@ -433,6 +469,8 @@ impl fmt::Display for SegmentError {
                 error.position,
                 error.kind
             ),
+            // `Display::fmt` sends only the variants above here.
+            other => fmt::Debug::fmt(other, f),
         }
     }
 }

@@ -20,9 +20,9 @@ use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
 use record_format::wire::{
-    HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LOG_OVERHEAD, MAGIC_OFFSET, MAGIC_V1,
-    MAGIC_V2, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP, PARTITION_LEADER_EPOCH_OFFSET,
-    RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET,
+    HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD,
+    MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP,
+    PARTITION_LEADER_EPOCH_OFFSET, RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET,
 };
 use record_format::{BatchIterator, Batches, DecodeLimits, FormatError, FormatErrorKind, LogEntry};
 
@@ -33,52 +33,12 @@ use crate::lock::DirLock;
 use crate::mmap::MmapFile;
 use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
-/// Legacy v1 wrapper timestamp: after the 12-byte log overhead, the CRC (4), magic (1) and
-/// attributes (1).
-const LEGACY_V1_TIMESTAMP_OFFSET: usize = LOG_OVERHEAD + 4 + 1 + 1;
-
 /// The header fields of one batch in a `.log`, as read by [`FileRecords::headers_from`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BatchHeader {
-    /// Byte position of the batch in the file.
-    pub position: u64,
-    /// Size of the batch in bytes, including the 12-byte log overhead.
-    pub size: u32,
-    /// Magic byte (0, 1 or 2).
-    pub magic: i8,
-    /// v2: `baseOffset`; legacy: the entry's offset field.
-    pub base_offset: i64,
-    /// v2: `baseOffset + lastOffsetDelta`; legacy: the entry's offset field.
-    pub last_offset: i64,
-    /// v2: `maxTimestamp`; v1: the wrapper timestamp; v0: [`NO_TIMESTAMP`].
-    pub max_timestamp: i64,
-    /// v2: `partitionLeaderEpoch`; legacy: -1.
-    pub partition_leader_epoch: i32,
-}
+pub use record_format::BatchHeader;
 
-impl BatchHeader {
-    /// Position just after the batch.
-    pub fn end(&self) -> u64 {
-        self.position + u64::from(self.size)
-    }
-    /// The offset after the batch.
-    pub fn next_offset(&self) -> i64 {
-        self.last_offset + 1
-    }
-}
-
-/// Where a batch containing an offset starts (Kafka `LogOffsetPosition`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogOffsetPosition {
-    /// The batch's base offset.
-    pub base_offset: i64,
-    /// The batch's last offset (Kafka's `LogOffsetPosition.offset`).
-    pub last_offset: i64,
-    /// Byte position of the batch.
-    pub position: u64,
-    /// Batch size in bytes.
-    pub size: u32,
-}
+/// Where a batch containing an offset starts (Kafka `LogOffsetPosition`; its `offset` is
+/// [`BatchHeader::last_offset`]).
+pub type LogOffsetPosition = BatchHeader;
 
 /// A record found by timestamp (Kafka `FileRecords.TimestampAndOffset`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -405,12 +365,7 @@ impl FileRecords {
         for h in self.headers_from(starting_position) {
             let h = h?;
             if h.last_offset >= target_offset {
-                return Ok(Some(LogOffsetPosition {
-                    base_offset: h.base_offset,
-                    last_offset: h.last_offset,
-                    position: h.position,
-                    size: h.size,
-                }));
+                return Ok(Some(h));
             }
         }
         Ok(None)

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
-use record_format::{Batches, IterEnd, RecordBatch};
+use record_format::{Batches, RecordBatch};
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::{parse_file_name, FileKind, TempSuffix};
@@ -374,11 +374,18 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
+        self.reactivate_last(&mut inner, from_base)?;
+        Ok((outcomes, moved))
+    }
+
+    /// The end of a recovery: a new segment at `from_base` if none is left, then the last
+    /// segment becomes the active one and sets the log end offset and recovery point.
+    fn reactivate_last(&self, inner: &mut Inner, from_base: i64) -> Result<()> {
         if inner.segments.is_empty() {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
             inner.segments.insert(seg.base_offset(), seg);
         }
-        let last = active_mut(&mut inner)?;
+        let last = active_mut(inner)?;
         // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes the indexes
         // back to their maximum, which is what the active segment needs.
         let next = last.read_next_offset()?;
@@ -386,7 +393,7 @@ impl LocalLog {
         inner.log_end_offset = next;
         inner.recovery_point = inner.recovery_point.min(next);
         inner.dir_dirty = true;
-        Ok((outcomes, moved))
+        Ok(())
     }
 
     /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
@@ -422,16 +429,7 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
-        if inner.segments.is_empty() {
-            let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
-            inner.segments.insert(seg.base_offset(), seg);
-        }
-        let last = active_mut(&mut inner)?;
-        let next = last.read_next_offset()?;
-        last.truncate_to(next)?;
-        inner.log_end_offset = next;
-        inner.recovery_point = inner.recovery_point.min(next);
-        inner.dir_dirty = true;
+        self.reactivate_last(&mut inner, from_base)?;
         Ok((outcomes, moved))
     }
 
@@ -555,16 +553,10 @@ impl LocalLog {
                 }
             }
         }
-        if let Some(IterEnd::IncompleteTrailing { position, bytes }) = it.stopped_at() {
+        if let Some(error) = it.incomplete_error() {
             return Err(SegmentError::Format {
                 path: self.dir.clone(),
-                error: record_format::FormatError::new(
-                    record_format::FormatErrorKind::Truncated {
-                        need: record_format::wire::RECORD_BATCH_OVERHEAD as u64,
-                        have: *bytes,
-                    },
-                    *position,
-                ),
+                error,
             });
         }
         s.ok_or_else(|| SegmentError::Format {

@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use record_format::batches::incomplete_batch_error;
 use record_format::scan::DEFAULT_REGION_BYTES;
 use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
 use record_format::{
@@ -958,92 +959,13 @@ impl SegmentScanner {
         position: u64,
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<Option<u64>, E> {
-        let window_end = position + bytes.len() as u64;
-        let at_file_end = window_end >= self.size;
-        let base_offset = self.scan.base_offset;
-        let interval = self.interval;
-        let (max_offset_entries, max_time_entries) =
-            (self.max_offset_entries, self.max_time_entries);
-        let path = &self.path;
-        let s = &mut self.scan;
-        let last_time_ts = &mut self.last_time_ts;
-        let last_index_entry = &mut self.last_index_entry;
         let mut aborted = Vec::new();
         let regions = Regions::new(bytes, position, self.region_bytes);
         let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
             let mut apply = || -> std::result::Result<(), E> {
                 while let Piece::Entries(entries) = reader.next_piece() {
                     for entry in entries.iter() {
-                        let last = entry.last_offset();
-                        let fits = last
-                            .checked_sub(base_offset)
-                            .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r));
-                        if !fits {
-                            return Err(SegmentError::OffsetOverflow {
-                                path: path.to_path_buf(),
-                                offset: last,
-                                base_offset,
-                            }
-                            .into());
-                        }
-                        let batch_max_ts = match entry {
-                            LogEntry::V2(b) => b.max_timestamp(),
-                            LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
-                                .next()
-                                .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
-                        };
-                        if batch_max_ts > s.max_timestamp.timestamp {
-                            s.max_timestamp = TimestampOffset {
-                                timestamp: batch_max_ts,
-                                offset: last,
-                            };
-                        }
-                        if s.valid_bytes - *last_index_entry > interval {
-                            // OffsetIndex::append's checks, so that the plan fails where the
-                            // install would.
-                            if s.offset_entries.len() >= max_offset_entries {
-                                return Err(SegmentError::IndexFull {
-                                    path: path.with_extension("index"),
-                                    entries: s.offset_entries.len(),
-                                }
-                                .into());
-                            }
-                            if let Some(prev) = s.offset_entries.last() {
-                                if last <= prev.offset {
-                                    return Err(SegmentError::InvalidOffset {
-                                        path: path.with_extension("index"),
-                                        offset: last,
-                                        last_offset: prev.offset,
-                                    }
-                                    .into());
-                                }
-                            }
-                            s.offset_entries.push(OffsetPosition {
-                                offset: last,
-                                position: FilePosition(s.valid_bytes as u32),
-                            });
-                            // TimeIndex::maybe_append: only a larger timestamp is written.
-                            if s.max_timestamp.timestamp > *last_time_ts {
-                                if s.time_entries.len() + 1 >= max_time_entries {
-                                    return Err(SegmentError::IndexFull {
-                                        path: path.with_extension("timeindex"),
-                                        entries: s.time_entries.len(),
-                                    }
-                                    .into());
-                                }
-                                s.time_entries.push(s.max_timestamp);
-                                *last_time_ts = s.max_timestamp.timestamp;
-                            }
-                            *last_index_entry = s.valid_bytes;
-                        }
-                        s.valid_bytes += entry.size_in_bytes() as u64;
-                        s.batches += 1;
-                        s.last_offset = Some(last);
-                        if let LogEntry::V2(batch) = entry {
-                            aborted.clear();
-                            visitor(batch, &mut aborted)?;
-                            s.aborted_txns.append(&mut aborted);
-                        }
+                        self.apply_entry(entry, visitor, &mut aborted)?;
                     }
                 }
                 Ok(())
@@ -1051,7 +973,109 @@ impl SegmentScanner {
             (apply(), reader.end())
         });
         applied?;
-        Ok(match framing_end {
+        Ok(self.window_end(framing_end, bytes, position))
+    }
+
+    /// Applies one valid entry, in order: its offset range, the max timestamp, the index
+    /// entries by the append rule, the counts, and the visitor (v2 batches).
+    fn apply_entry<E: From<SegmentError>>(
+        &mut self,
+        entry: &LogEntry<'_>,
+        visitor: &mut RecoveryVisitor<'_, E>,
+        aborted: &mut Vec<AbortedTxn>,
+    ) -> std::result::Result<(), E> {
+        let base_offset = self.scan.base_offset;
+        let last = entry.last_offset();
+        let fits = last
+            .checked_sub(base_offset)
+            .is_some_and(|r| (0..=i64::from(i32::MAX)).contains(&r));
+        if !fits {
+            return Err(SegmentError::OffsetOverflow {
+                path: self.path.clone(),
+                offset: last,
+                base_offset,
+            }
+            .into());
+        }
+        let batch_max_ts = match entry {
+            LogEntry::V2(b) => b.max_timestamp(),
+            LogEntry::Legacy(_) => headers_in(entry.as_bytes(), entry.position())
+                .next()
+                .map_or(NO_TIMESTAMP, |h| h.max_timestamp),
+        };
+        let s = &mut self.scan;
+        if batch_max_ts > s.max_timestamp.timestamp {
+            s.max_timestamp = TimestampOffset {
+                timestamp: batch_max_ts,
+                offset: last,
+            };
+        }
+        if s.valid_bytes - self.last_index_entry > self.interval {
+            self.index_entries(last)?;
+        }
+        let s = &mut self.scan;
+        s.valid_bytes += entry.size_in_bytes() as u64;
+        s.batches += 1;
+        s.last_offset = Some(last);
+        if let LogEntry::V2(batch) = entry {
+            aborted.clear();
+            visitor(batch, aborted)?;
+            s.aborted_txns.append(aborted);
+        }
+        Ok(())
+    }
+
+    /// Adds the offset-index entry (and the time-index entry if the max timestamp grew) at the
+    /// current valid end for a batch ending at `last`, with `OffsetIndex::append`'s and
+    /// `TimeIndex::maybe_append`'s checks, so that the plan fails where the install would.
+    fn index_entries(&mut self, last: i64) -> Result<()> {
+        let s = &mut self.scan;
+        if s.offset_entries.len() >= self.max_offset_entries {
+            return Err(SegmentError::IndexFull {
+                path: self.path.with_extension("index"),
+                entries: s.offset_entries.len(),
+            });
+        }
+        if let Some(prev) = s.offset_entries.last() {
+            if last <= prev.offset {
+                return Err(SegmentError::InvalidOffset {
+                    path: self.path.with_extension("index"),
+                    offset: last,
+                    last_offset: prev.offset,
+                });
+            }
+        }
+        s.offset_entries.push(OffsetPosition {
+            offset: last,
+            position: FilePosition(s.valid_bytes as u32),
+        });
+        // TimeIndex::maybe_append: only a larger timestamp is written.
+        if s.max_timestamp.timestamp > self.last_time_ts {
+            if s.time_entries.len() + 1 >= self.max_time_entries {
+                return Err(SegmentError::IndexFull {
+                    path: self.path.with_extension("timeindex"),
+                    entries: s.time_entries.len(),
+                });
+            }
+            s.time_entries.push(s.max_timestamp);
+            self.last_time_ts = s.max_timestamp.timestamp;
+        }
+        self.last_index_entry = s.valid_bytes;
+        Ok(())
+    }
+
+    /// Where the next window starts after the window `bytes` read at `position` ended with
+    /// `framing_end` (see [`Self::scan`]); records where and why the valid prefix ends.
+    fn window_end(
+        &mut self,
+        framing_end: Option<IterEnd>,
+        bytes: &[u8],
+        position: u64,
+    ) -> Option<u64> {
+        let window_end = position + bytes.len() as u64;
+        let at_file_end = window_end >= self.size;
+        let s = &mut self.scan;
+        match framing_end {
             Some(IterEnd::Error(e)) => {
                 s.truncated_at = Some((e.position, e));
                 None
@@ -1064,18 +1088,12 @@ impl SegmentScanner {
                 let rest = bytes
                     .get(usize::try_from(at - position).unwrap_or(usize::MAX)..)
                     .unwrap_or_default();
-                let need = if rest.len() >= 12 {
-                    12 + u64::from(u32::try_from(be_i32(rest, 8)).unwrap_or(0))
-                } else {
-                    RECORD_BATCH_OVERHEAD as u64
-                };
-                let e = FormatError::new(FormatErrorKind::Truncated { need, have: n }, at);
-                s.truncated_at = Some((at, e));
+                s.truncated_at = Some((at, incomplete_batch_error(rest, at, n)));
                 None
             }
             _ if at_file_end => None,
             _ => Some(window_end),
-        })
+        }
     }
 
     /// The scan so far (the whole scan once [`Self::scan`] returned `None`).
@@ -1096,12 +1114,6 @@ fn remove_os_file_if_exists(p: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(SegmentError::io(p, "remove_file", e)),
     }
-}
-
-fn be_i32(b: &[u8], at: usize) -> i32 {
-    b.get(at..at + 4)
-        .and_then(|s| <[u8; 4]>::try_from(s).ok())
-        .map_or(0, i32::from_be_bytes)
 }
 
 /// Checks that `records` is a sequence of whole batches with readable headers.

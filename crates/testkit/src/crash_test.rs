@@ -569,29 +569,7 @@ fn run_ops(
             Op::Retention {
                 advance_ms,
                 delete_records,
-            } => {
-                clock.advance(advance_ms);
-                // The high watermark stops at the last stable offset, so retention never deletes
-                // data of a transaction still open.
-                let state = log.producer_state();
-                let lso =
-                    state.last_stable_offset_for(log.log_end_offset(), log.log_start_offset());
-                let hw = log.set_high_watermark(lso.max(log.high_watermark()));
-                // Until the step completes, a crash may keep any of its deletions.
-                let limit = exp.log_start_limit;
-                exp.log_start_limit = limit.max(hw);
-                for (o, b) in exp.current.range(..hw) {
-                    exp.retired.insert(*o, b.clone());
-                }
-                let target = exp.current.keys().nth(delete_records).copied();
-                if let Some(t) = target.filter(|&t| delete_records > 0 && t <= hw) {
-                    log.delete_records_before(t).map_err(|e| s(&e))?;
-                }
-                log.delete_old_segments().map_err(|e| s(&e))?;
-                let start = log.log_start_offset();
-                exp.retired.retain(|o, _| *o < start);
-                exp.log_start_limit = limit.max(start);
-            }
+            } => run_retention(&mut log, exp, clock, advance_ms, delete_records)?,
             Op::Snapshot => {
                 log.take_producer_snapshot().map_err(|e| s(&e))?;
             }
@@ -605,38 +583,7 @@ fn run_ops(
             }
             Op::Failover if !failed_over => {
                 failed_over = true;
-                log.set_high_watermark(i64::MAX);
-                // The workload drops open transactions before mirroring (truncation to the
-                // LSO); the source then holds this log's history, so aligning to it keeps all.
-                let lso = log.last_stable_offset();
-                exp.truncating_to(lso);
-                log.truncate_to(lso).map_err(|e| s(&e))?;
-                let source = EpochHistory::of(&log);
-                log.start_mirroring("source", &source).map_err(|e| s(&e))?;
-                for seq in [0, 2] {
-                    let b = replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
-                    log.append_as_mirror(&b).map_err(|e| s(&e))?;
-                }
-                // The stop may truncate them away again within this step, after a roll made
-                // them durable: they were written all the same.
-                if let Some(sim) = sim {
-                    exp.harvest_files(&sim.live_image());
-                }
-                log.set_high_watermark(i64::MAX);
-                // The stop truncates to the LSO again, and it can be lower now: truncating to
-                // the first LSO may have removed the marker that closed an earlier transaction.
-                let lso = log.last_stable_offset();
-                exp.truncating_to(lso);
-                let barrier = log.stop_mirroring().map_err(|e| s(&e))?;
-                exp.resync(&log)?;
-                exp.mark_durable(&log);
-                exp.stopped_barrier = Some(barrier);
-                // Local appends go on in the epoch the stop opened (the barrier's).
-                epoch = log.leader_epoch();
-                // A local producer reuses the source's pid from sequence 0.
-                let b = client_batch_at(SOURCE_PID, next_seq(&log, SOURCE_PID), 1, false, now)?;
-                log.append_as_leader(&b, epoch, AppendOrigin::Client)
-                    .map_err(|e| s(&e))?;
+                epoch = run_failover(&mut log, exp, sim, epoch, now)?;
             }
             Op::Failover => {}
         }
@@ -648,6 +595,85 @@ fn run_ops(
         exp.steps_done += 1;
     }
     Ok(())
+}
+
+/// [`Op::Retention`]: the clock advances, the high watermark moves up to the LSO, records
+/// are deleted up to it and old segments go.
+fn run_retention(
+    log: &mut PartitionLog,
+    exp: &mut Expectation,
+    clock: &ManualClock,
+    advance_ms: i64,
+    delete_records: usize,
+) -> Result<(), String> {
+    let s = |e: &dyn fmt::Display| e.to_string();
+    clock.advance(advance_ms);
+    // The high watermark stops at the last stable offset, so retention never deletes
+    // data of a transaction still open.
+    let state = log.producer_state();
+    let lso = state.last_stable_offset_for(log.log_end_offset(), log.log_start_offset());
+    let hw = log.set_high_watermark(lso.max(log.high_watermark()));
+    // Until the step completes, a crash may keep any of its deletions.
+    let limit = exp.log_start_limit;
+    exp.log_start_limit = limit.max(hw);
+    for (o, b) in exp.current.range(..hw) {
+        exp.retired.insert(*o, b.clone());
+    }
+    let target = exp.current.keys().nth(delete_records).copied();
+    if let Some(t) = target.filter(|&t| delete_records > 0 && t <= hw) {
+        log.delete_records_before(t).map_err(|e| s(&e))?;
+    }
+    log.delete_old_segments().map_err(|e| s(&e))?;
+    let start = log.log_start_offset();
+    exp.retired.retain(|o, _| *o < start);
+    exp.log_start_limit = limit.max(start);
+    Ok(())
+}
+
+/// [`Op::Failover`] (the first): mirroring from a source that holds this log's history, two
+/// mirrored batches, the stop (the barrier), and a local producer reusing the source's pid.
+/// Returns the epoch local appends go on in.
+fn run_failover(
+    log: &mut PartitionLog,
+    exp: &mut Expectation,
+    sim: Option<&SimulatedFs>,
+    epoch: i32,
+    now: i64,
+) -> Result<i32, String> {
+    let s = |e: &dyn fmt::Display| e.to_string();
+    log.set_high_watermark(i64::MAX);
+    // The workload drops open transactions before mirroring (truncation to the
+    // LSO); the source then holds this log's history, so aligning to it keeps all.
+    let lso = log.last_stable_offset();
+    exp.truncating_to(lso);
+    log.truncate_to(lso).map_err(|e| s(&e))?;
+    let source = EpochHistory::of(log);
+    log.start_mirroring("source", &source).map_err(|e| s(&e))?;
+    for seq in [0, 2] {
+        let b = replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
+        log.append_as_mirror(&b).map_err(|e| s(&e))?;
+    }
+    // The stop may truncate them away again within this step, after a roll made
+    // them durable: they were written all the same.
+    if let Some(sim) = sim {
+        exp.harvest_files(&sim.live_image());
+    }
+    log.set_high_watermark(i64::MAX);
+    // The stop truncates to the LSO again, and it can be lower now: truncating to
+    // the first LSO may have removed the marker that closed an earlier transaction.
+    let lso = log.last_stable_offset();
+    exp.truncating_to(lso);
+    let barrier = log.stop_mirroring().map_err(|e| s(&e))?;
+    exp.resync(log)?;
+    exp.mark_durable(log);
+    exp.stopped_barrier = Some(barrier);
+    // Local appends go on in the epoch the stop opened (the barrier's).
+    let epoch = log.leader_epoch();
+    // A local producer reuses the source's pid from sequence 0.
+    let b = client_batch_at(SOURCE_PID, next_seq(log, SOURCE_PID), 1, false, now)?;
+    log.append_as_leader(&b, epoch, AppendOrigin::Client)
+        .map_err(|e| s(&e))?;
+    Ok(epoch)
 }
 
 /// How many torn variants of each crash point to check.
@@ -927,12 +953,55 @@ fn check_dir_inner(
     exp: &Expectation,
     out: &mut CheckOutcome,
 ) -> Result<(), String> {
+    let mut log = check_plan_then_apply(w, dir, exp, out)?;
+    let v = &mut out.violations;
+    let (recovered, next) = check_files(dir, exp, log.log_start_offset(), v)?;
+    let leo = log.log_end_offset();
+    if next != leo {
+        v.push(format!(
+            "(b) files end at offset {next}, the log end offset is {leo}"
+        ));
+    }
+    out.batches = recovered.len() as u64;
+    out.log_end_offset = leo;
+
+    // (a) durable batches survive byte for byte, except below a log start offset that retention
+    // may have reached.
+    let start = log.log_start_offset();
+    if start > exp.log_start_limit {
+        v.push(format!(
+            "(a) the log starts at offset {start}, retention could delete only below {}",
+            exp.log_start_limit
+        ));
+    }
+    for (offset, bytes) in exp.durable.range(start.min(exp.log_start_limit)..) {
+        if recovered.get(offset).map(|r| &r.bytes) != Some(bytes) {
+            out.durable_lost += 1;
+            v.push(format!(
+                "(a) durable batch at offset {offset} lost (log end {leo})"
+            ));
+        }
+    }
+
+    check_indexes(&log, &recovered, v);
+    check_producer_state(w, exp, &mut log, &recovered, v)?;
+    check_barrier(exp, start, &recovered, v);
+    drop(log);
+    Ok(())
+}
+
+/// (g) plan, then apply: planning changes nothing, and applying does what was planned.
+fn check_plan_then_apply(
+    w: &Workload,
+    dir: &Path,
+    exp: &Expectation,
+    out: &mut CheckOutcome,
+) -> Result<PartitionLog, String> {
     let env = LogEnv {
         storage: Arc::new(StdFs),
         clock: Arc::new(ManualClock::new(exp.now_ms.max(TIMESTAMP))),
     };
     let opts = load_opts(w, env, false, exp.recovery_point);
-    // (g) plan, then apply: planning changes nothing, and applying does what was planned.
     let before = recovery::plan::tree_image(dir).map_err(|e| e.to_string())?;
     let plan = LogLoader::plan(dir, &opts).map_err(|e| format!("(f) recovery failed: {e}"))?;
     if recovery::plan::tree_image(dir).map_err(|e| e.to_string())? != before {
@@ -941,8 +1010,7 @@ fn check_dir_inner(
     }
     let predicted = plan.report();
     let predicted_state = (plan.producers.snapshot_entries(), plan.last_stable_offset);
-    let (mut log, report) =
-        LogLoader::apply(plan).map_err(|e| format!("(f) recovery failed: {e}"))?;
+    let (log, report) = LogLoader::apply(plan).map_err(|e| format!("(f) recovery failed: {e}"))?;
     if format!("{predicted:?}") != format!("{report:?}") {
         out.violations.push(format!(
             "(g) the plan predicted {predicted:?}, applying it did {report:?}"
@@ -957,9 +1025,17 @@ fn check_dir_inner(
         out.violations
             .push("(g) the planned producer state differs from the loaded one".to_owned());
     }
-    let v = &mut out.violations;
+    Ok(log)
+}
 
-    // (b) the files: a valid prefix of what was written.
+/// (b) the files: a valid prefix of what was written. Returns the recovered batches by base
+/// offset and the offset after the last one.
+fn check_files(
+    dir: &Path,
+    exp: &Expectation,
+    log_start_offset: i64,
+    v: &mut Vec<String>,
+) -> Result<(BTreeMap<i64, Recovered>, i64), String> {
     let mut logs: Vec<(i64, PathBuf)> = std::fs::read_dir(dir)
         .map_err(|e| e.to_string())?
         .flatten()
@@ -976,7 +1052,7 @@ fn check_dir_inner(
         .collect();
     logs.sort();
     let mut recovered: BTreeMap<i64, Recovered> = BTreeMap::new();
-    let mut next = log.log_start_offset();
+    let mut next = log_start_offset;
     for (segment, path) in &logs {
         let bytes = std::fs::read(path).map_err(|e| e.to_string())?;
         let batches = valid_batches(&bytes);
@@ -1019,34 +1095,11 @@ fn check_dir_inner(
             );
         }
     }
-    let leo = log.log_end_offset();
-    if next != leo {
-        v.push(format!(
-            "(b) files end at offset {next}, the log end offset is {leo}"
-        ));
-    }
-    out.batches = recovered.len() as u64;
-    out.log_end_offset = leo;
+    Ok((recovered, next))
+}
 
-    // (a) durable batches survive byte for byte, except below a log start offset that retention
-    // may have reached.
-    let start = log.log_start_offset();
-    if start > exp.log_start_limit {
-        v.push(format!(
-            "(a) the log starts at offset {start}, retention could delete only below {}",
-            exp.log_start_limit
-        ));
-    }
-    for (offset, bytes) in exp.durable.range(start.min(exp.log_start_limit)..) {
-        if recovered.get(offset).map(|r| &r.bytes) != Some(bytes) {
-            out.durable_lost += 1;
-            v.push(format!(
-                "(a) durable batch at offset {offset} lost (log end {leo})"
-            ));
-        }
-    }
-
-    // (c) indexes agree with the log.
+/// (c) indexes agree with the log.
+fn check_indexes(log: &PartitionLog, recovered: &BTreeMap<i64, Recovered>, v: &mut Vec<String>) {
     log.local_log().with_segments(|segs| {
         for seg in segs {
             let base = seg.base_offset();
@@ -1078,7 +1131,18 @@ fn check_dir_inner(
             }
         }
     });
+}
 
+/// (d) producer state and LSO equal a reference replay of the recovered batches (see below).
+fn check_producer_state(
+    w: &Workload,
+    exp: &Expectation,
+    log: &mut PartitionLog,
+    recovered: &BTreeMap<i64, Recovered>,
+    v: &mut Vec<String>,
+) -> Result<(), String> {
+    let start = log.log_start_offset();
+    let leo = log.log_end_offset();
     // (d) producer state and LSO equal a reference replay of the recovered batches. Batches
     // below a log start offset that retention or deleteRecords reached (deleted, or only hidden
     // inside a segment that a reload shows again, since nothing here checkpoints the log start)
@@ -1127,7 +1191,16 @@ fn check_dir_inner(
         v.push(format!("(d) LSO {lso}, reference {}", refs[0].1));
     }
 
-    // (e) the barrier once Stopped was reported (unless retention deleted it).
+    Ok(())
+}
+
+/// (e) the barrier once Stopped was reported (unless retention deleted it).
+fn check_barrier(
+    exp: &Expectation,
+    start: i64,
+    recovered: &BTreeMap<i64, Recovered>,
+    v: &mut Vec<String>,
+) {
     if let Some(b) = exp.stopped_barrier.filter(|b| *b >= start) {
         let is_barrier = recovered
             .get(&b)
@@ -1140,8 +1213,6 @@ fn check_dir_inner(
             ));
         }
     }
-    drop(log);
-    Ok(())
 }
 
 /// What check (d) compares of a producer: epoch, last sequence, last data offset, coordinator

@@ -349,39 +349,46 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             non_consecutive: BTreeMap::new(),
             warned_legacy_compressed: false,
         };
-        // The file is read a window of whole batches at a time (memory stays bounded by the
-        // window and the largest batch); a batch of STREAM_BATCH_BYTES or more is streamed from
-        // the file instead of read whole.
+        let Some((valid_prefix_end, trailing_at)) = self.walk_log(path, &file, end, &mut st)?
+        else {
+            return Ok(());
+        };
+        self.finish_log(path, end, cut, valid_prefix_end, trailing_at, st)
+    }
+
+    /// Dumps the batches of `file` up to `end`; returns where the valid prefix ends and where
+    /// bytes that do not form a batch start, or `None` if reading failed (already reported).
+    ///
+    /// The file is read a window of whole batches at a time (memory stays bounded by the
+    /// window and the largest batch); a batch of STREAM_BATCH_BYTES or more is streamed from
+    /// the file instead of read whole.
+    fn walk_log(
+        &mut self,
+        path: &Path,
+        file: &File,
+        end: u64,
+        st: &mut LogState,
+    ) -> io::Result<Option<(u64, Option<u64>)>> {
         let mut valid_prefix_end = 0u64;
         let mut trailing_at = None;
         while valid_prefix_end < end {
-            let plan = match stream::plan(&file, valid_prefix_end, end) {
+            let plan = match stream::plan(file, valid_prefix_end, end) {
                 Ok(p) => p,
-                Err(e) => return self.read_failed(path, &e),
+                Err(e) => {
+                    self.read_failed(path, &e)?;
+                    return Ok(None);
+                }
             };
             match plan {
                 stream::Plan::Window(bytes) => {
-                    let mut iter = Batches::new(&bytes, valid_prefix_end);
-                    for entry in iter.by_ref() {
-                        match entry {
-                            Ok(LogEntry::V2(b)) => self.v2_batch(path, &b, &mut st)?,
-                            Ok(LogEntry::Legacy(l)) => self.legacy_batch(path, &l, &mut st)?,
-                            Err(e) => {
-                                writeln!(self.err, "{}: {e}", path.display())?;
-                                st.problem(e.position, ErrorJson::from_format(&e));
-                            }
-                        }
-                    }
-                    let stopped = iter.valid_prefix_end();
-                    let hard_error = matches!(iter.stopped_at(), Some(IterEnd::Error(_)));
-                    if hard_error || stopped == valid_prefix_end {
-                        valid_prefix_end = stopped;
+                    let (stopped, stop) = self.dump_window(path, &bytes, valid_prefix_end, st)?;
+                    valid_prefix_end = stopped;
+                    if stop {
                         break;
                     }
-                    valid_prefix_end = stopped;
                 }
                 stream::Plan::Stream { size } => {
-                    self.stream_batch(path, &file, valid_prefix_end, size, &mut st)?;
+                    self.stream_batch(path, file, valid_prefix_end, size, st)?;
                     valid_prefix_end += size;
                 }
                 stream::Plan::Trailing => {
@@ -390,6 +397,45 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 }
             }
         }
+        Ok(Some((valid_prefix_end, trailing_at)))
+    }
+
+    /// Dumps the batches of one window read at `start`; returns where its valid prefix ends and
+    /// whether the walk stops there (a hard error, or no whole batch in the window).
+    fn dump_window(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        start: u64,
+        st: &mut LogState,
+    ) -> io::Result<(u64, bool)> {
+        let mut iter = Batches::new(bytes, start);
+        for entry in iter.by_ref() {
+            match entry {
+                Ok(LogEntry::V2(b)) => self.v2_batch(path, &b, st)?,
+                Ok(LogEntry::Legacy(l)) => self.legacy_batch(path, &l, st)?,
+                Err(e) => {
+                    writeln!(self.err, "{}: {e}", path.display())?;
+                    st.problem(e.position, ErrorJson::from_format(&e));
+                }
+            }
+        }
+        let stopped = iter.valid_prefix_end();
+        let hard_error = matches!(iter.stopped_at(), Some(IterEnd::Error(_)));
+        Ok((stopped, hard_error || stopped == start))
+    }
+
+    /// Reports the incomplete tail, the summary (JSON) or the invalid-bytes line, and keeps the
+    /// non-consecutive offsets for the final report.
+    fn finish_log(
+        &mut self,
+        path: &Path,
+        end: u64,
+        cut: bool,
+        valid_prefix_end: u64,
+        trailing_at: Option<u64>,
+        mut st: LogState,
+    ) -> io::Result<()> {
         if let Some(position) = trailing_at {
             if !cut {
                 let n = end - position;
