@@ -81,12 +81,21 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             Status::Usage.into()
         }
         _ => {
+            // clap's message up to its first blank line, on one line: a list such as the
+            // missing required arguments follows the first line, indented.
             let rendered = e.render().to_string();
-            let first = rendered
+            let message: Vec<&str> = rendered
                 .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("error: invalid arguments");
-            eprintln!("{first} (see '{}')", help_command());
+                .map(str::trim)
+                .skip_while(|l| l.is_empty())
+                .take_while(|l| !l.is_empty())
+                .collect();
+            let message = if message.is_empty() {
+                "error: invalid arguments".to_owned()
+            } else {
+                message.join(" ")
+            };
+            eprintln!("{message} (see '{}')", help_command());
             Status::Usage.into()
         }
     }

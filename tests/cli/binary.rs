@@ -68,6 +68,31 @@ fn usage_errors_exit_2_with_one_line() {
     }
 }
 
+/// A missing required argument is named on the one line, with the subcommand's help.
+#[test]
+fn a_missing_required_argument_is_named() {
+    for (args, named, help) in [
+        (
+            &["demo", "--no-barrier"][..],
+            "--scenario <NAME>",
+            "seglog demo --help",
+        ),
+        (&["verify"][..], "<DIR>", "seglog verify --help"),
+    ] {
+        let args: Vec<&std::ffi::OsStr> = args.iter().map(|a| a.as_ref()).collect();
+        let (code, stdout, stderr) = seglog(&args);
+        assert_eq!(code, 2, "{args:?}: {stderr}");
+        assert_eq!(stdout, "", "{args:?}");
+        assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("required arguments were not provided: "),
+            "{stderr}"
+        );
+        assert!(stderr.contains(named), "{args:?}: {stderr}");
+        assert!(stderr.contains(help), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn help_has_an_example_and_exits_0() {
     for args in [
