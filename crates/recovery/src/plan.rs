@@ -1451,6 +1451,7 @@ fn plan_with(
     } else {
         Vec::new()
     };
+    let snapshot_ops = without_identical_rewrites(opts, snapshot_ops);
 
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
@@ -1478,6 +1479,54 @@ fn plan_with(
         high_watermark,
         last_stable_offset,
     })
+}
+
+/// The path an operation reads, writes, renames or removes (both ends of a rename).
+fn op_touches(op: &SnapshotOp, path: &Path) -> bool {
+    match op {
+        SnapshotOp::Write { path: p, .. } | SnapshotOp::Remove { path: p } => p == path,
+        SnapshotOp::SetAside { from, to } | SnapshotOp::Quarantine { from, to } => {
+            from == path || to == path
+        }
+    }
+}
+
+/// Drops each write of a snapshot the directory already holds byte for byte, with the removal
+/// before it if there is one (what a full recovery does with the snapshot at the log end of a log
+/// it does not cut): the file stays as it is, durable from the atomic write that made it, and no
+/// fsync is spent rewriting it. Only when no other operation touches the path before the write.
+fn without_identical_rewrites(
+    opts: &LoadOptions,
+    ops: Vec<(SnapshotPhase, SnapshotOp)>,
+) -> Vec<(SnapshotPhase, SnapshotOp)> {
+    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let mut dropped = std::collections::BTreeSet::new();
+    for (j, (_, op)) in ops.iter().enumerate() {
+        let SnapshotOp::Write { path, bytes } = op else {
+            continue;
+        };
+        let earlier: Vec<(usize, &SnapshotOp)> = ops
+            .iter()
+            .enumerate()
+            .take(j)
+            .filter(|(i, (_, o))| !dropped.contains(i) && op_touches(o, path))
+            .map(|(i, (_, o))| (i, o))
+            .collect();
+        let removal = match earlier.as_slice() {
+            [] => None,
+            [(i, SnapshotOp::Remove { .. })] => Some(*i),
+            _ => continue,
+        };
+        if io.read(path).is_ok_and(|on_disk| on_disk == *bytes) {
+            dropped.insert(j);
+            dropped.extend(removal);
+        }
+    }
+    ops.into_iter()
+        .enumerate()
+        .filter(|(i, _)| !dropped.contains(i))
+        .map(|(_, op)| op)
+        .collect()
 }
 
 // ------------------------------------------------------------------------------------------------
