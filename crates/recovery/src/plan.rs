@@ -1564,16 +1564,12 @@ fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
     Ok(())
 }
 
-fn apply_with(
-    plan: RecoveryPlan,
-    lock: DirLock,
-) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-    let opts = plan.options.clone();
-    let env = &opts.env;
-    let dir = plan.dir.clone();
-    let io = StorageIo::new(Arc::clone(&env.storage));
-
-    // 1. Leftovers.
+/// Steps 1 and 2 of applying: leftovers handled, the quarantine folder created if the plan puts
+/// something aside, the segments after the first cut moved into it (before the segments are
+/// opened, which would create or resize their indexes). Returns the files moved and whether the
+/// quarantine folder was created.
+fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
+    let env = &plan.options.env;
     for a in &plan.leftovers {
         match a {
             LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
@@ -1581,11 +1577,8 @@ fn apply_with(
         }
     }
     if !plan.leftovers.is_empty() {
-        env.storage.sync_dir(&dir)?;
+        env.storage.sync_dir(&plan.dir)?;
     }
-
-    // 2. The segments after the first cut move to quarantine first, as they are (before the
-    // segments are opened, which would create or resize their indexes).
     let mut quarantined = Vec::new();
     // Only a plan that puts something aside creates a quarantine folder.
     let needs_qdir = plan.scans.iter().any(|s| s.truncated_bytes() > 0)
@@ -1596,7 +1589,7 @@ fn apply_with(
             .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
         || plan.start_at_checkpoint;
     if needs_qdir {
-        create_quarantine_dir(&plan)?;
+        create_quarantine_dir(plan)?;
     }
     for seg in plan
         .segments
@@ -1611,8 +1604,68 @@ fn apply_with(
     }
     if !plan.quarantined_segments.is_empty() {
         env.storage.sync_dir(&plan.quarantine_dir)?;
-        env.storage.sync_dir(&dir)?;
+        env.storage.sync_dir(&plan.dir)?;
     }
+    Ok((quarantined, needs_qdir))
+}
+
+/// What installing the plan's scans did, for the report.
+#[derive(Default)]
+struct Installed {
+    segments_scanned: usize,
+    batches_scanned: u64,
+    bytes_scanned: u64,
+    kept_bytes: u64,
+    cut: Vec<CutInfo>,
+}
+
+/// Step 3 of applying: the leader epochs the scans found, then each scanned segment's scan
+/// installed (cut bytes quarantined first, later segments moved to quarantine: added to
+/// `quarantined`).
+fn apply_scans(
+    plan: &RecoveryPlan,
+    local: &LocalLog,
+    epochs: &mut LeaderEpochFileCache,
+    quarantined: &mut Vec<PathBuf>,
+) -> Result<Installed, PartitionLogError> {
+    let mut done = Installed::default();
+    let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) else {
+        return Ok(done);
+    };
+    for &(epoch, offset) in &plan.epoch_assignments {
+        epochs.assign(epoch, offset)?;
+    }
+    let (outcomes, moved) = local.install_scans(base, &plan.scans, &plan.quarantine_dir)?;
+    for (segment, o) in &outcomes {
+        done.segments_scanned += 1;
+        done.batches_scanned += o.batches;
+        done.bytes_scanned += o.valid_bytes + o.truncated_bytes;
+        done.kept_bytes += o.valid_bytes;
+        if let (Some((position, reason)), Some(file)) = (&o.truncated_at, &o.quarantine_file) {
+            done.cut.push(CutInfo {
+                segment: *segment,
+                position: *position,
+                bytes: o.truncated_bytes,
+                reason: reason.clone(),
+                quarantined_to: file.clone(),
+            });
+        }
+    }
+    quarantined.extend(moved);
+    Ok(done)
+}
+
+fn apply_with(
+    plan: RecoveryPlan,
+    lock: DirLock,
+) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+    let opts = plan.options.clone();
+    let env = &opts.env;
+    let dir = plan.dir.clone();
+    let io = StorageIo::new(Arc::clone(&env.storage));
+
+    // 1. and 2. Leftovers; the segments after the first cut to quarantine.
+    let (mut quarantined, needs_qdir) = apply_moves(&plan)?;
 
     // 3. The segments, as they are (the active one's next offset from the plan).
     let open_end = plan
@@ -1632,10 +1685,7 @@ fn apply_with(
     // 3. Recovery: snapshots of the scan, the scans written (cut bytes quarantined first),
     // later segments moved to quarantine.
     let mut ops = plan.snapshot_ops.iter().peekable();
-    let mut cut = Vec::new();
     let mut quarantine_dir = None;
-    let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
-        (0usize, 0u64, 0u64, 0u64);
     // The snapshots taken at the recovered segments' boundaries first (each durable), then the
     // segments. One thread: the order of the writes is the plan's, the same in every run (the
     // crash tests count on it).
@@ -1643,29 +1693,7 @@ fn apply_with(
         apply_snapshot_op(&plan, &io, op)?;
         ops.next();
     }
-    if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
-        for &(epoch, offset) in &plan.epoch_assignments {
-            epochs.assign(epoch, offset)?;
-        }
-        let installed = local.install_scans(base, &plan.scans, &plan.quarantine_dir);
-        let (outcomes, moved) = installed?;
-        for (segment, o) in &outcomes {
-            segments_scanned += 1;
-            batches_scanned += o.batches;
-            bytes_scanned += o.valid_bytes + o.truncated_bytes;
-            kept_bytes += o.valid_bytes;
-            if let (Some((position, reason)), Some(file)) = (&o.truncated_at, &o.quarantine_file) {
-                cut.push(CutInfo {
-                    segment: *segment,
-                    position: *position,
-                    bytes: o.truncated_bytes,
-                    reason: reason.clone(),
-                    quarantined_to: file.clone(),
-                });
-            }
-        }
-        quarantined.extend(moved);
-    }
+    let installed = apply_scans(&plan, &local, &mut epochs, &mut quarantined)?;
     // Snapshots beyond the log end go with the quarantined data.
     while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
         apply_snapshot_op(&plan, &io, op)?;
@@ -1685,7 +1713,7 @@ fn apply_with(
         local.increment_log_start_offset(opts.log_start_offset)?;
     }
     if needs_qdir {
-        if cut.is_empty() && quarantined.is_empty() {
+        if installed.cut.is_empty() && quarantined.is_empty() {
             remove_empty_quarantine_dir(env, &plan.quarantine_dir);
         } else {
             quarantine_dir = Some(plan.quarantine_dir.clone());
@@ -1696,17 +1724,20 @@ fn apply_with(
     epochs.truncate_from_start(log_start)?;
 
     // 5. Producer state: the plan's, with its remaining snapshot operations.
-    let mut snapshots_set_aside = Vec::new();
-    for (_, op) in plan.snapshot_ops.iter() {
-        if let SnapshotOp::SetAside { to, .. } = op {
-            snapshots_set_aside.push(to.clone());
-        }
-    }
     for (_, op) in ops {
         apply_snapshot_op(&plan, &io, op)?;
     }
-    let producers = plan.producers.active_producers().len();
-    let skipped = plan.recovery_skipped();
+    let report = RecoveryReport {
+        recovery_point: if plan.recovery_skipped() {
+            log_end
+        } else {
+            plan.recovery_point
+        },
+        quarantine_dir,
+        log_start_offset: log_start,
+        log_end_offset: log_end,
+        ..applied_report(&plan, installed, quarantined)
+    };
     let mut log = PartitionLog {
         dir: dir.clone(),
         local,
@@ -1719,39 +1750,51 @@ fn apply_with(
         mirror: MirrorStateFile::with_io(&dir, io.clone()).load()?,
     };
     log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
+    Ok((log, report))
+}
 
-    let report = RecoveryReport {
-        partition: dir
+/// The report of an applied plan (the offsets, recovery point and quarantine folder filled in
+/// by the caller).
+fn applied_report(
+    plan: &RecoveryPlan,
+    installed: Installed,
+    quarantined: Vec<PathBuf>,
+) -> RecoveryReport {
+    RecoveryReport {
+        partition: plan
+            .dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         had_clean_shutdown: plan.had_clean_shutdown,
-        recovery_point: if skipped {
-            log_end
-        } else {
-            plan.recovery_point
-        },
+        recovery_point: plan.recovery_point,
         recovered_from: plan.recovered_from,
-        segments_scanned,
-        batches_scanned,
-        bytes_scanned,
-        kept_bytes,
-        cut,
+        segments_scanned: installed.segments_scanned,
+        batches_scanned: installed.batches_scanned,
+        bytes_scanned: installed.bytes_scanned,
+        kept_bytes: installed.kept_bytes,
+        cut: installed.cut,
         quarantined_segments: quarantined,
-        snapshots_set_aside,
-        quarantine_dir,
+        snapshots_set_aside: plan
+            .snapshot_ops
+            .iter()
+            .filter_map(|(_, op)| match op {
+                SnapshotOp::SetAside { to, .. } => Some(to.clone()),
+                _ => None,
+            })
+            .collect(),
+        quarantine_dir: None,
         temp_files_handled: plan
             .leftovers
             .iter()
             .map(|a| a.path().to_path_buf())
             .collect(),
-        warnings: plan.warnings,
-        expired_producers: plan.expired_producers,
-        log_start_offset: log_start,
-        log_end_offset: log_end,
-        producers,
-    };
-    Ok((log, report))
+        warnings: plan.warnings.clone(),
+        expired_producers: plan.expired_producers.clone(),
+        log_start_offset: plan.log_start_offset,
+        log_end_offset: plan.log_end_offset,
+        producers: plan.producers.active_producers().len(),
+    }
 }
 
 /// Every file under `dir` (recursively) with its bytes, and every directory: a picture of a
