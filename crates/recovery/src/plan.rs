@@ -1069,6 +1069,108 @@ fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, Partit
     Ok(root.join(format!("{n:04}")))
 }
 
+/// The sanity checks of one segment's three indexes (Kafka's, through the shared views), and
+/// for audited plans every offset- and time-index entry to check against the batches. Returns
+/// what [`IndexesChecked`] holds.
+fn check_indexes(
+    opts: &LoadOptions,
+    base: i64,
+    size: u64,
+    [index_path, time_path, txn_path]: [PathBuf; 3],
+    audit: bool,
+) -> Result<IndexesChecked, PartitionLogError> {
+    let mut index_findings = Vec::new();
+    let index = read_index(opts, &index_path, FileKind::Index)?;
+    if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
+        index_findings.push(IndexFinding {
+            kind: FileKind::Index,
+            problem: IndexProblem::Sanity(problem),
+        });
+    }
+    let time = read_index(opts, &time_path, FileKind::TimeIndex)?;
+    if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
+        index_findings.push(IndexFinding {
+            kind: FileKind::TimeIndex,
+            problem: IndexProblem::Sanity(problem),
+        });
+    }
+    let txn = read_index(opts, &txn_path, FileKind::TxnIndex)?;
+    if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
+        index_findings.push(IndexFinding {
+            kind: FileKind::TxnIndex,
+            problem: IndexProblem::Sanity(problem),
+        });
+    }
+    let sane = index_findings.is_empty();
+    if txn.len() % TXN_ENTRY_SIZE != 0 {
+        index_findings.push(IndexFinding {
+            kind: FileKind::TxnIndex,
+            problem: IndexProblem::TxnPartialEntry {
+                len: txn.len() as u64,
+            },
+        });
+    }
+    // Checking every index entry is for audited plans (`verify`); loading needs only the
+    // sanity checks above.
+    let mut check = None;
+    if audit {
+        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
+        // at position 0), those past the end of the `.log` reported at once, the others checked
+        // against the batches if the segment is scanned.
+        let view = OffsetIndexView::new(base, &index);
+        let mut entries = Vec::new();
+        for n in 0..view.entries() {
+            let Some(e) = view.entry(n) else { break };
+            if e.offset == base && e.position.0 == 0 {
+                break;
+            }
+            if u64::from(e.position.0) >= size {
+                index_findings.push(IndexFinding {
+                    kind: FileKind::Index,
+                    problem: IndexProblem::EntryBeyondLog {
+                        entry: n,
+                        offset: e.offset,
+                        position: e.position.0,
+                        log_size: size,
+                    },
+                });
+            } else {
+                entries.push((n, e));
+            }
+        }
+        entries.sort_by_key(|(n, e)| (e.position, *n));
+        let tview = TimeIndexView::new(base, &time);
+        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
+            .map_while(|n| tview.entry(n).map(|e| (n, e)))
+            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
+            .collect();
+        check = Some(IndexCheck {
+            entries,
+            next: 0,
+            time_entries,
+            findings: Vec::new(),
+        });
+    }
+    Ok(IndexesChecked {
+        index,
+        findings: index_findings,
+        sane,
+        check,
+    })
+}
+
+/// What [`check_indexes`] found for one segment.
+struct IndexesChecked {
+    /// The offset index's bytes.
+    index: Vec<u8>,
+    /// Every finding.
+    findings: Vec<IndexFinding>,
+    /// Whether Kafka's sanity checks passed (a partial `.txnindex` entry is reported only).
+    sane: bool,
+    /// (audited plans) the index entries to check against the batches.
+    check: Option<IndexCheck>,
+}
+
 fn plan_with(
     dir: &Path,
     opts: &LoadOptions,
@@ -1111,89 +1213,27 @@ fn plan_with(
             .storage
             .open(&f.source, segment_store::OpenMode::Read)?
             .len()?;
-        let mut index_findings = Vec::new();
-        let index = read_index(opts, &source_of(base, FileKind::Index), FileKind::Index)?;
-        if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
-            index_findings.push(IndexFinding {
-                kind: FileKind::Index,
-                problem: IndexProblem::Sanity(problem),
-            });
-        }
-        let time = read_index(
+        let IndexesChecked {
+            index,
+            findings: index_findings,
+            sane,
+            check,
+        } = check_indexes(
             opts,
-            &source_of(base, FileKind::TimeIndex),
-            FileKind::TimeIndex,
+            base,
+            size,
+            [
+                source_of(base, FileKind::Index),
+                source_of(base, FileKind::TimeIndex),
+                source_of(base, FileKind::TxnIndex),
+            ],
+            audit,
         )?;
-        if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
-            index_findings.push(IndexFinding {
-                kind: FileKind::TimeIndex,
-                problem: IndexProblem::Sanity(problem),
-            });
-        }
-        let txn = read_index(
-            opts,
-            &source_of(base, FileKind::TxnIndex),
-            FileKind::TxnIndex,
-        )?;
-        if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
-            index_findings.push(IndexFinding {
-                kind: FileKind::TxnIndex,
-                problem: IndexProblem::Sanity(problem),
-            });
-        }
-        if !index_findings.is_empty() {
+        if !sane {
             insane.push(base);
         }
-        if txn.len() % TXN_ENTRY_SIZE != 0 {
-            index_findings.push(IndexFinding {
-                kind: FileKind::TxnIndex,
-                problem: IndexProblem::TxnPartialEntry {
-                    len: txn.len() as u64,
-                },
-            });
-        }
-        // Checking every index entry is for audited plans (`verify`); loading needs only the
-        // sanity checks above.
-        if audit {
-            // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
-            // at position 0), those past the end of the `.log` reported at once, the others checked
-            // against the batches if the segment is scanned.
-            let view = OffsetIndexView::new(base, &index);
-            let mut entries = Vec::new();
-            for n in 0..view.entries() {
-                let Some(e) = view.entry(n) else { break };
-                if e.offset == base && e.position.0 == 0 {
-                    break;
-                }
-                if u64::from(e.position.0) >= size {
-                    index_findings.push(IndexFinding {
-                        kind: FileKind::Index,
-                        problem: IndexProblem::EntryBeyondLog {
-                            entry: n,
-                            offset: e.offset,
-                            position: e.position.0,
-                            log_size: size,
-                        },
-                    });
-                } else {
-                    entries.push((n, e));
-                }
-            }
-            entries.sort_by_key(|(n, e)| (e.position, *n));
-            let tview = TimeIndexView::new(base, &time);
-            let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
-                .map_while(|n| tview.entry(n).map(|e| (n, e)))
-                .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
-                .collect();
-            index_checks.insert(
-                base,
-                IndexCheck {
-                    entries,
-                    next: 0,
-                    time_entries,
-                    findings: Vec::new(),
-                },
-            );
+        if let Some(check) = check {
+            index_checks.insert(base, check);
         }
         if Some(base) == last_base {
             last_index = index;
