@@ -31,6 +31,9 @@ pub const UNDEFINED_EPOCH_OFFSET: i64 = -1;
 pub struct LeaderEpochFileCache {
     entries: Vec<EpochEntry>,
     file: LeaderEpochCheckpointFile,
+    /// What the checkpoint file durably holds (`None`: no file, or unknown after a failed
+    /// write): a flush of the same entries writes nothing.
+    on_disk: Option<Vec<EpochEntry>>,
 }
 
 impl LeaderEpochFileCache {
@@ -39,19 +42,21 @@ impl LeaderEpochFileCache {
     pub fn open(storage: Arc<dyn Storage>, dir: &Path) -> Result<Self, SegmentError> {
         let path = Self::path_in(dir);
         let file = LeaderEpochCheckpointFile::new(Arc::clone(&storage), &path);
-        let entries = if storage.exists(&path)? {
-            file.read()?
+        let on_disk = if storage.exists(&path)? {
+            Some(file.read()?)
         } else {
-            Vec::new()
+            None
         };
         let mut cache = Self {
             entries: Vec::new(),
             file,
+            on_disk: None,
         };
         // Keep only a well-ordered sequence, as `assign` would have built it.
-        for e in entries {
-            cache.push_if_newer(e);
+        for e in on_disk.iter().flatten() {
+            cache.push_if_newer(*e);
         }
+        cache.on_disk = on_disk;
         Ok(cache)
     }
 
@@ -169,9 +174,17 @@ impl LeaderEpochFileCache {
         self.flush()
     }
 
-    /// Writes the checkpoint file atomically.
-    pub fn flush(&self) -> Result<(), SegmentError> {
-        self.file.write(&self.entries)
+    /// Writes the checkpoint file atomically, unless it already holds exactly these entries
+    /// (Kafka writes it only on a change too; the file read at open or last written was made
+    /// durable by its atomic write).
+    pub fn flush(&mut self) -> Result<(), SegmentError> {
+        if self.on_disk.as_deref() == Some(self.entries.as_slice()) {
+            return Ok(());
+        }
+        self.on_disk = None;
+        self.file.write(&self.entries)?;
+        self.on_disk = Some(self.entries.clone());
+        Ok(())
     }
 }
 

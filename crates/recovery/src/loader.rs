@@ -529,8 +529,12 @@ impl LogDir {
             (LOG_START_OFFSET_CHECKPOINT_FILE, starts),
             (REPLICATION_OFFSET_CHECKPOINT_FILE, hws),
         ] {
-            OffsetCheckpointFile::new(Arc::clone(&env.storage), &self.dir.join(name))
-                .write(&entries)?;
+            // A checkpoint that already holds these entries (read back whole) stays as it is:
+            // its atomic write made it durable.
+            let file = OffsetCheckpointFile::new(Arc::clone(&env.storage), &self.dir.join(name));
+            if file.read().ok().as_ref() != Some(&entries) {
+                file.write(&entries)?;
+            }
         }
         let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
         let h = env.storage.open(&marker, OpenMode::CreateTruncate)?;

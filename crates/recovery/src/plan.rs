@@ -1069,6 +1069,108 @@ fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, Partit
     Ok(root.join(format!("{n:04}")))
 }
 
+/// The sanity checks of one segment's three indexes (Kafka's, through the shared views), and
+/// for audited plans every offset- and time-index entry to check against the batches. Returns
+/// what [`IndexesChecked`] holds.
+fn check_indexes(
+    opts: &LoadOptions,
+    base: i64,
+    size: u64,
+    [index_path, time_path, txn_path]: [PathBuf; 3],
+    audit: bool,
+) -> Result<IndexesChecked, PartitionLogError> {
+    let mut index_findings = Vec::new();
+    let index = read_index(opts, &index_path, FileKind::Index)?;
+    if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
+        index_findings.push(IndexFinding {
+            kind: FileKind::Index,
+            problem: IndexProblem::Sanity(problem),
+        });
+    }
+    let time = read_index(opts, &time_path, FileKind::TimeIndex)?;
+    if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
+        index_findings.push(IndexFinding {
+            kind: FileKind::TimeIndex,
+            problem: IndexProblem::Sanity(problem),
+        });
+    }
+    let txn = read_index(opts, &txn_path, FileKind::TxnIndex)?;
+    if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
+        index_findings.push(IndexFinding {
+            kind: FileKind::TxnIndex,
+            problem: IndexProblem::Sanity(problem),
+        });
+    }
+    let sane = index_findings.is_empty();
+    if txn.len() % TXN_ENTRY_SIZE != 0 {
+        index_findings.push(IndexFinding {
+            kind: FileKind::TxnIndex,
+            problem: IndexProblem::TxnPartialEntry {
+                len: txn.len() as u64,
+            },
+        });
+    }
+    // Checking every index entry is for audited plans (`verify`); loading needs only the
+    // sanity checks above.
+    let mut check = None;
+    if audit {
+        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
+        // at position 0), those past the end of the `.log` reported at once, the others checked
+        // against the batches if the segment is scanned.
+        let view = OffsetIndexView::new(base, &index);
+        let mut entries = Vec::new();
+        for n in 0..view.entries() {
+            let Some(e) = view.entry(n) else { break };
+            if e.offset == base && e.position.0 == 0 {
+                break;
+            }
+            if u64::from(e.position.0) >= size {
+                index_findings.push(IndexFinding {
+                    kind: FileKind::Index,
+                    problem: IndexProblem::EntryBeyondLog {
+                        entry: n,
+                        offset: e.offset,
+                        position: e.position.0,
+                        log_size: size,
+                    },
+                });
+            } else {
+                entries.push((n, e));
+            }
+        }
+        entries.sort_by_key(|(n, e)| (e.position, *n));
+        let tview = TimeIndexView::new(base, &time);
+        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
+            .map_while(|n| tview.entry(n).map(|e| (n, e)))
+            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
+            .collect();
+        check = Some(IndexCheck {
+            entries,
+            next: 0,
+            time_entries,
+            findings: Vec::new(),
+        });
+    }
+    Ok(IndexesChecked {
+        index,
+        findings: index_findings,
+        sane,
+        check,
+    })
+}
+
+/// What [`check_indexes`] found for one segment.
+struct IndexesChecked {
+    /// The offset index's bytes.
+    index: Vec<u8>,
+    /// Every finding.
+    findings: Vec<IndexFinding>,
+    /// Whether Kafka's sanity checks passed (a partial `.txnindex` entry is reported only).
+    sane: bool,
+    /// (audited plans) the index entries to check against the batches.
+    check: Option<IndexCheck>,
+}
+
 fn plan_with(
     dir: &Path,
     opts: &LoadOptions,
@@ -1111,89 +1213,27 @@ fn plan_with(
             .storage
             .open(&f.source, segment_store::OpenMode::Read)?
             .len()?;
-        let mut index_findings = Vec::new();
-        let index = read_index(opts, &source_of(base, FileKind::Index), FileKind::Index)?;
-        if let Err(problem) = OffsetIndexView::new(base, &index).sanity_check() {
-            index_findings.push(IndexFinding {
-                kind: FileKind::Index,
-                problem: IndexProblem::Sanity(problem),
-            });
-        }
-        let time = read_index(
+        let IndexesChecked {
+            index,
+            findings: index_findings,
+            sane,
+            check,
+        } = check_indexes(
             opts,
-            &source_of(base, FileKind::TimeIndex),
-            FileKind::TimeIndex,
+            base,
+            size,
+            [
+                source_of(base, FileKind::Index),
+                source_of(base, FileKind::TimeIndex),
+                source_of(base, FileKind::TxnIndex),
+            ],
+            audit,
         )?;
-        if let Err(problem) = TimeIndexView::new(base, &time).sanity_check() {
-            index_findings.push(IndexFinding {
-                kind: FileKind::TimeIndex,
-                problem: IndexProblem::Sanity(problem),
-            });
-        }
-        let txn = read_index(
-            opts,
-            &source_of(base, FileKind::TxnIndex),
-            FileKind::TxnIndex,
-        )?;
-        if let Err(problem) = TxnIndexView::new(base, &txn).sanity_check() {
-            index_findings.push(IndexFinding {
-                kind: FileKind::TxnIndex,
-                problem: IndexProblem::Sanity(problem),
-            });
-        }
-        if !index_findings.is_empty() {
+        if !sane {
             insane.push(base);
         }
-        if txn.len() % TXN_ENTRY_SIZE != 0 {
-            index_findings.push(IndexFinding {
-                kind: FileKind::TxnIndex,
-                problem: IndexProblem::TxnPartialEntry {
-                    len: txn.len() as u64,
-                },
-            });
-        }
-        // Checking every index entry is for audited plans (`verify`); loading needs only the
-        // sanity checks above.
-        if audit {
-            // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
-            // at position 0), those past the end of the `.log` reported at once, the others checked
-            // against the batches if the segment is scanned.
-            let view = OffsetIndexView::new(base, &index);
-            let mut entries = Vec::new();
-            for n in 0..view.entries() {
-                let Some(e) = view.entry(n) else { break };
-                if e.offset == base && e.position.0 == 0 {
-                    break;
-                }
-                if u64::from(e.position.0) >= size {
-                    index_findings.push(IndexFinding {
-                        kind: FileKind::Index,
-                        problem: IndexProblem::EntryBeyondLog {
-                            entry: n,
-                            offset: e.offset,
-                            position: e.position.0,
-                            log_size: size,
-                        },
-                    });
-                } else {
-                    entries.push((n, e));
-                }
-            }
-            entries.sort_by_key(|(n, e)| (e.position, *n));
-            let tview = TimeIndexView::new(base, &time);
-            let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
-                .map_while(|n| tview.entry(n).map(|e| (n, e)))
-                .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
-                .collect();
-            index_checks.insert(
-                base,
-                IndexCheck {
-                    entries,
-                    next: 0,
-                    time_entries,
-                    findings: Vec::new(),
-                },
-            );
+        if let Some(check) = check {
+            index_checks.insert(base, check);
         }
         if Some(base) == last_base {
             last_index = index;
@@ -1451,6 +1491,7 @@ fn plan_with(
     } else {
         Vec::new()
     };
+    let snapshot_ops = without_identical_rewrites(opts, snapshot_ops);
 
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
@@ -1478,6 +1519,54 @@ fn plan_with(
         high_watermark,
         last_stable_offset,
     })
+}
+
+/// The path an operation reads, writes, renames or removes (both ends of a rename).
+fn op_touches(op: &SnapshotOp, path: &Path) -> bool {
+    match op {
+        SnapshotOp::Write { path: p, .. } | SnapshotOp::Remove { path: p } => p == path,
+        SnapshotOp::SetAside { from, to } | SnapshotOp::Quarantine { from, to } => {
+            from == path || to == path
+        }
+    }
+}
+
+/// Drops each write of a snapshot the directory already holds byte for byte, with the removal
+/// before it if there is one (what a full recovery does with the snapshot at the log end of a log
+/// it does not cut): the file stays as it is, durable from the atomic write that made it, and no
+/// fsync is spent rewriting it. Only when no other operation touches the path before the write.
+fn without_identical_rewrites(
+    opts: &LoadOptions,
+    ops: Vec<(SnapshotPhase, SnapshotOp)>,
+) -> Vec<(SnapshotPhase, SnapshotOp)> {
+    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let mut dropped = std::collections::BTreeSet::new();
+    for (j, (_, op)) in ops.iter().enumerate() {
+        let SnapshotOp::Write { path, bytes } = op else {
+            continue;
+        };
+        let earlier: Vec<(usize, &SnapshotOp)> = ops
+            .iter()
+            .enumerate()
+            .take(j)
+            .filter(|(i, (_, o))| !dropped.contains(i) && op_touches(o, path))
+            .map(|(i, (_, o))| (i, o))
+            .collect();
+        let removal = match earlier.as_slice() {
+            [] => None,
+            [(i, SnapshotOp::Remove { .. })] => Some(*i),
+            _ => continue,
+        };
+        if io.read(path).is_ok_and(|on_disk| on_disk == *bytes) {
+            dropped.insert(j);
+            dropped.extend(removal);
+        }
+    }
+    ops.into_iter()
+        .enumerate()
+        .filter(|(i, _)| !dropped.contains(i))
+        .map(|(_, op)| op)
+        .collect()
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1515,16 +1604,12 @@ fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
     Ok(())
 }
 
-fn apply_with(
-    plan: RecoveryPlan,
-    lock: DirLock,
-) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-    let opts = plan.options.clone();
-    let env = &opts.env;
-    let dir = plan.dir.clone();
-    let io = StorageIo::new(Arc::clone(&env.storage));
-
-    // 1. Leftovers.
+/// Steps 1 and 2 of applying: leftovers handled, the quarantine folder created if the plan puts
+/// something aside, the segments after the first cut moved into it (before the segments are
+/// opened, which would create or resize their indexes). Returns the files moved and whether the
+/// quarantine folder was created.
+fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
+    let env = &plan.options.env;
     for a in &plan.leftovers {
         match a {
             LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
@@ -1532,11 +1617,8 @@ fn apply_with(
         }
     }
     if !plan.leftovers.is_empty() {
-        env.storage.sync_dir(&dir)?;
+        env.storage.sync_dir(&plan.dir)?;
     }
-
-    // 2. The segments after the first cut move to quarantine first, as they are (before the
-    // segments are opened, which would create or resize their indexes).
     let mut quarantined = Vec::new();
     // Only a plan that puts something aside creates a quarantine folder.
     let needs_qdir = plan.scans.iter().any(|s| s.truncated_bytes() > 0)
@@ -1547,7 +1629,7 @@ fn apply_with(
             .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
         || plan.start_at_checkpoint;
     if needs_qdir {
-        create_quarantine_dir(&plan)?;
+        create_quarantine_dir(plan)?;
     }
     for seg in plan
         .segments
@@ -1562,8 +1644,68 @@ fn apply_with(
     }
     if !plan.quarantined_segments.is_empty() {
         env.storage.sync_dir(&plan.quarantine_dir)?;
-        env.storage.sync_dir(&dir)?;
+        env.storage.sync_dir(&plan.dir)?;
     }
+    Ok((quarantined, needs_qdir))
+}
+
+/// What installing the plan's scans did, for the report.
+#[derive(Default)]
+struct Installed {
+    segments_scanned: usize,
+    batches_scanned: u64,
+    bytes_scanned: u64,
+    kept_bytes: u64,
+    cut: Vec<CutInfo>,
+}
+
+/// Step 3 of applying: the leader epochs the scans found, then each scanned segment's scan
+/// installed (cut bytes quarantined first, later segments moved to quarantine: added to
+/// `quarantined`).
+fn apply_scans(
+    plan: &RecoveryPlan,
+    local: &LocalLog,
+    epochs: &mut LeaderEpochFileCache,
+    quarantined: &mut Vec<PathBuf>,
+) -> Result<Installed, PartitionLogError> {
+    let mut done = Installed::default();
+    let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) else {
+        return Ok(done);
+    };
+    for &(epoch, offset) in &plan.epoch_assignments {
+        epochs.assign(epoch, offset)?;
+    }
+    let (outcomes, moved) = local.install_scans(base, &plan.scans, &plan.quarantine_dir)?;
+    for (segment, o) in &outcomes {
+        done.segments_scanned += 1;
+        done.batches_scanned += o.batches;
+        done.bytes_scanned += o.valid_bytes + o.truncated_bytes;
+        done.kept_bytes += o.valid_bytes;
+        if let (Some((position, reason)), Some(file)) = (&o.truncated_at, &o.quarantine_file) {
+            done.cut.push(CutInfo {
+                segment: *segment,
+                position: *position,
+                bytes: o.truncated_bytes,
+                reason: reason.clone(),
+                quarantined_to: file.clone(),
+            });
+        }
+    }
+    quarantined.extend(moved);
+    Ok(done)
+}
+
+fn apply_with(
+    plan: RecoveryPlan,
+    lock: DirLock,
+) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+    let opts = plan.options.clone();
+    let env = &opts.env;
+    let dir = plan.dir.clone();
+    let io = StorageIo::new(Arc::clone(&env.storage));
+
+    // 1. and 2. Leftovers; the segments after the first cut to quarantine.
+    let (mut quarantined, needs_qdir) = apply_moves(&plan)?;
 
     // 3. The segments, as they are (the active one's next offset from the plan).
     let open_end = plan
@@ -1583,10 +1725,7 @@ fn apply_with(
     // 3. Recovery: snapshots of the scan, the scans written (cut bytes quarantined first),
     // later segments moved to quarantine.
     let mut ops = plan.snapshot_ops.iter().peekable();
-    let mut cut = Vec::new();
     let mut quarantine_dir = None;
-    let (mut segments_scanned, mut batches_scanned, mut bytes_scanned, mut kept_bytes) =
-        (0usize, 0u64, 0u64, 0u64);
     // The snapshots taken at the recovered segments' boundaries first (each durable), then the
     // segments. One thread: the order of the writes is the plan's, the same in every run (the
     // crash tests count on it).
@@ -1594,29 +1733,7 @@ fn apply_with(
         apply_snapshot_op(&plan, &io, op)?;
         ops.next();
     }
-    if let Some(base) = plan.recovered_from.filter(|_| !plan.scans.is_empty()) {
-        for &(epoch, offset) in &plan.epoch_assignments {
-            epochs.assign(epoch, offset)?;
-        }
-        let installed = local.install_scans(base, &plan.scans, &plan.quarantine_dir);
-        let (outcomes, moved) = installed?;
-        for (segment, o) in &outcomes {
-            segments_scanned += 1;
-            batches_scanned += o.batches;
-            bytes_scanned += o.valid_bytes + o.truncated_bytes;
-            kept_bytes += o.valid_bytes;
-            if let (Some((position, reason)), Some(file)) = (&o.truncated_at, &o.quarantine_file) {
-                cut.push(CutInfo {
-                    segment: *segment,
-                    position: *position,
-                    bytes: o.truncated_bytes,
-                    reason: reason.clone(),
-                    quarantined_to: file.clone(),
-                });
-            }
-        }
-        quarantined.extend(moved);
-    }
+    let installed = apply_scans(&plan, &local, &mut epochs, &mut quarantined)?;
     // Snapshots beyond the log end go with the quarantined data.
     while let Some((_, op @ SnapshotOp::Quarantine { to, .. })) = ops.peek() {
         apply_snapshot_op(&plan, &io, op)?;
@@ -1636,7 +1753,7 @@ fn apply_with(
         local.increment_log_start_offset(opts.log_start_offset)?;
     }
     if needs_qdir {
-        if cut.is_empty() && quarantined.is_empty() {
+        if installed.cut.is_empty() && quarantined.is_empty() {
             remove_empty_quarantine_dir(env, &plan.quarantine_dir);
         } else {
             quarantine_dir = Some(plan.quarantine_dir.clone());
@@ -1647,17 +1764,20 @@ fn apply_with(
     epochs.truncate_from_start(log_start)?;
 
     // 5. Producer state: the plan's, with its remaining snapshot operations.
-    let mut snapshots_set_aside = Vec::new();
-    for (_, op) in plan.snapshot_ops.iter() {
-        if let SnapshotOp::SetAside { to, .. } = op {
-            snapshots_set_aside.push(to.clone());
-        }
-    }
     for (_, op) in ops {
         apply_snapshot_op(&plan, &io, op)?;
     }
-    let producers = plan.producers.active_producers().len();
-    let skipped = plan.recovery_skipped();
+    let report = RecoveryReport {
+        recovery_point: if plan.recovery_skipped() {
+            log_end
+        } else {
+            plan.recovery_point
+        },
+        quarantine_dir,
+        log_start_offset: log_start,
+        log_end_offset: log_end,
+        ..applied_report(&plan, installed, quarantined)
+    };
     let mut log = PartitionLog {
         dir: dir.clone(),
         local,
@@ -1670,39 +1790,51 @@ fn apply_with(
         mirror: MirrorStateFile::with_io(&dir, io.clone()).load()?,
     };
     log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
+    Ok((log, report))
+}
 
-    let report = RecoveryReport {
-        partition: dir
+/// The report of an applied plan (the offsets, recovery point and quarantine folder filled in
+/// by the caller).
+fn applied_report(
+    plan: &RecoveryPlan,
+    installed: Installed,
+    quarantined: Vec<PathBuf>,
+) -> RecoveryReport {
+    RecoveryReport {
+        partition: plan
+            .dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         had_clean_shutdown: plan.had_clean_shutdown,
-        recovery_point: if skipped {
-            log_end
-        } else {
-            plan.recovery_point
-        },
+        recovery_point: plan.recovery_point,
         recovered_from: plan.recovered_from,
-        segments_scanned,
-        batches_scanned,
-        bytes_scanned,
-        kept_bytes,
-        cut,
+        segments_scanned: installed.segments_scanned,
+        batches_scanned: installed.batches_scanned,
+        bytes_scanned: installed.bytes_scanned,
+        kept_bytes: installed.kept_bytes,
+        cut: installed.cut,
         quarantined_segments: quarantined,
-        snapshots_set_aside,
-        quarantine_dir,
+        snapshots_set_aside: plan
+            .snapshot_ops
+            .iter()
+            .filter_map(|(_, op)| match op {
+                SnapshotOp::SetAside { to, .. } => Some(to.clone()),
+                _ => None,
+            })
+            .collect(),
+        quarantine_dir: None,
         temp_files_handled: plan
             .leftovers
             .iter()
             .map(|a| a.path().to_path_buf())
             .collect(),
-        warnings: plan.warnings,
-        expired_producers: plan.expired_producers,
-        log_start_offset: log_start,
-        log_end_offset: log_end,
-        producers,
-    };
-    Ok((log, report))
+        warnings: plan.warnings.clone(),
+        expired_producers: plan.expired_producers.clone(),
+        log_start_offset: plan.log_start_offset,
+        log_end_offset: plan.log_end_offset,
+        producers: plan.producers.active_producers().len(),
+    }
 }
 
 /// Every file under `dir` (recursively) with its bytes, and every directory: a picture of a

@@ -18,6 +18,7 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use record_format::wire::{
     HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD,
@@ -244,6 +245,9 @@ pub struct FileRecords {
     handle: Box<dyn FileHandle>,
     path: PathBuf,
     size: u64,
+    /// Whether nothing changed since the last [`Self::flush`] (false at open: what the file
+    /// held before is not known to be durable).
+    synced: AtomicBool,
 }
 
 impl FileRecords {
@@ -257,6 +261,7 @@ impl FileRecords {
             handle,
             path: path.to_path_buf(),
             size,
+            synced: AtomicBool::new(false),
         })
     }
 
@@ -306,6 +311,7 @@ impl FileRecords {
     pub fn append(&mut self, data: &[u8]) -> Result<u64> {
         self.map = None;
         let position = self.size;
+        *self.synced.get_mut() = false;
         self.handle.write_at(position, data)?;
         self.size += data.len() as u64;
         Ok(position)
@@ -443,14 +449,21 @@ impl FileRecords {
         if removed > 0 || self.handle.len()? > target_size {
             // Invariant 3 of MmapFile: unmap before the length changes.
             self.map = None;
+            *self.synced.get_mut() = false;
             self.handle.set_len(target_size)?;
             self.size = target_size;
         }
         Ok(removed)
     }
 
-    /// Makes the appended bytes durable (`fdatasync`).
+    /// Makes the appended bytes durable (`fdatasync`); no system call when nothing changed
+    /// since the last flush.
     pub fn flush(&self) -> Result<()> {
-        self.handle.sync_data()
+        if self.synced.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.handle.sync_data()?;
+        self.synced.store(true, Ordering::Release);
+        Ok(())
     }
 }

@@ -275,12 +275,19 @@ impl LocalLog {
         };
         // Leftovers of interrupted deletions, and the list of segments.
         let mut bases = Vec::new();
-        for name in env.storage.list_dir(&dir)? {
-            let Ok(parsed) = parse_file_name(&name) else {
+        let names = env.storage.list_dir(&dir)?;
+        // Whether opening changes a directory entry (a leftover removed, a file created): then
+        // the directory is synced before the log is used.
+        let mut entries_changed = false;
+        for name in &names {
+            let Ok(parsed) = parse_file_name(name) else {
                 continue;
             };
             match (parsed.kind, parsed.temp) {
-                (_, Some(TempSuffix::Deleted)) => env.storage.remove_file(&dir.join(&name))?,
+                (_, Some(TempSuffix::Deleted)) => {
+                    env.storage.remove_file(&dir.join(name))?;
+                    entries_changed = true;
+                }
                 (FileKind::Log, None) => bases.push(parsed.base_offset),
                 _ => {}
             }
@@ -290,6 +297,11 @@ impl LocalLog {
         let mut segments = BTreeMap::new();
         let mut insane = Vec::new();
         for base in bases {
+            entries_changed |= [FileKind::Index, FileKind::TimeIndex].iter().any(|&kind| {
+                let path = crate::file_name::segment_file_path(&dir, base, kind);
+                path.file_name()
+                    .is_none_or(|n| !names.iter().any(|m| m.as_os_str() == n))
+            });
             let seg = LogSegment::open(&ctx, &dir, base)?;
             if seg.sanity_check().is_err() {
                 insane.push(base);
@@ -299,6 +311,7 @@ impl LocalLog {
         if segments.is_empty() {
             let seg = LogSegment::create(&ctx, &dir, 0)?;
             segments.insert(0, seg);
+            entries_changed = true;
         }
         let mut log_end_offset = 0;
         let last_base = segments.keys().next_back().copied().unwrap_or(0);
@@ -327,7 +340,9 @@ impl LocalLog {
             }
         }
         let log_start_offset = segments.keys().next().copied().unwrap_or(0);
-        env.storage.sync_dir(&dir)?;
+        if entries_changed {
+            env.storage.sync_dir(&dir)?;
+        }
         let log = LocalLog {
             dir,
             config,
@@ -375,13 +390,16 @@ impl LocalLog {
             }
         }
         self.reactivate_last(&mut inner, from_base)?;
+        inner.dir_dirty = true;
         Ok((outcomes, moved))
     }
 
     /// The end of a recovery: a new segment at `from_base` if none is left, then the last
-    /// segment becomes the active one and sets the log end offset and recovery point.
-    fn reactivate_last(&self, inner: &mut Inner, from_base: i64) -> Result<()> {
-        if inner.segments.is_empty() {
+    /// segment becomes the active one and sets the log end offset and recovery point. Returns
+    /// whether it created a segment.
+    fn reactivate_last(&self, inner: &mut Inner, from_base: i64) -> Result<bool> {
+        let created = inner.segments.is_empty();
+        if created {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
             inner.segments.insert(seg.base_offset(), seg);
         }
@@ -392,8 +410,7 @@ impl LocalLog {
         last.truncate_to(next)?;
         inner.log_end_offset = next;
         inner.recovery_point = inner.recovery_point.min(next);
-        inner.dir_dirty = true;
-        Ok(())
+        Ok(created)
     }
 
     /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
@@ -429,7 +446,9 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
-        self.reactivate_last(&mut inner, from_base)?;
+        let created = self.reactivate_last(&mut inner, from_base)?;
+        // Installing a scan rewrites files in place; only moved or created files change entries.
+        inner.dir_dirty |= created || !moved.is_empty();
         Ok((outcomes, moved))
     }
 
@@ -1006,7 +1025,12 @@ impl LocalLog {
         for (_, seg) in inner.segments {
             seg.close()?;
         }
-        self.ctx.storage.sync_dir(&self.dir)
+        // Closing changes no directory entry (the indexes are trimmed in place): the directory
+        // is synced only when an entry changed since the last sync.
+        if inner.dir_dirty {
+            self.ctx.storage.sync_dir(&self.dir)?;
+        }
+        Ok(())
     }
 }
 

@@ -17,6 +17,7 @@
 //! A trailing partial entry (fewer than 34 bytes) is ignored, as Kafka's iterator does.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use crate::error::{IndexCorruption, Result, SegmentError};
@@ -112,6 +113,8 @@ pub struct TransactionIndex {
     start_offset: i64,
     handle: Option<Box<dyn FileHandle>>,
     last_offset: Option<i64>,
+    /// Whether nothing changed since the last [`Self::flush`] (false at open).
+    synced: AtomicBool,
 }
 
 impl TransactionIndex {
@@ -132,6 +135,7 @@ impl TransactionIndex {
             start_offset,
             handle,
             last_offset: None,
+            synced: AtomicBool::new(false),
         };
         if let Some(h) = &idx.handle {
             let complete = round_down(h.len()?, ENTRY_SIZE);
@@ -173,6 +177,7 @@ impl TransactionIndex {
             Some(h) => h,
             h @ None => h.insert(self.storage.open(&self.path, OpenMode::Create)?),
         };
+        *self.synced.get_mut() = false;
         handle.append(&txn.to_bytes())?;
         self.last_offset = Some(txn.last_offset);
         Ok(())
@@ -248,6 +253,7 @@ impl TransactionIndex {
         for (position, txn) in self.read_entries()? {
             if txn.last_offset >= offset {
                 if let Some(h) = &self.handle {
+                    *self.synced.get_mut() = false;
                     h.set_len(position)?;
                 }
                 self.last_offset = new_last;
@@ -261,6 +267,7 @@ impl TransactionIndex {
     /// Removes all entries (truncates the file to 0 if it exists).
     pub fn reset(&mut self) -> Result<()> {
         if let Some(h) = &self.handle {
+            *self.synced.get_mut() = false;
             h.set_len(0)?;
         }
         self.last_offset = None;
@@ -283,10 +290,16 @@ impl TransactionIndex {
         Ok(())
     }
 
-    /// Makes the entries durable (Kafka: `channel.force(true)`).
+    /// Makes the entries durable (Kafka: `channel.force(true)`); no system call when nothing
+    /// changed since the last flush.
     pub fn flush(&self) -> Result<()> {
         match &self.handle {
-            Some(h) => h.sync_all(),
+            Some(_) if self.synced.load(Ordering::Acquire) => Ok(()),
+            Some(h) => {
+                h.sync_all()?;
+                self.synced.store(true, Ordering::Release);
+                Ok(())
+            }
             None => Ok(()),
         }
     }
