@@ -646,20 +646,7 @@ fn plan_leftovers(
             }),
         }
     }
-    // The offset range the valid `.log.swap` segments cover.
-    let mut range: Option<(i64, i64)> = None;
-    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
-        let bytes = storage.read(path)?;
-        let mut next = p.base_offset;
-        for entry in Batches::new(&bytes, 0).flatten() {
-            next = next.max(entry.last_offset().saturating_add(1));
-        }
-        range = Some(match range {
-            None => (p.base_offset, next),
-            Some((lo, hi)) => (lo.min(p.base_offset), hi.max(next)),
-        });
-    }
-    if let Some((lo, hi)) = range {
+    if let Some((lo, hi)) = swapped_range(opts, &swaps)? {
         for f in &live {
             let p = &f.parsed;
             if p.kind != FileKind::Snapshot && p.base_offset >= lo && p.base_offset < hi {
@@ -707,6 +694,26 @@ fn plan_leftovers(
         !orphan
     });
     Ok((actions, live))
+}
+
+/// The offset range the valid `.log.swap` segments among `swaps` cover, if any.
+fn swapped_range(
+    opts: &LoadOptions,
+    swaps: &[(PathBuf, ParsedName)],
+) -> Result<Option<(i64, i64)>, PartitionLogError> {
+    let mut range: Option<(i64, i64)> = None;
+    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
+        let bytes = opts.env.storage.read(path)?;
+        let mut next = p.base_offset;
+        for entry in Batches::new(&bytes, 0).flatten() {
+            next = next.max(entry.last_offset().saturating_add(1));
+        }
+        range = Some(match range {
+            None => (p.base_offset, next),
+            Some((lo, hi)) => (lo.min(p.base_offset), hi.max(next)),
+        });
+    }
+    Ok(range)
 }
 
 /// Reads an index file that may be missing (the mapped indexes live on the real file system).
@@ -1171,18 +1178,31 @@ struct IndexesChecked {
     check: Option<IndexCheck>,
 }
 
-fn plan_with(
-    dir: &Path,
-    opts: &LoadOptions,
-    lock: Option<&DirLock>,
-    audit: bool,
-) -> Result<RecoveryPlan, PartitionLogError> {
-    let env = &opts.env;
-    let (leftovers, live) = plan_leftovers(opts, dir)?;
-    let clean = opts.had_clean_shutdown && !opts.full;
-    let recovery_point = if opts.full { 0 } else { opts.recovery_point };
+/// The segments of a plan (after the leftovers are handled) and what reading them found.
+struct FoundSegments<'a> {
+    /// The segments, by base offset.
+    segments: Vec<SegmentPlan>,
+    /// Their bytes, opened when first needed (an empty directory: one empty segment at 0).
+    sources: Sources<'a>,
+    /// The base offsets of `sources`, in order.
+    bases: Vec<i64>,
+    /// The segments whose indexes fail Kafka's sanity checks, in order.
+    insane: Vec<i64>,
+    /// (audited plans) the index entries to check against each scanned segment's batches.
+    index_checks: BTreeMap<i64, IndexCheck>,
+    /// The last segment's offset index.
+    last_index: Vec<u8>,
+}
 
-    // Segments, their index findings and (active segment) next offset.
+/// The segments of the `live` files, with their sizes and index findings.
+fn plan_segments<'a>(
+    dir: &Path,
+    opts: &'a LoadOptions,
+    lock: Option<&'a DirLock>,
+    live: &[LiveFile],
+    audit: bool,
+) -> Result<FoundSegments<'a>, PartitionLogError> {
+    let env = &opts.env;
     let mut logs: Vec<&LiveFile> = live
         .iter()
         .filter(|f| f.parsed.kind == FileKind::Log)
@@ -1244,19 +1264,7 @@ fn plan_with(
             size,
             index_findings,
             has_txn_index: env.storage.exists(&source_of(base, FileKind::TxnIndex))?,
-            files: [
-                FileKind::Log,
-                FileKind::TxnIndex,
-                FileKind::Index,
-                FileKind::TimeIndex,
-            ]
-            .into_iter()
-            .filter(|k| {
-                live.iter()
-                    .any(|l| l.parsed.base_offset == base && l.parsed.kind == *k)
-            })
-            .map(|k| (k, segment_file_path(dir, base, k)))
-            .collect(),
+            files: segment_files(dir, live, base),
             next_offset: None,
         });
     }
@@ -1267,7 +1275,45 @@ fn plan_with(
             .open
             .insert(0, (path, Some(ReadOnlyBytes::Owned(Vec::new())), None));
     }
-    let bases: Vec<i64> = sources.open.keys().copied().collect();
+    let bases = sources.open.keys().copied().collect();
+    Ok(FoundSegments {
+        segments,
+        sources,
+        bases,
+        insane,
+        index_checks,
+        last_index,
+    })
+}
+
+/// The files of the segment at `base` among the `live` ones, by kind, at their final paths.
+fn segment_files(dir: &Path, live: &[LiveFile], base: i64) -> Vec<(FileKind, PathBuf)> {
+    [
+        FileKind::Log,
+        FileKind::TxnIndex,
+        FileKind::Index,
+        FileKind::TimeIndex,
+    ]
+    .into_iter()
+    .filter(|k| {
+        live.iter()
+            .any(|l| l.parsed.base_offset == base && l.parsed.kind == *k)
+    })
+    .map(|k| (k, segment_file_path(dir, base, k)))
+    .collect()
+}
+
+/// The base offset recovery starts from (`None`: nothing is recovered): Kafka's choice from the
+/// clean shutdown and the recovery point, moved back to the first segment whose indexes fail the
+/// sanity checks, and to the active segment if its next offset cannot be read. Sets the active
+/// segment's next offset when recovery would not scan it.
+fn recovery_base(
+    opts: &LoadOptions,
+    clean: bool,
+    recovery_point: i64,
+    found: &mut FoundSegments<'_>,
+) -> Result<Option<i64>, PartitionLogError> {
+    let bases = &found.bases;
     let first_base = bases.first().copied().unwrap_or(0);
     let mut recover_base = if clean {
         None
@@ -1283,168 +1329,262 @@ fn plan_with(
                 .unwrap_or(first_base),
         )
     };
-    if let Some(&b) = insane.first() {
+    if let Some(&b) = found.insane.first() {
         recover_base = Some(recover_base.map_or(b, |r| r.min(b)));
     }
     // The active segment's next offset, unless recovery scans it anyway (Kafka's
     // `readNextOffset`: from the last offset-index entry on). A batch there that does not parse
     // (the zeros a crash leaves in preallocated or torn blocks) makes recovery scan it.
-    if let Some(last) = segments.last_mut() {
+    if let Some(last) = found.segments.last_mut() {
         let base = last.base_offset;
         if recover_base.is_none_or(|r| r > base) {
-            last.next_offset = read_next_offset(base, sources.bytes(base)?, &last_index);
-            sources.release(base);
+            last.next_offset =
+                read_next_offset(base, found.sources.bytes(base)?, &found.last_index);
+            found.sources.release(base);
             if last.next_offset.is_none() {
                 recover_base = Some(recover_base.map_or(base, |r| r.min(base)));
             }
         }
     }
+    Ok(recover_base)
+}
 
-    let now = env.clock.now_ms();
-    let io = PlanIo::new(StorageIo::new(Arc::clone(&env.storage)));
-    let mut psm = ProducerStateManager::new(opts.config.producer_state);
-    let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
-    let mut latest_epoch = epochs.latest_epoch();
-    let mut epoch_assignments = Vec::new();
-    let mut warnings = Vec::new();
-    let mut scans = Vec::new();
-    let mut quarantined_segments = Vec::new();
-    let mut snapshot_loaded = None;
-    let mut expired_producers = Vec::new();
-    let mut batches_applied = 0u64;
-    let mut audit = audit.then(ProducerAudit::new);
-    let quarantine_dir = next_quarantine_dir(opts, dir)?;
-    let log_start_before = first_base;
-    let mut log_end = match segments.last() {
-        Some(s) => s.next_offset.unwrap_or(s.base_offset),
-        None => 0,
-    };
+/// What the steps of a plan read and record through.
+struct PlanCtx<'a> {
+    dir: &'a Path,
+    opts: &'a LoadOptions,
+    /// The overlay that records the snapshot operations.
+    io: &'a PlanIo,
+    /// The clock's time, for producer expiry.
+    now: i64,
+}
 
-    if let Some(base) = recover_base {
-        let load = psm.load_from_snapshot_with(&io, dir, log_start_before, base, now)?;
-        snapshot_loaded = load.loaded.map(|f| f.offset);
-        // As Kafka's recoverSegment (truncateAndReload to `base`): the snapshots above `base`
-        // describe bytes about to be validated again, so they go once the scan is done (the scan
-        // writes one at each segment boundary, close one at the log end). Kept, a stale or
-        // corrupt snapshot at the new log end would stand for the recovered state.
-        let stale: Vec<_> = list_snapshots_with(&io, dir)?
-            .into_iter()
-            .filter(|s| s.offset > base)
-            .collect();
-        expired_producers.extend(load.expired_producers);
-        let from = psm.map_end_offset().max(log_start_before);
-        if base > from {
-            sources.replay(&mut psm, from, base, &mut |b| {
-                batches_applied += 1;
-                if let Some(a) = audit.as_mut() {
-                    a.observe(b);
-                }
-            })?;
-        }
-        psm.update_map_end_offset(psm.map_end_offset().max(base));
+/// What a plan builds while it replays and scans the log.
+struct PlanState {
+    psm: ProducerStateManager,
+    latest_epoch: Option<i32>,
+    epoch_assignments: Vec<(i32, i64)>,
+    warnings: Vec<ProducerStateWarning>,
+    scans: Vec<SegmentScan>,
+    quarantined_segments: Vec<i64>,
+    snapshot_loaded: Option<i64>,
+    expired_producers: Vec<ExpiredProducer>,
+    batches_applied: u64,
+    audit: Option<ProducerAudit>,
+    log_end: i64,
+}
 
-        let seg_config = SegmentConfig {
-            index_interval_bytes: opts.config.log.index_interval_bytes,
-            max_index_size: opts.config.log.max_index_size,
-            ..SegmentConfig::default()
-        };
-        let boundaries: Vec<i64> = bases.iter().copied().filter(|&b| b > base).collect();
-        let mut next_boundary = 0usize;
-        let mut applied = AppliedBatches::default();
-        let mut cut = false;
-        for &seg_base in bases.iter().filter(|&&b| b >= base) {
-            if cut {
-                quarantined_segments.push(seg_base);
-                continue;
-            }
-            let mut check = index_checks.remove(&seg_base);
-            let mut visitor = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
-                if let Some(c) = check.as_mut() {
-                    c.batch(batch.position(), batch.last_offset());
-                }
-                let summary = BatchSummary::from_batch(batch)?;
-                if let Some(a) = audit.as_mut() {
-                    a.observe(&summary);
-                }
-                batches_applied += 1;
-                while let Some(&b) = boundaries.get(next_boundary) {
-                    if summary.base_offset < b {
-                        break;
-                    }
-                    // Kafka takes a snapshot after each recovered segment.
-                    psm.update_map_end_offset(psm.map_end_offset().max(b));
-                    psm.take_snapshot_with(&io, dir)?;
-                    next_boundary += 1;
-                }
-                let epoch = batch.partition_leader_epoch();
-                if epoch >= 0 && latest_epoch.is_none_or(|l| epoch > l) {
-                    epoch_assignments.push((epoch, batch.base_offset()));
-                    latest_epoch = Some(epoch);
-                }
-                psm.apply_replicated_batch(&summary, &mut applied)?;
-                warnings.append(&mut applied.warnings);
-                aborted.extend(applied.aborted_txns.drain(..).map(|a| {
-                    AbortedTxn::new(
-                        a.producer_id,
-                        a.first_offset,
-                        a.last_offset,
-                        a.last_stable_offset,
-                    )
-                }));
-                applied.clear();
-                Ok::<_, PartitionLogError>(())
-            };
-            let scan = sources.scan(seg_base, &seg_config, &mut visitor)?;
-            sources.release(seg_base);
-            if let (Some(c), Some(seg)) = (
-                check,
-                segments.iter_mut().find(|s| s.base_offset == seg_base),
-            ) {
-                seg.index_findings.extend(c.finish(&scan));
-            }
-            cut = scan.truncated_bytes() > 0;
-            sources.set_valid(seg_base, scan.valid_bytes);
-            log_end = scan.next_offset();
-            scans.push(scan);
-        }
-        for b in &quarantined_segments {
-            sources.forget(*b);
-        }
-        io.set_phase(SnapshotPhase::AfterInstall);
-        if cut {
-            for s in list_snapshots_with(&io, dir)?
-                .into_iter()
-                .filter(|s| s.offset > log_end)
-            {
-                let to = quarantine_dir.join(file_name(s.offset, FileKind::Snapshot, None));
-                io.quarantine(&s.path, &to)
-                    .map_err(|source| SnapshotError::Io {
-                        path: s.path.clone(),
-                        op: "moving snapshot to quarantine",
-                        source,
-                    })?;
-            }
-        }
-        // The stale snapshots neither rewritten by the scan nor quarantined with a cut go, as
-        // Kafka deletes them (derived state; each deletion is in the plan's snapshot operations).
-        for s in stale {
-            if io.exists(&s.path) && !io.written(&s.path) {
-                io.remove(&s.path).map_err(|source| SnapshotError::Io {
-                    path: s.path.clone(),
-                    op: "deleting snapshot",
-                    source,
-                })?;
-            }
+impl PlanState {
+    /// Nothing found yet: producer state `psm`, the leader-epoch cache's `latest_epoch`, the
+    /// log end before recovery.
+    fn new(
+        psm: ProducerStateManager,
+        latest_epoch: Option<i32>,
+        audit: Option<ProducerAudit>,
+        log_end: i64,
+    ) -> Self {
+        PlanState {
+            psm,
+            latest_epoch,
+            epoch_assignments: Vec::new(),
+            warnings: Vec::new(),
+            scans: Vec::new(),
+            quarantined_segments: Vec::new(),
+            snapshot_loaded: None,
+            expired_producers: Vec::new(),
+            batches_applied: 0,
+            audit,
+            log_end,
         }
     }
-    io.set_phase(SnapshotPhase::AfterInstall);
 
+    /// [`Sources::replay`] of `[from, to)` into the producer state, counted and audited.
+    fn replay(
+        &mut self,
+        sources: &mut Sources<'_>,
+        from: i64,
+        to: i64,
+    ) -> Result<(), PartitionLogError> {
+        let (batches_applied, audit) = (&mut self.batches_applied, &mut self.audit);
+        sources.replay(&mut self.psm, from, to, &mut |b| {
+            *batches_applied += 1;
+            if let Some(a) = audit.as_mut() {
+                a.observe(b);
+            }
+        })
+    }
+}
+
+/// Recovery from the segment at `base` (Kafka's `recoverLog`): producer state loaded and
+/// replayed up to `base`, each segment from `base` scanned up to the first cut, then the
+/// snapshots the scan left behind.
+fn recover_from(
+    cx: &PlanCtx<'_>,
+    st: &mut PlanState,
+    found: &mut FoundSegments<'_>,
+    base: i64,
+    log_start_before: i64,
+    quarantine_dir: &Path,
+) -> Result<(), PartitionLogError> {
+    let (dir, io) = (cx.dir, cx.io);
+    let load = st
+        .psm
+        .load_from_snapshot_with(io, dir, log_start_before, base, cx.now)?;
+    st.snapshot_loaded = load.loaded.map(|f| f.offset);
+    // As Kafka's recoverSegment (truncateAndReload to `base`): the snapshots above `base`
+    // describe bytes about to be validated again, so they go once the scan is done (the scan
+    // writes one at each segment boundary, close one at the log end). Kept, a stale or
+    // corrupt snapshot at the new log end would stand for the recovered state.
+    let stale: Vec<_> = list_snapshots_with(io, dir)?
+        .into_iter()
+        .filter(|s| s.offset > base)
+        .collect();
+    st.expired_producers.extend(load.expired_producers);
+    let from = st.psm.map_end_offset().max(log_start_before);
+    if base > from {
+        st.replay(&mut found.sources, from, base)?;
+    }
+    st.psm
+        .update_map_end_offset(st.psm.map_end_offset().max(base));
+    let cut = scan_segments(cx, st, found, base)?;
+    for b in &st.quarantined_segments {
+        found.sources.forget(*b);
+    }
+    io.set_phase(SnapshotPhase::AfterInstall);
+    if cut {
+        for s in list_snapshots_with(io, dir)?
+            .into_iter()
+            .filter(|s| s.offset > st.log_end)
+        {
+            let to = quarantine_dir.join(file_name(s.offset, FileKind::Snapshot, None));
+            io.quarantine(&s.path, &to)
+                .map_err(|source| SnapshotError::Io {
+                    path: s.path.clone(),
+                    op: "moving snapshot to quarantine",
+                    source,
+                })?;
+        }
+    }
+    // The stale snapshots neither rewritten by the scan nor quarantined with a cut go, as
+    // Kafka deletes them (derived state; each deletion is in the plan's snapshot operations).
+    for s in stale {
+        if io.exists(&s.path) && !io.written(&s.path) {
+            io.remove(&s.path).map_err(|source| SnapshotError::Io {
+                path: s.path.clone(),
+                op: "deleting snapshot",
+                source,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The recovery scan of each segment from `base` on, into the producer state (a snapshot at each
+/// segment boundary), up to the first cut; the segments after it go to quarantine. Returns
+/// whether there was a cut.
+fn scan_segments(
+    cx: &PlanCtx<'_>,
+    st: &mut PlanState,
+    found: &mut FoundSegments<'_>,
+    base: i64,
+) -> Result<bool, PartitionLogError> {
+    let (dir, io, opts) = (cx.dir, cx.io, cx.opts);
+    let seg_config = SegmentConfig {
+        index_interval_bytes: opts.config.log.index_interval_bytes,
+        max_index_size: opts.config.log.max_index_size,
+        ..SegmentConfig::default()
+    };
+    let boundaries: Vec<i64> = found.bases.iter().copied().filter(|&b| b > base).collect();
+    let mut next_boundary = 0usize;
+    let mut applied = AppliedBatches::default();
+    let mut cut = false;
+    for &seg_base in found.bases.iter().filter(|&&b| b >= base) {
+        if cut {
+            st.quarantined_segments.push(seg_base);
+            continue;
+        }
+        let mut check = found.index_checks.remove(&seg_base);
+        let mut visitor = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+            if let Some(c) = check.as_mut() {
+                c.batch(batch.position(), batch.last_offset());
+            }
+            let summary = BatchSummary::from_batch(batch)?;
+            if let Some(a) = st.audit.as_mut() {
+                a.observe(&summary);
+            }
+            st.batches_applied += 1;
+            while let Some(&b) = boundaries.get(next_boundary) {
+                if summary.base_offset < b {
+                    break;
+                }
+                // Kafka takes a snapshot after each recovered segment.
+                st.psm.update_map_end_offset(st.psm.map_end_offset().max(b));
+                st.psm.take_snapshot_with(io, dir)?;
+                next_boundary += 1;
+            }
+            let epoch = batch.partition_leader_epoch();
+            if epoch >= 0 && st.latest_epoch.is_none_or(|l| epoch > l) {
+                st.epoch_assignments.push((epoch, batch.base_offset()));
+                st.latest_epoch = Some(epoch);
+            }
+            st.psm.apply_replicated_batch(&summary, &mut applied)?;
+            st.warnings.append(&mut applied.warnings);
+            aborted.extend(applied.aborted_txns.drain(..).map(|a| {
+                AbortedTxn::new(
+                    a.producer_id,
+                    a.first_offset,
+                    a.last_offset,
+                    a.last_stable_offset,
+                )
+            }));
+            applied.clear();
+            Ok::<_, PartitionLogError>(())
+        };
+        let scan = found.sources.scan(seg_base, &seg_config, &mut visitor)?;
+        found.sources.release(seg_base);
+        if let (Some(c), Some(seg)) = (
+            check,
+            found
+                .segments
+                .iter_mut()
+                .find(|s| s.base_offset == seg_base),
+        ) {
+            seg.index_findings.extend(c.finish(&scan));
+        }
+        cut = scan.truncated_bytes() > 0;
+        found.sources.set_valid(seg_base, scan.valid_bytes);
+        st.log_end = scan.next_offset();
+        st.scans.push(scan);
+    }
+    Ok(cut)
+}
+
+/// The offsets a plan ends with.
+struct PlannedOffsets {
+    log_start: i64,
+    start_at_checkpoint: bool,
+    high_watermark: i64,
+    last_stable_offset: i64,
+}
+
+/// After recovery: the log start offset (the whole log quarantined if the checkpointed one is
+/// past the log end), the producer state rebuilt up to the log end with its snapshot there
+/// (`clean_unrecovered`: Kafka's shortcut for a clean shutdown without snapshots), the high
+/// watermark and the LSO.
+fn plan_producer_state(
+    cx: &PlanCtx<'_>,
+    st: &mut PlanState,
+    sources: &mut Sources<'_>,
+    clean_unrecovered: bool,
+    log_start_before: i64,
+) -> Result<PlannedOffsets, PartitionLogError> {
+    let (dir, io, opts) = (cx.dir, cx.io, cx.opts);
     // Log start offset.
     let mut log_start = log_start_before;
-    let start_at_checkpoint = opts.log_start_offset > log_end;
+    let start_at_checkpoint = opts.log_start_offset > st.log_end;
     if start_at_checkpoint {
-        psm.truncate_fully_and_start_at(opts.log_start_offset);
-        log_end = opts.log_start_offset;
+        st.psm.truncate_fully_and_start_at(opts.log_start_offset);
+        st.log_end = opts.log_start_offset;
         log_start = opts.log_start_offset;
         let all: Vec<i64> = sources.open.keys().copied().collect();
         for b in all {
@@ -1454,40 +1594,96 @@ fn plan_with(
         log_start = opts.log_start_offset;
     }
 
-    let no_snapshot = list_snapshots_with(&io, dir)?.is_empty();
-    if clean && recover_base.is_none() && no_snapshot {
+    let no_snapshot = list_snapshots_with(io, dir)?.is_empty();
+    if clean_unrecovered && no_snapshot {
         // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
-        psm.truncate_fully_and_start_at(log_end);
-        psm.take_snapshot_with(&io, dir)?;
+        st.psm.truncate_fully_and_start_at(st.log_end);
+        st.psm.take_snapshot_with(io, dir)?;
     } else {
-        let load = psm.truncate_and_reload_with(&io, dir, log_start, log_end, now)?;
+        let load = st
+            .psm
+            .truncate_and_reload_with(io, dir, log_start, st.log_end, cx.now)?;
         if let Some(f) = load.loaded {
-            snapshot_loaded = Some(f.offset);
+            st.snapshot_loaded = Some(f.offset);
         }
-        expired_producers.extend(load.expired_producers);
-        let from = psm.map_end_offset().max(log_start);
-        if log_end > from {
-            sources.replay(&mut psm, from, log_end, &mut |b| {
-                batches_applied += 1;
-                if let Some(a) = audit.as_mut() {
-                    a.observe(b);
-                }
-            })?;
+        st.expired_producers.extend(load.expired_producers);
+        let from = st.psm.map_end_offset().max(log_start);
+        if st.log_end > from {
+            st.replay(sources, from, st.log_end)?;
         }
-        psm.update_map_end_offset(log_end);
-        psm.take_snapshot_with(&io, dir)?;
+        st.psm.update_map_end_offset(st.log_end);
+        st.psm.take_snapshot_with(io, dir)?;
     }
     let high_watermark = opts
         .high_watermark
         .unwrap_or(log_start)
-        .min(log_end)
+        .min(st.log_end)
         .max(log_start);
-    psm.on_high_watermark_updated(high_watermark);
-    let last_stable_offset = psm.last_stable_offset_for(high_watermark, log_start);
-    drop(sources);
+    st.psm.on_high_watermark_updated(high_watermark);
+    let last_stable_offset = st.psm.last_stable_offset_for(high_watermark, log_start);
+    Ok(PlannedOffsets {
+        log_start,
+        start_at_checkpoint,
+        high_watermark,
+        last_stable_offset,
+    })
+}
+
+fn plan_with(
+    dir: &Path,
+    opts: &LoadOptions,
+    lock: Option<&DirLock>,
+    audit: bool,
+) -> Result<RecoveryPlan, PartitionLogError> {
+    let env = &opts.env;
+    let (leftovers, live) = plan_leftovers(opts, dir)?;
+    let clean = opts.had_clean_shutdown && !opts.full;
+    let recovery_point = if opts.full { 0 } else { opts.recovery_point };
+    let mut found = plan_segments(dir, opts, lock, &live, audit)?;
+    let recover_base = recovery_base(opts, clean, recovery_point, &mut found)?;
+
+    let now = env.clock.now_ms();
+    let io = PlanIo::new(StorageIo::new(Arc::clone(&env.storage)));
+    let psm = ProducerStateManager::new(opts.config.producer_state);
+    let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
+    let latest_epoch = epochs.latest_epoch();
+    let audit = audit.then(ProducerAudit::new);
+    let quarantine_dir = next_quarantine_dir(opts, dir)?;
+    let log_start_before = found.bases.first().copied().unwrap_or(0);
+    let log_end = match found.segments.last() {
+        Some(s) => s.next_offset.unwrap_or(s.base_offset),
+        None => 0,
+    };
+    let mut st = PlanState::new(psm, latest_epoch, audit, log_end);
+    let cx = PlanCtx {
+        dir,
+        opts,
+        io: &io,
+        now,
+    };
+
+    if let Some(base) = recover_base {
+        recover_from(
+            &cx,
+            &mut st,
+            &mut found,
+            base,
+            log_start_before,
+            &quarantine_dir,
+        )?;
+    }
+    io.set_phase(SnapshotPhase::AfterInstall);
+    let offsets = plan_producer_state(
+        &cx,
+        &mut st,
+        &mut found.sources,
+        clean && recover_base.is_none(),
+        log_start_before,
+    )?;
+    drop(found.sources);
     let snapshot_ops = io.into_ops();
-    let snapshot_findings = if audit.is_some() {
-        snapshot_findings(opts, dir, &snapshot_ops, log_end)?
+    let snapshot_findings = if st.audit.is_some() {
+        snapshot_findings(opts, dir, &snapshot_ops, st.log_end)?
     } else {
         Vec::new()
     };
@@ -1499,25 +1695,25 @@ fn plan_with(
         had_clean_shutdown: opts.had_clean_shutdown,
         recovery_point,
         leftovers,
-        segments,
+        segments: found.segments,
         recovered_from: recover_base,
-        scans,
-        quarantined_segments,
-        start_at_checkpoint,
+        scans: st.scans,
+        quarantined_segments: st.quarantined_segments,
+        start_at_checkpoint: offsets.start_at_checkpoint,
         quarantine_dir,
         snapshot_ops,
         snapshot_findings,
-        snapshot_loaded,
-        batches_applied,
-        audit: audit.map(ProducerAudit::into_findings),
-        epoch_assignments,
-        warnings,
-        expired_producers,
-        producers: psm,
-        log_start_offset: log_start,
-        log_end_offset: log_end,
-        high_watermark,
-        last_stable_offset,
+        snapshot_loaded: st.snapshot_loaded,
+        batches_applied: st.batches_applied,
+        audit: st.audit.map(ProducerAudit::into_findings),
+        epoch_assignments: st.epoch_assignments,
+        warnings: st.warnings,
+        expired_producers: st.expired_producers,
+        producers: st.psm,
+        log_start_offset: offsets.log_start,
+        log_end_offset: st.log_end,
+        high_watermark: offsets.high_watermark,
+        last_stable_offset: offsets.last_stable_offset,
     })
 }
 
