@@ -22,10 +22,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use record_format::batches::incomplete_batch_error;
 use record_format::scan::DEFAULT_REGION_BYTES;
-use record_format::wire::{NO_TIMESTAMP, RECORD_BATCH_OVERHEAD};
-use record_format::{
-    Batches, FormatError, FormatErrorKind, IterEnd, LogEntry, Piece, RecordBatch, Regions,
-};
+use record_format::wire::NO_TIMESTAMP;
+use record_format::{Batches, FormatError, IterEnd, LogEntry, Piece, RecordBatch, Regions};
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
@@ -1127,18 +1125,12 @@ fn check_framing(path: &Path, records: &[u8], position: u64) -> Result<()> {
             });
         }
     }
-    match it.stopped_at() {
-        Some(IterEnd::IncompleteTrailing { position, bytes }) => Err(SegmentError::Format {
+    match it.incomplete_error() {
+        Some(error) => Err(SegmentError::Format {
             path: path.to_path_buf(),
-            error: FormatError::new(
-                FormatErrorKind::Truncated {
-                    need: RECORD_BATCH_OVERHEAD as u64,
-                    have: *bytes,
-                },
-                *position,
-            ),
+            error,
         }),
-        _ => Ok(()),
+        None => Ok(()),
     }
 }
 
