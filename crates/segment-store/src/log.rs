@@ -21,6 +21,7 @@
 //! handling and producer state belong to the recovery crate's loader.
 
 use std::collections::BTreeMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
@@ -273,26 +274,9 @@ impl LocalLog {
                 ..SegmentConfig::default()
             },
         };
-        // Leftovers of interrupted deletions, and the list of segments.
-        let mut bases = Vec::new();
-        let names = env.storage.list_dir(&dir)?;
         // Whether opening changes a directory entry (a leftover removed, a file created): then
         // the directory is synced before the log is used.
-        let mut entries_changed = false;
-        for name in &names {
-            let Ok(parsed) = parse_file_name(name) else {
-                continue;
-            };
-            match (parsed.kind, parsed.temp) {
-                (_, Some(TempSuffix::Deleted)) => {
-                    env.storage.remove_file(&dir.join(name))?;
-                    entries_changed = true;
-                }
-                (FileKind::Log, None) => bases.push(parsed.base_offset),
-                _ => {}
-            }
-        }
-        bases.sort_unstable();
+        let (names, bases, mut entries_changed) = Self::list_segments(&env, &dir)?;
 
         let mut segments = BTreeMap::new();
         let mut insane = Vec::new();
@@ -313,6 +297,60 @@ impl LocalLog {
             segments.insert(0, seg);
             entries_changed = true;
         }
+        let log_end_offset =
+            Self::activate_segments(&mut segments, &config, known_log_end, &mut insane)?;
+        let log_start_offset = segments.keys().next().copied().unwrap_or(0);
+        if entries_changed {
+            env.storage.sync_dir(&dir)?;
+        }
+        let log = LocalLog {
+            dir,
+            config,
+            ctx,
+            inner: RwLock::new(Inner {
+                segments,
+                log_start_offset,
+                log_end_offset,
+                recovery_point: recovery_point.min(log_end_offset),
+                dir_dirty: false,
+            }),
+        };
+        Ok((log, insane))
+    }
+
+    /// Removes the leftovers of interrupted deletions (`*.deleted`) from `dir` and lists its
+    /// segments. Returns the directory's entries, the segments' base offsets in order, and
+    /// whether an entry was removed.
+    fn list_segments(env: &LogEnv, dir: &Path) -> Result<(Vec<OsString>, Vec<i64>, bool)> {
+        let mut bases = Vec::new();
+        let names = env.storage.list_dir(dir)?;
+        let mut removed = false;
+        for name in &names {
+            let Ok(parsed) = parse_file_name(name) else {
+                continue;
+            };
+            match (parsed.kind, parsed.temp) {
+                (_, Some(TempSuffix::Deleted)) => {
+                    env.storage.remove_file(&dir.join(name))?;
+                    removed = true;
+                }
+                (FileKind::Log, None) => bases.push(parsed.base_offset),
+                _ => {}
+            }
+        }
+        bases.sort_unstable();
+        Ok((names, bases, removed))
+    }
+
+    /// Maps every segment but the last; the last becomes the active one (indexes resized to
+    /// their maximum). Returns the log end offset: `known_log_end`, or the last segment's next
+    /// offset.
+    fn activate_segments(
+        segments: &mut BTreeMap<i64, LogSegment>,
+        config: &LogConfig,
+        known_log_end: Option<i64>,
+        insane: &mut Vec<i64>,
+    ) -> Result<i64> {
         let mut log_end_offset = 0;
         let last_base = segments.keys().next_back().copied().unwrap_or(0);
         for (&base, seg) in segments.iter_mut() {
@@ -339,23 +377,7 @@ impl LocalLog {
                 seg.map_log()?;
             }
         }
-        let log_start_offset = segments.keys().next().copied().unwrap_or(0);
-        if entries_changed {
-            env.storage.sync_dir(&dir)?;
-        }
-        let log = LocalLog {
-            dir,
-            config,
-            ctx,
-            inner: RwLock::new(Inner {
-                segments,
-                log_start_offset,
-                log_end_offset,
-                recovery_point: recovery_point.min(log_end_offset),
-                dir_dirty: false,
-            }),
-        };
-        Ok((log, insane))
+        Ok(log_end_offset)
     }
 
     /// Recovers, in order, every segment with base offset `>= from_base` with `visitor` (see
