@@ -8,10 +8,10 @@
     clippy::indexing_slicing
 )]
 
+use record_format::scan::{Piece, Regions};
 use record_format::{
     Batches, ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker, Header,
-    IterEnd, LogEntry, MirrorPidResetRecord, Piece, RecordBatch, RecordBatchBuilder, Regions,
-    TimestampType,
+    IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch, RecordBatchBuilder, TimestampType,
 };
 
 /// Small decompression budget so a fuzzer cannot exhaust memory.

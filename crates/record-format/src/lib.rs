@@ -54,4 +54,4 @@ pub use control::{
 };
 pub use error::{FormatError, FormatErrorKind};
 pub use record::{Header, Record, Records};
-pub use scan::{scan_log, Piece, Regions};
+pub use scan::scan_log;

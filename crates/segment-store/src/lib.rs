@@ -67,7 +67,6 @@ pub use index::{
 pub use io::{write_atomically, FileHandle, OpenMode, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
-pub use mmap::MmapFile;
 pub use segment::{
     scan_segment, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams, RollReason,
     SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,

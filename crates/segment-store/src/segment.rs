@@ -21,9 +21,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use record_format::batches::incomplete_batch_error;
-use record_format::scan::DEFAULT_REGION_BYTES;
+use record_format::scan::{Piece, Regions, DEFAULT_REGION_BYTES};
 use record_format::wire::NO_TIMESTAMP;
-use record_format::{Batches, FormatError, IterEnd, LogEntry, Piece, RecordBatch, Regions};
+use record_format::{Batches, FormatError, IterEnd, LogEntry, RecordBatch};
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
