@@ -1452,10 +1452,8 @@ fn recover_from(
     }
     io.set_phase(SnapshotPhase::AfterInstall);
     if cut {
-        for s in list_snapshots_with(io, dir)?
-            .into_iter()
-            .filter(|s| s.offset > st.log_end)
-        {
+        // The snapshots past the new log end are among `stale` (the scan writes none there).
+        for s in stale.iter().filter(|s| s.offset > st.log_end) {
             let to = quarantine_dir.join(file_name(s.offset, FileKind::Snapshot, None));
             io.quarantine(&s.path, &to)
                 .map_err(|source| SnapshotError::Io {
@@ -1467,7 +1465,7 @@ fn recover_from(
     }
     // The stale snapshots neither rewritten by the scan nor quarantined with a cut go, as
     // Kafka deletes them (derived state; each deletion is in the plan's snapshot operations).
-    for s in stale {
+    for s in &stale {
         if io.exists(&s.path) && !io.written(&s.path) {
             io.remove(&s.path).map_err(|source| SnapshotError::Io {
                 path: s.path.clone(),
