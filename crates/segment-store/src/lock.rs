@@ -6,6 +6,13 @@
 //! at once with [`SegmentError::Locked`]. The lock is released when the last clone of the
 //! [`DirLock`] is dropped (or the process dies).
 //!
+//! An `flock` belongs to the open file description, and a child forked by any thread of this
+//! process shares that description until it calls `exec` (which closes our descriptors, all
+//! opened close-on-exec). Closing our descriptor in that window would leave the lock held by the
+//! child, and a log closed and reopened at once would find its own directory locked. So every
+//! lock taken here ([`LockedFile`]) is released with an explicit unlock, which acts on the shared
+//! description, before the descriptor closes.
+//!
 //! Caveat: the JVM's `FileChannel.tryLock` uses POSIX record locks (`fcntl`), which do not
 //! interact with `flock` on Linux, so this lock keeps out other seglog processes but not a
 //! running Kafka broker. Do not point seglog at a directory a live broker owns.
@@ -29,8 +36,42 @@ struct Inner {
     /// The canonical path of the locked directory.
     dir: PathBuf,
     lock_path: PathBuf,
-    /// Keeps the lock: closing the file releases it.
-    _file: File,
+    /// Keeps the lock: dropping it unlocks.
+    _file: LockedFile,
+}
+
+/// A file holding an exclusive `fs2` lock, unlocked explicitly when dropped (see the module
+/// docs for why closing is not enough).
+#[derive(Debug)]
+pub(crate) struct LockedFile {
+    file: File,
+}
+
+impl LockedFile {
+    /// Locks `file` exclusively without waiting: [`SegmentError::Locked`] naming `path` if
+    /// another open file description holds a lock on it.
+    pub(crate) fn lock(path: &Path, file: File) -> Result<LockedFile> {
+        match fs2::FileExt::try_lock_exclusive(&file) {
+            Ok(()) => Ok(LockedFile { file }),
+            Err(e) if is_contended(&e) => Err(SegmentError::Locked {
+                path: path.to_path_buf(),
+            }),
+            Err(e) => Err(SegmentError::io(path, "lock", e)),
+        }
+    }
+
+    /// The locked file.
+    pub(crate) fn file(&self) -> &File {
+        &self.file
+    }
+}
+
+impl Drop for LockedFile {
+    fn drop(&mut self) {
+        // Best effort: if the unlock fails, closing still releases the lock unless a forked
+        // child shares the description, and then its exec does.
+        let _ = fs2::FileExt::unlock(&self.file);
+    }
 }
 
 /// Whether `e` means "someone else holds the lock".
@@ -54,11 +95,7 @@ impl DirLock {
             .truncate(false)
             .open(&lock_path)
             .map_err(|e| SegmentError::io(&lock_path, "open", e))?;
-        match fs2::FileExt::try_lock_exclusive(&file) {
-            Ok(()) => {}
-            Err(e) if is_contended(&e) => return Err(SegmentError::Locked { path: lock_path }),
-            Err(e) => return Err(SegmentError::io(&lock_path, "lock", e)),
-        }
+        let file = LockedFile::lock(&lock_path, file)?;
         Ok(DirLock {
             inner: Arc::new(Inner {
                 dir,
@@ -86,5 +123,38 @@ impl DirLock {
             Some(parent.join(path.file_name()?))
         });
         resolved.is_some_and(|p| p.starts_with(&self.inner.dir))
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+
+    /// A process sharing `file`'s open file description (as a child forked by another thread
+    /// does until it execs): `sleep` with the file as its standard input.
+    fn share_with_child(file: &File) -> Child {
+        let dup = file.try_clone().expect("dup");
+        Command::new("sleep")
+            .arg("30")
+            .stdin(Stdio::from(dup))
+            .spawn()
+            .expect("spawn sleep")
+    }
+
+    #[test]
+    fn a_dropped_lock_is_free_even_while_a_child_shares_its_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        assert!(matches!(
+            DirLock::acquire(dir.path()),
+            Err(SegmentError::Locked { .. })
+        ));
+        let mut child = share_with_child(lock.inner._file.file());
+        drop(lock);
+        let again = DirLock::acquire(dir.path());
+        child.kill().ok();
+        child.wait().ok();
+        assert!(again.is_ok(), "{again:?}");
     }
 }

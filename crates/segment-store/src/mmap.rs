@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Result, SegmentError};
-use crate::lock::{is_contended, DirLock};
+use crate::lock::{DirLock, LockedFile};
 
 /// A file mapped into memory for reading (and, if opened writable, writing in place).
 ///
@@ -42,7 +42,7 @@ use crate::lock::{is_contended, DirLock};
 pub struct MmapFile {
     // Field order matters for drop: the map is unmapped before the file (and its lock) closes.
     map: Option<Map>,
-    file: File,
+    file: LockedFile,
     path: PathBuf,
     len: u64,
     writable: bool,
@@ -132,12 +132,14 @@ impl MmapFile {
         set_len: Option<u64>,
     ) -> Result<MmapFile> {
         // Invariant 2, before the length is read or changed and before mapping.
-        lock_file(path, &file)?;
+        let file = LockedFile::lock(path, file)?;
         if let Some(len) = set_len {
-            file.set_len(len)
+            file.file()
+                .set_len(len)
                 .map_err(|e| SegmentError::io(path, "set_len", e))?;
         }
         let len = file
+            .file()
             .metadata()
             .map_err(|e| SegmentError::io(path, "metadata", e))?
             .len();
@@ -162,7 +164,7 @@ impl MmapFile {
             // while the map exists; invariant 3 (callers hold no other map: `map` is `None` here)
             // means this process does not truncate it either. `len` is the file's current length,
             // so every mapped page is backed by the file.
-            let m = unsafe { MmapOptions::new().len(len).map_mut(&self.file) };
+            let m = unsafe { MmapOptions::new().len(len).map_mut(self.file.file()) };
             let m = m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?;
             // Writable maps are the offset and time indexes: written one entry at a time and
             // binary-searched. Without this hint the first touch of a fresh, preallocated (sparse)
@@ -176,7 +178,7 @@ impl MmapFile {
             options.len(len);
             // SAFETY: as above: invariants 1-4 keep the file at least `len` bytes long and
             // unmodified by others for the lifetime of the map.
-            let m = unsafe { options.map(&self.file) };
+            let m = unsafe { options.map(self.file.file()) };
             Map::ReadOnly(m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?)
         };
         Ok(Some(map))
@@ -266,7 +268,7 @@ impl MmapFile {
         // durability is `flush`'s job, as in Kafka's `AbstractIndex.resize`.
         self.map = None;
         let result = if self.writable {
-            self.file.set_len(new_len)
+            self.file.file().set_len(new_len)
         } else {
             OpenOptions::new()
                 .write(true)
@@ -283,16 +285,6 @@ impl MmapFile {
         }
         self.map = self.map_current()?;
         Ok(())
-    }
-}
-
-fn lock_file(path: &Path, file: &File) -> Result<()> {
-    match fs2::FileExt::try_lock_exclusive(file) {
-        Ok(()) => Ok(()),
-        Err(e) if is_contended(&e) => Err(SegmentError::Locked {
-            path: path.to_path_buf(),
-        }),
-        Err(e) => Err(SegmentError::io(path, "lock", e)),
     }
 }
 
@@ -371,5 +363,25 @@ mod tests {
             Err(SegmentError::NotUnderLock { .. })
         ));
         assert!(!p.exists());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn an_unmapped_file_is_free_even_while_a_child_shares_its_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let p = dir.path().join("x.index");
+        let m = MmapFile::create(&lock, &p, 16).unwrap();
+        let dup = m.file.file().try_clone().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .stdin(std::process::Stdio::from(dup))
+            .spawn()
+            .unwrap();
+        drop(m);
+        let again = MmapFile::open(&lock, &p, false);
+        child.kill().ok();
+        child.wait().ok();
+        assert!(again.is_ok(), "{again:?}");
     }
 }
