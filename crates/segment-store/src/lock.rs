@@ -10,7 +10,7 @@
 //! process shares that description until it calls `exec` (which closes our descriptors, all
 //! opened close-on-exec). Closing our descriptor in that window would leave the lock held by the
 //! child, and a log closed and reopened at once would find its own directory locked. So every
-//! lock taken here ([`LockedFile`]) is released with an explicit unlock, which acts on the shared
+//! lock taken here (`LockedFile`) is released with an explicit unlock, which acts on the shared
 //! description, before the descriptor closes.
 //!
 //! Caveat: the JVM's `FileChannel.tryLock` uses POSIX record locks (`fcntl`), which do not
