@@ -8,10 +8,13 @@
 //!    timed, not the final flush; both sides cycle a pool of 1,024 prebuilt batches.
 //! 2. recovery of that 1 GiB default-layout partition (written by Kafka): Kafka's
 //!    `UnifiedLog.create` with no clean shutdown and recovery point 0 (LogLoader recovers every
-//!    segment; snapshots removed first) against the whole `seglog recover --full` process.
+//!    segment; snapshots removed first) and `close`, in its JVM, against the whole
+//!    `seglog recover --full` process and against seglog's library in this process
+//!    (`LogLoader::load(full)` and `close`).
 //! 3. recovery of a log dir of 2,000 partitions × 512 KiB (copies of one Kafka-written
 //!    partition): Kafka with 2 recovery threads (as `num.recovery.threads.per.data.dir` on this
-//!    2-core machine) against `seglog recover --full` on the log dir (2 threads here).
+//!    2-core machine) against `seglog recover --full` on the log dir (2 threads here) and
+//!    against `load_log_dir(full)` on 2 threads and `close` in this process.
 //!
 //! Medians of `SEGLOG_KAFKA_BENCH_ITERS` (default 5) timed runs after one warm-up run. Needs
 //! `tools/kafka/fetch.sh` first; data goes to `SEGLOG_KAFKA_BENCH_DIR` (default
@@ -21,7 +24,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use record_format::RecordBatchBuilder;
-use recovery::{AppendOrigin, LoadOptions, LogLoader};
+use recovery::{load_log_dir, AppendOrigin, LoadOptions, LogDirOptions, LogLoader};
 use segment_store::{LocalLog, LogConfig};
 
 const RECORDS: usize = 10;
@@ -170,6 +173,32 @@ fn seglog_recover(dir: &Path) -> f64 {
     secs
 }
 
+/// seglog's library in this process, as Kafka's side runs in its JVM: `LogLoader::load(full)`
+/// and `close`, the work Kafka's `UnifiedLog.create` + `close` does.
+fn seglog_load(dir: &Path) -> f64 {
+    let opts = LoadOptions {
+        full: true,
+        ..LoadOptions::default()
+    };
+    let t0 = Instant::now();
+    let (log, _) = LogLoader::load(dir, &opts).expect("LogLoader::load");
+    log.close().expect("close");
+    t0.elapsed().as_secs_f64()
+}
+
+/// [`seglog_load`] for a log directory: `load_log_dir(full)` on `threads` threads and `close`.
+fn seglog_load_dir(dir: &Path, threads: usize) -> f64 {
+    let opts = LogDirOptions {
+        threads,
+        full: true,
+        ..LogDirOptions::default()
+    };
+    let t0 = Instant::now();
+    let loaded = load_log_dir(dir, &opts).expect("load_log_dir");
+    loaded.close().expect("close");
+    t0.elapsed().as_secs_f64()
+}
+
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read_dir") {
@@ -255,6 +284,8 @@ fn main() {
     );
     seglog_recover(&big);
     let seglog_big = median((0..iters).map(|_| seglog_recover(&big)).collect());
+    seglog_load(&big);
+    let seglog_big_lib = median((0..iters).map(|_| seglog_load(&big)).collect());
 
     // 3. 2,000 partitions × 512 KiB.
     let src = work.join("src").join("many-0");
@@ -297,6 +328,8 @@ fn main() {
     );
     seglog_recover(&many);
     let seglog_many = median((0..iters).map(|_| seglog_recover(&many)).collect());
+    seglog_load_dir(&many, 2);
+    let seglog_many_lib = median((0..iters).map(|_| seglog_load_dir(&many, 2)).collect());
 
     println!("| what | Apache Kafka 4.3.1 | seglog | Kafka / seglog |");
     println!("| --- | --- | --- | --- |");
@@ -319,11 +352,25 @@ fn main() {
         big_bytes,
     );
     row(
+        "recover 1 partition, one ~1 GiB segment (seglog: LogLoader::load(full) + close in-process)",
+        kafka_big,
+        seglog_big_lib,
+        big_bytes,
+    );
+    row(
         &format!(
             "recover {PARTITIONS} partitions × 512 KiB, 2 threads (seglog: whole process, --full)"
         ),
         kafka_many,
         seglog_many,
+        many_bytes,
+    );
+    row(
+        &format!(
+            "recover {PARTITIONS} partitions × 512 KiB, 2 threads (seglog: load_log_dir(full) + close in-process)"
+        ),
+        kafka_many,
+        seglog_many_lib,
         many_bytes,
     );
     if std::env::var_os("SEGLOG_KAFKA_BENCH_KEEP").is_none() {
