@@ -136,20 +136,29 @@ fn step(s: &[u8], end: bool) -> Step {
     }
 }
 
-/// Appends the text of `s` to `out` and returns the bytes at its end that wait for more input
-/// (at most three: an incomplete sequence; none if `end`).
-fn decode<'s>(mut s: &'s [u8], end: bool, out: &mut String) -> &'s [u8] {
+/// Appends the UTF-8 encoding of `c`.
+fn push(out: &mut Vec<u8>, c: char) {
+    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+}
+
+/// Appends the text of `s` to `out` (UTF-8) and returns the bytes at its end that wait for more
+/// input (at most three: an incomplete sequence; none if `end`).
+fn decode<'s>(mut s: &'s [u8], end: bool, out: &mut Vec<u8>) -> &'s [u8] {
     loop {
         // Well-formed UTF-8 decodes to the same text under both rules: copy it whole.
-        let valid = s.utf8_chunks().next().map_or("", |c| c.valid());
-        out.push_str(valid);
-        s = s.get(valid.len()..).unwrap_or_default();
+        let valid = match std::str::from_utf8(s) {
+            Ok(all) => all.len(),
+            Err(e) => e.valid_up_to(),
+        };
+        let (text, rest) = s.split_at(valid);
+        out.extend_from_slice(text);
+        s = rest;
         if s.is_empty() {
             return s;
         }
         match step(s, end) {
             Step::Emit(c, n) => {
-                out.push(c);
+                push(out, c);
                 s = s.get(n..).unwrap_or_default();
             }
             Step::NeedMore => return s,
@@ -168,9 +177,10 @@ pub struct JavaUtf8Decoder {
 }
 
 impl JavaUtf8Decoder {
-    /// Appends to `out` the text of `chunk` following the bytes fed before; an incomplete
-    /// sequence at its end waits for the next chunk.
-    pub fn feed(&mut self, chunk: &[u8], out: &mut String) {
+    /// Appends to `out` the text (UTF-8) of `chunk` following the bytes fed before; an
+    /// incomplete sequence at its end waits for the next chunk. What is appended is always
+    /// whole characters.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) {
         let mut chunk = chunk;
         if self.carry_len > 0 {
             // The carried bytes and up to four of the chunk decide every step that starts in
@@ -194,7 +204,7 @@ impl JavaUtf8Decoder {
                 let s = joined.get(p..).unwrap_or_default();
                 match step(s, false) {
                     Step::Emit(c, k) => {
-                        out.push(c);
+                        push(out, c);
                         p += k;
                     }
                     Step::NeedMore => {
@@ -211,7 +221,7 @@ impl JavaUtf8Decoder {
     }
 
     /// Appends to `out` the text of what is still carried: the input has ended.
-    pub fn finish(&mut self, out: &mut String) {
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
         let carry = self.carry;
         let rest = decode(carry.get(..self.carry_len).unwrap_or_default(), true, out);
         debug_assert!(rest.is_empty(), "at the end every byte is decided");
@@ -233,11 +243,15 @@ pub fn java_utf8_lossy(src: &[u8]) -> Cow<'_, str> {
     if let Ok(s) = std::str::from_utf8(src) {
         return Cow::Borrowed(s);
     }
-    let mut out = String::with_capacity(src.len() + 8);
+    let mut out = Vec::with_capacity(src.len() + 8);
     let mut d = JavaUtf8Decoder::default();
     d.feed(src, &mut out);
     d.finish(&mut out);
-    Cow::Owned(out)
+    // The decoder appends only well-formed UTF-8 and U+FFFD.
+    Cow::Owned(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
 }
 
 #[cfg(test)]
@@ -309,7 +323,7 @@ mod tests {
     /// `bytes` fed in the chunks that `cuts` (ascending positions) make, then finished.
     fn chunked(bytes: &[u8], cuts: &[usize]) -> String {
         let mut d = JavaUtf8Decoder::default();
-        let mut out = String::new();
+        let mut out = Vec::new();
         let mut from = 0;
         for &cut in cuts.iter().chain([bytes.len()].iter()) {
             let to = cut.clamp(from, bytes.len());
@@ -317,7 +331,7 @@ mod tests {
             from = to;
         }
         d.finish(&mut out);
-        out
+        String::from_utf8(out).expect("the decoder writes UTF-8")
     }
 
     /// Byte strings made of pieces that are mostly malformed: lone continuation bytes,
@@ -374,12 +388,15 @@ mod tests {
     #[test]
     fn at_most_one_incomplete_sequence_is_carried() {
         let mut d = JavaUtf8Decoder::default();
-        let mut out = String::new();
+        let mut out = Vec::new();
         d.feed(b"a\xf0\x9f\x98", &mut out);
-        assert_eq!((out.as_str(), d.carry_len), ("a", 3));
+        assert_eq!((out.as_slice(), d.carry_len), ("a".as_bytes(), 3));
         d.feed(b"\x80b\xe2", &mut out);
-        assert_eq!((out.as_str(), d.carry_len), ("a😀b", 1));
+        assert_eq!((out.as_slice(), d.carry_len), ("a😀b".as_bytes(), 1));
         d.finish(&mut out);
-        assert_eq!((out.as_str(), d.carry_len), ("a😀b\u{FFFD}", 0));
+        assert_eq!(
+            (out.as_slice(), d.carry_len),
+            ("a😀b\u{FFFD}".as_bytes(), 0)
+        );
     }
 }

@@ -691,7 +691,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             PlainDecoder::String => {
                 // The JDK's replacement rules, as `java_utf8_lossy` applies them to a whole value.
                 let mut utf8 = JavaUtf8Decoder::default();
-                let mut text = String::new();
+                let mut text = Vec::new();
                 let out = &mut *self.out;
                 c.copy(at, n, |chunk, last| {
                     text.clear();
@@ -699,7 +699,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                     if last {
                         utf8.finish(&mut text);
                     }
-                    out.write_all(text.as_bytes())
+                    out.write_all(&text)
                 })
             }
             PlainDecoder::Hex => {
