@@ -4,9 +4,9 @@
 //! Kafka's `DumpLogSegments` (the JDK's `new String(bytes, UTF_8)`: an encoded surrogate
 //! `ED A0 80` is one U+FFFD there, three in Rust) and from the same record in a smaller batch.
 //! Invariant: a streamed key or value prints the JDK's text, wherever the copy chunks cut its
-//! malformed sequences, and the same as when its batch is read whole.
+//! malformed sequences, and the same as when its batch is read whole; so do header keys.
 
-use record_format::{CompressionType, RecordBatchBuilder};
+use record_format::{CompressionType, Header, RecordBatchBuilder};
 use seglog::cli::dump::stream::{CHUNK, STREAM_BATCH_BYTES};
 use seglog::cli::Status;
 
@@ -88,6 +88,12 @@ fn dump_streamed_value_with_malformed_utf8_across_chunks_prints_as_the_jdk_decod
     let (value, value_text) = value_across_chunks();
     let key = b"key \xed\xa0\x80";
     let key_text = format!("key {R}");
+    // Header keys are `Utils.utf8`, the same JDK decoder.
+    let headers = [Header {
+        key: b"h\xed\xa0\x80",
+        value: Some(b"x"),
+    }];
+    let header_keys = format!("h{R}");
     // The decoder's rules on the whole value agree with the JVM's text of the pieces.
     assert_eq!(
         seglog::cli::dump::java_utf8::java_utf8_lossy(&value),
@@ -99,7 +105,7 @@ fn dump_streamed_value_with_malformed_utf8_across_chunks_prints_as_the_jdk_decod
     // The record in a batch that is streamed, then in a compressed batch that is read whole.
     let ts = 1_700_000_000_000;
     let mut big = RecordBatchBuilder::new(0);
-    big.append(ts, Some(key), Some(&value), &[])
+    big.append(ts, Some(key), Some(&value), &headers)
         .expect("append");
     let big = big.build();
     assert!(
@@ -109,7 +115,7 @@ fn dump_streamed_value_with_malformed_utf8_across_chunks_prints_as_the_jdk_decod
     );
     let mut small = RecordBatchBuilder::new(1).compression(CompressionType::Gzip);
     small
-        .append(ts, Some(key), Some(&value), &[])
+        .append(ts, Some(key), Some(&value), &headers)
         .expect("append");
     let small = small.build();
     assert!(
@@ -135,7 +141,7 @@ fn dump_streamed_value_with_malformed_utf8_across_chunks_prints_as_the_jdk_decod
         let streamed = record_line(&out.stdout, 0);
         let whole = record_line(&out.stdout, 1);
         let expected = format!(
-            "CreateTime: {ts} keySize: {} valueSize: {} sequence: -1 headerKeys: [] key: {key_text} payload: {value_text}",
+            "CreateTime: {ts} keySize: {} valueSize: {} sequence: -1 headerKeys: [{header_keys}] key: {key_text} payload: {value_text}",
             key.len(),
             value.len()
         );

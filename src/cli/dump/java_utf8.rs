@@ -1,9 +1,9 @@
 //! Bytes to text as Kafka's `DumpLogSegments` does it: `StringDecoder` is
 //! `new String(bytes, UTF_8)`, whose JDK decoder replaces malformed input with U+FFFD by rules of
-//! its own. On valid UTF-8 it agrees with [`String::from_utf8_lossy`]; on malformed input the
-//! number of U+FFFD differs (an encoded surrogate `ED A0 80` is one U+FFFD in Java, three in
-//! Rust; a truncated 4-byte sequence at the end is one U+FFFD for all its bytes). This is a port of
-//! the JDK 17 `String.decodeUTF8_UTF16` replacement path, checked against the JVM by
+//! its own. On valid UTF-8 it agrees with [`String::from_utf8_lossy`]; on encoded surrogates the
+//! number of U+FFFD differs (`ED A0 80` is one U+FFFD in Java, three in Rust; a cut `ED A0` one,
+//! not two). This is a port of the JDK 17 `String.decodeUTF8_UTF16` replacement path (also used
+//! for header keys: Kafka's `Utils.utf8` is the same decoder), checked against the JVM by
 //! `tests/kafka_interop.rs` (`java_utf8_decoding_matches_the_jdk`).
 //!
 //! There is one implementation, [`JavaUtf8Decoder`], fed any number of chunks (a streamed value

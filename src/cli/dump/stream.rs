@@ -25,7 +25,7 @@ use record_format::batch::increment_sequence;
 use record_format::{CompressionType, FormatError, FormatErrorKind, RecordBatch, TimestampType};
 
 use super::decoders::{Field, PlainDecoder};
-use super::java_utf8::JavaUtf8Decoder;
+use super::java_utf8::{java_utf8_lossy, JavaUtf8Decoder};
 use super::json::{self, hex, ErrorJson};
 use super::log::{batch_json, batch_line_with, LogState};
 use super::Dumper;
@@ -356,7 +356,7 @@ fn scan_record(
                 rc.pos(),
             )));
         };
-        let key = String::from_utf8_lossy(&rc.take(kl)?).into_owned();
+        let key = java_utf8_lossy(&rc.take(kl)?).into_owned();
         let value = match span_len(rc.varint()?) {
             Some(vl) => Some(rc.take(vl)?),
             None => None,
