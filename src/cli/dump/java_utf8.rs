@@ -136,9 +136,16 @@ fn step(s: &[u8], end: bool) -> Step {
     }
 }
 
-/// Appends the UTF-8 encoding of `c`.
+/// Appends the UTF-8 encoding of `c` (copies of a fixed length: a value of random bytes is
+/// mostly U+FFFD).
 fn push(out: &mut Vec<u8>, c: char) {
-    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+    let mut b = [0; 4];
+    match c.encode_utf8(&mut b).len() {
+        1 => out.push(b[0]),
+        2 => out.extend_from_slice(&[b[0], b[1]]),
+        3 => out.extend_from_slice(&[b[0], b[1], b[2]]),
+        _ => out.extend_from_slice(&b),
+    }
 }
 
 /// Appends the text of `s` to `out` (UTF-8) and returns the bytes at its end that wait for more
@@ -151,7 +158,9 @@ fn decode<'s>(mut s: &'s [u8], end: bool, out: &mut Vec<u8>) -> &'s [u8] {
             Err(e) => e.valid_up_to(),
         };
         let (text, rest) = s.split_at(valid);
-        out.extend_from_slice(text);
+        if !text.is_empty() {
+            out.extend_from_slice(text);
+        }
         s = rest;
         if s.is_empty() {
             return s;
