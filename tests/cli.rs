@@ -8,6 +8,8 @@
 //! * `damaged`: bad CRC, truncated tail, garbage, undecodable records/control values: every valid
 //!   batch is printed, then the summary, exit 1.
 //! * `indexes`: `.index`, `.timeindex`, `.txnindex`, `.snapshot` built in a temp dir.
+//! * `dump_flags`, `dump_streamed`: `seglog dump`'s operator flags; a batch of 8 MiB or more
+//!   streamed from the file prints malformed UTF-8 as the JDK decodes it.
 //! * `errors`: every user error is exit 2 and one stderr line.
 //! * `binary`: the real executable: exit codes, no panic or backtrace.
 //! * `demo`: `seglog demo` as README's first command runs it.
@@ -30,6 +32,8 @@ mod damaged;
 mod demo;
 #[path = "cli/dump_flags.rs"]
 mod dump_flags;
+#[path = "cli/dump_streamed.rs"]
+mod dump_streamed;
 #[path = "cli/errors.rs"]
 mod errors;
 #[path = "cli/fixtures.rs"]

@@ -1,8 +1,9 @@
 //! `seglog dump --print-data-log` (and `--json --deep-iteration`) on a record whose value is far
 //! larger than the memory it may use: the batch is streamed from the file (see
 //! `src/cli/dump/stream.rs`), so the dump of a 40 MiB value fits in an 8 MiB allocation budget, and
-//! prints exactly the line a whole-value conversion gives. The budget is enforced by this test binary's allocator (`cap::Cap`): an
-//! allocation past it fails and aborts the binary, a loud failure.
+//! prints exactly the line the whole-value conversion (`java_utf8_lossy`, the JDK's rules) gives.
+//! The budget is enforced by this test binary's allocator (`cap::Cap`): an allocation past it
+//! fails and aborts the binary, a loud failure.
 
 use std::alloc::System;
 use std::io::{self, Write};
@@ -270,7 +271,7 @@ fn a_40_mib_value_is_streamed_within_an_8_mib_budget() {
         t2 = TS + 2,
         t3 = TS + 3,
         n = value.len(),
-        text = String::from_utf8_lossy(&value),
+        text = seglog::cli::dump::java_utf8::java_utf8_lossy(&value),
     );
     drop(value);
     drop(log);

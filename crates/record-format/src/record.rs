@@ -538,7 +538,9 @@ impl<'a> Header<'a> {
         std::str::from_utf8(self.key).ok()
     }
 
-    /// The key decoded as Kafka does (`Utils.utf8`: invalid sequences become U+FFFD).
+    /// The key as text, invalid sequences replaced with U+FFFD by Rust's rules
+    /// ([`String::from_utf8_lossy`]). Kafka's `Utils.utf8` uses the JDK's rules, which differ on
+    /// encoded surrogates (`ED A0 80` is one U+FFFD there, three here).
     pub fn key_lossy(&self) -> Cow<'a, str> {
         String::from_utf8_lossy(self.key)
     }

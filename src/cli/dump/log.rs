@@ -20,6 +20,7 @@ use record_format::{
 
 use super::decoders::wire::Json;
 use super::decoders::Field;
+use super::java_utf8::java_utf8_lossy;
 use super::json::{
     self, hex, BatchLine, DecodeErrorJson, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary,
     MirrorPidResetJson, RecordLine,
@@ -591,7 +592,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             let headers = r
                 .headers()
                 .map(|h| HeaderJson {
-                    key: h.key_lossy().into_owned(),
+                    key: java_utf8_lossy(h.key).into_owned(),
                     value: h.value.map(hex),
                 })
                 .collect();
@@ -630,7 +631,10 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         }
         let mut line = String::new();
         if !self.args.skip_record_metadata {
-            let keys: Vec<String> = r.headers().map(|h| h.key_lossy().into_owned()).collect();
+            let keys: Vec<String> = r
+                .headers()
+                .map(|h| java_utf8_lossy(h.key).into_owned())
+                .collect();
             line = format!(
                 "| offset: {} {}: {} keySize: {} valueSize: {} sequence: {} headerKeys: [{}]",
                 r.offset(),

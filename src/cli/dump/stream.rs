@@ -6,9 +6,10 @@
 //! [`STREAM_BATCH_BYTES`], which `Dumper::stream_batch` prints without holding it: the
 //! CRC is computed over the file in chunks, and for an uncompressed batch each record is parsed
 //! from a small buffered cursor, its metadata printed, then its key and value copied to the
-//! output in chunks (UTF-8 replaced lossily as a whole-value conversion would, or as hex; with
-//! `--json`, the record object is written field by field with the hex streamed). A 300 MiB value
-//! costs a few MiB of memory, not several copies of the value.
+//! output in chunks (as text decoded by `JavaUtf8Decoder`, exactly what `java_utf8_lossy` gives
+//! for the whole value, or as hex; with `--json`, the record object is written field by field
+//! with the hex streamed). A 300 MiB value costs a few MiB of memory, not several copies of the
+//! value.
 //!
 //! ```text
 //! record (DefaultRecord)   varint length | int8 attributes | varlong timestampDelta |
@@ -24,6 +25,7 @@ use record_format::batch::increment_sequence;
 use record_format::{CompressionType, FormatError, FormatErrorKind, RecordBatch, TimestampType};
 
 use super::decoders::{Field, PlainDecoder};
+use super::java_utf8::{java_utf8_lossy, JavaUtf8Decoder};
 use super::json::{self, hex, ErrorJson};
 use super::log::{batch_json, batch_line_with, LogState};
 use super::Dumper;
@@ -33,8 +35,9 @@ use record_format::cursor::be_i32_at as be_i32;
 pub const STREAM_BATCH_BYTES: u64 = 8 << 20;
 /// Whole batches are read about this many bytes at a time.
 pub const WINDOW_BYTES: u64 = 4 << 20;
-/// Chunk size for CRC and key/value copies.
-const CHUNK: usize = 256 << 10;
+/// Chunk size for CRC and key/value copies (a key or value is copied in chunks from its first
+/// byte on).
+pub const CHUNK: usize = 256 << 10;
 
 /// Bytes up to and including the magic byte (Kafka's `HEADER_SIZE_UP_TO_MAGIC`).
 const HEADER_UP_TO_MAGIC: u64 = 17;
@@ -285,51 +288,6 @@ impl<'f> FileCursor<'f> {
     }
 }
 
-/// Writes bytes as `String::from_utf8_lossy` would render them, a chunk at a time: an
-/// incomplete sequence at a chunk's end waits for the next chunk.
-#[derive(Debug, Default)]
-struct LossyUtf8 {
-    pending: Vec<u8>,
-}
-
-impl LossyUtf8 {
-    fn write(&mut self, out: &mut impl Write, chunk: &[u8], last: bool) -> io::Result<()> {
-        self.pending.extend_from_slice(chunk);
-        let mut i = 0;
-        loop {
-            let rest = self.pending.get(i..).unwrap_or_default();
-            match std::str::from_utf8(rest) {
-                Ok(s) => {
-                    out.write_all(s.as_bytes())?;
-                    i = self.pending.len();
-                    break;
-                }
-                Err(e) => {
-                    let valid = e.valid_up_to();
-                    out.write_all(rest.get(..valid).unwrap_or_default())?;
-                    match e.error_len() {
-                        Some(n) => {
-                            out.write_all("\u{FFFD}".as_bytes())?;
-                            i += valid + n;
-                        }
-                        None if last => {
-                            out.write_all("\u{FFFD}".as_bytes())?;
-                            i = self.pending.len();
-                            break;
-                        }
-                        None => {
-                            i += valid;
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.pending.drain(..i.min(self.pending.len()));
-        Ok(())
-    }
-}
-
 /// Where a record's key, value and header keys are.
 struct RecordSpan {
     offset: i64,
@@ -398,7 +356,7 @@ fn scan_record(
                 rc.pos(),
             )));
         };
-        let key = String::from_utf8_lossy(&rc.take(kl)?).into_owned();
+        let key = java_utf8_lossy(&rc.take(kl)?).into_owned();
         let value = match span_len(rc.varint()?) {
             Some(vl) => Some(rc.take(vl)?),
             None => None,
@@ -731,9 +689,18 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     ) -> Result<(), StreamError> {
         match decoder {
             PlainDecoder::String => {
-                let mut lossy = LossyUtf8::default();
+                // The JDK's replacement rules, as `java_utf8_lossy` applies them to a whole value.
+                let mut utf8 = JavaUtf8Decoder::default();
+                let mut text = Vec::new();
                 let out = &mut *self.out;
-                c.copy(at, n, |chunk, last| lossy.write(out, chunk, last))
+                c.copy(at, n, |chunk, last| {
+                    text.clear();
+                    utf8.feed(chunk, &mut text);
+                    if last {
+                        utf8.finish(&mut text);
+                    }
+                    out.write_all(&text)
+                })
             }
             PlainDecoder::Hex => {
                 let out = &mut *self.out;
@@ -752,31 +719,5 @@ impl FileCursor<'_> {
     fn take_at(&mut self, at: u64, n: u64) -> Result<Vec<u8>, StreamError> {
         self.seek(at);
         self.take(n)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lossy_utf8_in_chunks_matches_the_whole_conversion() {
-        let text = "añ€😀 plain ascii".as_bytes();
-        let mut bytes = text.to_vec();
-        bytes.extend_from_slice(&[0xff, 0xe2, 0x82, b'x', 0xf0, 0x9f]);
-        let whole = String::from_utf8_lossy(&bytes).into_owned();
-        for chunk in 1..bytes.len() {
-            let mut out = Vec::new();
-            let mut l = LossyUtf8::default();
-            let parts: Vec<&[u8]> = bytes.chunks(chunk).collect();
-            for (i, p) in parts.iter().enumerate() {
-                l.write(&mut out, p, i + 1 == parts.len()).expect("write");
-            }
-            assert_eq!(
-                String::from_utf8(out).expect("utf-8"),
-                whole,
-                "chunk {chunk}"
-            );
-        }
     }
 }
