@@ -20,6 +20,8 @@ use base64::Engine as _;
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Serialize, Serializer};
 
+use crate::cli::dump::java_utf8::java_utf8_lossy;
+
 /// Kafka's `Uuid.ZERO_UUID.toString()`.
 pub const ZERO_UUID: &str = "AAAAAAAAAAAAAAAAAAAAAA";
 
@@ -350,9 +352,9 @@ impl<'a> Reader<'a> {
                 at,
                 format!("string field {name} had invalid length {n}"),
             )),
-            Some(n) => Ok(Json::Str(
-                String::from_utf8_lossy(self.take(n)?).into_owned(),
-            )),
+            // Kafka's generated readers decode with `new String(bytes, UTF_8)`: the JDK's
+            // replacement rules, not Rust's.
+            Some(n) => Ok(Json::Str(java_utf8_lossy(self.take(n)?).into_owned())),
         }
     }
 
@@ -438,6 +440,18 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn strings_decode_with_the_jdk_replacement_rules() {
+        // A non-flexible string (INT16 length) holding an encoded surrogate: OpenJDK 17's
+        // `new String(b, UTF_8)` gives one U+FFFD for `ED A0 80` (Rust's rules give three).
+        let buf = [0, 5, b'a', 0xed, 0xa0, 0x80, b'b'];
+        let mut r = Reader::new(&buf, 0);
+        match r.string(false, false, "name").expect("string") {
+            Json::Str(s) => assert_eq!(s, "a\u{FFFD}b"),
+            other => panic!("not a string: {other:?}"),
+        }
+    }
 
     #[test]
     fn java_double_matches_double_to_string() {
