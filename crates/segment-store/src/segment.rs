@@ -697,9 +697,7 @@ impl LogSegment {
         for e in &scan.time_entries {
             self.time_index.maybe_append(e.timestamp, e.offset, false)?;
         }
-        for txn in &scan.aborted_txns {
-            self.txn_index.append(txn)?;
-        }
+        self.txn_index.append_all(&scan.aborted_txns)?;
         self.max_timestamp_so_far = scan.max_timestamp;
         let valid_bytes = scan.valid_bytes;
         let truncated_bytes = scan.truncated_bytes();

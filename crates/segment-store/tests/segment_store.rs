@@ -591,6 +591,45 @@ mod txn_index {
         assert_eq!(idx.all_aborted_txns().unwrap().len(), 3);
     }
 
+    /// Recovery writes a segment's aborted transactions with one `append_all`: the file holds
+    /// exactly the bytes of the same entries appended one by one, and a run with an entry out of
+    /// order writes nothing at all.
+    #[test]
+    fn append_all_writes_what_single_appends_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let txns: Vec<AbortedTxn> = (0..50)
+            .map(|i| AbortedTxn::new(i % 7, i * 10, i * 10 + 5 + i % 2, i * 10 + 3))
+            .collect();
+        let one = dir.path().join("one.txnindex");
+        let mut idx = TransactionIndex::open(std_storage(), &one, 0).unwrap();
+        for t in &txns {
+            idx.append(t).unwrap();
+        }
+        let all = dir.path().join("all.txnindex");
+        let mut batch = TransactionIndex::open(std_storage(), &all, 0).unwrap();
+        batch.append_all(&txns[..20]).unwrap();
+        batch.append_all(&[]).unwrap();
+        batch.append_all(&txns[20..]).unwrap();
+        assert_eq!(std::fs::read(&all).unwrap(), std::fs::read(&one).unwrap());
+        assert_eq!(batch.all_aborted_txns().unwrap().len(), 50);
+
+        // Behind the last entry written, or out of order inside the run: refused, nothing written.
+        let before = std::fs::read(&all).unwrap();
+        let late = AbortedTxn::new(1, 1000, 1000, 1000);
+        for run in [
+            vec![AbortedTxn::new(1, 0, 3, 1)],
+            vec![late, AbortedTxn::new(1, 0, 999, 1)],
+        ] {
+            assert!(matches!(
+                batch.append_all(&run),
+                Err(SegmentError::InvalidOffset { .. })
+            ));
+            assert_eq!(std::fs::read(&all).unwrap(), before);
+        }
+        batch.append_all(&[late]).unwrap();
+        assert_eq!(batch.all_aborted_txns().unwrap().len(), 51);
+    }
+
     fn three(storage: Arc<dyn Storage>, p: &Path) -> TransactionIndex {
         let mut idx = TransactionIndex::open(storage, p, 0).unwrap();
         idx.append(&AbortedTxn::new(1, 0, 10, 11)).unwrap();
