@@ -691,15 +691,17 @@ impl LogSegment {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.txn_index.reset()?;
-        for e in &scan.offset_entries {
-            self.offset_index.append(e.offset, e.position)?;
-        }
-        for e in &scan.time_entries {
-            self.time_index.maybe_append(e.timestamp, e.offset, false)?;
-        }
-        for txn in &scan.aborted_txns {
-            self.txn_index.append(txn)?;
-        }
+        self.offset_index.append_in_bulk(|index| {
+            scan.offset_entries
+                .iter()
+                .try_for_each(|e| index.append(e.offset, e.position))
+        })?;
+        self.time_index.append_in_bulk(|index| {
+            scan.time_entries
+                .iter()
+                .try_for_each(|e| index.maybe_append(e.timestamp, e.offset, false).map(|_| ()))
+        })?;
+        self.txn_index.append_all(&scan.aborted_txns)?;
         self.max_timestamp_so_far = scan.max_timestamp;
         let valid_bytes = scan.valid_bytes;
         let truncated_bytes = scan.truncated_bytes();

@@ -72,6 +72,69 @@ mod offset_index {
         idx.sanity_check().unwrap();
     }
 
+    /// Recovery rebuilds an index with `append_in_bulk`: the file ends up with exactly the bytes
+    /// of the same appends made one by one (large enough to be written through the file handle
+    /// rather than the map), entries appended in the run are readable inside it, and a failing
+    /// append ends the run with the entries before it written.
+    #[test]
+    fn bulk_appends_write_what_single_appends_write() {
+        let (dir, lock) = temp_lock();
+        let n = 20_000u32;
+        let size = 8 * 30_000;
+        let one_by_one = path(dir.path(), 0);
+        let mut a = OffsetIndex::open(&lock, &one_by_one, 0, size, true).unwrap();
+        for i in 0..n {
+            a.append(i64::from(i) * 3 + 1, FilePosition(i * 100))
+                .unwrap();
+        }
+        let bulk_dir = tempfile::tempdir().unwrap();
+        let bulk_lock = DirLock::acquire(bulk_dir.path()).unwrap();
+        let bulk = path(bulk_dir.path(), 0);
+        let mut b = OffsetIndex::open(&bulk_lock, &bulk, 0, size, true).unwrap();
+        b.append(1, FilePosition(0)).unwrap();
+        b.append_in_bulk(|idx| {
+            for i in 1..n {
+                idx.append(i64::from(i) * 3 + 1, FilePosition(i * 100))?;
+            }
+            // Entries of the run are visible before it is written.
+            assert_eq!(idx.lookup(31), op(31, 1000));
+            assert_eq!(
+                idx.last_entry(),
+                op(i64::from(n - 1) * 3 + 1, (n - 1) * 100)
+            );
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(b.entries(), n as usize);
+        a.close().unwrap();
+        b.close().unwrap();
+        let bytes = std::fs::read(&bulk).unwrap();
+        assert_eq!(bytes.len(), 8 * n as usize);
+        assert_eq!(bytes, std::fs::read(&one_by_one).unwrap());
+
+        // An offset going backwards ends the run: what came before it is written and counted.
+        let p = path(dir.path(), 7);
+        let mut c = OffsetIndex::open(&lock, &p, 7, size, true).unwrap();
+        let r = c.append_in_bulk(|idx| {
+            for i in 0..10_000u32 {
+                idx.append(8 + i64::from(i), FilePosition(i * 10))?;
+            }
+            idx.append(8, FilePosition(200_000))
+        });
+        assert!(matches!(
+            r,
+            Err(SegmentError::InvalidOffset { offset: 8, .. })
+        ));
+        assert_eq!(c.entries(), 10_000);
+        c.close().unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(bytes.len(), 80_000);
+        assert_eq!(
+            bytes[79_992..],
+            [be32(10_007 - 7), be32(99_990)].concat()[..]
+        );
+    }
+
     #[test]
     fn append_rules() {
         let (dir, lock) = temp_lock();
@@ -589,6 +652,45 @@ mod txn_index {
         ));
         idx.append(&AbortedTxn::new(6, 11, 21, 20)).unwrap();
         assert_eq!(idx.all_aborted_txns().unwrap().len(), 3);
+    }
+
+    /// Recovery writes a segment's aborted transactions with one `append_all`: the file holds
+    /// exactly the bytes of the same entries appended one by one, and a run with an entry out of
+    /// order writes nothing at all.
+    #[test]
+    fn append_all_writes_what_single_appends_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let txns: Vec<AbortedTxn> = (0..50)
+            .map(|i| AbortedTxn::new(i % 7, i * 10, i * 10 + 5 + i % 2, i * 10 + 3))
+            .collect();
+        let one = dir.path().join("one.txnindex");
+        let mut idx = TransactionIndex::open(std_storage(), &one, 0).unwrap();
+        for t in &txns {
+            idx.append(t).unwrap();
+        }
+        let all = dir.path().join("all.txnindex");
+        let mut batch = TransactionIndex::open(std_storage(), &all, 0).unwrap();
+        batch.append_all(&txns[..20]).unwrap();
+        batch.append_all(&[]).unwrap();
+        batch.append_all(&txns[20..]).unwrap();
+        assert_eq!(std::fs::read(&all).unwrap(), std::fs::read(&one).unwrap());
+        assert_eq!(batch.all_aborted_txns().unwrap().len(), 50);
+
+        // Behind the last entry written, or out of order inside the run: refused, nothing written.
+        let before = std::fs::read(&all).unwrap();
+        let late = AbortedTxn::new(1, 1000, 1000, 1000);
+        for run in [
+            vec![AbortedTxn::new(1, 0, 3, 1)],
+            vec![late, AbortedTxn::new(1, 0, 999, 1)],
+        ] {
+            assert!(matches!(
+                batch.append_all(&run),
+                Err(SegmentError::InvalidOffset { .. })
+            ));
+            assert_eq!(std::fs::read(&all).unwrap(), before);
+        }
+        batch.append_all(&[late]).unwrap();
+        assert_eq!(batch.all_aborted_txns().unwrap().len(), 51);
     }
 
     fn three(storage: Arc<dyn Storage>, p: &Path) -> TransactionIndex {

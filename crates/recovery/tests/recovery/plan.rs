@@ -9,7 +9,9 @@
 //! * applying the plan reports exactly what the plan predicted (cuts, quarantined files, set-aside
 //!   snapshots, leftovers, offsets, producers), leaves the producer state and LSO the plan
 //!   computed, the predicted quarantine files hold the cut bytes, and every file moved to
-//!   quarantine (segments with their indexes, snapshots) keeps its original bytes.
+//!   quarantine (segments with their indexes, snapshots) keeps its original bytes;
+//! * `LogLoader::load` (which plans under the directory lock, reading the `.log` and the offset
+//!   and time indexes through maps instead of copies) reports the same and leaves the same state.
 
 use std::path::{Path, PathBuf};
 
@@ -23,14 +25,37 @@ use super::log::small_segments;
 #[derive(Debug, Clone, Copy)]
 enum Damage {
     None,
-    FlipByte { segment: usize, at: usize },
-    Truncate { segment: usize, by: usize },
-    ZeroTail { bytes: usize },
-    Garbage { bytes: usize },
-    IndexOddLength { segment: usize },
-    IndexBelowBase { segment: usize },
-    TimeIndexGarbage { segment: usize },
-    SnapshotFlip { which: usize },
+    FlipByte {
+        segment: usize,
+        at: usize,
+    },
+    Truncate {
+        segment: usize,
+        by: usize,
+    },
+    ZeroTail {
+        bytes: usize,
+    },
+    Garbage {
+        bytes: usize,
+    },
+    IndexOddLength {
+        segment: usize,
+    },
+    IndexBelowBase {
+        segment: usize,
+    },
+    TimeIndexGarbage {
+        segment: usize,
+    },
+    /// The last segment's offset and time indexes preallocated with zeros, as a crashed broker
+    /// leaves the active segment's.
+    IndexesPreallocated {
+        bytes: usize,
+    },
+    SnapshotFlip {
+        which: usize,
+    },
     Leftovers,
 }
 
@@ -89,6 +114,14 @@ fn damage(dir: &Path, d: Damage) {
                 b.extend_from_slice(&[0xff; 12]);
             })
         }
+        Damage::IndexesPreallocated { bytes } => {
+            for ext in ["index", "timeindex"] {
+                edit(with_ext(dir, ext).last().unwrap(), &|b| {
+                    let n = b.len() + bytes;
+                    b.resize(n - n % 24, 0)
+                });
+            }
+        }
         Damage::SnapshotFlip { which } => {
             let s = with_ext(dir, "snapshot");
             edit(&s[which % s.len()], &|b| b[3] ^= 1);
@@ -111,6 +144,7 @@ fn corpus() -> Vec<Damage> {
         Damage::ZeroTail { bytes: 4096 },
         Damage::Garbage { bytes: 100 },
         Damage::Leftovers,
+        Damage::IndexesPreallocated { bytes: 4096 },
     ];
     for segment in 0..5 {
         for at in [0, 9, 17, 61, 150, 333] {
@@ -178,6 +212,8 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
                 had_clean_shutdown: clean,
                 ..Default::default()
             };
+            let loaded_dir = root.path().join("loaded-0");
+            copy_dir(&dir, &loaded_dir);
             let before = tree_image(&dir).unwrap();
             let plan = LogLoader::plan(&dir, &opts);
             assert_eq!(
@@ -255,6 +291,23 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
                     p.display()
                 );
             }
+            let (loaded, loaded_report) = LogLoader::load(&loaded_dir, &opts)
+                .unwrap_or_else(|e| panic!("case {i} {d:?} clean {clean}: load failed: {e}"));
+            assert_eq!(
+                format!("{loaded_report:?}").replace("loaded-0", "orders-0"),
+                format!("{predicted:?}"),
+                "case {i} {d:?} clean {clean}: load and plan + apply differ"
+            );
+            assert_eq!(
+                (
+                    loaded.producer_state().snapshot_entries(),
+                    loaded.last_stable_offset(),
+                    loaded.log_end_offset()
+                ),
+                state,
+                "case {i} {d:?} clean {clean}"
+            );
+            loaded.close().unwrap();
             with_cuts += usize::from(!report.cut.is_empty());
             log.close().unwrap();
             checked += 1;

@@ -44,6 +44,8 @@ pub(crate) struct IndexCore {
     entry_size: usize,
     entries: usize,
     max_entries: usize,
+    /// Entries pushed in bulk mode and not yet written (see [`IndexCore::begin_bulk`]).
+    pending: Option<Vec<u8>>,
 }
 
 pub(crate) fn round_down(n: u64, multiple: usize) -> u64 {
@@ -92,6 +94,7 @@ impl IndexCore {
             entry_size,
             entries: if newly_created { 0 } else { max_entries },
             max_entries,
+            pending: None,
         })
     }
 
@@ -117,10 +120,11 @@ impl IndexCore {
         self.entries * self.entry_size
     }
 
-    /// The bytes of the used entries.
+    /// The bytes of the used entries that are written (outside bulk mode: all of them).
     pub(crate) fn used(&self) -> &[u8] {
+        let written = self.entries - self.pending_entries();
         self.map
-            .read(0, self.entries * self.entry_size)
+            .read(0, written * self.entry_size)
             .unwrap_or_default()
     }
 
@@ -129,7 +133,44 @@ impl IndexCore {
         if n >= self.entries {
             return None;
         }
-        self.map.read(n * self.entry_size, self.entry_size)
+        let written = self.entries - self.pending_entries();
+        match &self.pending {
+            Some(p) if n >= written => p
+                .get((n - written) * self.entry_size..)?
+                .get(..self.entry_size),
+            _ => self.map.read(n * self.entry_size, self.entry_size),
+        }
+    }
+
+    fn pending_entries(&self) -> usize {
+        self.pending
+            .as_ref()
+            .map_or(0, |p| p.len() / self.entry_size)
+    }
+
+    /// Until [`Self::end_bulk`], pushed entries are collected (and [`Self::slot`] reads them
+    /// there) instead of written one by one.
+    pub(crate) fn begin_bulk(&mut self) {
+        if self.pending.is_none() {
+            // Room for every free slot (at most the index size): untouched capacity costs no
+            // memory, and the collected entries are never copied to grow.
+            let free = self.max_entries.saturating_sub(self.entries);
+            self.pending = Some(Vec::with_capacity(free * self.entry_size));
+        }
+    }
+
+    /// Writes the entries pushed since [`Self::begin_bulk`] with one write. If that fails they
+    /// are not counted.
+    pub(crate) fn end_bulk(&mut self) -> Result<()> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        let written = self.entries - pending.len() / self.entry_size;
+        let result = self.map.write_at(written * self.entry_size, &pending);
+        if result.is_err() {
+            self.entries = written;
+        }
+        result
     }
 
     /// `0 <= offset - base <= i32::MAX` (Kafka `toRelative`).
@@ -150,26 +191,36 @@ impl IndexCore {
     }
 
     /// Writes `entry` into the next slot. The caller has checked ordering and fullness.
-    pub(crate) fn push(&mut self, entry: &[u8]) -> Result<()> {
-        debug_assert_eq!(entry.len(), self.entry_size);
+    pub(crate) fn push<const N: usize>(&mut self, entry: &[u8; N]) -> Result<()> {
+        debug_assert_eq!(N, self.entry_size);
         if self.entries >= self.max_entries {
             return Err(SegmentError::IndexFull {
                 path: self.path().to_path_buf(),
                 entries: self.entries,
             });
         }
-        self.map.write_at(self.entries * self.entry_size, entry)?;
+        match &mut self.pending {
+            // `N` is known here: a fixed-size copy per entry.
+            Some(p) => p.extend_from_slice(entry.as_slice()),
+            None => self.map.write_at(self.entries * self.entry_size, entry)?,
+        }
         self.entries += 1;
         Ok(())
     }
 
     pub(crate) fn truncate_to_entries(&mut self, entries: usize) {
-        self.entries = entries.min(self.entries);
+        let entries = entries.min(self.entries);
+        let written = self.entries - self.pending_entries();
+        if let Some(p) = &mut self.pending {
+            p.truncate(entries.saturating_sub(written) * self.entry_size);
+        }
+        self.entries = entries;
     }
 
     /// Kafka's `resize`: round down, no-op if unchanged, else unmap, `set_len`, remap. Refuses to
     /// cut off live entries (Kafka fails the same way, from `mmap.position(position)`).
     pub(crate) fn resize(&mut self, new_size: u64) -> Result<bool> {
+        self.end_bulk()?;
         let rounded = round_down(new_size, self.entry_size);
         if self.map.len() == rounded {
             return Ok(false);

@@ -221,6 +221,18 @@ impl OffsetIndex {
         self.last_offset = self.base_offset();
     }
 
+    /// Runs `f` (which appends entries) and writes what it appended with one write when it
+    /// returns, whether it succeeded or not: recovery rebuilds a segment's index this way
+    /// (writing the entries of a 1 GiB segment one by one through the map, each first write of
+    /// a page a page fault, took longer than one write of all of them).
+    pub fn append_in_bulk<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
+        self.core.begin_bulk();
+        let result = f(self);
+        let written = self.core.end_bulk();
+        let r = result?;
+        written.map(|()| r)
+    }
+
     /// Removes all entries and resizes the file to the max index size.
     pub fn reset(&mut self) -> Result<()> {
         self.truncate();

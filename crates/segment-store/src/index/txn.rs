@@ -164,22 +164,38 @@ impl TransactionIndex {
     /// still open at its own offset (Kafka's readers scan every entry, so they read them too). Creates the file if needed. Not synced: see
     /// [`Self::flush`].
     pub fn append(&mut self, txn: &AbortedTxn) -> Result<()> {
-        if let Some(last) = self.last_offset {
-            if last > txn.last_offset {
-                return Err(SegmentError::InvalidOffset {
-                    path: self.path.clone(),
-                    offset: txn.last_offset,
-                    last_offset: last,
-                });
+        self.append_all(std::slice::from_ref(txn))
+    }
+
+    /// [`Self::append`] of each of `txns` in order, written with one write: recovery rebuilds a
+    /// segment's index from its scan this way (one write call per entry took most of the time
+    /// of installing the scan of a 1 GiB segment with 14,000 aborted transactions). Nothing is
+    /// written if an entry's `last_offset` is below the one before it.
+    pub fn append_all(&mut self, txns: &[AbortedTxn]) -> Result<()> {
+        let mut last = self.last_offset;
+        for txn in txns {
+            if let Some(last) = last {
+                if last > txn.last_offset {
+                    return Err(SegmentError::InvalidOffset {
+                        path: self.path.clone(),
+                        offset: txn.last_offset,
+                        last_offset: last,
+                    });
+                }
             }
+            last = Some(txn.last_offset);
+        }
+        if txns.is_empty() {
+            return Ok(());
         }
         let handle = match &mut self.handle {
             Some(h) => h,
             h @ None => h.insert(self.storage.open(&self.path, OpenMode::Create)?),
         };
+        let bytes: Vec<u8> = txns.iter().flat_map(AbortedTxn::to_bytes).collect();
         *self.synced.get_mut() = false;
-        handle.append(&txn.to_bytes())?;
-        self.last_offset = Some(txn.last_offset);
+        handle.append(&bytes)?;
+        self.last_offset = last;
         Ok(())
     }
 
