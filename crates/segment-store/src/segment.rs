@@ -607,7 +607,12 @@ impl LogSegment {
             self.rolling_based_timestamp = None;
         }
         self.bytes_since_last_index_entry = 0;
-        if self.max_timestamp_so_far.timestamp >= 0 {
+        // Kafka re-reads the largest timestamp after every truncation, walking the headers from
+        // the last time-index entry to the end. When nothing was cut the largest timestamp cannot
+        // have changed, and that walk can be the whole segment (a segment whose timestamps do not
+        // grow has few time-index entries): reactivating a recovered 1 GiB segment took ~0.5 s
+        // of 61-byte reads.
+        if truncated > 0 && self.max_timestamp_so_far.timestamp >= 0 {
             self.max_timestamp_so_far = self.read_largest_timestamp()?;
         }
         Ok(truncated)

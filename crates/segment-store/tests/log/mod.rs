@@ -256,6 +256,34 @@ mod segment {
     }
 
     #[test]
+    fn truncating_nothing_keeps_the_largest_timestamp_without_reading_the_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        // Timestamps that do not grow: the time index gets one entry, for the first batch.
+        let all: Vec<u8> = batches(20, 5, 1_000, 0).concat();
+        let bs = batches_of(&all);
+        let mut seg = LogSegment::create(&ctx(&lock, 300, 1 << 20), dir.path(), 0).unwrap();
+        for b in &bs {
+            append_batch(&mut seg, &all[b.pos as usize..(b.pos + b.size) as usize]);
+        }
+        let max = seg.max_timestamp_so_far();
+        // A later header now claims a far larger max timestamp (headers are read without
+        // their CRC, as Kafka's largestTimestampAfter reads them). Truncating at the end cuts
+        // nothing, so it must not re-read the headers and pick that up.
+        let b = &bs[15];
+        let log_path = segment_file_path(dir.path(), 0, FileKind::Log);
+        let mut bytes = std::fs::read(&log_path).unwrap();
+        let at = b.pos as usize + 35; // maxTimestamp of the batch header
+        bytes[at..at + 8].copy_from_slice(&i64::MAX.to_be_bytes());
+        std::fs::write(&log_path, &bytes).unwrap();
+        assert_eq!(seg.truncate_to(100).unwrap(), 0);
+        assert_eq!(seg.max_timestamp_so_far(), max);
+        // A real cut re-reads them (Kafka's truncateTo), and finds the claimed value.
+        assert!(seg.truncate_to(bs[19].base).unwrap() > 0);
+        assert_eq!(seg.max_timestamp_so_far(), i64::MAX);
+    }
+
+    #[test]
     fn several_batches_in_one_append_index_per_batch() {
         let dir = tempfile::tempdir().unwrap();
         let lock = DirLock::acquire(dir.path()).unwrap();
