@@ -5,7 +5,8 @@
 //!    (the same path: validation, offset assignment, producer state, segment and index writes) and
 //!    `LocalLog::append` (offsets already assigned: segment and index writes only); ~1 GiB of
 //!    10-record batches (100-byte values, ~1.15 KB per batch) into one 1 GiB segment, appends
-//!    timed, not the final flush; both sides cycle a pool of 1,024 prebuilt batches.
+//!    timed, not the final flush; both sides cycle a pool of 1,024 prebuilt batches; dirty pages
+//!    are written back (`sync`) before each side starts.
 //! 2. recovery of that 1 GiB default-layout partition (written by Kafka): Kafka's
 //!    `UnifiedLog.create` with no clean shutdown and recovery point 0 (LogLoader recovers every
 //!    segment; snapshots removed first) and `close`, in its JVM, against the whole
@@ -98,6 +99,12 @@ fn warm(dir: &Path) {
             std::hint::black_box(std::fs::read(&p).map(|b| b.len()).unwrap_or(0));
         }
     }
+}
+
+/// Writes back every dirty page (`sync`), so a timed append does not pay for the writeback of
+/// the gigabyte the previous one left in the page cache.
+fn settle() {
+    let _ = Command::new("sync").status();
 }
 
 fn pool() -> Vec<Vec<u8>> {
@@ -241,6 +248,7 @@ fn main() {
         RECORDS.to_string(),
         VALUE.to_string(),
     );
+    settle();
     let k = harness(
         &home,
         &[
@@ -256,8 +264,10 @@ fn main() {
     let kafka_append = k[0]["seconds"].as_f64().expect("seconds");
     let append_bytes = k[0]["bytes"].as_f64().expect("bytes");
     let scratch = work.join("seglog-append");
+    settle();
     seglog_local_log_append(&scratch.join("warm-0"), &mut pool, WARMUP_BATCHES);
     let local_append = seglog_local_log_append(&scratch.join("local-0"), &mut pool, BIG_BATCHES);
+    settle();
     seglog_append_as_leader(&scratch.join("warm-1"), &mut pool, WARMUP_BATCHES);
     let leader_append = seglog_append_as_leader(&scratch.join("leader-0"), &mut pool, BIG_BATCHES);
     let _ = std::fs::remove_dir_all(&scratch);
