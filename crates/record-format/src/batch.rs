@@ -174,6 +174,7 @@ impl<'a> RecordBatch<'a> {
         i16::from_be_bytes(array_at(self.bytes, ATTRIBUTES_OFFSET))
     }
 
+    #[inline]
     fn flags(&self) -> u8 {
         // Kafka: `(byte) buffer.getShort(ATTRIBUTES_OFFSET)`.
         self.attributes() as u8

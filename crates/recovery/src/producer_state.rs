@@ -904,8 +904,18 @@ impl ProducerStateManager {
     /// Kafka `onHighWatermarkUpdated`: forget unreplicated transactions whose marker is below
     /// the high watermark.
     pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
-        self.unreplicated_txns
-            .retain(|_, t| t.last_offset.is_none_or(|l| l >= high_watermark));
+        let replicated = |t: &TxnMetadata| t.last_offset.is_some_and(|l| l < high_watermark);
+        // A recovery can leave tens of thousands of them, usually all below the new high
+        // watermark or all above it: looking first is much cheaper than `retain`, which
+        // visits (and removes) them one by one.
+        if !self.unreplicated_txns.values().any(replicated) {
+            return;
+        }
+        if self.unreplicated_txns.values().all(replicated) {
+            self.unreplicated_txns.clear();
+        } else {
+            self.unreplicated_txns.retain(|_, t| !replicated(t));
+        }
     }
 
     /// Kafka `findDuplicateBatch` against the current entry of the batch's producer.
