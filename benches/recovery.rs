@@ -349,6 +349,9 @@ fn crc_pass_mmap(dir: &Path, files: &[PathBuf]) -> u32 {
 }
 
 fn full_recovery(c: &mut Criterion) {
+    if !group_selected("full_recovery") {
+        return;
+    }
     let dir = prepare();
     let files: Vec<PathBuf> = segments(&dir).into_iter().map(|(_, p)| p).collect();
     let total: u64 = files
@@ -404,6 +407,26 @@ fn full_recovery(c: &mut Criterion) {
     );
 }
 
+/// The groups of this file, as criterion names them.
+const GROUPS: [&str; 5] = [
+    "full_recovery",
+    "snapshot_replay",
+    "kafka_layout",
+    "small_partitions",
+    "cold_cache",
+];
+
+/// Whether `group` can match the filters on the command line: a group is skipped (its data not
+/// generated) only when every filter starts with the name of another group.
+fn group_selected(group: &str) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| f.starts_with(group) || !GROUPS.iter().any(|g| f.starts_with(g)))
+}
+
 /// Pairs run back to back (baseline, then subject), so that both see the same machine: prints
 /// the median of `baseline / subject` over the pairs (above 1: the subject is faster). Criterion's
 /// groups run each function for seconds at a time, and this VM's speed drifts between them.
@@ -449,6 +472,9 @@ fn paired_ratio(
 }
 
 fn snapshot_replay(c: &mut Criterion) {
+    if !group_selected("snapshot_replay") {
+        return;
+    }
     let dir = prepare();
     let segs = segments(&dir);
     let sizes: Vec<u64> = segs
@@ -767,6 +793,9 @@ fn kafka_layout(c: &mut Criterion) {
 /// cores (Kafka's `num.recovery.threads.per.data.dir` idea), against one mmap'd `crc32c` pass
 /// over every `.log`; and the same planning only (no writes), to say where the time goes.
 fn small_partitions(c: &mut Criterion) {
+    if !group_selected("small_partitions") {
+        return;
+    }
     let root = small_partitions_dir();
     let logs: Vec<PathBuf> = all_files(&root)
         .into_iter()

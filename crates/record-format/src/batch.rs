@@ -38,6 +38,7 @@ impl TimestampType {
 }
 
 /// Kafka's `DefaultRecordBatch.incrementSequence`: `s + n`, wrapping past `i32::MAX` to 0.
+#[inline]
 pub fn increment_sequence(sequence: i32, increment: i32) -> i32 {
     if sequence > i32::MAX.wrapping_sub(increment) {
         increment
@@ -138,84 +139,100 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// `baseOffset` (int64 at 0).
+    #[inline]
     pub fn base_offset(&self) -> i64 {
         i64::from_be_bytes(array_at(self.bytes, BASE_OFFSET_OFFSET))
     }
 
     /// `batchLength` (int32 at 8): bytes after the length field.
+    #[inline]
     pub fn batch_length(&self) -> i32 {
         i32::from_be_bytes(array_at(self.bytes, LENGTH_OFFSET))
     }
 
     /// `partitionLeaderEpoch` (int32 at 12; not CRC-covered).
+    #[inline]
     pub fn partition_leader_epoch(&self) -> i32 {
         i32::from_be_bytes(array_at(self.bytes, PARTITION_LEADER_EPOCH_OFFSET))
     }
 
     /// `magic` (int8 at 16; always 2 for a constructed view).
+    #[inline]
     pub fn magic(&self) -> i8 {
         i8::from_be_bytes(array_at(self.bytes, BATCH_MAGIC_OFFSET))
     }
 
     /// Stored `crc` (uint32 at 17).
+    #[inline]
     pub fn crc(&self) -> u32 {
         u32::from_be_bytes(array_at(self.bytes, CRC_OFFSET))
     }
 
     /// Raw `attributes` int16 at 21. Flags are read from the low byte only, as Kafka does.
+    #[inline]
     pub fn attributes(&self) -> i16 {
         i16::from_be_bytes(array_at(self.bytes, ATTRIBUTES_OFFSET))
     }
 
+    #[inline]
     fn flags(&self) -> u8 {
         // Kafka: `(byte) buffer.getShort(ATTRIBUTES_OFFSET)`.
         self.attributes() as u8
     }
 
     /// `lastOffsetDelta` (int32 at 23).
+    #[inline]
     pub fn last_offset_delta(&self) -> i32 {
         i32::from_be_bytes(array_at(self.bytes, LAST_OFFSET_DELTA_OFFSET))
     }
 
     /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
+    #[inline]
     pub fn last_offset(&self) -> i64 {
         self.base_offset()
             .wrapping_add(i64::from(self.last_offset_delta()))
     }
 
     /// `lastOffset + 1`.
+    #[inline]
     pub fn next_offset(&self) -> i64 {
         self.last_offset().wrapping_add(1)
     }
 
     /// `baseTimestamp` (int64 at 27); holds the delete horizon when
     /// [`has_delete_horizon`](Self::has_delete_horizon).
+    #[inline]
     pub fn base_timestamp(&self) -> i64 {
         i64::from_be_bytes(array_at(self.bytes, BASE_TIMESTAMP_OFFSET))
     }
 
     /// `maxTimestamp` (int64 at 35); the append time for LogAppendTime batches.
+    #[inline]
     pub fn max_timestamp(&self) -> i64 {
         i64::from_be_bytes(array_at(self.bytes, MAX_TIMESTAMP_OFFSET))
     }
 
     /// `producerId` (int64 at 43); −1 = none.
+    #[inline]
     pub fn producer_id(&self) -> i64 {
         i64::from_be_bytes(array_at(self.bytes, PRODUCER_ID_OFFSET))
     }
 
     /// `producerEpoch` (int16 at 51).
+    #[inline]
     pub fn producer_epoch(&self) -> i16 {
         i16::from_be_bytes(array_at(self.bytes, PRODUCER_EPOCH_OFFSET))
     }
 
     /// `baseSequence` (int32 at 53); −1 = none.
+    #[inline]
     pub fn base_sequence(&self) -> i32 {
         i32::from_be_bytes(array_at(self.bytes, BASE_SEQUENCE_OFFSET))
     }
 
     /// Kafka's `lastSequence()`: −1 without a base sequence, else
     /// `increment_sequence(baseSequence, lastOffsetDelta)`.
+    #[inline]
     pub fn last_sequence(&self) -> i32 {
         let base = self.base_sequence();
         if base == NO_SEQUENCE {
@@ -226,6 +243,7 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// `recordsCount` (int32 at 57) as stored (may be negative in corrupt input).
+    #[inline]
     pub fn records_count(&self) -> i32 {
         i32::from_be_bytes(array_at(self.bytes, RECORDS_COUNT_OFFSET))
     }
@@ -243,6 +261,7 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// The timestamp type (attribute bit 3).
+    #[inline]
     pub fn timestamp_type(&self) -> TimestampType {
         if self.flags() & TIMESTAMP_TYPE_MASK != 0 {
             TimestampType::LogAppendTime
@@ -252,16 +271,19 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// Attribute bit 4.
+    #[inline]
     pub fn is_transactional(&self) -> bool {
         self.flags() & TRANSACTIONAL_FLAG_MASK != 0
     }
 
     /// Attribute bit 5.
+    #[inline]
     pub fn is_control(&self) -> bool {
         self.flags() & CONTROL_FLAG_MASK != 0
     }
 
     /// Attribute bit 6 (KIP-534): `baseTimestamp` holds the delete horizon.
+    #[inline]
     pub fn has_delete_horizon(&self) -> bool {
         self.flags() & DELETE_HORIZON_FLAG_MASK != 0
     }
@@ -272,26 +294,31 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// Kafka's `hasProducerId()`: `producerId > -1`.
+    #[inline]
     pub fn has_producer_id(&self) -> bool {
         self.producer_id() > NO_PRODUCER_ID
     }
 
     /// Size of the whole batch in bytes (`12 + batchLength`).
+    #[inline]
     pub fn size_in_bytes(&self) -> usize {
         self.bytes.len()
     }
 
     /// The batch's bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
     /// Absolute position of the batch's first byte, as given to [`RecordBatch::new`].
+    #[inline]
     pub fn position(&self) -> u64 {
         self.position
     }
 
     /// The compressed-or-plain records section (bytes 61..end).
+    #[inline]
     pub fn records_bytes(&self) -> &'a [u8] {
         self.bytes.get(RECORD_BATCH_OVERHEAD..).unwrap_or(&[])
     }

@@ -113,6 +113,7 @@ pub struct LegacyEntry<'a> {
 
 impl<'a> LegacyEntry<'a> {
     /// The log `offset` field (for a compressed wrapper: the last inner offset).
+    #[inline]
     pub fn offset(&self) -> i64 {
         i64::from_be_bytes(array_at(self.bytes, 0))
     }
@@ -123,6 +124,7 @@ impl<'a> LegacyEntry<'a> {
     }
 
     /// The magic byte (0 or 1).
+    #[inline]
     pub fn magic(&self) -> i8 {
         i8::from_be_bytes(array_at(self.bytes, LEGACY_MAGIC_OFFSET))
     }
@@ -162,16 +164,19 @@ impl<'a> LegacyEntry<'a> {
     }
 
     /// Entry size (`12 + size`).
+    #[inline]
     pub fn size_in_bytes(&self) -> usize {
         self.bytes.len()
     }
 
     /// The entry's bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         self.bytes
     }
 
     /// Absolute position of the entry.
+    #[inline]
     pub fn position(&self) -> u64 {
         self.position
     }
@@ -188,6 +193,7 @@ pub enum LogEntry<'a> {
 
 impl<'a> LogEntry<'a> {
     /// Absolute position of the entry.
+    #[inline]
     pub fn position(&self) -> u64 {
         match self {
             LogEntry::V2(b) => b.position(),
@@ -196,6 +202,7 @@ impl<'a> LogEntry<'a> {
     }
 
     /// Size in bytes (`12 + size`).
+    #[inline]
     pub fn size_in_bytes(&self) -> usize {
         match self {
             LogEntry::V2(b) => b.size_in_bytes(),
@@ -204,6 +211,7 @@ impl<'a> LogEntry<'a> {
     }
 
     /// The magic byte.
+    #[inline]
     pub fn magic(&self) -> i8 {
         match self {
             LogEntry::V2(b) => b.magic(),
@@ -212,6 +220,7 @@ impl<'a> LogEntry<'a> {
     }
 
     /// Last offset (v2: `baseOffset + lastOffsetDelta`; legacy: the entry's offset field).
+    #[inline]
     pub fn last_offset(&self) -> i64 {
         match self {
             LogEntry::V2(b) => b.last_offset(),
@@ -220,6 +229,7 @@ impl<'a> LogEntry<'a> {
     }
 
     /// The entry's bytes.
+    #[inline]
     pub fn as_bytes(&self) -> &'a [u8] {
         match self {
             LogEntry::V2(b) => b.as_bytes(),

@@ -191,6 +191,7 @@ pub fn size_of_varlong(v: i64) -> usize {
 /// The `N` bytes at byte `at` of `b`, or `N` zero bytes if `b` ends before `at + N`: for
 /// callers that checked the length first (whole index entries, batch headers). The one
 /// definition of these fixed-position reads; [`Cursor`] is the checked, sequential reader.
+#[inline]
 pub fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
     let mut out = [0u8; N];
     if let Some(s) = at.checked_add(N).and_then(|end| b.get(at..end)) {
@@ -200,16 +201,19 @@ pub fn array_at<const N: usize>(b: &[u8], at: usize) -> [u8; N] {
 }
 
 /// Big-endian `i32` at byte `at` of `b`, or 0 if `b` ends before `at + 4` (see [`array_at`]).
+#[inline]
 pub fn be_i32_at(b: &[u8], at: usize) -> i32 {
     i32::from_be_bytes(array_at(b, at))
 }
 
 /// Big-endian `u32` at byte `at` of `b`, or 0 if out of range (see [`array_at`]).
+#[inline]
 pub fn be_u32_at(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes(array_at(b, at))
 }
 
 /// Big-endian `i64` at byte `at` of `b`, or 0 if out of range (see [`array_at`]).
+#[inline]
 pub fn be_i64_at(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(array_at(b, at))
 }

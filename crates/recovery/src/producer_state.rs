@@ -14,6 +14,7 @@
 //!   order, including the KIP-1279 barrier (see [`crate::barrier`]), and is all-or-nothing: on
 //!   error the manager is unchanged.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
 
 use crate::barrier::BarrierOutcome;
@@ -903,8 +904,18 @@ impl ProducerStateManager {
     /// Kafka `onHighWatermarkUpdated`: forget unreplicated transactions whose marker is below
     /// the high watermark.
     pub fn on_high_watermark_updated(&mut self, high_watermark: i64) {
-        self.unreplicated_txns
-            .retain(|_, t| t.last_offset.is_none_or(|l| l >= high_watermark));
+        let replicated = |t: &TxnMetadata| t.last_offset.is_some_and(|l| l < high_watermark);
+        // A recovery can leave tens of thousands of them, usually all below the new high
+        // watermark or all above it: looking first is much cheaper than `retain`, which
+        // visits (and removes) them one by one.
+        if !self.unreplicated_txns.values().any(replicated) {
+            return;
+        }
+        if self.unreplicated_txns.values().all(replicated) {
+            self.unreplicated_txns.clear();
+        } else {
+            self.unreplicated_txns.retain(|_, t| !replicated(t));
+        }
     }
 
     /// Kafka `findDuplicateBatch` against the current entry of the batch's producer.
@@ -1124,30 +1135,42 @@ impl ProducerStateManager {
             return Ok(());
         }
         if batch.has_producer_id() {
-            let pid = batch.producer_id;
-            let current = self
-                .producers
-                .get(&pid)
-                .map_or((NO_PRODUCER_EPOCH, -1, None), |e| {
-                    (
-                        e.producer_epoch,
-                        e.coordinator_epoch,
-                        e.current_txn_first_offset,
-                    )
-                });
-            if !batch.is_control {
-                self.apply_replicated_data(batch, offset_delta, current, out)?;
-            } else if let Some((commit, coordinator_epoch)) = end_txn_marker_of(pid, batch)? {
-                self.apply_replicated_marker(batch, commit, coordinator_epoch, current, out)?;
+            if batch.is_control {
+                self.apply_replicated_control(batch, out)?;
             } else {
-                // An empty control batch: a no-op for an existing producer; a new one gets an
-                // empty entry.
-                self.producers
-                    .entry(pid)
-                    .or_insert_with(|| ProducerStateEntry::empty(pid));
+                self.apply_replicated_data(batch, offset_delta, out)?;
             }
         }
         self.update_map_end_offset(batch.last_offset.saturating_add(1));
+        Ok(())
+    }
+
+    /// [`Self::apply_replicated_batch`] for a control batch of a producer.
+    fn apply_replicated_control(
+        &mut self,
+        batch: &BatchSummary,
+        out: &mut AppliedBatches,
+    ) -> Result<(), ProducerStateError> {
+        let pid = batch.producer_id;
+        let current = self
+            .producers
+            .get(&pid)
+            .map_or((NO_PRODUCER_EPOCH, -1, None), |e| {
+                (
+                    e.producer_epoch,
+                    e.coordinator_epoch,
+                    e.current_txn_first_offset,
+                )
+            });
+        if let Some((commit, coordinator_epoch)) = end_txn_marker_of(pid, batch)? {
+            self.apply_replicated_marker(batch, commit, coordinator_epoch, current, out)?;
+        } else {
+            // An empty control batch: a no-op for an existing producer; a new one gets an
+            // empty entry.
+            self.producers
+                .entry(pid)
+                .or_insert_with(|| ProducerStateEntry::empty(pid));
+        }
         Ok(())
     }
 
@@ -1216,17 +1239,20 @@ impl ProducerStateManager {
         Ok(())
     }
 
-    /// [`Self::apply_replicated_batch`] for a data batch; `current` as for
-    /// [`Self::apply_replicated_marker`].
+    /// [`Self::apply_replicated_batch`] for a data batch: one search of the producer map (the
+    /// entry is created only once every check passed).
     fn apply_replicated_data(
         &mut self,
         batch: &BatchSummary,
         offset_delta: i32,
-        current: (i16, i32, Option<i64>),
         out: &mut AppliedBatches,
     ) -> Result<(), ProducerStateError> {
-        let (epoch, _, txn_first_offset) = current;
         let (pid, origin) = (batch.producer_id, AppendOrigin::Replication);
+        let slot = self.producers.entry(pid);
+        let (epoch, txn_first_offset) = match &slot {
+            Entry::Occupied(o) => (o.get().producer_epoch, o.get().current_txn_first_offset),
+            Entry::Vacant(_) => (NO_PRODUCER_EPOCH, None),
+        };
         check_txn_state(
             pid,
             batch.base_offset,
@@ -1242,10 +1268,7 @@ impl ProducerStateManager {
             false,
         )?;
         out.warnings.extend(epoch_warning);
-        let e = self
-            .producers
-            .entry(pid)
-            .or_insert_with(|| ProducerStateEntry::empty(pid));
+        let e = slot.or_insert_with(|| ProducerStateEntry::empty(pid));
         e.add_batch(
             batch.producer_epoch,
             BatchMetadata {
