@@ -717,10 +717,16 @@ fn swapped_range(
     Ok(range)
 }
 
+/// Offset and time indexes at least this large are mapped under the directory lock rather than
+/// read (see [`read_index`]).
+const MAP_INDEX_BYTES: u64 = 1 << 20;
+
 /// Reads an index file that may be missing (the mapped indexes live on the real file system).
-/// Under the directory lock, the offset and time indexes are mapped rather than read: loading
-/// looks at their first and last entries only, and a crashed broker's are preallocated to
-/// 10 MiB of zeros each (reading them took a tenth of recovering a 1 GiB segment).
+/// Under the directory lock, offset and time indexes of [`MAP_INDEX_BYTES`] or more are mapped
+/// rather than read: loading looks at their first and last entries only, and a crashed broker's
+/// are preallocated to 10 MiB of zeros each (reading them took a tenth of recovering a 1 GiB
+/// segment). Smaller ones are read: for a small partition a map (with its file lock, `mmap` and
+/// `munmap`, which stall the other loader threads) costs more than the read.
 fn read_index(
     opts: &LoadOptions,
     lock: Option<&DirLock>,
@@ -729,9 +735,13 @@ fn read_index(
 ) -> Result<ReadOnlyBytes, PartitionLogError> {
     let mapped_kind = matches!(kind, FileKind::Index | FileKind::TimeIndex);
     let r = match lock {
-        Some(lock) if mapped_kind => MmapFile::open(lock, path, false)
-            .map(ReadOnlyBytes::Mapped)
-            .map_err(PartitionLogError::from),
+        Some(lock)
+            if mapped_kind && std::fs::metadata(path).is_ok_and(|m| m.len() >= MAP_INDEX_BYTES) =>
+        {
+            MmapFile::open(lock, path, false)
+                .map(ReadOnlyBytes::Mapped)
+                .map_err(PartitionLogError::from)
+        }
         _ if mapped_kind => {
             segment_store::io::refuse_non_regular(path)?;
             std::fs::read(path)
