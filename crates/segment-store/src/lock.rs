@@ -19,7 +19,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Result, SegmentError};
@@ -118,6 +118,19 @@ impl DirLock {
     /// Whether `path` (which must exist, or whose parent must exist) lies inside the locked
     /// directory, after resolving symlinks.
     pub fn covers(&self, path: &Path) -> bool {
+        // A name directly in the locked directory, spelled as its canonical path, needs no
+        // resolving (every component but the last is canonical): only the name itself could be
+        // a symlink leading out. One `lstat` instead of a `readlink` per component.
+        if let (Some(parent), Some(Component::Normal(_))) =
+            (path.parent(), path.components().next_back())
+        {
+            if parent == self.inner.dir {
+                return match std::fs::symlink_metadata(path) {
+                    Ok(m) => !m.file_type().is_symlink(),
+                    Err(e) => e.kind() == io::ErrorKind::NotFound,
+                };
+            }
+        }
         let resolved = path.canonicalize().ok().or_else(|| {
             let parent = path.parent()?.canonicalize().ok()?;
             Some(parent.join(path.file_name()?))
@@ -140,6 +153,27 @@ mod tests {
             .stdin(Stdio::from(dup))
             .spawn()
             .expect("spawn sleep")
+    }
+
+    #[test]
+    fn covers_names_in_the_dir_but_not_symlinks_leading_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let d = lock.dir().to_path_buf();
+        std::fs::write(d.join("a.index"), b"x").unwrap();
+        std::fs::write(out.path().join("b.index"), b"x").unwrap();
+        std::os::unix::fs::symlink(out.path().join("b.index"), d.join("b.index")).unwrap();
+        std::os::unix::fs::symlink(out.path(), d.join("sub")).unwrap();
+        assert!(lock.covers(&d.join("a.index")));
+        assert!(lock.covers(&d.join("new.index")), "a name not yet created");
+        assert!(!lock.covers(&d.join("b.index")), "a symlink leading out");
+        assert!(
+            !lock.covers(&d.join("sub").join("b.index")),
+            "through a symlinked dir"
+        );
+        assert!(!lock.covers(&d.join("..").join("x.index")));
+        assert!(!lock.covers(&out.path().join("b.index")));
     }
 
     #[test]
