@@ -48,6 +48,21 @@ pub(crate) struct IndexCore {
     pending: Option<Vec<u8>>,
 }
 
+/// Runs `f` on `index` with its core (`core(index)`) in bulk mode ([`IndexCore::begin_bulk`]),
+/// then writes what `f` appended with one write, whether `f` succeeded or not (the offset and
+/// time indexes' `append_in_bulk`).
+pub(crate) fn in_bulk<I, R>(
+    index: &mut I,
+    core: fn(&mut I) -> &mut IndexCore,
+    f: impl FnOnce(&mut I) -> Result<R>,
+) -> Result<R> {
+    core(index).begin_bulk();
+    let result = f(index);
+    let written = core(index).end_bulk();
+    let r = result?;
+    written.map(|()| r)
+}
+
 pub(crate) fn round_down(n: u64, multiple: usize) -> u64 {
     n - n % multiple as u64
 }

@@ -211,11 +211,7 @@ impl TimeIndex {
     /// (writing the entries of a 1 GiB segment one by one through the map, each first write of
     /// a page a page fault, took longer than one write of all of them).
     pub fn append_in_bulk<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
-        self.core.begin_bulk();
-        let result = f(self);
-        let written = self.core.end_bulk();
-        let r = result?;
-        written.map(|()| r)
+        super::in_bulk(self, |index| &mut index.core, f)
     }
 
     /// Removes all entries and resizes the file to the max index size.
