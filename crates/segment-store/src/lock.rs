@@ -140,13 +140,13 @@ impl DirLock {
 }
 
 #[cfg(all(test, unix))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::process::{Child, Command, Stdio};
 
     /// A process sharing `file`'s open file description (as a child forked by another thread
     /// does until it execs): `sleep` with the file as its standard input.
-    fn share_with_child(file: &File) -> Child {
+    pub(crate) fn share_with_child(file: &File) -> Child {
         let dup = file.try_clone().expect("dup");
         Command::new("sleep")
             .arg("30")

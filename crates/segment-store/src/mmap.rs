@@ -391,12 +391,7 @@ mod tests {
         let lock = DirLock::acquire(dir.path()).unwrap();
         let p = dir.path().join("x.index");
         let m = MmapFile::create(&lock, &p, 16).unwrap();
-        let dup = m.file.file().try_clone().unwrap();
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .stdin(std::process::Stdio::from(dup))
-            .spawn()
-            .unwrap();
+        let mut child = crate::lock::tests::share_with_child(m.file.file());
         drop(m);
         let again = MmapFile::open(&lock, &p, false);
         child.kill().ok();
