@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use recovery::{PartitionLogConfig, ProducerStateManagerConfig};
+use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig};
 use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
 
 /// Who moves the high watermark, the end of what readers may see.
@@ -67,6 +67,11 @@ pub struct Config {
     /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks)
     /// writes `replication-offset-checkpoint`.
     pub high_watermark_checkpoint_interval_ms: i64,
+    /// How [`LogDir::close`](crate::LogDir::close) makes its partitions durable before it
+    /// writes the checkpoints and the clean-shutdown marker. Default:
+    /// [`CloseSync::FileSystem`] (one `syncfs` of the directory's file system after all
+    /// partitions closed, instead of a sync per file).
+    pub close_sync: CloseSync,
 }
 
 impl Default for Config {
@@ -79,6 +84,7 @@ impl Default for Config {
             recovery_threads: 1,
             full_recovery: false,
             high_watermark_checkpoint_interval_ms: 5_000,
+            close_sync: CloseSync::default(),
         }
     }
 }
@@ -130,6 +136,13 @@ impl Config {
     #[must_use]
     pub fn with_recovery_threads(mut self, threads: usize) -> Self {
         self.recovery_threads = threads;
+        self
+    }
+
+    /// How a closing log directory makes its partitions durable.
+    #[must_use]
+    pub fn with_close_sync(mut self, close_sync: CloseSync) -> Self {
+        self.close_sync = close_sync;
         self
     }
 

@@ -70,7 +70,7 @@ pub use recovery;
 pub use segment_store;
 
 pub use recovery::{
-    AppendOrigin, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel, LogAppendInfo,
-    PartitionLog, RecoveryReport,
+    AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
+    LogAppendInfo, PartitionLog, RecoveryReport,
 };
 pub use segment_store::{Clock, SystemClock, TopicPartition};

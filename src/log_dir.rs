@@ -54,6 +54,7 @@ impl LogDir {
             config: config.log.clone(),
             env: config.env(),
             high_watermark_checkpoint_interval_ms: config.high_watermark_checkpoint_interval_ms,
+            close_sync: config.close_sync,
         };
         let inner = load_log_dir(dir.as_ref(), &opts)?;
         let mut log_dir = LogDir {

@@ -48,7 +48,7 @@ use segment_store::file_name::{
 };
 use segment_store::{DirLock, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition};
 
-use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::log::{ClosedLog, PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
 
 /// Name of the quarantine folder inside a partition directory.
@@ -307,6 +307,21 @@ pub(crate) fn move_into_quarantine(
 // Log directories
 // ------------------------------------------------------------------------------------------------
 
+/// How [`LogDir::close`] makes the closed partitions durable before it writes the checkpoints
+/// and the clean-shutdown marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CloseSync {
+    /// Each partition flushes its own files as it closes (an `fsync`, `fdatasync` or `msync`
+    /// per file that holds unflushed data, as Kafka's `LogManager.shutdown` does).
+    PerFile,
+    /// The partitions close without flushing; then one `syncfs` of the file system holding the
+    /// directory makes all of it durable (PostgreSQL's `recovery_init_sync_method = syncfs`).
+    /// One device flush instead of one per file; it also writes back whatever else is dirty on
+    /// that file system. Where the storage has no such call, [`CloseSync::PerFile`].
+    #[default]
+    FileSystem,
+}
+
 /// How to load a log directory.
 #[derive(Debug, Clone)]
 pub struct LogDirOptions {
@@ -321,6 +336,8 @@ pub struct LogDirOptions {
     /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
     /// [`LogDir::maybe_checkpoint_high_watermarks`] writes `replication-offset-checkpoint`.
     pub high_watermark_checkpoint_interval_ms: i64,
+    /// How [`LogDir::close`] makes the partitions durable.
+    pub close_sync: CloseSync,
 }
 
 impl Default for LogDirOptions {
@@ -331,6 +348,7 @@ impl Default for LogDirOptions {
             config: PartitionLogConfig::default(),
             env: LogEnv::default(),
             high_watermark_checkpoint_interval_ms: 5_000,
+            close_sync: CloseSync::default(),
         }
     }
 }
@@ -349,6 +367,8 @@ pub struct LogDir {
     /// `-delete`, `-future` and `-stray` folders that were not loaded.
     pub skipped: Vec<PathBuf>,
     env: LogEnv,
+    threads: usize,
+    close_sync: CloseSync,
     hw_checkpoint_interval_ms: i64,
     last_hw_checkpoint_ms: i64,
     _lock: DirLock,
@@ -451,6 +471,8 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         reports,
         skipped,
         env: env.clone(),
+        threads: opts.threads.max(1),
+        close_sync: opts.close_sync,
         hw_checkpoint_interval_ms: opts.high_watermark_checkpoint_interval_ms,
         last_hw_checkpoint_ms: env.clock.now_ms(),
         _lock: lock,
@@ -511,18 +533,50 @@ impl LogDir {
     }
 
     /// Clean shutdown (Kafka `LogManager.shutdown`): close every partition (flush, producer
-    /// snapshot, leader-epoch checkpoint), write the recovery-point, log-start-offset and
-    /// high-watermark checkpoints, then the `.kafka_cleanshutdown` marker.
+    /// snapshot, leader-epoch checkpoint) on [`LogDirOptions::threads`] threads, as Kafka closes
+    /// a directory's logs on its recovery thread pool; once every partition is closed and
+    /// durable (see [`CloseSync`]), write the recovery-point, log-start-offset and
+    /// high-watermark checkpoints, then the `.kafka_cleanshutdown` marker. The first partition
+    /// that fails to close fails the whole close (no checkpoint and no marker are written; every
+    /// other partition is still closed).
     pub fn close(self) -> Result<(), PartitionLogError> {
         let env = self.env;
+        let unsynced =
+            self.close_sync == CloseSync::FileSystem && env.storage.supports_sync_filesystem();
+        let queue = Mutex::new(self.partitions.into_iter().collect::<Vec<_>>());
+        let closed: Mutex<Vec<(TopicPartition, Result<ClosedLog, PartitionLogError>)>> =
+            Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for _ in 0..self.threads {
+                s.spawn(|| loop {
+                    let job = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                    let Some((tp, log)) = job else { break };
+                    let r = if unsynced {
+                        log.close_unsynced()
+                    } else {
+                        log.close()
+                    };
+                    closed
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((tp, r));
+                });
+            }
+        });
+        let mut closed = closed.into_inner().unwrap_or_else(|p| p.into_inner());
+        closed.sort_by(|a, b| a.0.cmp(&b.0));
         let mut recovery = Vec::new();
         let mut starts = Vec::new();
         let mut hws = Vec::new();
-        for (tp, log) in self.partitions {
-            let closed = log.close()?;
+        for (tp, r) in closed {
+            let closed = r?;
             recovery.push((tp.clone(), closed.log_end_offset));
             starts.push((tp.clone(), closed.log_start_offset));
             hws.push((tp, closed.high_watermark));
+        }
+        if unsynced {
+            // Everything the partitions wrote is durable before any checkpoint says so.
+            env.storage.sync_filesystem(&self.dir)?;
         }
         for (name, entries) in [
             (RECOVERY_POINT_CHECKPOINT_FILE, recovery),

@@ -1024,8 +1024,22 @@ impl PartitionLog {
 
     /// Kafka `UnifiedLog.close()` on a clean shutdown: flush everything, take a producer
     /// snapshot at the log end offset, write the leader-epoch checkpoint, close the segments.
-    pub fn close(mut self) -> Result<ClosedLog, PartitionLogError> {
-        self.flush()?;
+    pub fn close(self) -> Result<ClosedLog, PartitionLogError> {
+        self.close_with(true)
+    }
+
+    /// [`Self::close`] without flushing the segments: for a log directory that closes many
+    /// partitions and then makes its whole file system durable with one
+    /// [`segment_store::io::Storage::sync_filesystem`] before it writes its checkpoints. (The
+    /// producer snapshot and the leader-epoch checkpoint are still written atomically.)
+    pub(crate) fn close_unsynced(self) -> Result<ClosedLog, PartitionLogError> {
+        self.close_with(false)
+    }
+
+    fn close_with(mut self, sync: bool) -> Result<ClosedLog, PartitionLogError> {
+        if sync {
+            self.flush()?;
+        }
         let end = self.log_end_offset();
         self.psm.update_map_end_offset(end);
         self.psm.take_snapshot_with(&self.io, &self.dir)?;
@@ -1036,7 +1050,11 @@ impl PartitionLog {
             log_end_offset: end,
             high_watermark: self.high_watermark,
         };
-        self.local.close()?;
+        if sync {
+            self.local.close()?;
+        } else {
+            self.local.close_unsynced()?;
+        }
         Ok(closed)
     }
 }

@@ -219,10 +219,20 @@ pub enum ReadOnlyBytes {
     Owned(Vec<u8>),
 }
 
+/// Files smaller than this are read rather than mapped by [`ReadOnlyBytes::open`]: for a small
+/// file the map (its file lock, `mmap`, the page faults, and the `munmap` that interrupts every
+/// other thread of the process to flush its TLB) costs more than copying the bytes.
+pub const MAP_MIN_BYTES: u64 = 1 << 20;
+
 impl ReadOnlyBytes {
-    /// Maps (with `lock`) or reads `path`.
+    /// Maps (with `lock`, if at least [`MAP_MIN_BYTES`]) or reads `path`.
     pub fn open(storage: &dyn Storage, path: &Path, lock: Option<&DirLock>) -> Result<Self> {
         if let Some(lock) = lock.filter(|_| storage.supports_mmap()) {
+            let handle = storage.open(path, OpenMode::Read)?;
+            if handle.len()? < MAP_MIN_BYTES {
+                return Ok(ReadOnlyBytes::Owned(handle.read_to_end()?));
+            }
+            drop(handle);
             return Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?));
         }
         Ok(ReadOnlyBytes::Owned(storage.read(path)?))

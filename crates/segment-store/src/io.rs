@@ -123,6 +123,21 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn remove_dir(&self, dir: &Path) -> Result<()>;
     /// Makes the entries of `dir` (creations, renames, removals) durable.
     fn sync_dir(&self, dir: &Path) -> Result<()>;
+    /// Whether [`Self::sync_filesystem`] is available.
+    fn supports_sync_filesystem(&self) -> bool {
+        false
+    }
+    /// Makes everything written to the file system that holds `dir` durable, every file's data
+    /// and every directory entry, with one call (Linux `syncfs`): what a sync of every file and
+    /// directory there would do. An error of kind `Unsupported` where
+    /// [`Self::supports_sync_filesystem`] is false.
+    fn sync_filesystem(&self, dir: &Path) -> Result<()> {
+        Err(SegmentError::io(
+            dir,
+            "syncfs",
+            io::Error::new(io::ErrorKind::Unsupported, "no syncfs on this storage"),
+        ))
+    }
     /// Whether paths name real files of the operating system, so that they may be
     /// memory-mapped (see [`crate::mmap`]). `false` for simulated storage, whose files exist
     /// only in memory.
@@ -307,6 +322,17 @@ impl Storage for StdFs {
     }
     fn remove_dir(&self, dir: &Path) -> Result<()> {
         fs::remove_dir(dir).map_err(|e| SegmentError::io(dir, "remove_dir", e))
+    }
+    fn supports_sync_filesystem(&self) -> bool {
+        cfg!(target_os = "linux")
+    }
+    #[cfg(target_os = "linux")]
+    fn sync_filesystem(&self, dir: &Path) -> Result<()> {
+        // Since Linux 5.8, syncfs also reports a failed write-back of any file of the file
+        // system since the last syncfs call (as fsync does for one file).
+        fs::File::open(dir)
+            .and_then(|d| rustix::fs::syncfs(&d).map_err(io::Error::from))
+            .map_err(|e| SegmentError::io(dir, "syncfs", e))
     }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
         #[cfg(unix)]

@@ -454,6 +454,9 @@ impl LocalLog {
         let mut moved = Vec::new();
         let mut cut = false;
         let mut scans = scans.iter();
+        let last_base = bases.last().copied();
+        // The next offset of the segment that stays the active one, when its scan says it.
+        let mut active_next = None;
         for base in bases {
             if cut {
                 if let Some(seg) = inner.segments.remove(&base) {
@@ -463,12 +466,26 @@ impl LocalLog {
             }
             let Some(scan) = scans.next() else { break };
             if let Some(seg) = inner.segments.get_mut(&base) {
-                let outcome = seg.install_scan(scan, quarantine_dir)?;
+                // The last segment, or the one recovery cuts (every later one is moved out).
+                let active = Some(base) == last_base || scan.truncated_bytes() > 0;
+                let outcome = seg.install_scan_as(scan, quarantine_dir, active)?;
                 cut = outcome.truncated_bytes > 0;
+                if active {
+                    active_next = Some(scan.next_offset());
+                }
                 outcomes.push((base, outcome));
             }
         }
-        let created = self.reactivate_last(&mut inner, from_base)?;
+        let created = match active_next {
+            Some(next) if !inner.segments.is_empty() => {
+                // Its next offset is the scan's: no header is read again.
+                active_mut(&mut inner)?.activate_installed()?;
+                inner.log_end_offset = next;
+                inner.recovery_point = inner.recovery_point.min(next);
+                false
+            }
+            _ => self.reactivate_last(&mut inner, from_base)?,
+        };
         // Installing a scan rewrites files in place; only moved or created files change entries.
         inner.dir_dirty |= created || !moved.is_empty();
         Ok((outcomes, moved))
@@ -1043,13 +1060,24 @@ impl LocalLog {
 
     /// Flushes everything and closes every segment (trimming indexes).
     pub fn close(self) -> Result<()> {
+        self.close_with(true)
+    }
+
+    /// [`Self::close`] without any flush: for a caller that makes the whole file system durable
+    /// afterwards with one [`crate::io::Storage::sync_filesystem`] (a log directory closing
+    /// many partitions). Until then nothing written since the last flush is durable.
+    pub fn close_unsynced(self) -> Result<()> {
+        self.close_with(false)
+    }
+
+    fn close_with(self, sync: bool) -> Result<()> {
         let inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
         for (_, seg) in inner.segments {
-            seg.close()?;
+            seg.close_with(sync)?;
         }
         // Closing changes no directory entry (the indexes are trimmed in place): the directory
         // is synced only when an entry changed since the last sync.
-        if inner.dir_dirty {
+        if sync && inner.dir_dirty {
             self.ctx.storage.sync_dir(&self.dir)?;
         }
         Ok(())

@@ -273,6 +273,25 @@ impl MmapFile {
         }
     }
 
+    /// Unmaps, sets the file length to `len` and closes (unlocking): [`Self::resize`] without
+    /// mapping the new length only to unmap it again.
+    pub fn close_with_len(mut self, len: u64) -> Result<()> {
+        // Invariant 3: unmapped before the length changes.
+        self.map = None;
+        if len == self.len {
+            return Ok(());
+        }
+        let result = if self.writable {
+            self.file.file().set_len(len)
+        } else {
+            OpenOptions::new()
+                .write(true)
+                .open(&self.path)
+                .and_then(|f| f.set_len(len))
+        };
+        result.map_err(|e| SegmentError::io(&self.path, "set_len", e))
+    }
+
     /// Changes the file length to `new_len` (truncating or zero-extending) and remaps it.
     /// Unmaps first, so no map ever covers bytes past the end of the file. Works on read-only
     /// maps too (through a temporary read-write handle), as Kafka's `resize` does.

@@ -618,6 +618,22 @@ impl LogSegment {
         Ok(truncated)
     }
 
+    /// What [`Self::truncate_to`] does at the segment's own next offset, for a segment whose
+    /// scan was just installed with `active` (so the next offset is known and nothing is cut):
+    /// indexes at their maximum size, the `.log` unmapped, no bytes since the last index entry.
+    pub(crate) fn activate_installed(&mut self) -> Result<()> {
+        self.offset_index
+            .resize(self.offset_index.max_index_size())?;
+        self.time_index.resize(self.time_index.max_index_size())?;
+        self.log.unmap();
+        if self.log.size() == 0 {
+            self.created_ms = self.ctx.clock.now_ms();
+            self.rolling_based_timestamp = None;
+        }
+        self.bytes_since_last_index_entry = 0;
+        Ok(())
+    }
+
     fn read_largest_timestamp(&self) -> Result<TimestampOffset> {
         let last = self.time_index.last_entry();
         let position = self.offset_index.lookup(last.offset).position;
@@ -683,6 +699,18 @@ impl LogSegment {
         scan: &SegmentScan,
         quarantine_dir: &Path,
     ) -> Result<RecoveryOutcome> {
+        self.install_scan_as(scan, quarantine_dir, false)
+    }
+
+    /// [`Self::install_scan`]; `active`: the segment stays the active one, so its indexes keep
+    /// their maximum size instead of being trimmed and grown again (the bytes of every entry
+    /// are the same; only the file length differs until the segment is closed or rolled).
+    pub(crate) fn install_scan_as(
+        &mut self,
+        scan: &SegmentScan,
+        quarantine_dir: &Path,
+        active: bool,
+    ) -> Result<RecoveryOutcome> {
         if scan.size != self.log.size() || scan.base_offset != self.base_offset {
             return Err(SegmentError::io(
                 self.log.path(),
@@ -722,9 +750,13 @@ impl LogSegment {
         }
         self.log.unmap();
         self.log.truncate_to(valid_bytes)?;
-        self.offset_index.trim_to_valid_size()?;
+        if !active {
+            self.offset_index.trim_to_valid_size()?;
+        }
         self.force_final_time_index_entry()?;
-        self.time_index.trim_to_valid_size()?;
+        if !active {
+            self.time_index.trim_to_valid_size()?;
+        }
         Ok(RecoveryOutcome {
             valid_bytes,
             truncated_bytes,
@@ -745,12 +777,20 @@ impl LogSegment {
     }
 
     /// Kafka's `close`: the final time-index entry, trimmed indexes, a flushed `.log`.
-    pub fn close(mut self) -> Result<()> {
+    pub fn close(self) -> Result<()> {
+        self.close_with(true)
+    }
+
+    /// [`Self::close`]; without `sync` nothing is flushed (the caller makes the file system
+    /// durable afterwards, see [`crate::io::Storage::sync_filesystem`]).
+    pub(crate) fn close_with(mut self, sync: bool) -> Result<()> {
         if self.max_timestamp_so_far.timestamp >= 0 {
             self.force_final_time_index_entry()?;
         }
-        self.log.flush()?;
-        self.txn_index.flush()?;
+        if sync {
+            self.log.flush()?;
+            self.txn_index.flush()?;
+        }
         let LogSegment {
             offset_index,
             time_index,

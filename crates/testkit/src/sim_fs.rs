@@ -8,6 +8,7 @@
 //! | create, rename, remove   | at once    | `sync_dir` of the parent (of both parents for rename) |
 //! | `create_dir_all`         | at once    | `sync_dir` of each new directory's parent         |
 //! | `remove_dir`             | at once    | `sync_dir` of the parent                          |
+//! | any of these             | at once    | `sync_filesystem` (everything, as Linux `syncfs`)  |
 //!
 //! Memory-mapped indexes cannot go through the storage seam (a map writes to the page cache
 //! without a call to intercept): a crash harness built on [`SimulatedFs`] treats `.index` and
@@ -470,6 +471,23 @@ impl Storage for SimulatedFs {
             ));
         }
         st.live_dirs.remove(dir);
+        Ok(())
+    }
+
+    fn supports_sync_filesystem(&self) -> bool {
+        true
+    }
+
+    fn sync_filesystem(&self, dir: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.stats.syncs += 1;
+        st.tick(dir, "sync_filesystem")?;
+        for inode in st.inodes.values_mut() {
+            inode.durable = inode.live.clone();
+        }
+        st.pending.clear();
+        st.durable_files = st.live_files.clone();
+        st.durable_dirs = st.live_dirs.clone();
         Ok(())
     }
 

@@ -9,6 +9,7 @@ mod fuzz_replay;
 mod hw_checkpoint;
 mod loader;
 mod log;
+mod log_dir_close;
 mod mirror;
 mod mirror_crash;
 mod plan;

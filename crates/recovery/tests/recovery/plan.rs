@@ -17,7 +17,8 @@ use std::path::{Path, PathBuf};
 
 use record_format::Batches;
 use recovery::plan::tree_image;
-use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
+use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
+use segment_store::LogConfig;
 
 use super::loader::{build_log, SEGMENT_BYTES};
 use super::log::small_segments;
@@ -309,6 +310,26 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
             );
             loaded.close().unwrap();
             with_cuts += usize::from(!report.cut.is_empty());
+            // The segment left active (the last, or the one recovery cut) keeps its offset and
+            // time indexes at their maximum size, and the next append lands at the log end.
+            let mut log = log;
+            let active = super::common::logs_in(&dir).pop().unwrap();
+            for ext in ["index", "timeindex"] {
+                let len = std::fs::metadata(active.with_extension(ext)).unwrap().len();
+                assert!(
+                    len >= LogConfig::default().max_index_size - 12,
+                    "case {i} {d:?} clean {clean}: active .{ext} of {len} bytes"
+                );
+            }
+            let end = log.log_end_offset();
+            let info = log
+                .append_as_leader(
+                    &super::log::batch(-1, 0, 0, 1, false),
+                    0,
+                    AppendOrigin::Client,
+                )
+                .unwrap_or_else(|e| panic!("case {i} {d:?} clean {clean}: append: {e}"));
+            assert_eq!(info.first_offset, end, "case {i} {d:?} clean {clean}");
             log.close().unwrap();
             checked += 1;
         }

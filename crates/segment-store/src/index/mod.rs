@@ -63,6 +63,9 @@ pub(crate) fn in_bulk<I, R>(
     written.map(|()| r)
 }
 
+/// Entries [`IndexCore::begin_bulk`] makes room for before the first push.
+const BULK_START_ENTRIES: usize = 8192;
+
 pub(crate) fn round_down(n: u64, multiple: usize) -> u64 {
     n - n % multiple as u64
 }
@@ -135,6 +138,14 @@ impl IndexCore {
         self.entries * self.entry_size
     }
 
+    /// Closes the index trimmed to its entries (Kafka's `trimToValidSize` then `close`),
+    /// writing any bulk entries first.
+    pub(crate) fn close_trimmed(mut self) -> Result<()> {
+        self.end_bulk()?;
+        let len = self.size_in_bytes() as u64;
+        self.map.close_with_len(len)
+    }
+
     /// The bytes of the used entries that are written (outside bulk mode: all of them).
     pub(crate) fn used(&self) -> &[u8] {
         let written = self.entries - self.pending_entries();
@@ -167,10 +178,12 @@ impl IndexCore {
     /// there) instead of written one by one.
     pub(crate) fn begin_bulk(&mut self) {
         if self.pending.is_none() {
-            // Room for every free slot (at most the index size): untouched capacity costs no
-            // memory, and the collected entries are never copied to grow.
+            // Room for up to 64 KiB of entries at first (a small heap allocation, not a map of
+            // the whole index size that would be unmapped again); more grow it as needed.
             let free = self.max_entries.saturating_sub(self.entries);
-            self.pending = Some(Vec::with_capacity(free * self.entry_size));
+            self.pending = Some(Vec::with_capacity(
+                free.min(BULK_START_ENTRIES) * self.entry_size,
+            ));
         }
     }
 

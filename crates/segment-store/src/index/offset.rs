@@ -264,7 +264,7 @@ impl OffsetIndex {
     }
 
     /// Trims the file to its entries and unmaps it.
-    pub fn close(mut self) -> Result<()> {
-        self.trim_to_valid_size()
+    pub fn close(self) -> Result<()> {
+        self.core.close_trimmed()
     }
 }

@@ -253,7 +253,7 @@ impl TimeIndex {
     }
 
     /// Trims the file to its entries and unmaps it.
-    pub fn close(mut self) -> Result<()> {
-        self.trim_to_valid_size()
+    pub fn close(self) -> Result<()> {
+        self.core.close_trimmed()
     }
 }
