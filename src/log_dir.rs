@@ -196,10 +196,16 @@ impl LogDir {
     /// Clean shutdown: every partition closed (flushed, producer snapshot, leader-epoch
     /// checkpoint), the checkpoints written, then the `.kafka_cleanshutdown` marker. The next
     /// [`open`](Self::open) recovers nothing.
+    ///
+    /// Under [`HighWatermark::FlushedLogEnd`] the high watermarks written are the log ends:
+    /// closing flushes every partition to its end (see [`Config::close_sync`]) before any
+    /// checkpoint is written.
     pub fn close(mut self) -> Result<()> {
-        for log in self.inner.partitions.values_mut() {
-            log.flush()?;
-            follow_policy(log, self.config.high_watermark);
+        if self.config.high_watermark != HighWatermark::Manual {
+            for log in self.inner.partitions.values_mut() {
+                let end = log.log_end_offset();
+                log.set_high_watermark(end);
+            }
         }
         Ok(self.inner.close()?)
     }

@@ -201,24 +201,55 @@ fn warning_line(w: &ProducerStateWarning) -> String {
 }
 
 /// Every file under `dir` with its length and modification time: what recovery created or
-/// rewrote is what differs afterwards (metadata only; no file is read).
-fn file_stamps(dir: &Path) -> BTreeMap<PathBuf, (u64, Option<std::time::SystemTime>)> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let Ok(meta) = e.metadata() else { continue };
-            if meta.is_dir() {
-                stack.push(e.path());
-            } else {
-                out.insert(e.path(), (meta.len(), meta.modified().ok()));
-            }
-        }
+/// rewrote is what differs afterwards (metadata only; no file is read). The partition folders
+/// of a log directory are walked on up to 4 threads.
+fn file_stamps(dir: &Path) -> Stamps {
+    let mut out = Stamps::new();
+    let mut subdirs = Vec::new();
+    stamp_dir(dir, &mut out, &mut subdirs);
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 4);
+    let parts: Vec<Stamps> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let mine: Vec<PathBuf> = subdirs.iter().skip(t).step_by(threads).cloned().collect();
+                s.spawn(move || {
+                    let mut out = Stamps::new();
+                    let mut stack = mine;
+                    while let Some(d) = stack.pop() {
+                        stamp_dir(&d, &mut out, &mut stack);
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_default())
+            .collect()
+    });
+    for part in parts {
+        out.extend(part);
     }
     out
+}
+
+type Stamps = BTreeMap<PathBuf, (u64, Option<std::time::SystemTime>)>;
+
+/// The files of `dir` into `out`, its folders onto `subdirs`.
+fn stamp_dir(dir: &Path, out: &mut Stamps, subdirs: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.is_dir() {
+            subdirs.push(e.path());
+        } else {
+            out.insert(e.path(), (meta.len(), meta.modified().ok()));
+        }
+    }
 }
 
 fn print(

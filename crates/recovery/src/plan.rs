@@ -22,6 +22,7 @@
 //! lock reads them through the storage.
 
 use std::collections::BTreeMap;
+use std::ffi::{OsStr, OsString};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -462,17 +463,38 @@ struct Overlay {
 struct PlanIo {
     base: StorageIo,
     overlay: Mutex<Overlay>,
+    /// Each directory's names as listed once: a plan changes nothing, so they stay true.
+    listed: Mutex<BTreeMap<PathBuf, Vec<String>>>,
 }
 
 impl PlanIo {
-    fn new(base: StorageIo) -> Self {
+    /// `listed`: a directory and its names, as the plan already listed them.
+    fn new(base: StorageIo, listed: (PathBuf, &[OsString])) -> Self {
+        let (dir, names) = listed;
+        let names = names.iter().filter_map(|n| n.to_str()).map(str::to_owned);
         Self {
             base,
             overlay: Mutex::new(Overlay {
                 phase: Some(SnapshotPhase::BeforeInstall),
                 ..Overlay::default()
             }),
+            listed: Mutex::new(BTreeMap::from([(dir, names.collect())])),
         }
+    }
+
+    /// The names of `dir` on the storage (listed at most once; a missing directory is empty).
+    fn base_list(&self, dir: &Path) -> io::Result<Vec<String>> {
+        let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(names) = listed.get(dir) {
+            return Ok(names.clone());
+        }
+        let names = match self.base.list(dir) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        listed.insert(dir.to_path_buf(), names.clone());
+        Ok(names)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Overlay> {
@@ -544,11 +566,7 @@ impl SnapshotIo for PlanIo {
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = match self.base.list(dir) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e),
-        };
+        let mut names = self.base_list(dir)?;
         let o = self.lock();
         names.retain(|n| !matches!(o.files.get(&dir.join(n)), Some(None)));
         for (p, f) in &o.files {
@@ -574,9 +592,13 @@ impl SnapshotIo for PlanIo {
     }
 
     fn exists(&self, path: &Path) -> bool {
-        match self.lock().files.get(path) {
-            Some(f) => f.is_some(),
-            None => self.base.exists(path),
+        if let Some(f) = self.lock().files.get(path) {
+            return f.is_some();
+        }
+        let listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        match (path.parent().and_then(|d| listed.get(d)), path.file_name()) {
+            (Some(names), Some(name)) => names.iter().any(|n| OsStr::new(n) == name),
+            _ => self.base.exists(path),
         }
     }
 
@@ -610,16 +632,19 @@ fn not_found_is_empty<T>(r: Result<Vec<T>, SegmentError>) -> Result<Vec<T>, Segm
 
 /// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion and orphan index removal, decided
 /// only: the actions, and the live files they leave.
+/// Also returns the names of `dir`, as listed.
+#[allow(clippy::type_complexity)]
 fn plan_leftovers(
     opts: &LoadOptions,
     dir: &Path,
-) -> Result<(Vec<LeftoverAction>, Vec<LiveFile>), PartitionLogError> {
+) -> Result<(Vec<LeftoverAction>, Vec<LiveFile>, Vec<OsString>), PartitionLogError> {
     let storage = &opts.env.storage;
     let mut actions = Vec::new();
     let mut parsed = Vec::new();
-    for name in not_found_is_empty(storage.list_dir(dir))? {
-        if let Ok(p) = parse_file_name(&name) {
-            parsed.push((dir.join(&name), p));
+    let names = not_found_is_empty(storage.list_dir(dir))?;
+    for name in &names {
+        if let Ok(p) = parse_file_name(name) {
+            parsed.push((dir.join(name), p));
         }
     }
     parsed.sort_by(|a, b| a.0.cmp(&b.0));
@@ -694,7 +719,7 @@ fn plan_leftovers(
         }
         !orphan
     });
-    Ok((actions, live))
+    Ok((actions, live, names))
 }
 
 /// The offset range the valid `.log.swap` segments among `swaps` cover, if any.
@@ -1665,14 +1690,17 @@ fn plan_with(
     audit: bool,
 ) -> Result<RecoveryPlan, PartitionLogError> {
     let env = &opts.env;
-    let (leftovers, live) = plan_leftovers(opts, dir)?;
+    let (leftovers, live, names) = plan_leftovers(opts, dir)?;
     let clean = opts.had_clean_shutdown && !opts.full;
     let recovery_point = if opts.full { 0 } else { opts.recovery_point };
     let mut found = plan_segments(dir, opts, lock, &live, audit)?;
     let recover_base = recovery_base(opts, clean, recovery_point, &mut found)?;
 
     let now = env.clock.now_ms();
-    let io = PlanIo::new(StorageIo::new(Arc::clone(&env.storage)));
+    let io = PlanIo::new(
+        StorageIo::new(Arc::clone(&env.storage)),
+        (dir.to_path_buf(), &names),
+    );
     let psm = ProducerStateManager::new(opts.config.producer_state);
     let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
     let latest_epoch = epochs.latest_epoch();

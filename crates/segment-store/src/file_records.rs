@@ -229,8 +229,20 @@ impl ReadOnlyBytes {
     pub fn open(storage: &dyn Storage, path: &Path, lock: Option<&DirLock>) -> Result<Self> {
         if let Some(lock) = lock.filter(|_| storage.supports_mmap()) {
             let handle = storage.open(path, OpenMode::Read)?;
-            if handle.len()? < MAP_MIN_BYTES {
-                return Ok(ReadOnlyBytes::Owned(handle.read_to_end()?));
+            let len = handle.len()?;
+            if len < MAP_MIN_BYTES {
+                // Into the buffer this thread's last small read released: a fresh one of this
+                // size is an anonymous map whose `munmap` would interrupt the other threads.
+                let mut buf = SPARE
+                    .try_with(|s| s.borrow_mut().take())
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default();
+                buf.clear();
+                buf.resize(usize::try_from(len).unwrap_or(0), 0);
+                let n = handle.read_at(0, &mut buf)?;
+                buf.truncate(n);
+                return Ok(ReadOnlyBytes::Owned(buf));
             }
             drop(handle);
             return Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?));
@@ -243,6 +255,22 @@ impl ReadOnlyBytes {
         match self {
             ReadOnlyBytes::Mapped(m) => m.as_slice(),
             ReadOnlyBytes::Owned(v) => v,
+        }
+    }
+}
+
+thread_local! {
+    /// One buffer of a dropped small [`ReadOnlyBytes`], reused by the thread's next small read.
+    static SPARE: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+}
+
+impl Drop for ReadOnlyBytes {
+    fn drop(&mut self) {
+        if let ReadOnlyBytes::Owned(v) = self {
+            if v.capacity() >= 4096 && v.capacity() <= MAP_MIN_BYTES as usize {
+                let v = std::mem::take(v);
+                let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(v));
+            }
         }
     }
 }

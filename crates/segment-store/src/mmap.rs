@@ -222,8 +222,33 @@ impl MmapFile {
         self.as_slice().get(offset..offset.checked_add(len)?)
     }
 
+    /// Reads `buf.len()` bytes at `offset` through the file (`pread`), not the map: see
+    /// [`Self::write_through_file`]. `None` if out of bounds or on a read error.
+    pub fn read_through_file(&self, offset: usize, buf: &mut [u8]) -> Option<()> {
+        use std::os::unix::fs::FileExt;
+        let end = offset.checked_add(buf.len())?;
+        if u64::try_from(end).ok()? > self.len {
+            return None;
+        }
+        self.file
+            .file()
+            .read_exact_at(buf, u64::try_from(offset).ok()?)
+            .ok()
+    }
+
     /// Copies `data` into the map at `offset`. Fails if read-only or out of bounds.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        self.write_at_with(offset, data, data.len() >= WRITE_THROUGH_FILE_BYTES)
+    }
+
+    /// [`Self::write_at`] through the file (`pwrite`) whatever the size: the map shows the same
+    /// bytes, and this process touches none of its pages, so unmapping it later needs no TLB
+    /// flush on the other cores (an interrupt of every other thread of the process).
+    pub fn write_through_file(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        self.write_at_with(offset, data, true)
+    }
+
+    fn write_at_with(&mut self, offset: usize, data: &[u8], through_file: bool) -> Result<()> {
         if !self.writable {
             return Err(SegmentError::ReadOnly {
                 path: self.path.clone(),
@@ -239,7 +264,7 @@ impl MmapFile {
         let end = offset.checked_add(data.len()).ok_or_else(out_of_bounds)?;
         match &mut self.map {
             #[cfg(unix)]
-            Some(Map::ReadWrite(m)) if data.len() >= WRITE_THROUGH_FILE_BYTES => {
+            Some(Map::ReadWrite(m)) if through_file => {
                 use std::os::unix::fs::FileExt;
                 if m.get(offset..end).is_none() {
                     return Err(out_of_bounds());

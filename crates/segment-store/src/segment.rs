@@ -785,7 +785,10 @@ impl LogSegment {
     /// durable afterwards, see [`crate::io::Storage::sync_filesystem`]).
     pub(crate) fn close_with(mut self, sync: bool) -> Result<()> {
         if self.max_timestamp_so_far.timestamp >= 0 {
-            self.force_final_time_index_entry()?;
+            // In bulk: written through the file, not the map (see `MmapFile::write_through_file`).
+            let max = self.max_timestamp_so_far;
+            self.time_index
+                .append_in_bulk(|idx| idx.maybe_append(max.timestamp, max.offset, true))?;
         }
         if sync {
             self.log.flush()?;
@@ -1220,8 +1223,12 @@ pub(crate) fn headers_in(
 
 /// Helper threads for recovery's CRC checks: every other core, at most three.
 fn helper_threads() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .saturating_sub(1)
-        .min(3)
+    // Asked once per process: `available_parallelism` reads the cgroup files each time.
+    static HELPERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *HELPERS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .saturating_sub(1)
+            .min(3)
+    })
 }

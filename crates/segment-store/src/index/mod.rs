@@ -154,6 +154,18 @@ impl IndexCore {
             .unwrap_or_default()
     }
 
+    /// The bytes of the last slot read through the file, not the map (at open: so that unmapping
+    /// an index this process only wrote through the file costs no TLB flush on other cores).
+    /// `None` if there is no entry or it cannot be read.
+    pub(crate) fn last_slot_through_file(&self) -> Option<[u8; 16]> {
+        let n = self.entries.checked_sub(1)?;
+        let mut buf = [0u8; 16];
+        let slot = buf.get_mut(..self.entry_size)?;
+        self.map
+            .read_through_file(n.checked_mul(self.entry_size)?, slot)?;
+        Some(buf)
+    }
+
     /// The bytes of slot `n`, if `n < entries`.
     pub(crate) fn slot(&self, n: usize) -> Option<&[u8]> {
         if n >= self.entries {
@@ -194,7 +206,9 @@ impl IndexCore {
             return Ok(());
         };
         let written = self.entries - pending.len() / self.entry_size;
-        let result = self.map.write_at(written * self.entry_size, &pending);
+        let result = self
+            .map
+            .write_through_file(written * self.entry_size, &pending);
         if result.is_err() {
             self.entries = written;
         }
