@@ -1117,9 +1117,18 @@ impl LogLoader {
 
 /// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` one more
 /// than the largest existing number.
-fn next_quarantine_dir(opts: &LoadOptions, dir: &Path) -> Result<PathBuf, PartitionLogError> {
+/// `names`: the names of `dir` (no `quarantine` among them: no folder to list).
+fn next_quarantine_dir(
+    opts: &LoadOptions,
+    dir: &Path,
+    names: &[OsString],
+) -> Result<PathBuf, PartitionLogError> {
     let root = dir.join(QUARANTINE_DIR);
-    let existing = not_found_is_empty(opts.env.storage.list_dir(&root))?;
+    let existing = if names.iter().any(|n| n == QUARANTINE_DIR) {
+        not_found_is_empty(opts.env.storage.list_dir(&root))?
+    } else {
+        Vec::new()
+    };
     let n = existing
         .iter()
         .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
@@ -1705,7 +1714,7 @@ fn plan_with(
     let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
     let latest_epoch = epochs.latest_epoch();
     let audit = audit.then(ProducerAudit::new);
-    let quarantine_dir = next_quarantine_dir(opts, dir)?;
+    let quarantine_dir = next_quarantine_dir(opts, dir, &names)?;
     let log_start_before = found.bases.first().copied().unwrap_or(0);
     let log_end = match found.segments.last() {
         Some(s) => s.next_offset.unwrap_or(s.base_offset),

@@ -280,13 +280,18 @@ impl LocalLog {
 
         let mut segments = BTreeMap::new();
         let mut insane = Vec::new();
+        let last_base = bases.last().copied();
         for base in bases {
             entries_changed |= [FileKind::Index, FileKind::TimeIndex].iter().any(|&kind| {
                 let path = crate::file_name::segment_file_path(&dir, base, kind);
                 path.file_name()
                     .is_none_or(|n| !names.iter().any(|m| m.as_os_str() == n))
             });
-            let seg = LogSegment::open(&ctx, &dir, base)?;
+            let seg = if Some(base) == last_base {
+                LogSegment::open_active(&ctx, &dir, base)?
+            } else {
+                LogSegment::open(&ctx, &dir, base)?
+            };
             if seg.sanity_check().is_err() {
                 insane.push(base);
             }

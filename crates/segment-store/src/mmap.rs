@@ -91,6 +91,36 @@ impl MmapFile {
         Self::from_file(lock, path, file, writable, None)
     }
 
+    /// [`Self::open`] (writable), first zero-extending the file to `len` if it is shorter and
+    /// `grow_from(its length)` says so: one map of the final length instead of a map of the old
+    /// one and a resize. Returns the length the file had.
+    pub fn open_grown(
+        lock: &DirLock,
+        path: &Path,
+        len: u64,
+        grow_from: impl Fn(u64) -> bool,
+    ) -> Result<(MmapFile, u64)> {
+        Self::check_covered(lock, path)?;
+        crate::io::refuse_non_regular(path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| SegmentError::io(path, "open", e))?;
+        let mut m = Self::from_file_unmapped(lock, path, file, true, None)?;
+        let original = m.len;
+        if len > original && grow_from(original) {
+            to_usize(path, len)?;
+            m.file
+                .file()
+                .set_len(len)
+                .map_err(|e| SegmentError::io(path, "set_len", e))?;
+            m.len = len;
+        }
+        m.map = m.map_current()?;
+        Ok((m, original))
+    }
+
     /// Creates a new file (failing if it exists), sets its length to `len` (zero-filled) and maps
     /// it writable.
     pub fn create(lock: &DirLock, path: &Path, len: u64) -> Result<MmapFile> {

@@ -195,24 +195,37 @@ pub struct LogSegment {
 
 impl LogSegment {
     fn build(ctx: &SegmentContext, dir: &Path, base_offset: i64, mode: OpenMode) -> Result<Self> {
+        Self::build_with(ctx, dir, base_offset, mode, false)
+    }
+
+    /// `active`: the offset and time indexes are opened at their maximum size.
+    fn build_with(
+        ctx: &SegmentContext,
+        dir: &Path,
+        base_offset: i64,
+        mode: OpenMode,
+        active: bool,
+    ) -> Result<Self> {
         let log = FileRecords::open(
             ctx.storage.as_ref(),
             &segment_file_path(dir, base_offset, FileKind::Log),
             mode,
         )?;
-        let offset_index = OffsetIndex::open(
+        let offset_index = OffsetIndex::open_with(
             &ctx.lock,
             &segment_file_path(dir, base_offset, FileKind::Index),
             base_offset,
             ctx.config.max_index_size,
             true,
+            active,
         )?;
-        let time_index = TimeIndex::open(
+        let time_index = TimeIndex::open_with(
             &ctx.lock,
             &segment_file_path(dir, base_offset, FileKind::TimeIndex),
             base_offset,
             ctx.config.max_index_size,
             true,
+            active,
         )?;
         let txn_index = TransactionIndex::open(
             Arc::clone(&ctx.storage),
@@ -262,6 +275,12 @@ impl LogSegment {
     /// entries): run [`Self::sanity_check`], and [`Self::recover`] if it fails.
     pub fn open(ctx: &SegmentContext, dir: &Path, base_offset: i64) -> Result<Self> {
         Self::build(ctx, dir, base_offset, OpenMode::ReadWrite)
+    }
+
+    /// [`Self::open`] for the segment that becomes the active one: its offset and time indexes
+    /// are opened at their maximum size at once (as [`Self::resize_indexes`] would make them).
+    pub(crate) fn open_active(ctx: &SegmentContext, dir: &Path, base_offset: i64) -> Result<Self> {
+        Self::build_with(ctx, dir, base_offset, OpenMode::ReadWrite, true)
     }
 
     /// The base offset.

@@ -74,6 +74,10 @@ impl IndexCore {
     /// Kafka's `AbstractIndex` constructor: a missing file is created (writable only) with length
     /// `round_down(max_index_size, entry_size)` and 0 entries; an existing file is mapped whole
     /// with `entries = len / entry_size` (no scan for zeros).
+    ///
+    /// `grow`: the index of the active segment, opened writable at its maximum size (an existing
+    /// file of whole entries is zero-extended before it is mapped, instead of mapped and
+    /// resized).
     pub(crate) fn open(
         lock: &DirLock,
         path: &Path,
@@ -81,12 +85,37 @@ impl IndexCore {
         max_index_size: u64,
         writable: bool,
         entry_size: usize,
+        grow: bool,
     ) -> Result<IndexCore> {
-        let exists = path
-            .try_exists()
-            .map_err(|e| SegmentError::io(path, "open", e))?;
-        let (map, newly_created) = if exists {
-            (MmapFile::open(lock, path, writable)?, false)
+        let max_len = round_down(max_index_size, entry_size);
+        // Opened if it is there (no separate existence check: one lookup less per index).
+        let opened = if writable && grow {
+            // A file of whole entries only: any other length stays as it is, for the sanity
+            // check to see (and `resize` to refuse or round).
+            let whole = |len: u64| len % entry_size as u64 == 0;
+            MmapFile::open_grown(lock, path, max_len, whole)
+                .map(|(map, original)| (map, whole(original).then_some(original)))
+        } else {
+            MmapFile::open(lock, path, writable).map(|m| (m, None))
+        };
+        let opened = match opened {
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => None,
+            r => Some(r?),
+        };
+        if let Some((map, Some(original))) = opened {
+            let max_entries = usize::try_from(map.len() / entry_size as u64).unwrap_or(usize::MAX);
+            return Ok(IndexCore {
+                map,
+                base_offset,
+                max_index_size,
+                entry_size,
+                entries: usize::try_from(original / entry_size as u64).unwrap_or(usize::MAX),
+                max_entries,
+                pending: None,
+            });
+        }
+        let (map, newly_created) = if let Some((map, _)) = opened {
+            (map, false)
         } else if writable {
             if max_index_size < entry_size as u64 {
                 return Err(SegmentError::InvalidIndexSize {
@@ -95,8 +124,7 @@ impl IndexCore {
                     minimum: entry_size as u64,
                 });
             }
-            let len = round_down(max_index_size, entry_size);
-            (MmapFile::create(lock, path, len)?, true)
+            (MmapFile::create(lock, path, max_len)?, true)
         } else {
             return Err(SegmentError::io(
                 path,

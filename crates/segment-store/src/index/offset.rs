@@ -55,6 +55,18 @@ impl OffsetIndex {
         max_index_size: u64,
         writable: bool,
     ) -> Result<OffsetIndex> {
+        Self::open_with(lock, path, base_offset, max_index_size, writable, false)
+    }
+
+    /// [`Self::open`]; `active`: writable at its maximum size at once (see `IndexCore::open`).
+    pub(crate) fn open_with(
+        lock: &DirLock,
+        path: &Path,
+        base_offset: i64,
+        max_index_size: u64,
+        writable: bool,
+        active: bool,
+    ) -> Result<OffsetIndex> {
         let core = IndexCore::open(
             lock,
             path,
@@ -62,6 +74,7 @@ impl OffsetIndex {
             max_index_size,
             writable,
             ENTRY_SIZE,
+            active,
         )?;
         let mut idx = OffsetIndex {
             core,

@@ -51,6 +51,18 @@ impl TimeIndex {
         max_index_size: u64,
         writable: bool,
     ) -> Result<TimeIndex> {
+        Self::open_with(lock, path, base_offset, max_index_size, writable, false)
+    }
+
+    /// [`Self::open`]; `active`: writable at its maximum size at once (see `IndexCore::open`).
+    pub(crate) fn open_with(
+        lock: &DirLock,
+        path: &Path,
+        base_offset: i64,
+        max_index_size: u64,
+        writable: bool,
+        active: bool,
+    ) -> Result<TimeIndex> {
         let core = IndexCore::open(
             lock,
             path,
@@ -58,6 +70,7 @@ impl TimeIndex {
             max_index_size,
             writable,
             ENTRY_SIZE,
+            active,
         )?;
         let mut idx = TimeIndex {
             core,
