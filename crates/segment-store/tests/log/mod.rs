@@ -1418,4 +1418,48 @@ mod local_log {
         let image = sim.crash(testkit::TornWrite::None);
         assert_eq!(image[&first].len(), kept);
     }
+
+    #[test]
+    fn the_active_segment_opens_with_full_size_indexes_and_closes_to_the_same_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let bs = batches(30, 2, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log = open_log(dir.path(), config(20 * size), &clock);
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        log.close().unwrap();
+        // Segments at 0 (20 batches) and 40 (10 batches, the active one), indexes trimmed.
+        let paths = |kind| segment_file_path(dir.path(), 40, kind);
+        let closed: Vec<Vec<u8>> = [FileKind::Index, FileKind::TimeIndex]
+            .iter()
+            .map(|&k| std::fs::read(paths(k)).unwrap())
+            .collect();
+        assert!(closed.iter().all(|b| !b.is_empty() && b.len() < 4096));
+
+        let log = open_log(dir.path(), config(20 * size), &clock);
+        // Open: 4096 bytes for the offset index, 4092 (whole 12-byte entries) for the time index.
+        assert_eq!(
+            std::fs::metadata(paths(FileKind::Index)).unwrap().len(),
+            4096
+        );
+        assert_eq!(
+            std::fs::metadata(paths(FileKind::TimeIndex)).unwrap().len(),
+            4092
+        );
+        assert_eq!(log.log_end_offset(), 60);
+        // Lookups through the reopened indexes still find every batch.
+        for (i, b) in bs.iter().enumerate() {
+            let offset = 2 * i as i64;
+            let r = log.read(offset, 1 << 20, false).unwrap();
+            assert_eq!(&r.records[..b.len()], &b[..], "offset {offset}");
+        }
+        log.close().unwrap();
+        let reopened: Vec<Vec<u8>> = [FileKind::Index, FileKind::TimeIndex]
+            .iter()
+            .map(|&k| std::fs::read(paths(k)).unwrap())
+            .collect();
+        assert_eq!(reopened, closed);
+    }
 }
