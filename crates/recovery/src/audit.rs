@@ -513,7 +513,8 @@ impl ProducerAudit {
 
     fn check_reuse(&mut self, batch: &BatchSummary) {
         let producer_id = batch.producer_id;
-        if self.tracks.contains_key(&producer_id) {
+        // No barrier yet, or every id seen before it already checked: nothing to find.
+        if self.before_barrier.is_empty() || self.tracks.contains_key(&producer_id) {
             return;
         }
         if let (Some(previous_offset), Some(barrier_offset)) =
@@ -562,37 +563,41 @@ impl ProducerAudit {
             let expected = track
                 .last_sequence
                 .map_or(0, |last| increment_sequence(last, 1));
-            let duplicate = track
-                .cache
-                .iter()
-                .find(|c| c.first_sequence == first && c.last_sequence == batch.last_sequence);
-            match (first == expected, duplicate, track.last_sequence) {
-                (true, _, _) => None,
-                (false, Some(original), _) => Some(AuditFinding::Duplicate {
-                    offset,
-                    producer_id,
-                    epoch,
-                    first_sequence: first,
-                    last_sequence: batch.last_sequence,
-                    original_offset: original.base_offset,
-                }),
-                (false, None, Some(previous_sequence)) if first == 0 => {
-                    Some(AuditFinding::SequenceRestart {
+            let duplicate = || {
+                track
+                    .cache
+                    .iter()
+                    .find(|c| c.first_sequence == first && c.last_sequence == batch.last_sequence)
+            };
+            match (first == expected, track.last_sequence) {
+                (true, _) => None,
+                (false, last_sequence) => match (duplicate(), last_sequence) {
+                    (Some(original), _) => Some(AuditFinding::Duplicate {
                         offset,
                         producer_id,
                         epoch,
-                        previous_sequence,
+                        first_sequence: first,
+                        last_sequence: batch.last_sequence,
+                        original_offset: original.base_offset,
+                    }),
+                    (None, Some(previous_sequence)) if first == 0 => {
+                        Some(AuditFinding::SequenceRestart {
+                            offset,
+                            producer_id,
+                            epoch,
+                            previous_sequence,
+                            previous_offset,
+                        })
+                    }
+                    (None, _) => Some(AuditFinding::SequenceGap {
+                        offset,
+                        producer_id,
+                        epoch,
+                        first_sequence: first,
+                        expected_sequence: expected,
                         previous_offset,
-                    })
-                }
-                (false, None, _) => Some(AuditFinding::SequenceGap {
-                    offset,
-                    producer_id,
-                    epoch,
-                    first_sequence: first,
-                    expected_sequence: expected,
-                    previous_offset,
-                }),
+                    }),
+                },
             }
         };
         let txn_finding = match track.open_txn {
