@@ -255,15 +255,23 @@ impl MmapFile {
     /// Reads `buf.len()` bytes at `offset` through the file (`pread`), not the map: see
     /// [`Self::write_through_file`]. `None` if out of bounds or on a read error.
     pub fn read_through_file(&self, offset: usize, buf: &mut [u8]) -> Option<()> {
-        use std::os::unix::fs::FileExt;
         let end = offset.checked_add(buf.len())?;
         if u64::try_from(end).ok()? > self.len {
             return None;
         }
-        self.file
-            .file()
-            .read_exact_at(buf, u64::try_from(offset).ok()?)
-            .ok()
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::FileExt;
+            self.file
+                .file()
+                .read_exact_at(buf, u64::try_from(offset).ok()?)
+                .ok()
+        }
+        #[cfg(not(unix))]
+        {
+            buf.copy_from_slice(self.read(offset, buf.len())?);
+            Some(())
+        }
     }
 
     /// Copies `data` into the map at `offset`. Fails if read-only or out of bounds.
