@@ -81,14 +81,19 @@ fn to_usize(path: &Path, len: u64) -> Result<usize> {
 impl MmapFile {
     /// Maps an existing file, locking it exclusively (see the invariants).
     pub fn open(lock: &DirLock, path: &Path, writable: bool) -> Result<MmapFile> {
+        let file = Self::open_existing(lock, path, writable)?;
+        Self::from_file(lock, path, file, writable, None)
+    }
+
+    /// Opens the existing regular file `path`, which `lock` must cover.
+    fn open_existing(lock: &DirLock, path: &Path, writable: bool) -> Result<File> {
         Self::check_covered(lock, path)?;
         crate::io::refuse_non_regular(path)?;
-        let file = OpenOptions::new()
+        OpenOptions::new()
             .read(true)
             .write(writable)
             .open(path)
-            .map_err(|e| SegmentError::io(path, "open", e))?;
-        Self::from_file(lock, path, file, writable, None)
+            .map_err(|e| SegmentError::io(path, "open", e))
     }
 
     /// [`Self::open`] (writable), first zero-extending the file to `len` if it is shorter and
@@ -100,13 +105,7 @@ impl MmapFile {
         len: u64,
         grow_from: impl Fn(u64) -> bool,
     ) -> Result<(MmapFile, u64)> {
-        Self::check_covered(lock, path)?;
-        crate::io::refuse_non_regular(path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| SegmentError::io(path, "open", e))?;
+        let file = Self::open_existing(lock, path, true)?;
         let mut m = Self::from_file_unmapped(lock, path, file, true, None)?;
         let original = m.len;
         if len > original && grow_from(original) {
