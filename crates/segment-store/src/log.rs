@@ -416,25 +416,40 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
-        self.reactivate_last(&mut inner, from_base)?;
+        self.reactivate_last(&mut inner, from_base, None)?;
         inner.dir_dirty = true;
         Ok((outcomes, moved))
     }
 
     /// The end of a recovery: a new segment at `from_base` if none is left, then the last
-    /// segment becomes the active one and sets the log end offset and recovery point. Returns
+    /// segment becomes the active one and sets the log end offset and recovery point.
+    /// `scanned_next`: the last segment's next offset, when its recovery scan says it. Returns
     /// whether it created a segment.
-    fn reactivate_last(&self, inner: &mut Inner, from_base: i64) -> Result<bool> {
+    fn reactivate_last(
+        &self,
+        inner: &mut Inner,
+        from_base: i64,
+        scanned_next: Option<i64>,
+    ) -> Result<bool> {
         let created = inner.segments.is_empty();
         if created {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
             inner.segments.insert(seg.base_offset(), seg);
         }
         let last = active_mut(inner)?;
-        // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes the indexes
-        // back to their maximum, which is what the active segment needs.
-        let next = last.read_next_offset()?;
-        last.truncate_to(next)?;
+        let next = match scanned_next {
+            Some(next) if !created => {
+                last.become_active()?;
+                next
+            }
+            _ => {
+                // Truncating at the next offset cuts nothing; it unmaps the `.log` and resizes
+                // the indexes back to their maximum, which is what the active segment needs.
+                let next = last.read_next_offset()?;
+                last.truncate_to(next)?;
+                next
+            }
+        };
         inner.log_end_offset = next;
         inner.recovery_point = inner.recovery_point.min(next);
         Ok(created)
@@ -481,16 +496,8 @@ impl LocalLog {
                 outcomes.push((base, outcome));
             }
         }
-        let created = match active_next {
-            Some(next) if !inner.segments.is_empty() => {
-                // Its next offset is the scan's: no header is read again.
-                active_mut(&mut inner)?.activate_installed()?;
-                inner.log_end_offset = next;
-                inner.recovery_point = inner.recovery_point.min(next);
-                false
-            }
-            _ => self.reactivate_last(&mut inner, from_base)?,
-        };
+        // The active segment's next offset is its scan's: no header is read again.
+        let created = self.reactivate_last(&mut inner, from_base, active_next)?;
         // Installing a scan rewrites files in place; only moved or created files change entries.
         inner.dir_dirty |= created || !moved.is_empty();
         Ok((outcomes, moved))

@@ -256,41 +256,8 @@ impl MmapFile {
         self.as_slice().get(offset..offset.checked_add(len)?)
     }
 
-    /// Reads `buf.len()` bytes at `offset` through the file (`pread`), not the map: see
-    /// [`Self::write_through_file`]. `None` if out of bounds or on a read error.
-    pub fn read_through_file(&self, offset: usize, buf: &mut [u8]) -> Option<()> {
-        let end = offset.checked_add(buf.len())?;
-        if u64::try_from(end).ok()? > self.len {
-            return None;
-        }
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::FileExt;
-            self.file
-                .file()
-                .read_exact_at(buf, u64::try_from(offset).ok()?)
-                .ok()
-        }
-        #[cfg(not(unix))]
-        {
-            buf.copy_from_slice(self.read(offset, buf.len())?);
-            Some(())
-        }
-    }
-
     /// Copies `data` into the map at `offset`. Fails if read-only or out of bounds.
     pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
-        self.write_at_with(offset, data, data.len() >= WRITE_THROUGH_FILE_BYTES)
-    }
-
-    /// [`Self::write_at`] through the file (`pwrite`) whatever the size: the map shows the same
-    /// bytes, and this process touches none of its pages, so unmapping it later needs no TLB
-    /// flush on the other cores (an interrupt of every other thread of the process).
-    pub fn write_through_file(&mut self, offset: usize, data: &[u8]) -> Result<()> {
-        self.write_at_with(offset, data, true)
-    }
-
-    fn write_at_with(&mut self, offset: usize, data: &[u8], through_file: bool) -> Result<()> {
         if !self.writable {
             return Err(SegmentError::ReadOnly {
                 path: self.path.clone(),
@@ -306,7 +273,7 @@ impl MmapFile {
         let end = offset.checked_add(data.len()).ok_or_else(out_of_bounds)?;
         match &mut self.map {
             #[cfg(unix)]
-            Some(Map::ReadWrite(m)) if through_file => {
+            Some(Map::ReadWrite(m)) if data.len() >= WRITE_THROUGH_FILE_BYTES => {
                 use std::os::unix::fs::FileExt;
                 if m.get(offset..end).is_none() {
                     return Err(out_of_bounds());
@@ -348,15 +315,21 @@ impl MmapFile {
         if len == self.len {
             return Ok(());
         }
-        let result = if self.writable {
+        self.set_file_len(len)
+            .map_err(|e| SegmentError::io(&self.path, "set_len", e))
+    }
+
+    /// Sets the file's length, through a temporary read-write handle if it is mapped read-only
+    /// (as Kafka's `resize` does). The caller has unmapped it (invariant 3).
+    fn set_file_len(&self, len: u64) -> io::Result<()> {
+        if self.writable {
             self.file.file().set_len(len)
         } else {
             OpenOptions::new()
                 .write(true)
                 .open(&self.path)
                 .and_then(|f| f.set_len(len))
-        };
-        result.map_err(|e| SegmentError::io(&self.path, "set_len", e))
+        }
     }
 
     /// Changes the file length to `new_len` (truncating or zero-extending) and remaps it.
@@ -372,15 +345,7 @@ impl MmapFile {
         // (dirty pages stay in the page cache and are written back as usual), so no msync here:
         // durability is `flush`'s job, as in Kafka's `AbstractIndex.resize`.
         self.map = None;
-        let result = if self.writable {
-            self.file.file().set_len(new_len)
-        } else {
-            OpenOptions::new()
-                .write(true)
-                .open(&self.path)
-                .and_then(|f| f.set_len(new_len))
-        };
-        match result {
+        match self.set_file_len(new_len) {
             Ok(()) => self.len = new_len,
             Err(e) => {
                 // The length did not change: restore the old map before reporting.

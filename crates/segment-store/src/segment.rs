@@ -613,19 +613,11 @@ impl LogSegment {
         self.offset_index.truncate_to(offset);
         self.time_index.truncate_to(offset);
         self.txn_index.truncate_to(offset)?;
-        self.offset_index
-            .resize(self.offset_index.max_index_size())?;
-        self.time_index.resize(self.time_index.max_index_size())?;
         let truncated = match mapping {
             Some(m) => self.log.truncate_to(m.position)?,
             None => 0,
         };
-        self.log.unmap();
-        if self.log.size() == 0 {
-            self.created_ms = self.ctx.clock.now_ms();
-            self.rolling_based_timestamp = None;
-        }
-        self.bytes_since_last_index_entry = 0;
+        self.become_active()?;
         // Kafka re-reads the largest timestamp after every truncation, walking the headers from
         // the last time-index entry to the end. When nothing was cut the largest timestamp cannot
         // have changed, and that walk can be the whole segment (a segment whose timestamps do not
@@ -637,10 +629,10 @@ impl LogSegment {
         Ok(truncated)
     }
 
-    /// What [`Self::truncate_to`] does at the segment's own next offset, for a segment whose
-    /// scan was just installed with `active` (so the next offset is known and nothing is cut):
-    /// indexes at their maximum size, the `.log` unmapped, no bytes since the last index entry.
-    pub(crate) fn activate_installed(&mut self) -> Result<()> {
+    /// The segment becomes the active one (the end of [`Self::truncate_to`], and all of it for a
+    /// segment whose scan was just installed as active): indexes at their maximum size, the
+    /// `.log` unmapped, no bytes since the last index entry.
+    pub(crate) fn become_active(&mut self) -> Result<()> {
         self.offset_index
             .resize(self.offset_index.max_index_size())?;
         self.time_index.resize(self.time_index.max_index_size())?;
@@ -804,10 +796,7 @@ impl LogSegment {
     /// durable afterwards, see [`crate::io::Storage::sync_filesystem`]).
     pub(crate) fn close_with(mut self, sync: bool) -> Result<()> {
         if self.max_timestamp_so_far.timestamp >= 0 {
-            // In bulk: written through the file, not the map (see `MmapFile::write_through_file`).
-            let max = self.max_timestamp_so_far;
-            self.time_index
-                .append_in_bulk(|idx| idx.maybe_append(max.timestamp, max.offset, true))?;
+            self.force_final_time_index_entry()?;
         }
         if sync {
             self.log.flush()?;

@@ -88,58 +88,39 @@ impl IndexCore {
         grow: bool,
     ) -> Result<IndexCore> {
         let max_len = round_down(max_index_size, entry_size);
-        // Opened if it is there (no separate existence check: one lookup less per index).
+        // Opened if it is there (no separate existence check: one lookup less per index), with
+        // the length its entries fill.
         let opened = if writable && grow {
             // A file of whole entries only: any other length stays as it is, for the sanity
             // check to see (and `resize` to refuse or round).
-            let whole = |len: u64| len % entry_size as u64 == 0;
-            MmapFile::open_grown(lock, path, max_len, whole)
-                .map(|(map, original)| (map, whole(original).then_some(original)))
+            MmapFile::open_grown(lock, path, max_len, |len| len % entry_size as u64 == 0)
         } else {
-            MmapFile::open(lock, path, writable).map(|m| (m, None))
+            MmapFile::open(lock, path, writable).map(|m| {
+                let len = m.len();
+                (m, len)
+            })
         };
-        let opened = match opened {
-            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) => None,
-            r => Some(r?),
-        };
-        if let Some((map, Some(original))) = opened {
-            let max_entries = usize::try_from(map.len() / entry_size as u64).unwrap_or(usize::MAX);
-            return Ok(IndexCore {
-                map,
-                base_offset,
-                max_index_size,
-                entry_size,
-                entries: usize::try_from(original / entry_size as u64).unwrap_or(usize::MAX),
-                max_entries,
-                pending: None,
-            });
-        }
-        let (map, newly_created) = if let Some((map, _)) = opened {
-            (map, false)
-        } else if writable {
-            if max_index_size < entry_size as u64 {
-                return Err(SegmentError::InvalidIndexSize {
-                    path: path.to_path_buf(),
-                    requested: max_index_size,
-                    minimum: entry_size as u64,
-                });
+        let (map, used_len) = match opened {
+            Err(e) if e.io_kind() == Some(io::ErrorKind::NotFound) && writable => {
+                if max_index_size < entry_size as u64 {
+                    return Err(SegmentError::InvalidIndexSize {
+                        path: path.to_path_buf(),
+                        requested: max_index_size,
+                        minimum: entry_size as u64,
+                    });
+                }
+                (MmapFile::create(lock, path, max_len)?, 0)
             }
-            (MmapFile::create(lock, path, max_len)?, true)
-        } else {
-            return Err(SegmentError::io(
-                path,
-                "open",
-                io::Error::from(io::ErrorKind::NotFound),
-            ));
+            r => r?,
         };
-        let max_entries = usize::try_from(map.len() / entry_size as u64).unwrap_or(usize::MAX);
+        let entries_in = |len: u64| usize::try_from(len / entry_size as u64).unwrap_or(usize::MAX);
         Ok(IndexCore {
-            map,
             base_offset,
             max_index_size,
             entry_size,
-            entries: if newly_created { 0 } else { max_entries },
-            max_entries,
+            entries: entries_in(used_len),
+            max_entries: entries_in(map.len()),
+            map,
             pending: None,
         })
     }
@@ -182,18 +163,6 @@ impl IndexCore {
             .unwrap_or_default()
     }
 
-    /// The bytes of the last slot read through the file, not the map (at open: so that unmapping
-    /// an index this process only wrote through the file costs no TLB flush on other cores).
-    /// `None` if there is no entry or it cannot be read.
-    pub(crate) fn last_slot_through_file(&self) -> Option<[u8; 16]> {
-        let n = self.entries.checked_sub(1)?;
-        let mut buf = [0u8; 16];
-        let slot = buf.get_mut(..self.entry_size)?;
-        self.map
-            .read_through_file(n.checked_mul(self.entry_size)?, slot)?;
-        Some(buf)
-    }
-
     /// The bytes of slot `n`, if `n < entries`.
     pub(crate) fn slot(&self, n: usize) -> Option<&[u8]> {
         if n >= self.entries {
@@ -234,9 +203,7 @@ impl IndexCore {
             return Ok(());
         };
         let written = self.entries - pending.len() / self.entry_size;
-        let result = self
-            .map
-            .write_through_file(written * self.entry_size, &pending);
+        let result = self.map.write_at(written * self.entry_size, &pending);
         if result.is_err() {
             self.entries = written;
         }

@@ -80,10 +80,7 @@ impl OffsetIndex {
             core,
             last_offset: base_offset,
         };
-        idx.last_offset = match idx.core.last_slot_through_file() {
-            Some(b) => idx.parse(&b).offset,
-            None => idx.last_entry().offset,
-        };
+        idx.last_offset = idx.last_entry().offset;
         Ok(idx)
     }
 

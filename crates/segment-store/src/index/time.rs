@@ -79,10 +79,7 @@ impl TimeIndex {
                 offset: base_offset,
             },
         };
-        idx.last_entry = match idx.core.last_slot_through_file() {
-            Some(b) => idx.parse(&b),
-            None => idx.last_entry_from_file(),
-        };
+        idx.last_entry = idx.last_entry_from_file();
         Ok(idx)
     }
 
