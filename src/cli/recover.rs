@@ -92,6 +92,11 @@ fn spinner(what: String) -> Option<ProgressBar> {
     Some(pb)
 }
 
+/// Threads for a log directory's partitions: one per core, at most 4.
+fn threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
+}
+
 /// Loads and closes the target; returns the reports.
 fn recover(
     target: &Target,
@@ -113,9 +118,7 @@ fn recover(
             let mut config = crate::Config::default()
                 .with_clock(clock)
                 .with_high_watermark(crate::HighWatermark::Manual)
-                .with_recovery_threads(
-                    std::thread::available_parallelism().map_or(1, |n| n.get().min(4)),
-                );
+                .with_recovery_threads(threads());
             config.full_recovery = full;
             let loaded = crate::LogDir::open(dir, config)?;
             let reports = loaded.recovery_reports().to_vec();
@@ -207,9 +210,7 @@ fn file_stamps(dir: &Path) -> Stamps {
     let mut out = Stamps::new();
     let mut subdirs = Vec::new();
     stamp_dir(dir, &mut out, &mut subdirs);
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .clamp(1, 4);
+    let threads = threads();
     let parts: Vec<Stamps> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {

@@ -48,7 +48,7 @@ use segment_store::file_name::{
 };
 use segment_store::{DirLock, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition};
 
-use crate::log::{ClosedLog, PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
 
 /// Name of the quarantine folder inside a partition directory.
@@ -380,6 +380,33 @@ fn checkpoint_map(env: &LogEnv, path: &Path) -> BTreeMap<TopicPartition, i64> {
     file.read().unwrap_or_default().into_iter().collect()
 }
 
+/// Runs `f` on the job of every partition on `threads` threads (each taking the next job when it
+/// finishes one, as Kafka's per-directory recovery pool does); the results in partition order.
+fn per_partition<J: Send, R: Send>(
+    threads: usize,
+    jobs: Vec<(TopicPartition, J)>,
+    f: impl Fn(J) -> R + Sync,
+) -> Vec<(TopicPartition, R)> {
+    let queue = Mutex::new(jobs);
+    let results = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let job = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let Some((tp, job)) = job else { break };
+                let r = f(job);
+                results
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((tp, r));
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
+    results.sort_by(|a, b| a.0.cmp(&b.0));
+    results
+}
+
 /// Loads every partition of the log directory `dir` on `opts.threads` threads. See the module
 /// docs. The first partition that fails to load fails the whole directory (Kafka takes the
 /// directory offline).
@@ -421,36 +448,16 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
             high_watermark: hws.get(&tp).copied(),
             full: opts.full,
         };
-        jobs.push((tp, path, load));
+        jobs.push((tp, (path, load)));
     }
 
-    type Loaded = (
-        TopicPartition,
-        Result<(PartitionLog, RecoveryReport), PartitionLogError>,
-        PathBuf,
-    );
-    let queue = Mutex::new(jobs);
-    let results: Mutex<Vec<Loaded>> = Mutex::new(Vec::new());
-    std::thread::scope(|s| {
-        for _ in 0..opts.threads.max(1) {
-            s.spawn(|| loop {
-                let job = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                let Some((tp, path, load)) = job else {
-                    break;
-                };
-                let r = LogLoader::load(&path, &load);
-                results
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push((tp, r, path));
-            });
-        }
+    let results = per_partition(opts.threads, jobs, |(path, load)| {
+        let r = LogLoader::load(&path, &load);
+        (r, path)
     });
-    let mut results = results.into_inner().unwrap_or_else(|p| p.into_inner());
-    results.sort_by(|a, b| a.0.cmp(&b.0));
     let mut partitions = BTreeMap::new();
     let mut reports = Vec::new();
-    for (tp, r, path) in results {
+    for (tp, (r, path)) in results {
         match r {
             Ok((log, report)) => {
                 partitions.insert(tp, log);
@@ -543,28 +550,14 @@ impl LogDir {
         let env = self.env;
         let unsynced =
             self.close_sync == CloseSync::FileSystem && env.storage.supports_sync_filesystem();
-        let queue = Mutex::new(self.partitions.into_iter().collect::<Vec<_>>());
-        let closed: Mutex<Vec<(TopicPartition, Result<ClosedLog, PartitionLogError>)>> =
-            Mutex::new(Vec::new());
-        std::thread::scope(|s| {
-            for _ in 0..self.threads {
-                s.spawn(|| loop {
-                    let job = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
-                    let Some((tp, log)) = job else { break };
-                    let r = if unsynced {
-                        log.close_unsynced()
-                    } else {
-                        log.close()
-                    };
-                    closed
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .push((tp, r));
-                });
+        let jobs = self.partitions.into_iter().collect();
+        let closed = per_partition(self.threads, jobs, |log: PartitionLog| {
+            if unsynced {
+                log.close_unsynced()
+            } else {
+                log.close()
             }
         });
-        let mut closed = closed.into_inner().unwrap_or_else(|p| p.into_inner());
-        closed.sort_by(|a, b| a.0.cmp(&b.0));
         let mut recovery = Vec::new();
         let mut starts = Vec::new();
         let mut hws = Vec::new();

@@ -31,11 +31,10 @@ use record_format::{Batches, LogEntry, RecordBatch};
 use segment_store::file_name::{
     file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
 };
-use segment_store::mmap::MmapFile;
 use segment_store::{
     scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, OffsetPosition,
     ParsedName, ReadOnlyBytes, RecoveryVisitor, SegmentConfig, SegmentError, SegmentScan,
-    SegmentScanner, TimeIndexView, TimestampOffset, TxnIndexView,
+    SegmentScanner, StdFs, TimeIndexView, TimestampOffset, TxnIndexView,
 };
 
 use crate::audit::{AuditFinding, ProducerAudit};
@@ -742,48 +741,23 @@ fn swapped_range(
     Ok(range)
 }
 
-/// Offset and time indexes at least this large are mapped under the directory lock rather than
-/// read (see [`read_index`]).
-const MAP_INDEX_BYTES: u64 = 1 << 20;
-
-/// Reads an index file that may be missing (the mapped indexes live on the real file system).
-/// Under the directory lock, offset and time indexes of [`MAP_INDEX_BYTES`] or more are mapped
-/// rather than read: loading looks at their first and last entries only, and a crashed broker's
-/// are preallocated to 10 MiB of zeros each (reading them took a tenth of recovering a 1 GiB
-/// segment). Smaller ones are read: for a small partition a map (with its file lock, `mmap` and
-/// `munmap`, which stall the other loader threads) costs more than the read.
+/// Reads an index file that may be missing. Offset and time indexes live on the real file system
+/// (they are mapped), and under the directory lock those of `file_records::MAP_MIN_BYTES` or
+/// more are mapped rather than read ([`ReadOnlyBytes::open`]): loading looks at their first and
+/// last entries only, and a crashed broker's are preallocated to 10 MiB of zeros each (reading
+/// them took a tenth of recovering a 1 GiB segment).
 fn read_index(
     opts: &LoadOptions,
     lock: Option<&DirLock>,
     path: &Path,
     kind: FileKind,
 ) -> Result<ReadOnlyBytes, PartitionLogError> {
-    let mapped_kind = matches!(kind, FileKind::Index | FileKind::TimeIndex);
-    let r = match lock {
-        Some(lock)
-            if mapped_kind && std::fs::metadata(path).is_ok_and(|m| m.len() >= MAP_INDEX_BYTES) =>
-        {
-            MmapFile::open(lock, path, false)
-                .map(ReadOnlyBytes::Mapped)
-                .map_err(PartitionLogError::from)
-        }
-        _ if mapped_kind => {
-            segment_store::io::refuse_non_regular(path)?;
-            std::fs::read(path)
-                .map(ReadOnlyBytes::Owned)
-                .map_err(|source| PartitionLogError::Io {
-                    path: path.to_path_buf(),
-                    op: "read",
-                    source,
-                })
-        }
-        _ => opts
-            .env
-            .storage
-            .read(path)
-            .map(ReadOnlyBytes::Owned)
-            .map_err(PartitionLogError::from),
-    };
+    let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
+        ReadOnlyBytes::open(&StdFs, path, lock)
+    } else {
+        ReadOnlyBytes::open(opts.env.storage.as_ref(), path, None)
+    }
+    .map_err(PartitionLogError::from);
     match r {
         Err(PartitionLogError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
             Ok(ReadOnlyBytes::Owned(Vec::new()))
