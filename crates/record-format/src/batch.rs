@@ -325,7 +325,7 @@ impl<'a> RecordBatch<'a> {
 
     /// CRC-32C of bytes `[21, end)`.
     pub fn compute_crc(&self) -> u32 {
-        crc32c::crc32c(self.bytes.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]))
+        crate::checksum::crc32c(self.bytes.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]))
     }
 
     /// Kafka's `isValid()`: the stored CRC matches (size ≥ 61 holds by construction).
@@ -415,7 +415,7 @@ pub fn set_max_timestamp_log_append_time(buf: &mut [u8], ts: i64) -> Result<()> 
     }
     write_at(buf, ATTRIBUTES_OFFSET, &attributes.to_be_bytes())?;
     write_at(buf, MAX_TIMESTAMP_OFFSET, &ts.to_be_bytes())?;
-    let crc = crc32c::crc32c(buf.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]));
+    let crc = crate::checksum::crc32c(buf.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]));
     write_at(buf, CRC_OFFSET, &crc.to_be_bytes())
 }
 

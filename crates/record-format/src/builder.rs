@@ -308,7 +308,7 @@ impl RecordBatchBuilder {
         out.extend_from_slice(&self.base_sequence.to_be_bytes());
         out.extend_from_slice(&self.count.to_be_bytes());
         out.extend_from_slice(&records);
-        let crc = crc32c::crc32c(out.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]));
+        let crc = crate::checksum::crc32c(out.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]));
         if let Some(dst) = out.get_mut(CRC_OFFSET..ATTRIBUTES_OFFSET) {
             dst.copy_from_slice(&crc.to_be_bytes());
         }

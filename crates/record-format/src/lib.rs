@@ -36,6 +36,7 @@
 pub mod batch;
 pub mod batches;
 pub mod builder;
+pub mod checksum;
 pub mod compression;
 pub mod control;
 pub mod cursor;

@@ -279,7 +279,7 @@ impl<'a> Regions<'a> {
                 crcs += 1;
                 self.count_checked(covered.len());
                 let stored = self.data.get(p + CRC_AT..p + CRC_END);
-                if stored == Some(&crc32c::crc32c(covered).to_be_bytes()[..]) {
+                if stored == Some(&crate::checksum::crc32c(covered).to_be_bytes()[..]) {
                     return Some(p);
                 }
             }

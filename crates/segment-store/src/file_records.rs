@@ -225,24 +225,29 @@ pub enum ReadOnlyBytes {
 pub const MAP_MIN_BYTES: u64 = 1 << 20;
 
 impl ReadOnlyBytes {
+    /// The first `len` bytes of the file behind `handle` (fewer if it is shorter), read into the
+    /// buffer this thread's last small read released: a fresh one of a small file's size is an
+    /// anonymous map whose `munmap` would interrupt the other threads.
+    pub fn read_from(handle: &dyn FileHandle, len: u64) -> Result<Self> {
+        let mut buf = SPARE
+            .try_with(|s| s.borrow_mut().take())
+            .ok()
+            .flatten()
+            .unwrap_or_default();
+        buf.clear();
+        buf.resize(usize::try_from(len).unwrap_or(0), 0);
+        let n = handle.read_at(0, &mut buf)?;
+        buf.truncate(n);
+        Ok(ReadOnlyBytes::Owned(buf))
+    }
+
     /// Maps (with `lock`, if at least [`MAP_MIN_BYTES`]) or reads `path`.
     pub fn open(storage: &dyn Storage, path: &Path, lock: Option<&DirLock>) -> Result<Self> {
         if let Some(lock) = lock.filter(|_| storage.supports_mmap()) {
             let handle = storage.open(path, OpenMode::Read)?;
             let len = handle.len()?;
             if len < MAP_MIN_BYTES {
-                // Into the buffer this thread's last small read released: a fresh one of this
-                // size is an anonymous map whose `munmap` would interrupt the other threads.
-                let mut buf = SPARE
-                    .try_with(|s| s.borrow_mut().take())
-                    .ok()
-                    .flatten()
-                    .unwrap_or_default();
-                buf.clear();
-                buf.resize(usize::try_from(len).unwrap_or(0), 0);
-                let n = handle.read_at(0, &mut buf)?;
-                buf.truncate(n);
-                return Ok(ReadOnlyBytes::Owned(buf));
+                return Self::read_from(handle.as_ref(), len);
             }
             drop(handle);
             return Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?));

@@ -17,7 +17,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use record_format::batches::incomplete_batch_error;
@@ -34,7 +34,7 @@ use crate::index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
 };
-use crate::io::{OpenMode, Storage};
+use crate::io::{FileHandle, OpenMode, Storage};
 use crate::lock::DirLock;
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
@@ -1015,9 +1015,20 @@ impl SegmentScanner {
         position: u64,
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<Option<u64>, E> {
+        self.scan_with(bytes, position, visitor, helper_threads())
+    }
+
+    /// [`Self::scan`] with CRCs checked on `helpers` threads besides this one.
+    fn scan_with<E: From<SegmentError>>(
+        &mut self,
+        bytes: &[u8],
+        position: u64,
+        visitor: &mut RecoveryVisitor<'_, E>,
+        helpers: usize,
+    ) -> std::result::Result<Option<u64>, E> {
         let mut aborted = Vec::new();
         let regions = Regions::new(bytes, position, self.region_bytes);
-        let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
+        let (applied, framing_end) = regions.follow_chain(helpers, |reader| {
             let mut apply = || -> std::result::Result<(), E> {
                 while let Piece::Entries(entries) = reader.next_piece() {
                     for entry in entries.iter() {
@@ -1152,6 +1163,134 @@ impl SegmentScanner {
         }
     }
 
+    /// The whole scan of the file behind `handle` (of the size given to [`Self::new`]), read
+    /// through the file handle instead of a map: for a reader that does not hold the directory
+    /// lock, whose map a broker truncating the file would turn into `SIGBUS`.
+    ///
+    /// The file is read in chunks of [`READ_CHUNK_BYTES`] by a helper thread, a few chunks
+    /// ahead of this thread, which checks and applies each chunk while it is still in the cache
+    /// the read left it in (a copy into a buffer larger than the CPU's caches costs as much again
+    /// as the copy). A batch a chunk ends inside is carried into the next chunk's headroom, or —
+    /// longer than that — gathered until it is whole. Memory: a few chunks and the longest batch.
+    pub fn scan_file<E: From<SegmentError>>(
+        &mut self,
+        handle: &dyn FileHandle,
+        visitor: &mut RecoveryVisitor<'_, E>,
+    ) -> std::result::Result<(), E> {
+        if helper_threads() == 0 || self.size <= READ_CHUNK_BYTES as u64 {
+            return self.scan_file_here(handle, visitor);
+        }
+        let size = self.size;
+        let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
+        let (full_tx, full_rx) = mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(READ_AHEAD_CHUNKS);
+        for _ in 0..READ_AHEAD_CHUNKS {
+            // Cannot fail: the channel holds as many buffers and its receiver is alive.
+            let _ = free_tx.send(vec![0u8; CHUNK_HEADROOM + READ_CHUNK_BYTES]);
+        }
+        std::thread::scope(|scope| {
+            let reader = std::thread::Builder::new()
+                .name("seglog-read".into())
+                .spawn_scoped(scope, move || {
+                    let mut at = 0u64;
+                    while at < size {
+                        // The scan is over (or failed) once it dropped its ends of the channels.
+                        let Ok(mut buf) = free_rx.recv() else { return };
+                        let n = (size - at).min(READ_CHUNK_BYTES as u64);
+                        let end = CHUNK_HEADROOM + n as usize;
+                        let read = buf
+                            .get_mut(CHUNK_HEADROOM..end)
+                            .map_or(Ok(()), |b| handle.read_exact_at(at, b));
+                        if full_tx.send(read.map(|()| (at, buf))).is_err() {
+                            return;
+                        }
+                        at += n;
+                    }
+                });
+            if reader.is_err() {
+                drop((free_tx, full_rx));
+                return self.scan_file_here(handle, visitor);
+            }
+            let scanned = self.scan_chunks(&full_rx, &free_tx, visitor);
+            // Ends the reader: it stops at its next send or wait for a buffer.
+            drop((free_tx, full_rx));
+            scanned
+        })
+    }
+
+    /// The consuming side of [`Self::scan_file`]: the chunks in file order.
+    fn scan_chunks<E: From<SegmentError>>(
+        &mut self,
+        full: &mpsc::Receiver<Result<(u64, Vec<u8>)>>,
+        free: &mpsc::SyncSender<Vec<u8>>,
+        visitor: &mut RecoveryVisitor<'_, E>,
+    ) -> std::result::Result<(), E> {
+        // The bytes from `position` up to the next chunk, not yet scanned.
+        let (mut position, mut carry) = (0u64, Vec::new());
+        // Ends when the reader has sent the last chunk: the scan of that one returns `None`.
+        while let Ok(read) = full.recv() {
+            let (at, mut buf) = read?;
+            let n = usize::try_from((self.size - at).min(READ_CHUNK_BYTES as u64))
+                .unwrap_or(READ_CHUNK_BYTES);
+            let next = if carry.len() <= CHUNK_HEADROOM {
+                let from = CHUNK_HEADROOM - carry.len();
+                if let Some(head) = buf.get_mut(from..CHUNK_HEADROOM) {
+                    head.copy_from_slice(&carry);
+                }
+                let bytes = buf.get(from..CHUNK_HEADROOM + n).unwrap_or_default();
+                let next = self.scan_with(bytes, position, visitor, 0)?;
+                carry.clear();
+                if let Some(next) = next {
+                    let rest = usize::try_from(next - position).unwrap_or(usize::MAX);
+                    carry.extend_from_slice(bytes.get(rest..).unwrap_or_default());
+                }
+                next
+            } else {
+                carry.extend_from_slice(
+                    buf.get(CHUNK_HEADROOM..CHUNK_HEADROOM + n)
+                        .unwrap_or_default(),
+                );
+                let next = self.scan_with(&carry, position, visitor, 0)?;
+                if let Some(next) = next {
+                    let rest = usize::try_from(next - position).unwrap_or(usize::MAX);
+                    carry.drain(..rest.min(carry.len()));
+                }
+                next
+            };
+            match next {
+                Some(next) => position = next,
+                None => return Ok(()),
+            }
+            // The reader may be done already: then the buffer is simply dropped.
+            let _ = free.send(buf);
+        }
+        Ok(())
+    }
+
+    /// [`Self::scan_file`] on this thread alone: one window of [`SCAN_WINDOW_BYTES`] at a time
+    /// (grown for a longer batch), each checked on the helper threads.
+    fn scan_file_here<E: From<SegmentError>>(
+        &mut self,
+        handle: &dyn FileHandle,
+        visitor: &mut RecoveryVisitor<'_, E>,
+    ) -> std::result::Result<(), E> {
+        let size = self.size;
+        let mut buf = Vec::new();
+        let (mut position, mut window) = (0u64, SCAN_WINDOW_BYTES);
+        loop {
+            let len = window.min(size.saturating_sub(position));
+            buf.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
+            handle.read_exact_at(position, &mut buf)?;
+            match self.scan(&buf, position, visitor)? {
+                None => return Ok(()),
+                Some(next) if next == position => window = window.saturating_mul(2),
+                Some(next) => {
+                    position = next;
+                    window = SCAN_WINDOW_BYTES;
+                }
+            }
+        }
+    }
+
     /// The scan so far (the whole scan once [`Self::scan`] returned `None`).
     pub fn finish(self) -> SegmentScan {
         self.scan
@@ -1228,6 +1367,19 @@ pub(crate) fn headers_in(
         })
     })
 }
+
+/// Bytes [`SegmentScanner::scan_file`] reads at a time: small enough that a chunk is still in
+/// the core's cache when it is checked.
+pub const READ_CHUNK_BYTES: usize = 1 << 20;
+
+/// Room before each chunk for the end of a batch the previous chunk ended inside.
+const CHUNK_HEADROOM: usize = 64 << 10;
+
+/// Chunks read ahead of the scan.
+const READ_AHEAD_CHUNKS: usize = 4;
+
+/// The window of [`SegmentScanner::scan_file`] on one thread: read, scanned, reused.
+pub const SCAN_WINDOW_BYTES: u64 = 32 << 20;
 
 /// Helper threads for recovery's CRC checks: every other core, at most three.
 fn helper_threads() -> usize {

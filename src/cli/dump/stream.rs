@@ -409,10 +409,11 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             Err(e) => return self.read_failed(path, &e),
         };
         // CRC-32C over [21, size): the header's part, then the rest in chunks.
-        let mut crc = crc32c::crc32c(header.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
+        let mut crc =
+            record_format::checksum::crc32c(header.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
         let mut c = FileCursor::new(file, pos + V2_HEADER, pos + size);
         let copied = c.copy(pos + V2_HEADER, size - V2_HEADER, |chunk, _| {
-            crc = crc32c::crc32c_append(crc, chunk);
+            crc = record_format::checksum::crc32c_append(crc, chunk);
             Ok(())
         });
         if let Err(StreamError::Io(e)) = copied {

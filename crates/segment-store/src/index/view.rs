@@ -11,7 +11,7 @@ use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// A file of `len` bytes holds whole entries of `entry_size` bytes.
 pub(crate) fn length_check(len: u64, entry_size: usize) -> Result<(), IndexCorruption> {
-    if len % entry_size as u64 == 0 {
+    if len.is_multiple_of(entry_size as u64) {
         Ok(())
     } else {
         Err(IndexCorruption::LengthNotMultiple { len, entry_size })
@@ -63,7 +63,7 @@ impl<'a> OffsetIndexView<'a> {
                 base_offset: self.base_offset,
             });
         }
-        if self.bytes.len() % OFFSET_ENTRY_SIZE != 0 {
+        if !self.bytes.len().is_multiple_of(OFFSET_ENTRY_SIZE) {
             return Err(IndexCorruption::LengthNotMultiple {
                 len: self.bytes.len() as u64,
                 entry_size: OFFSET_ENTRY_SIZE,
@@ -125,7 +125,7 @@ impl<'a> TimeIndexView<'a> {
                 base_offset: self.base_offset,
             });
         }
-        if self.bytes.len() % TIME_ENTRY_SIZE != 0 {
+        if !self.bytes.len().is_multiple_of(TIME_ENTRY_SIZE) {
             return Err(IndexCorruption::LengthNotMultiple {
                 len: self.bytes.len() as u64,
                 entry_size: TIME_ENTRY_SIZE,
