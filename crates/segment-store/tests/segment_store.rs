@@ -1135,3 +1135,132 @@ mod windowed_scan {
         }
     }
 }
+
+/// `SegmentScanner::scan_file` (read in chunks on a helper thread, batches carried across chunk
+/// boundaries) against one scan of the whole file's bytes.
+mod chunked_file_scan {
+    use record_format::{RecordBatch, RecordBatchBuilder};
+    use segment_store::segment::READ_CHUNK_BYTES;
+    use segment_store::{
+        scan_segment, AbortedTxn, OpenMode, SegmentConfig, SegmentError, SegmentScan,
+        SegmentScanner, StdFs, Storage,
+    };
+
+    /// ~1 KB batches, with a 100 KB one (longer than a chunk's headroom) and a 1.5 MiB one
+    /// (longer than a chunk) among them, to past `len` bytes.
+    fn log_bytes(len: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let (mut next, mut i) = (0i64, 0usize);
+        while out.len() < len {
+            let value_len = match i {
+                700 => 100_000,
+                2_500 => 1_500_000,
+                _ => 90 + (i * 37) % 1_000,
+            };
+            let mut b = RecordBatchBuilder::new(next).producer(7, 0, i as i32);
+            b.append(
+                1_000 + i as i64,
+                None,
+                Some(&vec![(i % 251) as u8; value_len]),
+                &[],
+            )
+            .unwrap();
+            out.extend(b.build());
+            next += 1;
+            i += 1;
+        }
+        out
+    }
+
+    fn scan_whole(bytes: &[u8], config: &SegmentConfig) -> (SegmentScan, Vec<u64>) {
+        let mut seen = Vec::new();
+        let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+            seen.push(b.position());
+            Ok::<_, SegmentError>(())
+        };
+        let path = std::path::Path::new("00000000000000000000.log");
+        let scan = scan_segment(path, bytes, 0, config, &mut visit).unwrap();
+        (scan, seen)
+    }
+
+    fn scan_file(path: &std::path::Path, config: &SegmentConfig) -> (SegmentScan, Vec<u64>) {
+        let mut seen = Vec::new();
+        let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+            seen.push(b.position());
+            Ok::<_, SegmentError>(())
+        };
+        let handle = StdFs.open(path, OpenMode::Read).unwrap();
+        let mut s = SegmentScanner::new(
+            std::path::Path::new("00000000000000000000.log"),
+            0,
+            handle.len().unwrap(),
+            config,
+        );
+        s.scan_file(handle.as_ref(), &mut visit).unwrap();
+        (s.finish(), seen)
+    }
+
+    /// The position of the first batch that contains byte `at`.
+    fn batch_around(bytes: &[u8], at: usize) -> (usize, usize) {
+        let mut p = 0;
+        loop {
+            let len = u32::from_be_bytes(bytes[p + 8..p + 12].try_into().unwrap()) as usize + 12;
+            if p + len > at {
+                return (p, len);
+            }
+            p += len;
+        }
+    }
+
+    #[test]
+    fn reading_in_chunks_finds_what_one_scan_of_the_bytes_finds() {
+        let config = SegmentConfig::default();
+        let clean = log_bytes(5 * READ_CHUNK_BYTES + 12_345);
+        let chunk = READ_CHUNK_BYTES;
+        let mut cases: Vec<(String, Vec<u8>)> = vec![("clean".into(), clean.clone())];
+        // A CRC error in the batch that straddles each of the first chunk boundaries, after it.
+        for k in 1..=3 {
+            let (p, len) = batch_around(&clean, k * chunk);
+            assert!(p < k * chunk && p + len > k * chunk);
+            let mut v = clean.clone();
+            v[(k * chunk + p + len) / 2] ^= 0x40;
+            cases.push((format!("flip in the batch across boundary {k}"), v));
+        }
+        // A CRC error inside the batch longer than a chunk, and one in the last chunk.
+        let mut big = (0, 0);
+        while big.1 <= chunk {
+            big = batch_around(&clean, big.0 + big.1);
+        }
+        let mut v = clean.clone();
+        v[big.0 + big.1 - 10] ^= 1;
+        cases.push(("flip at the end of the 1.5 MiB batch".into(), v));
+        let mut v = clean.clone();
+        let n = v.len();
+        v[n - 100] ^= 1;
+        cases.push(("flip in the last chunk".into(), v));
+        // Torn in the middle of a batch; zeros after the last batch; cut exactly at a boundary.
+        let mut v = clean.clone();
+        v.truncate(n - 7);
+        cases.push(("torn tail".into(), v));
+        let mut v = clean.clone();
+        v.extend(vec![0u8; 70_000]);
+        cases.push(("zero-filled tail".into(), v));
+        let (p, _) = batch_around(&clean, 4 * chunk);
+        let mut v = clean[..p].to_vec();
+        v.resize(4 * chunk, 0);
+        cases.push(("zeros up to a chunk boundary".into(), v));
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in &cases {
+            let path = dir.path().join("00000000000000000000.log");
+            std::fs::write(&path, bytes).unwrap();
+            let (whole, seen_whole) = scan_whole(bytes, &config);
+            let (chunked, seen) = scan_file(&path, &config);
+            assert!(whole.batches > 700, "{name}");
+            assert_eq!(chunked, whole, "{name}");
+            assert_eq!(seen, seen_whole, "{name}");
+            if name != "clean" {
+                assert!(whole.truncated_bytes() > 0, "{name}");
+            }
+        }
+    }
+}
