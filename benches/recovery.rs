@@ -20,8 +20,9 @@
 //!     of ~1.15 KB batches (10 records of 100-byte values), cached under
 //!     `<target>/bench-data/kafka-layout-v1-<bytes>/`: `LogLoader::load(full)` with the indexes
 //!     missing and with 10 MiB zero-filled indexes (what a crashed broker leaves), and the plan
-//!     `seglog verify` prints (`plan_audited`, no lock, 32 MiB windows), each paired with one mmap'd
-//!     `crc32c` pass over the same `.log`.
+//!     `seglog verify` prints (`plan_audited`, no lock), each paired with one mmap'd `crc32c`
+//!     pass over the same `.log` (the `crc32c` crate), and the load and the plan also with one
+//!     pass of the CRC-32C function seglog itself uses (`record_format::checksum`, crc-fast).
 //! (d) `small_partitions`: a log directory of 2,000 partitions of 512 KiB: `load_log_dir(full)`
 //!     on as many threads as cores, and the planning alone, against `crc32c` over every `.log`.
 //! (e) `cold_cache`: (c) with every file dropped from the page cache first (GNU `dd
@@ -40,7 +41,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use record_format::{
-    end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
+    checksum, end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
 };
 use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::mmap::MmapFile;
@@ -339,11 +340,16 @@ fn crc_pass_read(files: &[PathBuf], buf: &mut [u8]) -> u32 {
 /// One `crc32c` pass over every `.log`, memory-mapped read-only (segment-store's `MmapFile`,
 /// under the directory lock, as recovery maps them).
 fn crc_pass_mmap(dir: &Path, files: &[PathBuf]) -> u32 {
+    crc_pass_mmap_with(dir, files, crc32c::crc32c)
+}
+
+/// [`crc_pass_mmap`] with another CRC-32C function (seglog's own, `record_format::checksum`).
+fn crc_pass_mmap_with(dir: &Path, files: &[PathBuf], crc: fn(&[u8]) -> u32) -> u32 {
     let lock = DirLock::acquire(dir).expect("lock bench dir");
     let mut acc = 0u32;
     for f in files {
         let map = MmapFile::open(&lock, f, false).expect("map .log");
-        acc ^= crc32c::crc32c(map.as_slice());
+        acc ^= crc(map.as_slice());
     }
     acc
 }
@@ -754,6 +760,9 @@ fn kafka_layout(c: &mut Criterion) {
     g.bench_function("crc32c_one_pass_mmap", |b| {
         b.iter(|| black_box(crc_pass_mmap(&dir, &files)))
     });
+    g.bench_function("crc32c_fast_one_pass_mmap", |b| {
+        b.iter(|| black_box(crc_pass_mmap_with(&dir, &files, checksum::crc32c)))
+    });
     g.bench_function("recover_full_indexes_missing", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| load(Indexes::Missing)).sum())
     });
@@ -785,6 +794,24 @@ fn kafka_layout(c: &mut Criterion) {
         "kafka_layout: mmap crc32c pass / plan_audited(full) without the lock (verify)",
         &ids,
         crc,
+        verify,
+    );
+    // The same against one call of the CRC-32C function recovery itself uses (crc-fast).
+    let fast = || {
+        let t = Instant::now();
+        black_box(crc_pass_mmap_with(&dir, &files, checksum::crc32c));
+        t.elapsed()
+    };
+    paired_ratio(
+        "kafka_layout: mmap pass of seglog's crc32c (crc-fast) / load(full), indexes missing",
+        &ids,
+        fast,
+        || load(Indexes::Missing),
+    );
+    paired_ratio(
+        "kafka_layout: mmap pass of seglog's crc32c (crc-fast) / plan_audited(full) (verify)",
+        &ids,
+        fast,
         verify,
     );
 }
