@@ -670,9 +670,14 @@ fn small_partitions_dir() -> PathBuf {
 enum Indexes {
     Missing,
     ZeroFilled,
+    /// As the run before left them (a load or `recover` rebuilds them as Kafka writes them).
+    Kept,
 }
 
 fn set_indexes(dir: &Path, how: Indexes) {
+    if let Indexes::Kept = how {
+        return;
+    }
     for (base, _) in segments(dir) {
         for ext in ["index", "timeindex"] {
             let p = dir.join(format!("{base:020}.{ext}"));
@@ -795,6 +800,31 @@ fn kafka_layout(c: &mut Criterion) {
         &ids,
         crc,
         verify,
+    );
+    // Whole `seglog` processes (start, plan, apply, report, exit) against the same baseline.
+    let seglog = |args: &[&str], how: Indexes| {
+        set_indexes(&dir, how);
+        let t = Instant::now();
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_seglog"))
+            .args(args)
+            .arg(&dir)
+            .output()
+            .expect("run seglog");
+        let spent = t.elapsed();
+        assert!(out.status.success(), "seglog {args:?}: {out:?}");
+        spent
+    };
+    paired_ratio(
+        "kafka_layout: mmap crc32c pass / whole `seglog recover --full`, indexes missing",
+        &ids,
+        crc,
+        || seglog(&["recover", "--full"], Indexes::Missing),
+    );
+    paired_ratio(
+        "kafka_layout: mmap crc32c pass / whole `seglog verify`",
+        &ids,
+        crc,
+        || seglog(&["verify"], Indexes::Kept),
     );
     // The same against one call of the CRC-32C function recovery itself uses (crc-fast).
     let fast = || {
