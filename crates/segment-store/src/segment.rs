@@ -1164,8 +1164,10 @@ impl SegmentScanner {
     }
 
     /// The whole scan of the file behind `handle` (of the size given to [`Self::new`]), read
-    /// through the file handle instead of a map: for a reader that does not hold the directory
-    /// lock, whose map a broker truncating the file would turn into `SIGBUS`.
+    /// through the file handle instead of a map. Safe without the directory lock (a map of a file
+    /// a broker truncates raises `SIGBUS` at the next access), and faster than a fresh map where
+    /// the page cache holds the file in small pages, as a writer leaves it: there each page of a
+    /// map costs a fault and its unmapping more than copying it (docs/benchmarks.md).
     ///
     /// The file is read in chunks of [`READ_CHUNK_BYTES`] by a helper thread, a few chunks
     /// ahead of this thread, which checks and applies each chunk while it is still in the cache
