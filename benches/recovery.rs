@@ -18,7 +18,8 @@
 //!
 //! (c) `kafka_layout`: Kafka's default layout, ONE segment of 1 GiB (`SEGLOG_BENCH_KAFKA_BYTES`)
 //!     of ~1.15 KB batches (10 records of 100-byte values), cached under
-//!     `<target>/bench-data/kafka-layout-v1-<bytes>/`: `LogLoader::load(full)` with the indexes
+//!     `<target>/bench-data/kafka-layout-v1-<bytes>/` (or the partition directory
+//!     `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote): `LogLoader::load(full)` with the indexes
 //!     missing and with 10 MiB zero-filled indexes (what a crashed broker leaves), and the plan
 //!     `seglog verify` prints (`plan_audited`, no lock), each paired with one mmap'd `crc32c`
 //!     pass over the same `.log` (the `crc32c` crate), and the load and the plan also with one
@@ -628,6 +629,12 @@ fn generate_kafka(dir: &Path, bytes: u64, chunk: usize) {
 }
 
 fn kafka_dir() -> PathBuf {
+    // A partition written elsewhere instead, e.g. by Apache Kafka itself (`kafka_peer` with
+    // `SEGLOG_KAFKA_BENCH_KEEP=1` leaves `target/kafka-bench/big/big-0`): its page cache holds
+    // the file as a broker's small appends left it, the generator's holds it as large writes do.
+    if let Some(dir) = std::env::var_os("SEGLOG_BENCH_KAFKA_LAYOUT_DIR") {
+        return PathBuf::from(dir);
+    }
     let bytes = std::env::var("SEGLOG_BENCH_KAFKA_BYTES")
         .ok()
         .and_then(|v| v.parse().ok())

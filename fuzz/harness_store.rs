@@ -160,7 +160,7 @@ fn offset_index(s: &Scratch, base: i64, seed: u8, file: &[u8]) {
     };
     assert_eq!(idx.last_entry(), raw.last().copied().unwrap_or(fallback));
     assert_eq!(idx.last_offset(), idx.last_entry().offset);
-    let sane = file.len() % 8 == 0 && raw.last().is_none_or(|l| l.offset >= base);
+    let sane = file.len().is_multiple_of(8) && raw.last().is_none_or(|l| l.offset >= base);
     assert_eq!(idx.sanity_check().is_ok(), sane, "sanity_check");
 
     let offsets: Vec<i64> = raw.iter().map(|e| e.offset).collect();
@@ -246,7 +246,7 @@ fn time_index(s: &Scratch, base: i64, seed: u8, file: &[u8]) {
         offset: base,
     };
     assert_eq!(idx.last_entry(), raw.last().copied().unwrap_or(fallback));
-    let sane = file.len() % 12 == 0
+    let sane = file.len().is_multiple_of(12)
         && match (raw.first(), raw.last()) {
             (Some(f), Some(l)) => l.timestamp >= f.timestamp && l.offset >= base,
             _ => true,

@@ -162,7 +162,7 @@ fn run_child(root: &Path, seed: u64, kill: Kill) -> ChildRun {
 }
 
 fn unhex(s: &str) -> Result<Vec<u8>, String> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(format!("odd hex length {}", s.len()));
     }
     (0..s.len())
