@@ -1196,7 +1196,9 @@ impl SegmentScanner {
                     let mut at = 0u64;
                     while at < size {
                         // The scan is over (or failed) once it dropped its ends of the channels.
-                        let Ok(mut buf) = free_rx.recv() else { return };
+                        let Ok(mut buf) = recv_spinning(&free_rx) else {
+                            return;
+                        };
                         let n = (size - at).min(READ_CHUNK_BYTES as u64);
                         let end = CHUNK_HEADROOM + n as usize;
                         let read = buf
@@ -1229,7 +1231,7 @@ impl SegmentScanner {
         // The bytes from `position` up to the next chunk, not yet scanned.
         let (mut position, mut carry) = (0u64, Vec::new());
         // Ends when the reader has sent the last chunk: the scan of that one returns `None`.
-        while let Ok(read) = full.recv() {
+        while let Ok(read) = recv_spinning(full) {
             let (at, mut buf) = read?;
             let n = usize::try_from((self.size - at).min(READ_CHUNK_BYTES as u64))
                 .unwrap_or(READ_CHUNK_BYTES);
@@ -1382,6 +1384,27 @@ const READ_AHEAD_CHUNKS: usize = 4;
 
 /// The window of [`SegmentScanner::scan_file`] on one thread: read, scanned, reused.
 pub const SCAN_WINDOW_BYTES: u64 = 32 << 20;
+
+/// How long a thread of [`SegmentScanner::scan_file`] spins waiting for the other before it
+/// parks: a little more than the time a chunk takes to check. Waking a parked thread costs the
+/// waker a system call and both cores a context switch, each chunk (measured on the 1 GiB
+/// segment: 116 ms without spinning, 107 ms with).
+const SPIN_BEFORE_PARKING: std::time::Duration = std::time::Duration::from_micros(200);
+
+/// The next item of `rx`: spinning for at most [`SPIN_BEFORE_PARKING`], then parked.
+fn recv_spinning<T>(rx: &mpsc::Receiver<T>) -> std::result::Result<T, mpsc::RecvError> {
+    let start = std::time::Instant::now();
+    loop {
+        match rx.try_recv() {
+            Ok(item) => return Ok(item),
+            Err(mpsc::TryRecvError::Disconnected) => return Err(mpsc::RecvError),
+            Err(mpsc::TryRecvError::Empty) if start.elapsed() < SPIN_BEFORE_PARKING => {
+                std::hint::spin_loop();
+            }
+            Err(mpsc::TryRecvError::Empty) => return rx.recv(),
+        }
+    }
+}
 
 /// Helper threads for recovery's CRC checks: every other core, at most three.
 fn helper_threads() -> usize {
