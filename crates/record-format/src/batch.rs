@@ -324,16 +324,19 @@ impl<'a> RecordBatch<'a> {
     }
 
     /// CRC-32C of bytes `[21, end)`.
+    #[inline(always)]
     pub fn compute_crc(&self) -> u32 {
         crate::checksum::crc32c(self.bytes.get(ATTRIBUTES_OFFSET..).unwrap_or(&[]))
     }
 
     /// Kafka's `isValid()`: the stored CRC matches (size ≥ 61 holds by construction).
+    #[inline]
     pub fn is_valid(&self) -> bool {
         self.crc() == self.compute_crc()
     }
 
     /// Kafka's `ensureValid()`: `CrcMismatch` positioned at the CRC field.
+    #[inline(always)]
     pub fn validate(&self) -> Result<()> {
         let stored = self.crc();
         let computed = self.compute_crc();

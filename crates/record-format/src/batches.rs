@@ -82,6 +82,7 @@ impl Batches {
             base: base_position,
             pos: 0,
             validate_crc: false,
+            max_entry_bytes: usize::MAX,
             end: None,
         }
     }
@@ -277,6 +278,7 @@ impl<'a> LogEntry<'a> {
     }
 
     /// Checks the CRC (CRC-32C for v2, CRC-32 for legacy); the error is at the CRC field.
+    #[inline(always)]
     pub fn validate(&self) -> Result<()> {
         match self {
             LogEntry::V2(b) => b.validate(),
@@ -292,6 +294,7 @@ pub struct BatchIterator<'a> {
     base: u64,
     pos: usize,
     validate_crc: bool,
+    max_entry_bytes: usize,
     end: Option<IterEnd>,
 }
 
@@ -301,6 +304,14 @@ impl<'a> BatchIterator<'a> {
     #[must_use]
     pub fn validate_crc(mut self, validate: bool) -> Self {
         self.validate_crc = validate;
+        self
+    }
+
+    /// Stops (returns `None`, with [`Self::stopped_at`] still `None`) before an entry of more than
+    /// `max` bytes, without reading or checking it: a bounded walk leaves long entries to another.
+    #[must_use]
+    pub fn max_entry_bytes(mut self, max: usize) -> Self {
+        self.max_entry_bytes = max;
         self
     }
 
@@ -352,6 +363,9 @@ impl<'a> BatchIterator<'a> {
             return self.fail(FormatErrorKind::BadLength(i64::from(size)));
         }
         let total = LOG_OVERHEAD + size as usize;
+        if total > self.max_entry_bytes && rest.len() >= total {
+            return None;
+        }
         let Some(bytes) = rest.get(..total) else {
             self.end = Some(IterEnd::IncompleteTrailing {
                 position: self.valid_prefix_end(),
@@ -396,3 +410,52 @@ impl<'a> Iterator for BatchIterator<'a> {
 }
 
 impl std::iter::FusedIterator for BatchIterator<'_> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RecordBatchBuilder;
+
+    fn batch(base: i64, value_len: usize) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(base);
+        b.append(1_000, None, Some(&vec![7u8; value_len]), &[])
+            .unwrap();
+        b.build()
+    }
+
+    /// An entry longer than `max_entry_bytes` ends the iteration before it, unread: no error,
+    /// no reason, and the valid prefix ends at its start; shorter ones are checked as usual.
+    #[test]
+    fn max_entry_bytes_stops_before_a_longer_entry_without_checking_it() {
+        let (small, mut long) = (batch(0, 10), batch(1, 5_000));
+        // A CRC error in the long entry: never seen, as the entry is never checked.
+        let n = long.len();
+        long[n - 1] ^= 1;
+        let log = [small.clone(), long.clone(), small.clone()].concat();
+        let mut it = Batches::new(&log, 100)
+            .validate_crc(true)
+            .max_entry_bytes(1_000);
+        assert!(matches!(it.next(), Some(Ok(LogEntry::V2(_)))));
+        assert!(it.next().is_none());
+        assert!(it.next().is_none());
+        assert_eq!(it.stopped_at(), None);
+        assert_eq!(it.valid_prefix_end(), 100 + small.len() as u64);
+        // Without the bound the same bytes end at the CRC error, at the long entry's start.
+        let mut it = Batches::new(&log, 100).validate_crc(true);
+        assert!(matches!(it.next(), Some(Ok(_))));
+        let Some(Err(e)) = it.next() else {
+            panic!("expected the CRC error")
+        };
+        assert!(matches!(e.kind, FormatErrorKind::CrcMismatch { .. }));
+        assert_eq!(e.position, 100 + small.len() as u64);
+        // An incomplete entry at the end is reported as before, whatever the bound.
+        let torn = &log[..small.len() + 100];
+        let mut it = Batches::new(torn, 0).max_entry_bytes(1_000);
+        assert!(matches!(it.next(), Some(Ok(_))));
+        assert!(it.next().is_none());
+        assert!(matches!(
+            it.stopped_at(),
+            Some(IterEnd::IncompleteTrailing { .. })
+        ));
+    }
+}

@@ -9,7 +9,7 @@
 use crc_fast::{CrcAlgorithm, Digest};
 
 /// CRC-32C of `bytes`.
-#[inline]
+#[inline(always)]
 pub fn crc32c(bytes: &[u8]) -> u32 {
     crc_fast::crc32_iscsi(bytes)
 }

@@ -357,39 +357,43 @@ impl<'a> Regions<'a> {
     /// [`MAX_ENTRY_REGIONS`] regions: the reader walks that one if it is on the chain.
     fn walk(&self, start: usize, stop: usize, bounded: bool) -> Span<'a> {
         let rest = self.data.get(start..).unwrap_or_default();
-        let mut it = Batches::new(rest, self.base_position + start as u64);
+        // The iterator checks each CRC itself: the same check made on each entry after the
+        // iterator returned it measured 4x slower over a map of memory-resident pages.
+        let mut it = Batches::new(rest, self.base_position + start as u64)
+            .validate_crc(true)
+            .max_entry_bytes(if bounded {
+                self.max_entry_bytes()
+            } else {
+                usize::MAX
+            });
         let to_the_end = stop >= self.data.len();
         let mut span = Span {
             end: start,
             entries: Vec::new(),
             frame_end: None,
         };
+        let mut checked = 0;
         while span.end < stop || to_the_end {
             match it.next() {
                 Some(Ok(e)) => {
-                    if bounded && e.size_in_bytes() > self.max_entry_bytes() {
-                        break;
-                    }
-                    self.count_checked(e.size_in_bytes());
-                    if let Err(err) = e.validate() {
-                        // At the entry's start, as the sequential iterator reports it.
-                        let err = FormatError::new(err.kind, e.position());
-                        span.frame_end = Some(IterEnd::Error(err));
-                        break;
-                    }
+                    checked += e.size_in_bytes();
                     span.end += e.size_in_bytes();
                     span.entries.push(e);
                 }
                 Some(Err(e)) => {
+                    // At the entry's start, as the sequential iterator reports it (a CRC
+                    // mismatch too).
                     span.frame_end = Some(IterEnd::Error(e));
                     break;
                 }
                 None => {
-                    span.frame_end = Some(it.stopped_at().cloned().unwrap_or(IterEnd::Complete));
+                    // Without a reason: the next entry is longer than a bounded walk takes.
+                    span.frame_end = it.stopped_at().cloned();
                     break;
                 }
             }
         }
+        self.count_checked(checked);
         span
     }
 
