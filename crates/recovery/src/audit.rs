@@ -563,15 +563,15 @@ impl ProducerAudit {
             let expected = track
                 .last_sequence
                 .map_or(0, |last| increment_sequence(last, 1));
-            let duplicate = || {
-                track
+            if first == expected {
+                None
+            } else {
+                // Searched only for an out-of-sequence batch (the common case is in sequence).
+                let duplicate = track
                     .cache
                     .iter()
-                    .find(|c| c.first_sequence == first && c.last_sequence == batch.last_sequence)
-            };
-            match (first == expected, track.last_sequence) {
-                (true, _) => None,
-                (false, last_sequence) => match (duplicate(), last_sequence) {
+                    .find(|c| c.first_sequence == first && c.last_sequence == batch.last_sequence);
+                match (duplicate, track.last_sequence) {
                     (Some(original), _) => Some(AuditFinding::Duplicate {
                         offset,
                         producer_id,
@@ -597,7 +597,7 @@ impl ProducerAudit {
                         expected_sequence: expected,
                         previous_offset,
                     }),
-                },
+                }
             }
         };
         let txn_finding = match track.open_txn {

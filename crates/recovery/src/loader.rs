@@ -552,11 +552,7 @@ impl LogDir {
             self.close_sync == CloseSync::FileSystem && env.storage.supports_sync_filesystem();
         let jobs = self.partitions.into_iter().collect();
         let closed = per_partition(self.threads, jobs, |log: PartitionLog| {
-            if unsynced {
-                log.close_unsynced()
-            } else {
-                log.close()
-            }
+            log.close_with(!unsynced)
         });
         let mut recovery = Vec::new();
         let mut starts = Vec::new();

@@ -1028,15 +1028,11 @@ impl PartitionLog {
         self.close_with(true)
     }
 
-    /// [`Self::close`] without flushing the segments: for a log directory that closes many
-    /// partitions and then makes its whole file system durable with one
+    /// [`Self::close`]; without `sync` the segments are not flushed: for a log directory that
+    /// closes many partitions and then makes its whole file system durable with one
     /// [`segment_store::io::Storage::sync_filesystem`] before it writes its checkpoints. (The
     /// producer snapshot and the leader-epoch checkpoint are still written atomically.)
-    pub(crate) fn close_unsynced(self) -> Result<ClosedLog, PartitionLogError> {
-        self.close_with(false)
-    }
-
-    fn close_with(mut self, sync: bool) -> Result<ClosedLog, PartitionLogError> {
+    pub(crate) fn close_with(mut self, sync: bool) -> Result<ClosedLog, PartitionLogError> {
         if sync {
             self.flush()?;
         }

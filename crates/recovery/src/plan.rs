@@ -631,8 +631,7 @@ fn not_found_is_empty<T>(r: Result<Vec<T>, SegmentError>) -> Result<Vec<T>, Segm
 }
 
 /// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion and orphan index removal, decided
-/// only: the actions, and the live files they leave.
-/// Also returns the names of `dir`, as listed.
+/// only: the actions, the live files they leave, and the names of `dir` as listed.
 #[allow(clippy::type_complexity)]
 fn plan_leftovers(
     opts: &LoadOptions,

@@ -213,8 +213,9 @@ impl MmapFile {
             // unmodified by others for the lifetime of the map.
             let m = unsafe { options.map(self.file.file()) };
             let m = m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?;
-            // Read-only maps are `.log` files scanned front to back: twice the read-around of a
-            // fault when they are not in the page cache. Advisory only.
+            // Read-only maps are mostly `.log` files read front to back (fetches, producer-state
+            // replays): twice the read-around of a fault when they are not in the page cache.
+            // Advisory only.
             #[cfg(target_os = "linux")]
             let _ = rustix::fs::fadvise(self.file.file(), 0, None, rustix::fs::Advice::Sequential);
             Map::ReadOnly(m)

@@ -761,11 +761,9 @@ impl LogSegment {
         }
         self.log.unmap();
         self.log.truncate_to(valid_bytes)?;
-        if !active {
-            self.offset_index.trim_to_valid_size()?;
-        }
         self.force_final_time_index_entry()?;
         if !active {
+            self.offset_index.trim_to_valid_size()?;
             self.time_index.trim_to_valid_size()?;
         }
         Ok(RecoveryOutcome {

@@ -93,7 +93,9 @@ impl IndexCore {
         let opened = if writable && grow {
             // A file of whole entries only: any other length stays as it is, for the sanity
             // check to see (and `resize` to refuse or round).
-            MmapFile::open_grown(lock, path, max_len, |len| len % entry_size as u64 == 0)
+            MmapFile::open_grown(lock, path, max_len, |len| {
+                len.is_multiple_of(entry_size as u64)
+            })
         } else {
             MmapFile::open(lock, path, writable).map(|m| {
                 let len = m.len();
