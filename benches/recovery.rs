@@ -19,8 +19,9 @@
 //! (c) `kafka_layout`: Kafka's default layout, ONE segment of 1 GiB (`SEGLOG_BENCH_KAFKA_BYTES`)
 //!     of ~1.15 KB batches (10 records of 100-byte values), cached under
 //!     `<target>/bench-data/kafka-layout-v1-<bytes>/` (or the partition directory
-//!     `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote): `LogLoader::load(full)` with the indexes
-//!     missing and with 10 MiB zero-filled indexes (what a crashed broker leaves), and the plan
+//!     `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote):
+//!     `LogLoader::load(full)` with the indexes missing and with 10 MiB zero-filled indexes (what
+//!     a crashed broker leaves), and the plan
 //!     `seglog verify` prints (`plan_audited`, no lock), each paired with one mmap'd `crc32c`
 //!     pass over the same `.log` (the `crc32c` crate), and the load and the plan also with one
 //!     pass of the CRC-32C function seglog itself uses (`record_format::checksum`, crc-fast).
