@@ -307,6 +307,11 @@ impl<'a> BatchIterator<'a> {
         self
     }
 
+    /// [`Self::validate_crc`] from the next entry on.
+    pub fn set_validate_crc(&mut self, validate: bool) {
+        self.validate_crc = validate;
+    }
+
     /// Stops (returns `None`, with [`Self::stopped_at`] still `None`) before an entry of more than
     /// `max` bytes, without reading or checking it: a bounded walk leaves long entries to another.
     #[must_use]

@@ -55,4 +55,4 @@ pub use control::{
 };
 pub use error::{FormatError, FormatErrorKind};
 pub use record::{Header, Record, Records};
-pub use scan::scan_log;
+pub use scan::{scan_log, ChunkChain};

@@ -542,6 +542,97 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     }
 }
 
+/// Follows the chain of entries of a file read in consecutive chunks (each chunk's bytes in a
+/// buffer of its own), checking the CRC of every entry that lies whole inside a chunk: what one
+/// thread can do for a file while another applies it.
+///
+/// [`ChunkChain::check`] returns, for each chunk, the positions of the chain's entries that lie
+/// whole in it, all of them valid. An entry across a chunk boundary is not checked; the chain
+/// goes on at its end (its `length` field says where). After an invalid entry the chain is lost
+/// and no further ranges come. The ranges are only a help to whoever applies the chunk: such a
+/// walk may skip the CRCs of the entries from a range's start to its end in *the same bytes*
+/// once its own chain arrives exactly at the range's start (framing is a function of the bytes
+/// and the start position), and checks everything else itself.
+#[derive(Debug, Clone, Default)]
+pub struct ChunkChain {
+    /// Absolute position of the next entry on the chain (`None`: lost).
+    next: Option<u64>,
+    /// The first bytes of the entry at `next` when a chunk ended before its `length` field did.
+    head: Vec<u8>,
+}
+
+impl ChunkChain {
+    /// A chain starting at the file's first byte.
+    pub fn new() -> Self {
+        Self {
+            next: Some(0),
+            head: Vec::new(),
+        }
+    }
+
+    /// The chunk `data`, whose first byte is at absolute position `at`, following the previous
+    /// chunk: the range of absolute positions of the whole, valid entries of the chain in it
+    /// (`None` when there are none).
+    pub fn check(&mut self, at: u64, data: &[u8]) -> Option<std::ops::Range<u64>> {
+        let mut next = self.next?;
+        let end = at.saturating_add(data.len() as u64);
+        if next < at {
+            // The previous chunk ended inside the length field of the entry at `next`.
+            let want = LENGTH_END.saturating_sub(self.head.len());
+            self.head
+                .extend_from_slice(data.get(..want.min(data.len())).unwrap_or_default());
+            if self.head.len() < LENGTH_END {
+                return None;
+            }
+            self.next = entry_end(next, &self.head);
+            self.head.clear();
+            next = self.next?;
+        }
+        if next >= end {
+            return None;
+        }
+        let from = usize::try_from(next - at).ok()?;
+        let rest = data.get(from..).unwrap_or_default();
+        let mut it = Batches::new(rest, next).validate_crc(true);
+        for entry in &mut it {
+            if entry.is_err() {
+                break;
+            }
+        }
+        let valid_end = it.valid_prefix_end();
+        self.next = match it.stopped_at() {
+            Some(IterEnd::Complete) => Some(valid_end),
+            Some(IterEnd::IncompleteTrailing { position, .. }) => {
+                let tail = rest
+                    .get(usize::try_from(position - next).unwrap_or(usize::MAX)..)
+                    .unwrap_or_default();
+                if tail.len() < LENGTH_END {
+                    self.head.extend_from_slice(tail);
+                    Some(*position)
+                } else {
+                    entry_end(*position, tail)
+                }
+            }
+            _ => None,
+        };
+        (valid_end > next).then_some(next..valid_end)
+    }
+}
+
+/// Bytes of an entry up to the end of its `length` field (offset, length).
+const LENGTH_END: usize = 12;
+
+/// Where the entry at `position` whose first bytes are `head` (at least [`LENGTH_END`]) ends by
+/// its `length` field (`None` for a negative length).
+fn entry_end(position: u64, head: &[u8]) -> Option<u64> {
+    let len = head
+        .get(8..LENGTH_END)
+        .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        .map(i32::from_be_bytes)?;
+    let len = u64::try_from(len).ok()?;
+    position.checked_add(LENGTH_END as u64 + len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -863,5 +954,94 @@ mod tests {
         assert_eq!((&positions, &end), (&want_positions, &want_end));
         assert!(gaps > 0, "the look-alikes were taken as region starts");
         assert_checked_at_most_8_times(&data, region);
+    }
+
+    /// The entries by their `length` fields from the start, whatever their CRCs: (position, end).
+    fn framing_chain(data: &[u8]) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut p = 0u64;
+        while let Some(end) = data
+            .get(p as usize..p as usize + LENGTH_END)
+            .and_then(|h| entry_end(p, h))
+        {
+            out.push((p, end));
+            if end <= p || end > data.len() as u64 {
+                break;
+            }
+            p = end;
+        }
+        out
+    }
+
+    #[test]
+    fn a_chunk_chain_checks_exactly_the_whole_valid_entries_of_each_chunk() {
+        let mut rng = Rng(0x5eed_c4a1);
+        for round in 0..300 {
+            let mut data = tricky_log(&mut rng, 700);
+            match round % 4 {
+                0 => {}
+                1 => {
+                    let at = rng.below(data.len() as u64) as usize;
+                    data[at] ^= 1 << rng.below(8);
+                }
+                2 => data.truncate(rng.below(data.len() as u64) as usize),
+                _ => {
+                    let at = rng.below(data.len() as u64) as usize;
+                    data[at..].fill(0);
+                }
+            }
+            // The valid entries of one sequential scan, as (position, end).
+            let valid: Vec<(u64, u64)> = Batches::new(&data, 0)
+                .validate_crc(true)
+                .map_while(|e| e.ok())
+                .map(|e| (e.position(), e.position() + e.size_in_bytes() as u64))
+                .collect();
+            let chain = framing_chain(&data);
+            let mut chunks = ChunkChain::new();
+            let (mut at, mut bounds, mut covered) = (0usize, Vec::new(), Vec::new());
+            while at < data.len() {
+                // Tiny chunks too: a chunk may end inside an entry's length field more than once.
+                let n = match rng.below(4) {
+                    0 => 1 + rng.below(12) as usize,
+                    1 => 1 + rng.below(300) as usize,
+                    _ => 1 + rng.below(5_000) as usize,
+                }
+                .min(data.len() - at);
+                let chunk = &data[at..at + n];
+                bounds.push((at as u64, (at + n) as u64));
+                if let Some(r) = chunks.check(at as u64, chunk) {
+                    assert!(
+                        r.start >= at as u64 && r.end <= (at + n) as u64,
+                        "round {round}"
+                    );
+                    // A run of whole valid entries in these bytes, on the chain of the file.
+                    let bytes =
+                        &chunk[(r.start - at as u64) as usize..(r.end - at as u64) as usize];
+                    let mut it = Batches::new(bytes, r.start).validate_crc(true);
+                    for e in &mut it {
+                        let e = e.expect("a checked entry is valid");
+                        assert!(
+                            chain.iter().any(|&(p, _)| p == e.position()),
+                            "round {round}"
+                        );
+                        covered.push(e.position());
+                    }
+                    assert_eq!(it.stopped_at(), Some(&IterEnd::Complete), "round {round}");
+                }
+                at += n;
+            }
+            // Every valid entry that lies whole in one chunk was checked.
+            for &(p, end) in &valid {
+                if bounds.iter().any(|&(a, b)| a <= p && end <= b) {
+                    assert!(
+                        covered.contains(&p),
+                        "round {round}: entry at {p} not checked"
+                    );
+                }
+            }
+            let mut sorted = covered.clone();
+            sorted.dedup();
+            assert_eq!(sorted, covered, "round {round}: an entry checked twice");
+        }
     }
 }

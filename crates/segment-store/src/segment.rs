@@ -23,7 +23,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use record_format::batches::incomplete_batch_error;
 use record_format::scan::{Piece, Regions, DEFAULT_REGION_BYTES};
 use record_format::wire::NO_TIMESTAMP;
-use record_format::{Batches, FormatError, IterEnd, LogEntry, RecordBatch};
+use record_format::{Batches, ChunkChain, FormatError, IterEnd, LogEntry, RecordBatch};
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::{quarantine_file_name, segment_file_path, FileKind, DELETED_FILE_SUFFIX};
@@ -1041,6 +1041,34 @@ impl SegmentScanner {
         Ok(self.window_end(framing_end, bytes, position))
     }
 
+    /// [`Self::scan`] on this thread alone, one entry after the other, without checking again
+    /// the CRCs of `checked`: absolute positions of a chain of whole entries whose CRCs another
+    /// thread checked in these same bytes ([`ChunkChain`]). They are trusted only once this walk's
+    /// own chain arrives exactly at the range's start.
+    fn scan_here<E: From<SegmentError>>(
+        &mut self,
+        bytes: &[u8],
+        position: u64,
+        visitor: &mut RecoveryVisitor<'_, E>,
+        checked: Option<std::ops::Range<u64>>,
+    ) -> std::result::Result<Option<u64>, E> {
+        let mut aborted = Vec::new();
+        let mut it = Batches::new(bytes, position).validate_crc(true);
+        let mut trusted = false;
+        loop {
+            if let Some(c) = &checked {
+                let at = it.valid_prefix_end();
+                trusted |= at == c.start;
+                it.set_validate_crc(!(trusted && at < c.end));
+            }
+            match it.next() {
+                Some(Ok(entry)) => self.apply_entry(&entry, visitor, &mut aborted)?,
+                Some(Err(_)) | None => break,
+            }
+        }
+        Ok(self.window_end(it.stopped_at().cloned(), bytes, position))
+    }
+
     /// Applies one valid entry, in order: its offset range, the max timestamp, the index
     /// entries by the append rule, the counts, and the visitor (v2 batches).
     fn apply_entry<E: From<SegmentError>>(
@@ -1182,7 +1210,7 @@ impl SegmentScanner {
         }
         let size = self.size;
         let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
-        let (full_tx, full_rx) = mpsc::sync_channel::<Result<(u64, Vec<u8>)>>(READ_AHEAD_CHUNKS);
+        let (full_tx, full_rx) = mpsc::sync_channel::<Result<ReadChunk>>(READ_AHEAD_CHUNKS);
         for _ in 0..READ_AHEAD_CHUNKS {
             // Cannot fail: the channel holds as many buffers and its receiver is alive.
             let _ = free_tx.send(vec![0u8; CHUNK_HEADROOM + READ_CHUNK_BYTES]);
@@ -1191,7 +1219,7 @@ impl SegmentScanner {
             let reader = std::thread::Builder::new()
                 .name("seglog-read".into())
                 .spawn_scoped(scope, move || {
-                    let mut at = 0u64;
+                    let (mut at, mut chain) = (0u64, ChunkChain::new());
                     while at < size {
                         // The scan is over (or failed) once it dropped its ends of the channels.
                         let Ok(mut buf) = recv_spinning(&free_rx) else {
@@ -1202,7 +1230,12 @@ impl SegmentScanner {
                         let read = buf
                             .get_mut(CHUNK_HEADROOM..end)
                             .map_or(Ok(()), |b| handle.read_exact_at(at, b));
-                        if full_tx.send(read.map(|()| (at, buf))).is_err() {
+                        let chunk = read.map(|()| {
+                            let data = buf.get(CHUNK_HEADROOM..end).unwrap_or_default();
+                            let checked = chain.check(at, data);
+                            ReadChunk { at, buf, checked }
+                        });
+                        if full_tx.send(chunk).is_err() {
                             return;
                         }
                         at += n;
@@ -1222,7 +1255,7 @@ impl SegmentScanner {
     /// The consuming side of [`Self::scan_file`]: the chunks in file order.
     fn scan_chunks<E: From<SegmentError>>(
         &mut self,
-        full: &mpsc::Receiver<Result<(u64, Vec<u8>)>>,
+        full: &mpsc::Receiver<Result<ReadChunk>>,
         free: &mpsc::SyncSender<Vec<u8>>,
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<(), E> {
@@ -1230,7 +1263,11 @@ impl SegmentScanner {
         let (mut position, mut carry) = (0u64, Vec::new());
         // Ends when the reader has sent the last chunk: the scan of that one returns `None`.
         while let Ok(read) = recv_spinning(full) {
-            let (at, mut buf) = read?;
+            let ReadChunk {
+                at,
+                mut buf,
+                checked,
+            } = read?;
             let n = usize::try_from((self.size - at).min(READ_CHUNK_BYTES as u64))
                 .unwrap_or(READ_CHUNK_BYTES);
             let next = if carry.len() <= CHUNK_HEADROOM {
@@ -1239,7 +1276,7 @@ impl SegmentScanner {
                     head.copy_from_slice(&carry);
                 }
                 let bytes = buf.get(from..CHUNK_HEADROOM + n).unwrap_or_default();
-                let next = self.scan_with(bytes, position, visitor, 0)?;
+                let next = self.scan_here(bytes, position, visitor, checked)?;
                 carry.clear();
                 if let Some(next) = next {
                     let rest = usize::try_from(next - position).unwrap_or(usize::MAX);
@@ -1251,7 +1288,8 @@ impl SegmentScanner {
                     buf.get(CHUNK_HEADROOM..CHUNK_HEADROOM + n)
                         .unwrap_or_default(),
                 );
-                let next = self.scan_with(&carry, position, visitor, 0)?;
+                // Other bytes than the ones the reader checked: every CRC is checked here.
+                let next = self.scan_here(&carry, position, visitor, None)?;
                 if let Some(next) = next {
                     let rest = usize::try_from(next - position).unwrap_or(usize::MAX);
                     carry.drain(..rest.min(carry.len()));
@@ -1368,6 +1406,14 @@ pub(crate) fn headers_in(
             partition_leader_epoch,
         })
     })
+}
+
+/// A chunk [`SegmentScanner::scan_file`]'s reader sends: the file's bytes from `at` in `buf`
+/// after [`CHUNK_HEADROOM`], and the entries in them whose CRCs it checked.
+struct ReadChunk {
+    at: u64,
+    buf: Vec<u8>,
+    checked: Option<std::ops::Range<u64>>,
 }
 
 /// Bytes [`SegmentScanner::scan_file`] reads at a time: small enough that a chunk is still in
