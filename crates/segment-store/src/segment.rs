@@ -973,15 +973,21 @@ pub struct SegmentScanner {
 impl SegmentScanner {
     /// A scanner of the `.log` at `path` of `size` bytes, with base offset `base_offset`.
     pub fn new(path: &Path, base_offset: i64, size: u64, config: &SegmentConfig) -> Self {
+        let interval = u64::from(config.index_interval_bytes);
+        let max_offset_entries =
+            usize::try_from(config.max_index_size / OFFSET_ENTRY_SIZE as u64).unwrap_or(usize::MAX);
+        let max_time_entries =
+            usize::try_from(config.max_index_size / TIME_ENTRY_SIZE as u64).unwrap_or(usize::MAX);
+        // At most one entry per `interval` bytes: reserved once (address space only until the
+        // entries are written) instead of grown, which copies them each time it doubles.
+        let expected = usize::try_from(size / interval.max(1)).unwrap_or(usize::MAX);
         Self {
             path: path.to_path_buf(),
             size,
-            interval: u64::from(config.index_interval_bytes),
+            interval,
             region_bytes: config.recovery_region_bytes,
-            max_offset_entries: usize::try_from(config.max_index_size / OFFSET_ENTRY_SIZE as u64)
-                .unwrap_or(usize::MAX),
-            max_time_entries: usize::try_from(config.max_index_size / TIME_ENTRY_SIZE as u64)
-                .unwrap_or(usize::MAX),
+            max_offset_entries,
+            max_time_entries,
             last_time_ts: NO_TIMESTAMP,
             last_index_entry: 0,
             scan: SegmentScan {
@@ -994,8 +1000,8 @@ impl SegmentScanner {
                     timestamp: NO_TIMESTAMP,
                     offset: base_offset,
                 },
-                offset_entries: Vec::new(),
-                time_entries: Vec::new(),
+                offset_entries: Vec::with_capacity(expected.min(max_offset_entries)),
+                time_entries: Vec::with_capacity(expected.min(max_time_entries)),
                 truncated_at: None,
                 aborted_txns: Vec::new(),
             },
