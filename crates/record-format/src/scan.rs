@@ -33,6 +33,7 @@ use std::sync::OnceLock;
 
 use crate::batches::{BatchHeader, Batches, IterEnd, LogEntry};
 use crate::error::FormatError;
+use crate::wire::RECORD_OVERHEAD_V0;
 
 /// Result of [`scan_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -591,7 +592,7 @@ impl ChunkChain {
         if next >= end {
             return None;
         }
-        let from = usize::try_from(next - at).ok()?;
+        let from = usize::try_from(next.checked_sub(at)?).ok()?;
         let rest = data.get(from..).unwrap_or_default();
         let mut it = Batches::new(rest, next).validate_crc(true);
         for entry in &mut it {
@@ -604,7 +605,7 @@ impl ChunkChain {
             Some(IterEnd::Complete) => Some(valid_end),
             Some(IterEnd::IncompleteTrailing { position, .. }) => {
                 let tail = rest
-                    .get(usize::try_from(position - next).unwrap_or(usize::MAX)..)
+                    .get(usize::try_from(position.saturating_sub(next)).unwrap_or(usize::MAX)..)
                     .unwrap_or_default();
                 if tail.len() < LENGTH_END {
                     self.head.extend_from_slice(tail);
@@ -623,14 +624,17 @@ impl ChunkChain {
 const LENGTH_END: usize = 12;
 
 /// Where the entry at `position` whose first bytes are `head` (at least [`LENGTH_END`]) ends by
-/// its `length` field (`None` for a negative length).
+/// its `length` field; `None` for a length the iterator refuses (shorter than the smallest
+/// entry), so that the chain never goes on inside bytes it has already passed.
 fn entry_end(position: u64, head: &[u8]) -> Option<u64> {
     let len = head
         .get(8..LENGTH_END)
         .and_then(|b| <[u8; 4]>::try_from(b).ok())
         .map(i32::from_be_bytes)?;
-    let len = u64::try_from(len).ok()?;
-    position.checked_add(LENGTH_END as u64 + len)
+    if len < RECORD_OVERHEAD_V0 as i32 {
+        return None;
+    }
+    position.checked_add(LENGTH_END as u64 + u64::try_from(len).ok()?)
 }
 
 #[cfg(test)]
@@ -971,6 +975,22 @@ mod tests {
             p = end;
         }
         out
+    }
+
+    #[test]
+    fn a_chunk_chain_does_not_follow_a_length_that_ends_inside_the_chunks_it_has_seen() {
+        let data = log(3);
+        let second = framing_chain(&data)[1].0 as usize;
+        let mut bad = data.clone();
+        // The second entry's length field says 3 bytes: it ends before the chunk boundary.
+        bad[second + 8..second + 12].copy_from_slice(&3i32.to_be_bytes());
+        for split in [second + 12, second + 14, second + 17, second + 5] {
+            let mut chain = ChunkChain::new();
+            let first = chain.check(0, &bad[..split]);
+            assert_eq!(first, Some(0..second as u64), "split at {split}");
+            // Neither a panic nor a range: the chain is lost at the bad entry.
+            assert_eq!(chain.check(split as u64, &bad[split..]), None, "split at {split}");
+        }
     }
 
     #[test]
