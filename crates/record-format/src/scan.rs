@@ -989,7 +989,11 @@ mod tests {
             let first = chain.check(0, &bad[..split]);
             assert_eq!(first, Some(0..second as u64), "split at {split}");
             // Neither a panic nor a range: the chain is lost at the bad entry.
-            assert_eq!(chain.check(split as u64, &bad[split..]), None, "split at {split}");
+            assert_eq!(
+                chain.check(split as u64, &bad[split..]),
+                None,
+                "split at {split}"
+            );
         }
     }
 

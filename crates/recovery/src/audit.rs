@@ -473,13 +473,11 @@ impl ProducerAudit {
         } else if batch.has_producer_id() {
             if batch.is_control {
                 if let Some(ControlInfo::EndTxn { commit, .. }) = batch.control {
-                    self.check_reuse(batch);
                     self.marker(batch, commit);
                 }
                 // Empty control batches are no-ops for producer state; other control types with
                 // a producer id are the PSM's business (it refuses them).
             } else {
-                self.check_reuse(batch);
                 self.data(batch);
             }
         }
@@ -511,10 +509,11 @@ impl ProducerAudit {
         self.last_barrier = Some(offset);
     }
 
+    /// An id seen for the first time since the latest barrier: was it used before it?
     fn check_reuse(&mut self, batch: &BatchSummary) {
         let producer_id = batch.producer_id;
         // No barrier yet, or every id seen before it already checked: nothing to find.
-        if self.before_barrier.is_empty() || self.tracks.contains_key(&producer_id) {
+        if self.before_barrier.is_empty() {
             return;
         }
         if let (Some(previous_offset), Some(barrier_offset)) =
@@ -536,6 +535,7 @@ impl ProducerAudit {
         let first = batch.base_sequence;
         let Some(track) = self.tracks.get_mut(&producer_id) else {
             // First sight of the id (in the stream or since the barrier): taken as it is.
+            self.check_reuse(batch);
             let mut track = Track::new(epoch);
             track.record_data(batch);
             self.tracks.insert(producer_id, track);
@@ -621,6 +621,7 @@ impl ProducerAudit {
         let epoch = batch.producer_epoch;
         let Some(track) = self.tracks.get_mut(&producer_id) else {
             // First sight of the id: its transaction's data may be before the audited range.
+            self.check_reuse(batch);
             let mut track = Track::new(epoch);
             track.last_offset = batch.last_offset;
             self.tracks.insert(producer_id, track);

@@ -34,7 +34,7 @@ use segment_store::file_name::{
 use segment_store::{
     scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, OffsetPosition,
     ParsedName, ReadOnlyBytes, RecoveryVisitor, SegmentConfig, SegmentError, SegmentScan,
-    SegmentScanner, StdFs, TimeIndexView, TimestampOffset, TxnIndexView,
+    SegmentScanner, StdFs, TimeIndexView, TxnIndexView,
 };
 
 use crate::audit::{AuditFinding, ProducerAudit};
@@ -890,19 +890,101 @@ impl<'a> Sources<'a> {
     }
 }
 
-/// The check of one scanned segment's offset and time index entries against its batches.
+/// The check of one scanned segment's offset and time index entries against its batches, over
+/// the index files' bytes (no copy of the entries, unless the offset index is out of order).
 struct IndexCheck {
-    /// (entry number, entry) by position, those inside the `.log`.
-    entries: Vec<(usize, OffsetPosition)>,
+    base: i64,
+    /// The offset index's bytes.
+    index: ReadOnlyBytes,
+    /// The time index's bytes.
+    time: ReadOnlyBytes,
+    /// The `.log`'s size: entries at or past it were reported already and are skipped.
+    log_size: u64,
+    /// How many offset-index entries there are (up to a zero-filled preallocated tail).
+    count: usize,
+    /// The entries inside the `.log` as (entry number, entry) by position, when the index does
+    /// not list them in that order itself.
+    sorted: Option<Vec<(usize, OffsetPosition)>>,
+    /// The next entry (of `sorted`, or of the index) not compared yet.
     next: usize,
-    time_entries: Vec<(usize, TimestampOffset)>,
     findings: Vec<IndexFinding>,
 }
 
 impl IndexCheck {
+    /// The check of the offset index `index` and time index `time` of the segment at `base` whose
+    /// `.log` has `log_size` bytes, and the findings about entries past the `.log`'s end.
+    fn new(
+        base: i64,
+        index: ReadOnlyBytes,
+        time: ReadOnlyBytes,
+        log_size: u64,
+    ) -> (Self, Vec<IndexFinding>) {
+        let view = OffsetIndexView::new(base, index.bytes());
+        let mut beyond = Vec::new();
+        let (mut count, mut in_order, mut last_position) = (0, true, 0u32);
+        while let Some(e) = view.entry(count) {
+            // No real entry points at position 0: the preallocated tail starts here.
+            if e.offset == base && e.position.0 == 0 {
+                break;
+            }
+            if u64::from(e.position.0) >= log_size {
+                beyond.push(IndexFinding {
+                    kind: FileKind::Index,
+                    problem: IndexProblem::EntryBeyondLog {
+                        entry: count,
+                        offset: e.offset,
+                        position: e.position.0,
+                        log_size,
+                    },
+                });
+            } else {
+                in_order &= e.position.0 >= last_position;
+                last_position = e.position.0;
+            }
+            count += 1;
+        }
+        let sorted = (!in_order).then(|| {
+            let mut entries: Vec<(usize, OffsetPosition)> = (0..count)
+                .filter_map(|n| view.entry(n).map(|e| (n, e)))
+                .filter(|(_, e)| u64::from(e.position.0) < log_size)
+                .collect();
+            entries.sort_by_key(|(n, e)| (e.position, *n));
+            entries
+        });
+        let check = IndexCheck {
+            base,
+            index,
+            time,
+            log_size,
+            count,
+            sorted,
+            next: 0,
+            findings: Vec::new(),
+        };
+        (check, beyond)
+    }
+
+    /// The next entry inside the `.log` in position order, not consumed.
+    fn peek(&mut self) -> Option<(usize, OffsetPosition)> {
+        match &self.sorted {
+            Some(entries) => entries.get(self.next).copied(),
+            None => {
+                let view = OffsetIndexView::new(self.base, self.index.bytes());
+                while self.next < self.count {
+                    let e = view.entry(self.next)?;
+                    if u64::from(e.position.0) < self.log_size {
+                        return Some((self.next, e));
+                    }
+                    self.next += 1;
+                }
+                None
+            }
+        }
+    }
+
     /// The batch at `position` with `last_offset`, in log order.
     fn batch(&mut self, position: u64, last_offset: i64) {
-        while let Some((n, e)) = self.entries.get(self.next).copied() {
+        while let Some((n, e)) = self.peek() {
             let p = u64::from(e.position.0);
             if p > position {
                 break;
@@ -949,7 +1031,11 @@ impl IndexCheck {
         });
         if scan.truncated_bytes() == 0 {
             if let Some(last) = scan.last_offset {
-                for &(n, e) in &self.time_entries {
+                let view = TimeIndexView::new(self.base, self.time.bytes());
+                let entries = (0..view.entries())
+                    .map_while(|n| view.entry(n).map(|e| (n, e)))
+                    .take_while(|(_, e)| !(e.offset == self.base && e.timestamp == 0));
+                for (n, e) in entries {
                     if e.offset > last {
                         self.findings.push(IndexFinding {
                             kind: FileKind::TimeIndex,
@@ -965,6 +1051,11 @@ impl IndexCheck {
             }
         }
         self.findings
+    }
+
+    /// The offset index's bytes.
+    fn index_bytes(&self) -> &[u8] {
+        self.index.bytes()
     }
 }
 
@@ -1116,8 +1207,7 @@ fn check_indexes(
         });
     }
     let time = read_index(opts, lock, &time_path, FileKind::TimeIndex)?;
-    let time = time.bytes();
-    if let Err(problem) = TimeIndexView::new(base, time).sanity_check() {
+    if let Err(problem) = TimeIndexView::new(base, time.bytes()).sanity_check() {
         index_findings.push(IndexFinding {
             kind: FileKind::TimeIndex,
             problem: IndexProblem::Sanity(problem),
@@ -1141,57 +1231,29 @@ fn check_indexes(
         });
     }
     // Checking every index entry is for audited plans (`verify`); loading needs only the
-    // sanity checks above.
-    let mut check = None;
+    // sanity checks above. The offset-index entries past the end of the `.log` are reported at
+    // once, the others checked against the batches if the segment is scanned.
     if audit {
-        // The offset-index entries (up to a zero-filled preallocated tail: no real entry points
-        // at position 0), those past the end of the `.log` reported at once, the others checked
-        // against the batches if the segment is scanned.
-        let view = OffsetIndexView::new(base, index.bytes());
-        let mut entries = Vec::new();
-        for n in 0..view.entries() {
-            let Some(e) = view.entry(n) else { break };
-            if e.offset == base && e.position.0 == 0 {
-                break;
-            }
-            if u64::from(e.position.0) >= size {
-                index_findings.push(IndexFinding {
-                    kind: FileKind::Index,
-                    problem: IndexProblem::EntryBeyondLog {
-                        entry: n,
-                        offset: e.offset,
-                        position: e.position.0,
-                        log_size: size,
-                    },
-                });
-            } else {
-                entries.push((n, e));
-            }
-        }
-        entries.sort_by_key(|(n, e)| (e.position, *n));
-        let tview = TimeIndexView::new(base, time);
-        let time_entries: Vec<(usize, TimestampOffset)> = (0..tview.entries())
-            .map_while(|n| tview.entry(n).map(|e| (n, e)))
-            .take_while(|(_, e)| !(e.offset == base && e.timestamp == 0))
-            .collect();
-        check = Some(IndexCheck {
-            entries,
-            next: 0,
-            time_entries,
-            findings: Vec::new(),
+        let (check, beyond) = IndexCheck::new(base, index, time, size);
+        index_findings.extend(beyond);
+        return Ok(IndexesChecked {
+            index: ReadOnlyBytes::Owned(Vec::new()),
+            findings: index_findings,
+            sane,
+            check: Some(check),
         });
     }
     Ok(IndexesChecked {
         index,
         findings: index_findings,
         sane,
-        check,
+        check: None,
     })
 }
 
 /// What [`check_indexes`] found for one segment.
 struct IndexesChecked {
-    /// The offset index's bytes.
+    /// The offset index's bytes (in `check` instead, when there is one).
     index: ReadOnlyBytes,
     /// Every finding.
     findings: Vec<IndexFinding>,
@@ -1362,8 +1424,11 @@ fn recovery_base(
     if let Some(last) = found.segments.last_mut() {
         let base = last.base_offset;
         if recover_base.is_none_or(|r| r > base) {
-            last.next_offset =
-                read_next_offset(base, found.sources.bytes(base)?, found.last_index.bytes());
+            let index = found
+                .index_checks
+                .get(&base)
+                .map_or(found.last_index.bytes(), IndexCheck::index_bytes);
+            last.next_offset = read_next_offset(base, found.sources.bytes(base)?, index);
             found.sources.release(base);
             if last.next_offset.is_none() {
                 recover_base = Some(recover_base.map_or(base, |r| r.min(base)));

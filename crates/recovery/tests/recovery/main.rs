@@ -7,6 +7,7 @@ mod common;
 mod crash;
 mod fuzz_replay;
 mod hw_checkpoint;
+mod index_check;
 mod loader;
 mod log;
 mod log_dir_close;
