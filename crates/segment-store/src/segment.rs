@@ -735,16 +735,18 @@ impl LogSegment {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.txn_index.reset()?;
-        self.offset_index.append_in_bulk(|index| {
-            scan.offset_entries
-                .iter()
-                .try_for_each(|e| index.append(e.offset, e.position))
-        })?;
-        self.time_index.append_in_bulk(|index| {
-            scan.time_entries
-                .iter()
-                .try_for_each(|e| index.maybe_append(e.timestamp, e.offset, false).map(|_| ()))
-        })?;
+        self.offset_index
+            .append_in_bulk(scan.offset_entries.len(), |index| {
+                scan.offset_entries
+                    .iter()
+                    .try_for_each(|e| index.append(e.offset, e.position))
+            })?;
+        self.time_index
+            .append_in_bulk(scan.time_entries.len(), |index| {
+                scan.time_entries
+                    .iter()
+                    .try_for_each(|e| index.maybe_append(e.timestamp, e.offset, false).map(|_| ()))
+            })?;
         self.txn_index.append_all(&scan.aborted_txns)?;
         self.max_timestamp_so_far = scan.max_timestamp;
         let valid_bytes = scan.valid_bytes;

@@ -54,9 +54,10 @@ pub(crate) struct IndexCore {
 pub(crate) fn in_bulk<I, R>(
     index: &mut I,
     core: fn(&mut I) -> &mut IndexCore,
+    expected: usize,
     f: impl FnOnce(&mut I) -> Result<R>,
 ) -> Result<R> {
-    core(index).begin_bulk();
+    core(index).begin_bulk(expected);
     let result = f(index);
     let written = core(index).end_bulk();
     let r = result?;
@@ -187,13 +188,14 @@ impl IndexCore {
 
     /// Until [`Self::end_bulk`], pushed entries are collected (and [`Self::slot`] reads them
     /// there) instead of written one by one.
-    pub(crate) fn begin_bulk(&mut self) {
+    pub(crate) fn begin_bulk(&mut self, expected: usize) {
         if self.pending.is_none() {
-            // Room for up to 64 KiB of entries at first (a small heap allocation, not a map of
-            // the whole index size that would be unmapped again); more grow it as needed.
+            // Room for the `expected` entries at once (no copies as it grows), or for up to 64 KiB
+            // of them when fewer are expected, never more than the index holds; more grow it as
+            // needed.
             let free = self.max_entries.saturating_sub(self.entries);
             self.pending = Some(Vec::with_capacity(
-                free.min(BULK_START_ENTRIES) * self.entry_size,
+                free.min(expected.max(BULK_START_ENTRIES)) * self.entry_size,
             ));
         }
     }

@@ -237,9 +237,14 @@ impl OffsetIndex {
     /// Runs `f` (which appends entries) and writes what it appended with one write when it
     /// returns, whether it succeeded or not: recovery rebuilds a segment's index this way
     /// (writing the entries of a 1 GiB segment one by one through the map, each first write of
-    /// a page a page fault, took longer than one write of all of them).
-    pub fn append_in_bulk<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
-        super::in_bulk(self, |index| &mut index.core, f)
+    /// a page a page fault, took longer than one write of all of them). `expected`: about how
+    /// many entries `f` appends (room is made for them at once).
+    pub fn append_in_bulk<R>(
+        &mut self,
+        expected: usize,
+        f: impl FnOnce(&mut Self) -> Result<R>,
+    ) -> Result<R> {
+        super::in_bulk(self, |index| &mut index.core, expected, f)
     }
 
     /// Removes all entries and resizes the file to the max index size.
