@@ -77,6 +77,21 @@ fn index_findings(dir: &Path) -> Vec<IndexFinding> {
     plan.segments[0].index_findings.clone()
 }
 
+/// The problems of the index findings.
+fn problems(dir: &Path) -> Vec<IndexProblem> {
+    index_findings(dir).into_iter().map(|f| f.problem).collect()
+}
+
+/// Entry `n` of `entries` names `log_offset`'s batch with another offset.
+fn mismatch(entries: &[(i32, u32)], n: usize, log_offset: i64) -> IndexProblem {
+    IndexProblem::OffsetMismatch {
+        entry: n,
+        index_offset: i64::from(entries[n].0),
+        log_offset,
+        position: entries[n].1,
+    }
+}
+
 #[test]
 fn an_intact_index_has_no_findings_and_names_every_batch_but_the_first() {
     let dir = tempfile::tempdir().unwrap();
@@ -102,15 +117,7 @@ fn a_wrong_offset_and_a_position_inside_a_batch_are_named_by_entry() {
     write_index(dir.path(), &entries);
     let findings = index_findings(dir.path());
     assert_eq!(findings.len(), 2, "{findings:?}");
-    assert_eq!(
-        findings[0].problem,
-        IndexProblem::OffsetMismatch {
-            entry: 3,
-            index_offset: entries[3].0 as i64,
-            log_offset: batches[4].1,
-            position: entries[3].1,
-        }
-    );
+    assert_eq!(findings[0].problem, mismatch(&entries, 3, batches[4].1));
     assert_eq!(
         findings[1].problem,
         IndexProblem::NotBatchBoundary {
@@ -134,25 +141,16 @@ fn an_entry_past_the_log_is_reported_once_and_not_compared() {
     // The entries after it are still compared.
     entries[8].0 += 1;
     write_index(dir.path(), &entries);
-    let findings = index_findings(dir.path());
     assert_eq!(
-        findings
-            .iter()
-            .map(|f| f.problem.clone())
-            .collect::<Vec<_>>(),
+        problems(dir.path()),
         vec![
             IndexProblem::EntryBeyondLog {
                 entry: 5,
-                offset: entries[5].0 as i64,
+                offset: i64::from(entries[5].0),
                 position: log_size as u32 + 100,
                 log_size,
             },
-            IndexProblem::OffsetMismatch {
-                entry: 8,
-                index_offset: entries[8].0 as i64,
-                log_offset: batches[9].1,
-                position: entries[8].1,
-            }
+            mismatch(&entries, 8, batches[9].1),
         ]
     );
 }
@@ -165,22 +163,13 @@ fn entries_out_of_order_are_compared_by_position() {
     // Two intact entries swapped: each still names its batch rightly.
     entries.swap(2, 7);
     write_index(dir.path(), &entries);
-    assert_eq!(index_findings(dir.path()), Vec::new());
+    assert_eq!(problems(dir.path()), Vec::new());
     // And a wrong offset among them is still found, with its own entry number.
     entries[7].0 -= 1;
     write_index(dir.path(), &entries);
-    let findings = index_findings(dir.path());
     assert_eq!(
-        findings
-            .iter()
-            .map(|f| f.problem.clone())
-            .collect::<Vec<_>>(),
-        vec![IndexProblem::OffsetMismatch {
-            entry: 7,
-            index_offset: entries[7].0 as i64,
-            log_offset: batches[3].1,
-            position: entries[7].1,
-        }]
+        problems(dir.path()),
+        vec![mismatch(&entries, 7, batches[3].1)]
     );
 }
 
