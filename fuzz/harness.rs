@@ -10,8 +10,9 @@
 
 use record_format::scan::{Piece, Regions};
 use record_format::{
-    Batches, ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker, Header,
-    IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch, RecordBatchBuilder, TimestampType,
+    Batches, ChunkChain, ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker,
+    Header, IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch, RecordBatchBuilder,
+    TimestampType,
 };
 
 /// Small decompression budget so a fuzzer cannot exhaust memory.
@@ -177,6 +178,41 @@ pub fn batch_iter(data: &[u8]) {
     }
     assert_eq!(chained, seen, "region scan with {region}-byte regions");
     assert_eq!(reader.end().as_ref(), it.stopped_at(), "region scan end");
+
+    // The same bytes read in chunks (sizes from 1 to 256 bytes, taken from the data): every range
+    // a `ChunkChain` checked is a run of whole valid entries of those bytes, and every valid entry
+    // that lies whole in one chunk was checked.
+    let mut chain = ChunkChain::new();
+    let (mut at, mut k, mut bounds, mut checked) = (0usize, 0usize, Vec::new(), Vec::new());
+    while at < data.len() {
+        let n =
+            (1 + usize::from(data.get(k % data.len()).copied().unwrap_or(0))).min(data.len() - at);
+        let chunk = &data[at..at + n];
+        if let Some(r) = chain.check(at as u64, chunk) {
+            assert!(
+                r.start >= at as u64 && r.end <= (at + n) as u64,
+                "range inside its chunk"
+            );
+            let bytes = &chunk[(r.start - at as u64) as usize..(r.end - at as u64) as usize];
+            let mut run = Batches::new(bytes, r.start).validate_crc(true);
+            for e in &mut run {
+                checked.push(e.expect("a checked entry is valid").position());
+            }
+            assert_eq!(run.stopped_at(), Some(&IterEnd::Complete), "whole entries");
+        }
+        bounds.push((at as u64, (at + n) as u64));
+        at += n;
+        k += 1;
+    }
+    for &(p, size, _) in &seen {
+        let end = p + size as u64;
+        if bounds.iter().any(|&(a, b)| a <= p && end <= b) {
+            assert!(
+                checked.contains(&p),
+                "valid entry at {p} lies in one chunk, not checked"
+            );
+        }
+    }
 }
 
 /// Control records: key, end-transaction marker and MirrorPidResetRecord parsers. Whatever parses
