@@ -68,6 +68,6 @@ pub use io::{write_atomically, FileHandle, OpenMode, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use segment::{
-    scan_segment, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams, RollReason,
-    SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,
+    scan_segment, ChunkChecks, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams,
+    RollReason, SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,
 };

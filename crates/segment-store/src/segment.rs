@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -969,7 +970,22 @@ pub struct SegmentScanner {
     max_time_entries: usize,
     last_time_ts: i64,
     last_index_entry: u64,
+    chunk_checks: ChunkChecks,
     scan: SegmentScan,
+}
+
+/// Which thread of [`SegmentScanner::scan_file`] checks the CRCs of the batches that lie whole
+/// in a chunk (those across a chunk boundary are always checked by the scanning thread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ChunkChecks {
+    /// The reading thread while the scanning thread has a chunk to work on, else the scanning
+    /// thread: the work balances between the two, whichever of reading and applying is slower.
+    #[default]
+    Balanced,
+    /// Always the reading thread.
+    Reader,
+    /// Always the scanning thread.
+    Scanner,
 }
 
 impl SegmentScanner {
@@ -992,6 +1008,7 @@ impl SegmentScanner {
             max_time_entries,
             last_time_ts: NO_TIMESTAMP,
             last_index_entry: 0,
+            chunk_checks: ChunkChecks::default(),
             scan: SegmentScan {
                 base_offset,
                 size,
@@ -1008,6 +1025,14 @@ impl SegmentScanner {
                 aborted_txns: Vec::new(),
             },
         }
+    }
+
+    /// Which thread of [`Self::scan_file`] checks the CRCs of the batches whole in a chunk
+    /// (default [`ChunkChecks::Balanced`]; the result is the same whichever does).
+    #[must_use]
+    pub fn chunk_checks(mut self, checks: ChunkChecks) -> Self {
+        self.chunk_checks = checks;
+        self
     }
 
     /// Scans `bytes`, the file's bytes from `position` (where the previous window asked to
@@ -1204,10 +1229,13 @@ impl SegmentScanner {
     /// map costs a fault and its unmapping more than copying it (docs/benchmarks.md).
     ///
     /// The file is read in chunks of [`READ_CHUNK_BYTES`] by a helper thread, a few chunks
-    /// ahead of this thread, which checks and applies each chunk while it is still in the cache
+    /// ahead of this thread, which frames and applies each chunk while it is still in the cache
     /// the read left it in (a copy into a buffer larger than the CPU's caches costs as much again
-    /// as the copy). A batch a chunk ends inside is carried into the next chunk's headroom, or —
-    /// longer than that — gathered until it is whole. Memory: a few chunks and the longest batch.
+    /// as the copy). The CRCs of the batches that lie whole in a chunk are checked by the helper
+    /// when this thread has another chunk to work on ([`ChunkChain`]), else here; every other
+    /// CRC is checked here. A batch a chunk ends inside is carried into the next chunk's
+    /// headroom, or — longer than that — gathered until it is whole. Memory: a few chunks and the
+    /// longest batch.
     pub fn scan_file<E: From<SegmentError>>(
         &mut self,
         handle: &dyn FileHandle,
@@ -1216,9 +1244,11 @@ impl SegmentScanner {
         if helper_threads() == 0 || self.size <= READ_CHUNK_BYTES as u64 {
             return self.scan_file_here(handle, visitor);
         }
-        let size = self.size;
+        let (size, checks) = (self.size, self.chunk_checks);
         let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
         let (full_tx, full_rx) = mpsc::sync_channel::<Result<ReadChunk>>(READ_AHEAD_CHUNKS);
+        // Chunks sent and not yet taken by the scan.
+        let queued = &AtomicUsize::new(0);
         for _ in 0..READ_AHEAD_CHUNKS {
             // Cannot fail: the channel holds as many buffers and its receiver is alive.
             let _ = free_tx.send(vec![0u8; CHUNK_HEADROOM + READ_CHUNK_BYTES]);
@@ -1240,9 +1270,23 @@ impl SegmentScanner {
                             .map_or(Ok(()), |b| handle.read_exact_at(at, b));
                         let chunk = read.map(|()| {
                             let data = buf.get(CHUNK_HEADROOM..end).unwrap_or_default();
-                            let checked = chain.check(at, data);
+                            // Balanced: the CRCs are checked here only while the scan has a
+                            // chunk to work on; a scan waiting for this one gets it at once and
+                            // checks them itself.
+                            let here = match checks {
+                                ChunkChecks::Balanced => queued.load(Ordering::Acquire) > 0,
+                                ChunkChecks::Reader => true,
+                                ChunkChecks::Scanner => false,
+                            };
+                            let checked = if here {
+                                chain.check(at, data)
+                            } else {
+                                chain.follow(at, data);
+                                None
+                            };
                             ReadChunk { at, buf, checked }
                         });
+                        queued.fetch_add(1, Ordering::AcqRel);
                         if full_tx.send(chunk).is_err() {
                             return;
                         }
@@ -1253,7 +1297,7 @@ impl SegmentScanner {
                 drop((free_tx, full_rx));
                 return self.scan_file_here(handle, visitor);
             }
-            let scanned = self.scan_chunks(&full_rx, &free_tx, visitor);
+            let scanned = self.scan_chunks(&full_rx, &free_tx, queued, visitor);
             // Ends the reader: it stops at its next send or wait for a buffer.
             drop((free_tx, full_rx));
             scanned
@@ -1265,12 +1309,14 @@ impl SegmentScanner {
         &mut self,
         full: &mpsc::Receiver<Result<ReadChunk>>,
         free: &mpsc::SyncSender<Vec<u8>>,
+        queued: &AtomicUsize,
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<(), E> {
         // The bytes from `position` up to the next chunk, not yet scanned.
         let (mut position, mut carry) = (0u64, Vec::new());
         // Ends when the reader has sent the last chunk: the scan of that one returns `None`.
         while let Ok(read) = recv_spinning(full) {
+            queued.fetch_sub(1, Ordering::AcqRel);
             let ReadChunk {
                 at,
                 mut buf,

@@ -1143,7 +1143,7 @@ mod chunked_file_scan {
     use record_format::{RecordBatch, RecordBatchBuilder};
     use segment_store::segment::READ_CHUNK_BYTES;
     use segment_store::{
-        scan_segment, AbortedTxn, OpenMode, SegmentConfig, SegmentError, SegmentScan,
+        scan_segment, AbortedTxn, ChunkChecks, OpenMode, SegmentConfig, SegmentError, SegmentScan,
         SegmentScanner, StdFs, Storage,
     };
 
@@ -1184,7 +1184,11 @@ mod chunked_file_scan {
         (scan, seen)
     }
 
-    fn scan_file(path: &std::path::Path, config: &SegmentConfig) -> (SegmentScan, Vec<u64>) {
+    fn scan_file(
+        path: &std::path::Path,
+        config: &SegmentConfig,
+        checks: ChunkChecks,
+    ) -> (SegmentScan, Vec<u64>) {
         let mut seen = Vec::new();
         let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
             seen.push(b.position());
@@ -1196,7 +1200,8 @@ mod chunked_file_scan {
             0,
             handle.len().unwrap(),
             config,
-        );
+        )
+        .chunk_checks(checks);
         s.scan_file(handle.as_ref(), &mut visit).unwrap();
         (s.finish(), seen)
     }
@@ -1239,6 +1244,9 @@ mod chunked_file_scan {
         let n = v.len();
         v[n - 100] ^= 1;
         cases.push(("flip in the last chunk".into(), v));
+        let mut v = clean.clone();
+        v[2 * chunk + chunk / 2] ^= 4;
+        cases.push(("flip in the middle of the third chunk".into(), v));
         // Torn in the middle of a batch; zeros after the last batch; cut exactly at a boundary.
         let mut v = clean.clone();
         v.truncate(n - 7);
@@ -1255,10 +1263,17 @@ mod chunked_file_scan {
             let path = dir.path().join("00000000000000000000.log");
             std::fs::write(&path, bytes).unwrap();
             let (whole, seen_whole) = scan_whole(bytes, &config);
-            let (chunked, seen) = scan_file(&path, &config);
             assert!(whole.batches > 700, "{name}");
-            assert_eq!(chunked, whole, "{name}");
-            assert_eq!(seen, seen_whole, "{name}");
+            // Whichever thread checks the CRCs of the batches whole in a chunk.
+            for checks in [
+                ChunkChecks::Reader,
+                ChunkChecks::Scanner,
+                ChunkChecks::Balanced,
+            ] {
+                let (chunked, seen) = scan_file(&path, &config, checks);
+                assert_eq!(chunked, whole, "{name}, {checks:?}");
+                assert_eq!(seen, seen_whole, "{name}, {checks:?}");
+            }
             if name != "clean" {
                 assert!(whole.truncated_bytes() > 0, "{name}");
             }
