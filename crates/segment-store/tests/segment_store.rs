@@ -74,13 +74,14 @@ mod offset_index {
 
     /// Recovery rebuilds an index with `append_in_bulk`: the file ends up with exactly the bytes
     /// of the same appends made one by one (large enough to be written through the file handle
-    /// rather than the map), entries appended in the run are readable inside it, and a failing
-    /// append ends the run with the entries before it written.
+    /// rather than the map, in several writes), entries appended in the run are readable inside
+    /// it, and a failing append ends the run with the entries before it written.
     #[test]
     fn bulk_appends_write_what_single_appends_write() {
         let (dir, lock) = temp_lock();
-        let n = 20_000u32;
-        let size = 8 * 30_000;
+        // More than one bulk write's worth (256 KiB): written in several writes.
+        let n = 40_000u32;
+        let size = 8 * 50_000;
         let one_by_one = path(dir.path(), 0);
         let mut a = OffsetIndex::open(&lock, &one_by_one, 0, size, true).unwrap();
         for i in 0..n {

@@ -48,9 +48,9 @@ pub(crate) struct IndexCore {
     pending: Option<Vec<u8>>,
 }
 
-/// Runs `f` on `index` with its core (`core(index)`) in bulk mode ([`IndexCore::begin_bulk`]),
-/// then writes what `f` appended with one write, whether `f` succeeded or not (the offset and
-/// time indexes' `append_in_bulk`).
+/// Runs `f` on `index` with its core (`core(index)`) in bulk mode ([`IndexCore::begin_bulk`]):
+/// what `f` appends is written [`BULK_WRITE_BYTES`] at a time, and the rest when `f` returns,
+/// whether it succeeded or not (the offset and time indexes' `append_in_bulk`).
 pub(crate) fn in_bulk<I, R>(
     index: &mut I,
     core: fn(&mut I) -> &mut IndexCore,
@@ -66,6 +66,10 @@ pub(crate) fn in_bulk<I, R>(
 
 /// Entries [`IndexCore::begin_bulk`] makes room for before the first push.
 const BULK_START_ENTRIES: usize = 8192;
+
+/// Bulk mode writes what it collected each time it has this many bytes (and at its end): a few
+/// writes for a 1 GiB segment's index, each large enough to go through the file handle.
+const BULK_WRITE_BYTES: usize = 256 << 10;
 
 pub(crate) fn round_down(n: u64, multiple: usize) -> u64 {
     n - n % multiple as u64
@@ -190,27 +194,40 @@ impl IndexCore {
     /// there) instead of written one by one.
     pub(crate) fn begin_bulk(&mut self, expected: usize) {
         if self.pending.is_none() {
-            // Room for the `expected` entries at once (no copies as it grows), or for up to 64 KiB
-            // of them when fewer are expected, never more than the index holds; more grow it as
-            // needed.
+            // Room for the `expected` entries (at least 64 KiB of them), never more than the index
+            // holds nor than one write of [`BULK_WRITE_BYTES`]: no copies as it grows, and no
+            // buffer of the whole index (a 1 GiB segment's are 4 MB of fresh pages).
             let free = self.max_entries.saturating_sub(self.entries);
-            self.pending = Some(Vec::with_capacity(
-                free.min(expected.max(BULK_START_ENTRIES)) * self.entry_size,
-            ));
+            let room = free
+                .min(expected.max(BULK_START_ENTRIES))
+                .min(BULK_WRITE_BYTES / self.entry_size);
+            self.pending = Some(Vec::with_capacity(room * self.entry_size));
         }
     }
 
-    /// Writes the entries pushed since [`Self::begin_bulk`] with one write. If that fails they
-    /// are not counted.
+    /// Writes the entries pushed since [`Self::begin_bulk`] (those not written yet) and ends the
+    /// bulk mode. If the write fails they are not counted.
     pub(crate) fn end_bulk(&mut self) -> Result<()> {
-        let Some(pending) = self.pending.take() else {
+        let result = self.write_pending();
+        self.pending = None;
+        result
+    }
+
+    /// Writes the collected entries with one write and empties the collection (bulk mode goes
+    /// on). If the write fails they are not counted.
+    fn write_pending(&mut self) -> Result<()> {
+        let Some(pending) = &mut self.pending else {
             return Ok(());
         };
+        if pending.is_empty() {
+            return Ok(());
+        }
         let written = self.entries - pending.len() / self.entry_size;
-        let result = self.map.write_at(written * self.entry_size, &pending);
+        let result = self.map.write_at(written * self.entry_size, pending);
         if result.is_err() {
             self.entries = written;
         }
+        pending.clear();
         result
     }
 
@@ -240,12 +257,21 @@ impl IndexCore {
                 entries: self.entries,
             });
         }
-        match &mut self.pending {
+        let full = match &mut self.pending {
             // `N` is known here: a fixed-size copy per entry.
-            Some(p) => p.extend_from_slice(entry.as_slice()),
-            None => self.map.write_at(self.entries * self.entry_size, entry)?,
-        }
+            Some(p) => {
+                p.extend_from_slice(entry.as_slice());
+                p.len() >= BULK_WRITE_BYTES
+            }
+            None => {
+                self.map.write_at(self.entries * self.entry_size, entry)?;
+                false
+            }
+        };
         self.entries += 1;
+        if full {
+            self.write_pending()?;
+        }
         Ok(())
     }
 

@@ -234,11 +234,11 @@ impl OffsetIndex {
         self.last_offset = self.base_offset();
     }
 
-    /// Runs `f` (which appends entries) and writes what it appended with one write when it
-    /// returns, whether it succeeded or not: recovery rebuilds a segment's index this way
-    /// (writing the entries of a 1 GiB segment one by one through the map, each first write of
-    /// a page a page fault, took longer than one write of all of them). `expected`: about how
-    /// many entries `f` appends (room is made for them at once).
+    /// Runs `f` (which appends entries) and writes what it appends in writes of 256 KiB, the
+    /// rest when it returns, whether it succeeded or not: recovery rebuilds a segment's index
+    /// this way (writing the entries of a 1 GiB segment one by one through the map, each first
+    /// write of a page a page fault, took longer than a few large writes). `expected`: about how
+    /// many entries `f` appends (room is made for them at once, up to one write's worth).
     pub fn append_in_bulk<R>(
         &mut self,
         expected: usize,
