@@ -32,8 +32,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use crate::batches::{BatchHeader, Batches, IterEnd, LogEntry};
+use crate::cursor::be_i32_at;
 use crate::error::FormatError;
-use crate::wire::RECORD_OVERHEAD_V0;
+use crate::wire::{LOG_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET};
 
 /// Result of [`scan_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -554,12 +555,18 @@ impl<'c, 'a> ChainReader<'c, 'a> {
 /// walk may skip the CRCs of the entries from a range's start to its end in *the same bytes*
 /// once its own chain arrives exactly at the range's start (framing is a function of the bytes
 /// and the start position), and checks everything else itself.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct ChunkChain {
     /// Absolute position of the next entry on the chain (`None`: lost).
     next: Option<u64>,
     /// The first bytes of the entry at `next` when a chunk ended before its `length` field did.
     head: Vec<u8>,
+}
+
+impl Default for ChunkChain {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl ChunkChain {
@@ -632,16 +639,13 @@ impl ChunkChain {
 }
 
 /// Bytes of an entry up to the end of its `length` field (offset, length).
-const LENGTH_END: usize = 12;
+const LENGTH_END: usize = LOG_OVERHEAD;
 
 /// Where the entry at `position` whose first bytes are `head` (at least [`LENGTH_END`]) ends by
 /// its `length` field; `None` for a length the iterator refuses (shorter than the smallest
 /// entry), so that the chain never goes on inside bytes it has already passed.
 fn entry_end(position: u64, head: &[u8]) -> Option<u64> {
-    let len = head
-        .get(8..LENGTH_END)
-        .and_then(|b| <[u8; 4]>::try_from(b).ok())
-        .map(i32::from_be_bytes)?;
+    let len = be_i32_at(head, SIZE_OFFSET);
     if len < RECORD_OVERHEAD_V0 as i32 {
         return None;
     }
@@ -971,16 +975,15 @@ mod tests {
         assert_checked_at_most_8_times(&data, region);
     }
 
-    /// The entries by their `length` fields from the start, whatever their CRCs: (position, end).
+    /// The entries by their `length` fields from the start (bytes 8..12, plus the 12 bytes before
+    /// them), whatever their CRCs or lengths: (position, end).
     fn framing_chain(data: &[u8]) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
-        let mut p = 0u64;
-        while let Some(end) = data
-            .get(p as usize..p as usize + LENGTH_END)
-            .and_then(|h| entry_end(p, h))
-        {
-            out.push((p, end));
-            if end <= p || end > data.len() as u64 {
+        let mut p = 0usize;
+        while let Some(len) = data.get(p + 8..p + 12) {
+            let end = p + 12 + u32::from_be_bytes(len.try_into().unwrap()) as usize;
+            out.push((p as u64, end as u64));
+            if end > data.len() {
                 break;
             }
             p = end;

@@ -51,8 +51,8 @@ use crate::producer_state::{
 };
 use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, StorageIo};
 use crate::summary::BatchSummary;
-use segment_store::file_records::MAP_MIN_BYTES;
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::segment::READ_CHUNK_BYTES;
 
 /// What happens to a leftover file of an interrupted operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -800,11 +800,12 @@ impl<'a> Sources<'a> {
         }
     }
 
-    /// Recovery's scan of the segment at `base`. A file of at least [`MAP_MIN_BYTES`] not opened
-    /// yet is read through a file handle, a chunk at a time, each checked while it is in the
-    /// CPU's cache ([`SegmentScanner::scan_file`]): faster than a fresh map, whose page faults
-    /// cost more than the copy, and safe without the directory lock; memory is bounded by a few
-    /// chunks, not the segment. A smaller one is read whole, once.
+    /// Recovery's scan of the segment at `base`. A file longer than one chunk
+    /// ([`READ_CHUNK_BYTES`]) not opened yet is read through a file handle, a chunk at a time,
+    /// each checked while it is in the CPU's cache ([`SegmentScanner::scan_file`]): faster than a
+    /// fresh map, whose page faults cost more than the copy, and safe without the directory lock;
+    /// memory is bounded by a few chunks, not the segment. A smaller one is read whole, once, into
+    /// a reused buffer ([`ReadOnlyBytes::read_from`]).
     fn scan(
         &mut self,
         base: i64,
@@ -826,7 +827,7 @@ impl<'a> Sources<'a> {
                 .storage
                 .open(&path, segment_store::OpenMode::Read)?;
             let size = handle.len()?;
-            if size >= MAP_MIN_BYTES {
+            if size > READ_CHUNK_BYTES as u64 {
                 let mut scanner = SegmentScanner::new(&path, base, size, config);
                 scanner.scan_file(handle.as_ref(), visitor)?;
                 return Ok(scanner.finish());

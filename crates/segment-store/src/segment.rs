@@ -736,18 +736,16 @@ impl LogSegment {
         self.offset_index.reset()?;
         self.time_index.reset()?;
         self.txn_index.reset()?;
-        self.offset_index
-            .append_in_bulk(scan.offset_entries.len(), |index| {
-                scan.offset_entries
-                    .iter()
-                    .try_for_each(|e| index.append(e.offset, e.position))
-            })?;
-        self.time_index
-            .append_in_bulk(scan.time_entries.len(), |index| {
-                scan.time_entries
-                    .iter()
-                    .try_for_each(|e| index.maybe_append(e.timestamp, e.offset, false).map(|_| ()))
-            })?;
+        self.offset_index.append_in_bulk(|index| {
+            scan.offset_entries
+                .iter()
+                .try_for_each(|e| index.append(e.offset, e.position))
+        })?;
+        self.time_index.append_in_bulk(|index| {
+            scan.time_entries
+                .iter()
+                .try_for_each(|e| index.maybe_append(e.timestamp, e.offset, false).map(|_| ()))
+        })?;
         self.txn_index.append_all(&scan.aborted_txns)?;
         self.max_timestamp_so_far = scan.max_timestamp;
         let valid_bytes = scan.valid_bytes;
@@ -1046,20 +1044,9 @@ impl SegmentScanner {
         position: u64,
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<Option<u64>, E> {
-        self.scan_with(bytes, position, visitor, helper_threads())
-    }
-
-    /// [`Self::scan`] with CRCs checked on `helpers` threads besides this one.
-    fn scan_with<E: From<SegmentError>>(
-        &mut self,
-        bytes: &[u8],
-        position: u64,
-        visitor: &mut RecoveryVisitor<'_, E>,
-        helpers: usize,
-    ) -> std::result::Result<Option<u64>, E> {
         let mut aborted = Vec::new();
         let regions = Regions::new(bytes, position, self.region_bytes);
-        let (applied, framing_end) = regions.follow_chain(helpers, |reader| {
+        let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
             let mut apply = || -> std::result::Result<(), E> {
                 while let Piece::Entries(entries) = reader.next_piece() {
                     for entry in entries.iter() {

@@ -93,8 +93,7 @@ mod offset_index {
         let bulk = path(bulk_dir.path(), 0);
         let mut b = OffsetIndex::open(&bulk_lock, &bulk, 0, size, true).unwrap();
         b.append(1, FilePosition(0)).unwrap();
-        // Room made for every entry at once here; below, for fewer than come (the run grows).
-        b.append_in_bulk(n as usize - 1, |idx| {
+        b.append_in_bulk(|idx| {
             for i in 1..n {
                 idx.append(i64::from(i) * 3 + 1, FilePosition(i * 100))?;
             }
@@ -117,7 +116,7 @@ mod offset_index {
         // An offset going backwards ends the run: what came before it is written and counted.
         let p = path(dir.path(), 7);
         let mut c = OffsetIndex::open(&lock, &p, 7, size, true).unwrap();
-        let r = c.append_in_bulk(0, |idx| {
+        let r = c.append_in_bulk(|idx| {
             for i in 0..10_000u32 {
                 idx.append(8 + i64::from(i), FilePosition(i * 10))?;
             }

@@ -54,10 +54,9 @@ pub(crate) struct IndexCore {
 pub(crate) fn in_bulk<I, R>(
     index: &mut I,
     core: fn(&mut I) -> &mut IndexCore,
-    expected: usize,
     f: impl FnOnce(&mut I) -> Result<R>,
 ) -> Result<R> {
-    core(index).begin_bulk(expected);
+    core(index).begin_bulk();
     let result = f(index);
     let written = core(index).end_bulk();
     let r = result?;
@@ -192,16 +191,16 @@ impl IndexCore {
 
     /// Until [`Self::end_bulk`], pushed entries are collected (and [`Self::slot`] reads them
     /// there) instead of written one by one.
-    pub(crate) fn begin_bulk(&mut self, expected: usize) {
+    pub(crate) fn begin_bulk(&mut self) {
         if self.pending.is_none() {
-            // Room for the `expected` entries (at least 64 KiB of them), never more than the index
-            // holds nor than one write of [`BULK_WRITE_BYTES`]: no copies as it grows, and no
-            // buffer of the whole index (a 1 GiB segment's are 4 MB of fresh pages).
+            // Room for up to 64 KiB of entries at first (a small heap allocation, not a map
+            // that would be unmapped again); it grows as needed up to one write of
+            // [`BULK_WRITE_BYTES`], never to the whole index (a 1 GiB segment's are 4 MB of fresh
+            // pages).
             let free = self.max_entries.saturating_sub(self.entries);
-            let room = free
-                .min(expected.max(BULK_START_ENTRIES))
-                .min(BULK_WRITE_BYTES / self.entry_size);
-            self.pending = Some(Vec::with_capacity(room * self.entry_size));
+            self.pending = Some(Vec::with_capacity(
+                free.min(BULK_START_ENTRIES) * self.entry_size,
+            ));
         }
     }
 

@@ -237,14 +237,9 @@ impl OffsetIndex {
     /// Runs `f` (which appends entries) and writes what it appends in writes of 256 KiB, the
     /// rest when it returns, whether it succeeded or not: recovery rebuilds a segment's index
     /// this way (writing the entries of a 1 GiB segment one by one through the map, each first
-    /// write of a page a page fault, took longer than a few large writes). `expected`: about how
-    /// many entries `f` appends (room is made for them at once, up to one write's worth).
-    pub fn append_in_bulk<R>(
-        &mut self,
-        expected: usize,
-        f: impl FnOnce(&mut Self) -> Result<R>,
-    ) -> Result<R> {
-        super::in_bulk(self, |index| &mut index.core, expected, f)
+    /// write of a page a page fault, took longer than a few large writes).
+    pub fn append_in_bulk<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
+        super::in_bulk(self, |index| &mut index.core, f)
     }
 
     /// Removes all entries and resizes the file to the max index size.
