@@ -841,11 +841,7 @@ impl<'a> Sources<'a> {
     /// Drops the bytes of `base` (opened again if needed): one segment in memory at a time.
     fn release(&mut self, base: i64) {
         if let Some((_, slot, _)) = self.open.get_mut(&base) {
-            if matches!(
-                slot,
-                Some(ReadOnlyBytes::Mapped(_)) | Some(ReadOnlyBytes::Owned(_))
-            ) && base_has_file(slot)
-            {
+            if slot.is_some() && base_has_file(slot) {
                 *slot = None;
             }
         }

@@ -29,7 +29,7 @@ use record_format::{BatchIterator, Batches, DecodeLimits, FormatError, FormatErr
 
 use crate::error::{Result, SegmentError};
 use crate::index::TimestampOffset;
-use crate::io::{FileHandle, OpenMode, Storage};
+use crate::io::{FileHandle, OpenMode, ReadBuf, Storage};
 use crate::lock::DirLock;
 use crate::mmap::MmapFile;
 use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
@@ -217,6 +217,8 @@ pub enum ReadOnlyBytes {
     Mapped(MmapFile),
     /// A copy.
     Owned(Vec<u8>),
+    /// A copy read by [`ReadOnlyBytes::read_from`], into a page-aligned buffer.
+    Read(ReadBuf),
 }
 
 /// Files smaller than this are read rather than mapped by [`ReadOnlyBytes::open`]: for a small
@@ -234,11 +236,10 @@ impl ReadOnlyBytes {
             .ok()
             .flatten()
             .unwrap_or_default();
-        buf.clear();
-        buf.resize(usize::try_from(len).unwrap_or(0), 0);
-        let n = handle.read_at(0, &mut buf)?;
+        buf.set_len(usize::try_from(len).unwrap_or(0));
+        let n = handle.read_at(0, buf.as_mut_slice())?;
         buf.truncate(n);
-        Ok(ReadOnlyBytes::Owned(buf))
+        Ok(ReadOnlyBytes::Read(buf))
     }
 
     /// Maps (with `lock`, if at least [`MAP_MIN_BYTES`]) or reads `path`.
@@ -260,19 +261,20 @@ impl ReadOnlyBytes {
         match self {
             ReadOnlyBytes::Mapped(m) => m.as_slice(),
             ReadOnlyBytes::Owned(v) => v,
+            ReadOnlyBytes::Read(b) => b.as_slice(),
         }
     }
 }
 
 thread_local! {
     /// One buffer of a dropped small [`ReadOnlyBytes`], reused by the thread's next small read.
-    static SPARE: std::cell::RefCell<Option<Vec<u8>>> = const { std::cell::RefCell::new(None) };
+    static SPARE: std::cell::RefCell<Option<ReadBuf>> = const { std::cell::RefCell::new(None) };
 }
 
 impl Drop for ReadOnlyBytes {
     fn drop(&mut self) {
-        if let ReadOnlyBytes::Owned(v) = self {
-            if v.capacity() >= 4096 && v.capacity() <= MAP_MIN_BYTES as usize {
+        if let ReadOnlyBytes::Read(v) = self {
+            if v.capacity() >= 4096 && v.capacity() <= MAP_MIN_BYTES as usize + ReadBuf::ALIGN {
                 let v = std::mem::take(v);
                 let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(v));
             }

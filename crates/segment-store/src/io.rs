@@ -349,3 +349,101 @@ impl Storage for StdFs {
         }
     }
 }
+
+/// A buffer for reads, its bytes starting on a page boundary. The kernel copies a read out of
+/// the page cache with `rep movsb`, which on the development machine runs at ~0.6× its speed
+/// into a destination 16 bytes past a 32-byte boundary — where the allocator starts a fresh
+/// block of a large size (1 GiB read in 1 MiB `pread`s: ~200 against ~120 ms into a
+/// page-aligned buffer).
+#[derive(Debug, Default)]
+pub struct ReadBuf {
+    vec: Vec<u8>,
+    start: usize,
+    len: usize,
+}
+
+impl ReadBuf {
+    /// The alignment of the first byte.
+    pub const ALIGN: usize = 4096;
+
+    /// `len` zero bytes.
+    pub fn zeroed(len: usize) -> ReadBuf {
+        let mut buf = ReadBuf::default();
+        buf.set_len(len);
+        buf
+    }
+
+    /// Makes the buffer `len` bytes long. Reallocates (zero-filled) only when it is too short;
+    /// otherwise the bytes are what the buffer held before: the caller reads over them.
+    pub fn set_len(&mut self, len: usize) {
+        if self.capacity() < len {
+            self.vec = vec![0u8; len.saturating_add(Self::ALIGN)];
+            self.start = self.vec.as_ptr().align_offset(Self::ALIGN).min(Self::ALIGN);
+        }
+        self.len = len;
+    }
+
+    /// Shortens the buffer to at most `len` bytes.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// How long the buffer can be without reallocating.
+    pub fn capacity(&self) -> usize {
+        self.vec.len().saturating_sub(self.start)
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        self.vec
+            .get(self.start..self.start + self.len)
+            .unwrap_or_default()
+    }
+
+    /// The bytes, to read into.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        self.vec
+            .get_mut(self.start..self.start + self.len)
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ReadBuf;
+
+    fn aligned(b: &mut ReadBuf) -> bool {
+        (b.as_mut_slice().as_ptr() as usize).is_multiple_of(ReadBuf::ALIGN)
+    }
+
+    #[test]
+    fn read_buf_starts_on_a_page_and_keeps_its_bytes_when_it_fits() {
+        let mut b = ReadBuf::default();
+        assert!(b.as_slice().is_empty());
+        for len in [1, 16, 4095, 4096, 100_000, 1 << 20] {
+            let mut b = ReadBuf::zeroed(len);
+            assert_eq!(b.as_slice().len(), len);
+            assert!(b.as_slice().iter().all(|&x| x == 0));
+            assert!(aligned(&mut b), "len {len}");
+        }
+        b.set_len(8192);
+        b.as_mut_slice().fill(7);
+        let cap = b.capacity();
+        assert!(cap >= 8192);
+        // Shorter, then longer again within the capacity: the same bytes, no reallocation.
+        b.set_len(100);
+        b.truncate(50);
+        assert_eq!(b.as_slice(), &[7u8; 50][..]);
+        b.truncate(80);
+        assert_eq!(b.as_slice().len(), 50);
+        b.set_len(8192);
+        assert_eq!(b.capacity(), cap);
+        assert!(b.as_slice().iter().all(|&x| x == 7));
+        assert!(aligned(&mut b));
+        // Longer than the capacity: a new zero-filled buffer, aligned.
+        b.set_len(cap + 1);
+        assert_eq!(b.as_slice().len(), cap + 1);
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+        assert!(aligned(&mut b));
+    }
+}

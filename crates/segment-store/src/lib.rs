@@ -64,7 +64,7 @@ pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
 };
-pub use io::{write_atomically, FileHandle, OpenMode, StdFs, Storage};
+pub use io::{write_atomically, FileHandle, OpenMode, ReadBuf, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use segment::{

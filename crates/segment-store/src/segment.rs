@@ -35,7 +35,7 @@ use crate::index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
 };
-use crate::io::{FileHandle, OpenMode, Storage};
+use crate::io::{FileHandle, OpenMode, ReadBuf, Storage};
 use crate::lock::DirLock;
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
@@ -1232,13 +1232,13 @@ impl SegmentScanner {
             return self.scan_file_here(handle, visitor);
         }
         let (size, checks) = (self.size, self.chunk_checks);
-        let (free_tx, free_rx) = mpsc::sync_channel::<Vec<u8>>(READ_AHEAD_CHUNKS);
+        let (free_tx, free_rx) = mpsc::sync_channel::<ReadBuf>(READ_AHEAD_CHUNKS);
         let (full_tx, full_rx) = mpsc::sync_channel::<Result<ReadChunk>>(READ_AHEAD_CHUNKS);
         // Chunks sent and not yet taken by the scan.
         let queued = &AtomicUsize::new(0);
         for _ in 0..READ_AHEAD_CHUNKS {
             // Cannot fail: the channel holds as many buffers and its receiver is alive.
-            let _ = free_tx.send(vec![0u8; CHUNK_HEADROOM + READ_CHUNK_BYTES]);
+            let _ = free_tx.send(ReadBuf::zeroed(CHUNK_HEADROOM + READ_CHUNK_BYTES));
         }
         std::thread::scope(|scope| {
             let reader = std::thread::Builder::new()
@@ -1253,10 +1253,11 @@ impl SegmentScanner {
                         let n = (size - at).min(READ_CHUNK_BYTES as u64);
                         let end = CHUNK_HEADROOM + n as usize;
                         let read = buf
+                            .as_mut_slice()
                             .get_mut(CHUNK_HEADROOM..end)
                             .map_or(Ok(()), |b| handle.read_exact_at(at, b));
                         let chunk = read.map(|()| {
-                            let data = buf.get(CHUNK_HEADROOM..end).unwrap_or_default();
+                            let data = buf.as_slice().get(CHUNK_HEADROOM..end).unwrap_or_default();
                             // Balanced: the CRCs are checked here only while the scan has a
                             // chunk to work on; a scan waiting for this one gets it at once and
                             // checks them itself.
@@ -1295,7 +1296,7 @@ impl SegmentScanner {
     fn scan_chunks<E: From<SegmentError>>(
         &mut self,
         full: &mpsc::Receiver<Result<ReadChunk>>,
-        free: &mpsc::SyncSender<Vec<u8>>,
+        free: &mpsc::SyncSender<ReadBuf>,
         queued: &AtomicUsize,
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<(), E> {
@@ -1313,10 +1314,13 @@ impl SegmentScanner {
                 .unwrap_or(READ_CHUNK_BYTES);
             let next = if carry.len() <= CHUNK_HEADROOM {
                 let from = CHUNK_HEADROOM - carry.len();
-                if let Some(head) = buf.get_mut(from..CHUNK_HEADROOM) {
+                if let Some(head) = buf.as_mut_slice().get_mut(from..CHUNK_HEADROOM) {
                     head.copy_from_slice(&carry);
                 }
-                let bytes = buf.get(from..CHUNK_HEADROOM + n).unwrap_or_default();
+                let bytes = buf
+                    .as_slice()
+                    .get(from..CHUNK_HEADROOM + n)
+                    .unwrap_or_default();
                 let next = self.scan_here(bytes, position, visitor, checked)?;
                 carry.clear();
                 if let Some(next) = next {
@@ -1326,7 +1330,8 @@ impl SegmentScanner {
                 next
             } else {
                 carry.extend_from_slice(
-                    buf.get(CHUNK_HEADROOM..CHUNK_HEADROOM + n)
+                    buf.as_slice()
+                        .get(CHUNK_HEADROOM..CHUNK_HEADROOM + n)
                         .unwrap_or_default(),
                 );
                 // Other bytes than the ones the reader checked: every CRC is checked here.
@@ -1355,13 +1360,13 @@ impl SegmentScanner {
         visitor: &mut RecoveryVisitor<'_, E>,
     ) -> std::result::Result<(), E> {
         let size = self.size;
-        let mut buf = Vec::new();
+        let mut buf = ReadBuf::default();
         let (mut position, mut window) = (0u64, SCAN_WINDOW_BYTES);
         loop {
             let len = window.min(size.saturating_sub(position));
-            buf.resize(usize::try_from(len).unwrap_or(usize::MAX), 0);
-            handle.read_exact_at(position, &mut buf)?;
-            match self.scan(&buf, position, visitor)? {
+            buf.set_len(usize::try_from(len).unwrap_or(usize::MAX));
+            handle.read_exact_at(position, buf.as_mut_slice())?;
+            match self.scan(buf.as_slice(), position, visitor)? {
                 None => return Ok(()),
                 Some(next) if next == position => window = window.saturating_mul(2),
                 Some(next) => {
@@ -1453,7 +1458,7 @@ pub(crate) fn headers_in(
 /// after [`CHUNK_HEADROOM`], and the entries in them whose CRCs it checked.
 struct ReadChunk {
     at: u64,
-    buf: Vec<u8>,
+    buf: ReadBuf,
     checked: Option<std::ops::Range<u64>>,
 }
 
@@ -1461,8 +1466,10 @@ struct ReadChunk {
 /// the core's cache when it is checked.
 pub const READ_CHUNK_BYTES: usize = 1 << 20;
 
-/// Room before each chunk for the end of a batch the previous chunk ended inside.
+/// Room before each chunk for the end of a batch the previous chunk ended inside: a whole number
+/// of pages, so that the chunk the reader fills starts on one (see [`ReadBuf`]).
 const CHUNK_HEADROOM: usize = 64 << 10;
+const _: () = assert!(CHUNK_HEADROOM.is_multiple_of(ReadBuf::ALIGN));
 
 /// Chunks read ahead of the scan.
 const READ_AHEAD_CHUNKS: usize = 4;
