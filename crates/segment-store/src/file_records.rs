@@ -273,10 +273,17 @@ thread_local! {
 
 impl Drop for ReadOnlyBytes {
     fn drop(&mut self) {
+        // The larger of the spare and this buffer is kept (a tiny index read must not replace
+        // the buffer of a small `.log`), up to a small file's size.
         if let ReadOnlyBytes::Read(v) = self {
-            if v.capacity() >= 4096 && v.capacity() <= MAP_MIN_BYTES as usize + ReadBuf::ALIGN {
+            if v.capacity() <= MAP_MIN_BYTES as usize + ReadBuf::ALIGN {
                 let v = std::mem::take(v);
-                let _ = SPARE.try_with(|s| *s.borrow_mut() = Some(v));
+                let _ = SPARE.try_with(|s| {
+                    let mut spare = s.borrow_mut();
+                    if spare.as_ref().is_none_or(|o| o.capacity() < v.capacity()) {
+                        *spare = Some(v);
+                    }
+                });
             }
         }
     }

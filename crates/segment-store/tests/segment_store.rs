@@ -1280,3 +1280,46 @@ mod chunked_file_scan {
         }
     }
 }
+
+/// `ReadOnlyBytes::read_from`: a small file's bytes, in a page-aligned buffer the thread reuses.
+mod small_reads {
+    use segment_store::{OpenMode, ReadBuf, ReadOnlyBytes, StdFs, Storage};
+
+    fn read(dir: &std::path::Path, name: &str, bytes: &[u8]) -> ReadOnlyBytes {
+        let p = dir.join(name);
+        std::fs::write(&p, bytes).expect("write");
+        let h = StdFs.open(&p, OpenMode::Read).expect("open");
+        ReadOnlyBytes::read_from(h.as_ref(), bytes.len() as u64).expect("read")
+    }
+
+    #[test]
+    fn reads_whole_small_files_and_reuses_the_largest_buffer() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let (first, ptr) = {
+            let r = read(dir.path(), "a.log", &big);
+            assert_eq!(r.bytes(), &big[..]);
+            let ptr = r.bytes().as_ptr();
+            assert!((ptr as usize).is_multiple_of(ReadBuf::ALIGN));
+            (r, ptr)
+        };
+        // A tiny read while the large buffer is in use gets a buffer of its own; dropped after
+        // the large one, it does not replace it as the thread's spare.
+        let tiny = read(dir.path(), "a.index", &[1, 2, 3]);
+        assert_eq!(tiny.bytes(), &[1, 2, 3]);
+        drop(first);
+        drop(tiny);
+        // A shorter file than the buffer holds: only its bytes, none of the previous file's.
+        let short: Vec<u8> = (0..200_000u32).map(|i| (i % 13) as u8).collect();
+        let again = read(dir.path(), "b.log", &short);
+        assert_eq!(again.bytes(), &short[..]);
+        assert_eq!(again.bytes().as_ptr(), ptr, "the spare buffer is reused");
+        // A file that shrank after its length was taken: what was read, no stale bytes.
+        let p = dir.path().join("c.log");
+        std::fs::write(&p, &big[..1000]).expect("write");
+        let h = StdFs.open(&p, OpenMode::Read).expect("open");
+        drop(again);
+        let r = ReadOnlyBytes::read_from(h.as_ref(), 5000).expect("read");
+        assert_eq!(r.bytes(), &big[..1000]);
+    }
+}
