@@ -215,9 +215,9 @@ impl Iterator for HeaderIter<'_> {
 pub enum ReadOnlyBytes {
     /// A read-only map (see [`MmapFile`]'s invariants).
     Mapped(MmapFile),
-    /// A copy.
+    /// Bytes held in memory, not read from a file (e.g. an empty stand-in for a missing one).
     Owned(Vec<u8>),
-    /// A copy read by [`ReadOnlyBytes::read_from`], into a page-aligned buffer.
+    /// A copy of the file, in a page-aligned buffer ([`ReadOnlyBytes::read_from`]).
     Read(ReadBuf),
 }
 
@@ -242,18 +242,18 @@ impl ReadOnlyBytes {
         Ok(ReadOnlyBytes::Read(buf))
     }
 
-    /// Maps (with `lock`, if at least [`MAP_MIN_BYTES`]) or reads `path`.
+    /// Maps (with `lock`, if at least [`MAP_MIN_BYTES`]) or reads `path`
+    /// ([`Self::read_from`]).
     pub fn open(storage: &dyn Storage, path: &Path, lock: Option<&DirLock>) -> Result<Self> {
-        if let Some(lock) = lock.filter(|_| storage.supports_mmap()) {
-            let handle = storage.open(path, OpenMode::Read)?;
-            let len = handle.len()?;
-            if len < MAP_MIN_BYTES {
-                return Self::read_from(handle.as_ref(), len);
+        let handle = storage.open(path, OpenMode::Read)?;
+        let len = handle.len()?;
+        match lock.filter(|_| storage.supports_mmap() && len >= MAP_MIN_BYTES) {
+            Some(lock) => {
+                drop(handle);
+                Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?))
             }
-            drop(handle);
-            return Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?));
+            None => Self::read_from(handle.as_ref(), len),
         }
-        Ok(ReadOnlyBytes::Owned(storage.read(path)?))
     }
 
     /// The bytes.
