@@ -32,6 +32,9 @@
 //!     the same files, also dropped first.
 //!
 //! Except in (e) the page cache is warm (each variant runs several times; nothing is dropped).
+//! How warm decides the mmap baselines (a file cached in 2 MiB folios maps in few faults), so (a)
+//! and (c) print, before and after their pairs, how much of the `.log` the baseline's map finds
+//! resident and how much of it in 2 MiB folios (the kernel's `/proc/self/smaps`).
 //! Ratios are printed as medians over `SEGLOG_BENCH_PAIRS` (default 15) back-to-back (baseline,
 //! subject) pairs: the development VM is shared and its speed drifts.
 //! Only the load is timed; closing the log afterwards (and deleting the snapshot the load writes
@@ -400,12 +403,16 @@ fn full_recovery(c: &mut Criterion) {
         b.iter_custom(|iters| (0..iters).map(|_| load()).sum())
     });
     g.finish();
+    let ids = [
+        "full_recovery/crc32c_one_pass_mmap",
+        "full_recovery/log_loader_full",
+    ];
+    if pairs_wanted(&ids) {
+        eprintln!("full_recovery: {}", page_cache_state(&dir, &files));
+    }
     paired_ratio(
         "full_recovery: mmap crc32c pass / LogLoader::load(full)",
-        &[
-            "full_recovery/crc32c_one_pass_mmap",
-            "full_recovery/log_loader_full",
-        ],
+        &ids,
         || {
             let t = Instant::now();
             black_box(crc_pass_mmap(&dir, &files));
@@ -446,16 +453,7 @@ fn paired_ratio(
     mut baseline: impl FnMut() -> Duration,
     mut subject: impl FnMut() -> Duration,
 ) {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args.iter().any(|a| a == "--list" || a == "--test") {
-        return;
-    }
-    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
-    if !filters.is_empty()
-        && !filters
-            .iter()
-            .any(|f| ids.iter().any(|id| id.contains(f.as_str())))
-    {
+    if !pairs_wanted(ids) {
         return;
     }
     let pairs: usize = std::env::var("SEGLOG_BENCH_PAIRS")
@@ -477,6 +475,63 @@ fn paired_ratio(
         ratios[0],
         ratios[n - 1]
     );
+}
+
+/// Whether [`paired_ratio`] runs for benchmarks `ids`: not when criterion only lists or tests,
+/// nor when a filter on the command line matches none of them.
+fn pairs_wanted(ids: &[&str]) -> bool {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list" || a == "--test") {
+        return false;
+    }
+    let filters: Vec<&String> = args.iter().filter(|a| !a.starts_with('-')).collect();
+    filters.is_empty()
+        || filters
+            .iter()
+            .any(|f| ids.iter().any(|id| id.contains(f.as_str())))
+}
+
+/// How the page cache holds `files`, which decides the mmap baselines (see docs/benchmarks.md):
+/// each file mapped as the baseline maps it and every page touched, then the kernel's
+/// `/proc/self/smaps` entry of that map read for how much of it is resident and how much of
+/// that is mapped in PMD-size (2 MiB on x86-64) pages, i.e. cached in folios that large.
+/// Linux only; "unknown" elsewhere.
+fn page_cache_state(dir: &Path, files: &[PathBuf]) -> String {
+    let lock = DirLock::acquire(dir).expect("lock bench dir");
+    let (mut rss_kb, mut pmd_kb, mut len) = (0u64, 0u64, 0u64);
+    for f in files {
+        let map = MmapFile::open(&lock, f, false).expect("map .log");
+        let bytes = map.as_slice();
+        len += bytes.len() as u64;
+        black_box(bytes.iter().step_by(4096).fold(0u8, |a, &b| a ^ b));
+        let Ok(smaps) = std::fs::read_to_string("/proc/self/smaps") else {
+            return "page cache: unknown (no /proc/self/smaps)".into();
+        };
+        let name = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        let name = name.to_string_lossy();
+        let mut in_map = false;
+        for line in smaps.lines() {
+            let mut words = line.split_whitespace();
+            let first = words.next().unwrap_or_default();
+            if !first.ends_with(':') {
+                // A mapping's header line: `start-end perms offset dev inode path`.
+                in_map = line.ends_with(name.as_ref());
+                continue;
+            }
+            let kb: u64 = words.next().and_then(|w| w.parse().ok()).unwrap_or(0);
+            match first {
+                "Rss:" if in_map => rss_kb += kb,
+                "FilePmdMapped:" if in_map => pmd_kb += kb,
+                _ => {}
+            }
+        }
+    }
+    format!(
+        "page cache: {} of {} MiB of .log resident, {} MiB of it in 2 MiB folios",
+        rss_kb >> 10,
+        len >> 20,
+        pmd_kb >> 10
+    )
 }
 
 fn snapshot_replay(c: &mut Criterion) {
@@ -791,6 +846,12 @@ fn kafka_layout(c: &mut Criterion) {
         "kafka_layout/recover_full",
         "kafka_layout/verify_plan",
     ];
+    if pairs_wanted(&ids) {
+        eprintln!(
+            "kafka_layout: before the pairs, {}",
+            page_cache_state(&dir, &files)
+        );
+    }
     paired_ratio(
         "kafka_layout: mmap crc32c pass / load(full), indexes missing",
         &ids,
@@ -852,6 +913,12 @@ fn kafka_layout(c: &mut Criterion) {
         fast,
         verify,
     );
+    if pairs_wanted(&ids) {
+        eprintln!(
+            "kafka_layout: after the pairs, {}",
+            page_cache_state(&dir, &files)
+        );
+    }
 }
 
 /// 2,000 partitions of 512 KiB in one log directory: `load_log_dir(full)` on as many threads as
