@@ -74,15 +74,38 @@ pub enum LeftoverAction {
         /// Its kind.
         kind: FileKind,
     },
+    /// A live segment file a `.swap` is renamed over although the swap does not cover its
+    /// offsets (a swap without a valid batch: Kafka's rename replaces the file): moved into the
+    /// quarantine folder under its own name first, never overwritten.
+    SetAside {
+        /// The live file.
+        path: PathBuf,
+        /// Its kind.
+        kind: FileKind,
+    },
 }
 
 impl LeftoverAction {
     /// The leftover file.
     pub fn path(&self) -> &Path {
         match self {
-            LeftoverAction::Remove { path, .. } => path,
+            LeftoverAction::Remove { path, .. } | LeftoverAction::SetAside { path, .. } => path,
             LeftoverAction::Rename { from, .. } => from,
         }
+    }
+
+    /// Where a [`LeftoverAction::SetAside`] moves its file, in the quarantine folder `qdir`.
+    fn set_aside_to(&self, qdir: &Path) -> Option<PathBuf> {
+        match self {
+            LeftoverAction::SetAside { path, .. } => path.file_name().map(|n| qdir.join(n)),
+            _ => None,
+        }
+    }
+
+    /// Whether it handles a leftover of an interrupted operation (a file set aside is a live
+    /// one, reported with the quarantined files instead).
+    fn is_temp(&self) -> bool {
+        !matches!(self, LeftoverAction::SetAside { .. })
     }
 }
 
@@ -361,7 +384,11 @@ impl RecoveryPlan {
             out.push(segment_file_path(q, b, FileKind::TimeIndex));
             out
         };
-        let mut quarantined = Vec::new();
+        let mut quarantined: Vec<PathBuf> = self
+            .leftovers
+            .iter()
+            .filter_map(|a| a.set_aside_to(&self.quarantine_dir))
+            .collect();
         for seg in &self.segments {
             if self.quarantined_segments.contains(&seg.base_offset) {
                 quarantined.extend(
@@ -419,6 +446,7 @@ impl RecoveryPlan {
             temp_files_handled: self
                 .leftovers
                 .iter()
+                .filter(|a| a.is_temp())
                 .map(|a| a.path().to_path_buf())
                 .collect(),
             warnings: self.warnings.clone(),
@@ -688,6 +716,14 @@ fn plan_leftovers(
     }
     for (path, p) in &swaps {
         let to = segment_file_path(dir, p.base_offset, p.kind);
+        if let Some(i) = live.iter().position(|f| f.path == to) {
+            // Not covered by the swapped range, yet the rename would replace it.
+            let replaced = live.remove(i);
+            actions.push(LeftoverAction::SetAside {
+                path: replaced.path,
+                kind: replaced.parsed.kind,
+            });
+        }
         actions.push(LeftoverAction::Rename {
             from: path.clone(),
             to: to.clone(),
@@ -1893,25 +1929,38 @@ fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
 /// quarantine folder was created.
 fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
     let env = &plan.options.env;
+    let mut quarantined = Vec::new();
+    let set_aside = plan.leftovers.iter().any(|a| !a.is_temp());
+    if set_aside {
+        create_quarantine_dir(plan)?;
+    }
     for a in &plan.leftovers {
         match a {
             LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
             LeftoverAction::Rename { from, to, kind } => rename_segment_file(env, from, to, *kind)?,
+            LeftoverAction::SetAside { path, kind } => {
+                let to = a.set_aside_to(&plan.quarantine_dir).unwrap_or_default();
+                rename_segment_file(env, path, &to, *kind)?;
+                quarantined.push(to);
+            }
         }
+    }
+    if set_aside {
+        env.storage.sync_dir(&plan.quarantine_dir)?;
     }
     if !plan.leftovers.is_empty() {
         env.storage.sync_dir(&plan.dir)?;
     }
-    let mut quarantined = Vec::new();
     // Only a plan that puts something aside creates a quarantine folder.
-    let needs_qdir = plan.scans.iter().any(|s| s.truncated_bytes() > 0)
+    let needs_qdir = set_aside
+        || plan.scans.iter().any(|s| s.truncated_bytes() > 0)
         || !plan.quarantined_segments.is_empty()
         || plan
             .snapshot_ops
             .iter()
             .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
         || plan.start_at_checkpoint;
-    if needs_qdir {
+    if needs_qdir && !set_aside {
         create_quarantine_dir(plan)?;
     }
     for seg in plan
@@ -2110,6 +2159,7 @@ fn applied_report(
         temp_files_handled: plan
             .leftovers
             .iter()
+            .filter(|a| a.is_temp())
             .map(|a| a.path().to_path_buf())
             .collect(),
         warnings: plan.warnings.clone(),

@@ -854,7 +854,9 @@ impl LogSegment {
     }
     /// Moves the segment's files (`.log`, `.index`, `.timeindex`, `.txnindex`, those that exist)
     /// into `to_dir` under their own names, syncing both directories. Nothing is deleted; used by
-    /// a loader that sets segments aside instead of deleting them. Returns the new paths.
+    /// a loader that sets segments aside instead of deleting them. The offset and time indexes go
+    /// without the room the log gave them (trimmed to their entries if it grew them). Returns
+    /// the new paths.
     pub fn move_to(self, to_dir: &Path) -> Result<Vec<PathBuf>> {
         let LogSegment {
             base_offset,
@@ -866,7 +868,12 @@ impl LogSegment {
             txn_index,
             ..
         } = self;
-        drop((log, offset_index, time_index, txn_index));
+        drop((log, txn_index));
+        // The active segment's indexes were grown to their maximum size when the log opened:
+        // moved trimmed back to their entries (the bytes they were found with, when nothing was
+        // written to them), not with the room the log gave them.
+        offset_index.close_without_room()?;
+        time_index.close_without_room()?;
         ctx.storage.create_dir_all(to_dir)?;
         let mut moved = Vec::new();
         for kind in [FileKind::Log, FileKind::TxnIndex] {

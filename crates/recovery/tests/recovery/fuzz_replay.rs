@@ -17,6 +17,9 @@ use recovery::SnapshotEntry;
 #[path = "../../../../fuzz/replay.rs"]
 mod replay_inputs;
 
+#[path = "../../../../fuzz/harness_loader.rs"]
+mod harness_loader;
+
 fn fuzz_dir() -> PathBuf {
     replay_inputs::fuzz_dir(env!("CARGO_MANIFEST_DIR"))
 }
@@ -34,6 +37,12 @@ fn snapshot_corpus() {
 fn producer_state_corpus() {
     replay("producer_state", harness::producer_state, 4);
     harness::remove_snapshot_dir();
+}
+
+#[test]
+fn log_loader_corpus() {
+    replay("log_loader", harness_loader::log_loader, 8);
+    harness_loader::remove_scratch();
 }
 
 fn entry(pid: i64, last_offset: i64, txn: i64) -> SnapshotEntry {
@@ -108,4 +117,41 @@ fn write_seeds() {
         b(1, 0, 3, 0, 0, 0),
     ];
     write("producer_state", "odd-batches", &seq.concat());
+    // log_loader: [flags (1 clean shutdown, 2 full, 4 recovery point, 8 log start), recovery
+    // point, log start], then operations [op, file index, position (2 bytes), operands...]
+    // on the directory's files sorted by name (op 0 flip, 1 cut, 2 append, 3 overwrite,
+    // 4 delete, 5 zero-extend, 6 copy to a leftover name, 7 new file of a Kafka-like name).
+    write("log_loader", "unclean", &[0, 0, 0]);
+    write("log_loader", "clean", &[1, 0, 0]);
+    write("log_loader", "full-from-recovery-point", &[2 | 4, 9, 0]);
+    write("log_loader", "log-start-past-end", &[8, 0, 39]);
+    write(
+        "log_loader",
+        "flip-in-first-log",
+        &[0, 0, 0, 0, 1, 0, 90, 0x40],
+    );
+    write(
+        "log_loader",
+        "cut-last-files",
+        &[0, 0, 0, 1, 200, 1, 0, 1, 201, 0, 30],
+    );
+    let mut garbage = vec![0, 0, 0, 2, 1, 0, 0, 64];
+    garbage.extend((0..64u8).map(|i| i.wrapping_mul(37)));
+    write("log_loader", "garbage-after-first-log", &garbage);
+    write(
+        "log_loader",
+        "zero-filled-indexes",
+        &[0, 0, 0, 5, 0, 0, 200, 5, 3, 0, 150],
+    );
+    write(
+        "log_loader",
+        "delete-snapshots-and-index",
+        &[0, 0, 0, 4, 2, 0, 0, 4, 5, 0, 0],
+    );
+    write(
+        "log_loader",
+        "leftovers",
+        &[0, 0, 0, 6, 1, 0, 0, 6, 6, 4, 0, 0, 7, 7, 0, 0, 5, 3, 9],
+    );
+    write("log_loader", "flip-snapshot", &[1, 0, 0, 0, 2, 0, 20, 0x01]);
 }

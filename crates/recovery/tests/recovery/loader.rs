@@ -363,16 +363,25 @@ fn named_contents(paths: impl IntoIterator<Item = PathBuf>) -> Vec<(String, Vec<
 }
 
 /// A log start checkpoint above the log end (segment files lost or deleted behind the broker's
-/// back): Kafka deletes every segment; we move them into the quarantine folder, byte for byte,
-/// report them, and start the log empty at the checkpointed offset.
+/// back): Kafka deletes every segment; we move them into the quarantine folder, byte for byte
+/// (the active segment's indexes too, not with the room the opened log gave them), report them,
+/// and start the log empty at the checkpointed offset.
 #[test]
 fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it() {
     let dir = tempfile::tempdir().unwrap();
     let log = build_log(dir.path());
     let end = log.log_end_offset();
     log.close().unwrap();
-    let logs_before = named_contents(logs_in(dir.path()));
-    assert!(logs_before.len() > 1, "{logs_before:?}");
+    let segment_files = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.extension().is_some_and(|e| {
+                ["log", "index", "timeindex", "txnindex"].contains(&e.to_str().unwrap())
+            })
+        });
+    let logs_before = named_contents(segment_files);
+    assert!(logs_before.len() > 4, "{logs_before:?}");
 
     let start = end + 100;
     let opts = LoadOptions {
@@ -396,10 +405,48 @@ fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it(
             report.quarantined_segments.contains(&moved),
             "{name} not reported: {report:?}"
         );
-        assert_eq!(&std::fs::read(&moved).unwrap(), bytes, "{name}");
+        let got = std::fs::read(&moved).unwrap();
+        assert!(
+            &got == bytes,
+            "{name}: {} bytes quarantined, {} found",
+            got.len(),
+            bytes.len()
+        );
     }
     let left: Vec<PathBuf> = logs_in(dir.path());
     assert_eq!(left, [dir.path().join(format!("{start:020}.log"))]);
+    log.close().unwrap();
+}
+
+/// A `.log.swap` without a single valid batch covers no offsets, so no segment is replaced by it
+/// under Kafka's rule, yet renaming it into place would overwrite the live `.log` of the same
+/// base: that `.log` is moved into the quarantine folder first, byte for byte, and reported.
+#[test]
+fn a_swap_renamed_over_a_live_log_it_does_not_cover_sets_the_log_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path());
+    log.close().unwrap();
+    let logs = logs_in(dir.path());
+    assert!(logs.len() > 2, "{logs:?}");
+    let live = logs[1].clone();
+    let original = std::fs::read(&live).unwrap();
+    let mut swap = live.clone().into_os_string();
+    swap.push(".swap");
+    std::fs::write(&swap, [0u8, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 7]).unwrap();
+
+    let (log, report) = load(dir.path(), false);
+    let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
+    let moved = qdir.join(live.file_name().unwrap());
+    assert!(
+        report.quarantined_segments.contains(&moved),
+        "{moved:?} not reported: {report:?}"
+    );
+    assert!(
+        std::fs::read(&moved).unwrap() == original,
+        "set aside changed"
+    );
+    assert_eq!(report.temp_files_handled, [PathBuf::from(&swap)]);
+    assert!(!std::path::Path::new(&swap).exists());
     log.close().unwrap();
 }
 

@@ -161,6 +161,20 @@ impl IndexCore {
         self.map.close_with_len(len)
     }
 
+    /// Closes the index for a move out of the log: trimmed to its entries only if the log gave
+    /// it room (fewer entries than the file holds: the active segment's index, grown to its
+    /// maximum size when the log opened, or cut by a truncation), else left at its length. So an
+    /// index nothing was written to is moved with the bytes it was found with.
+    pub(crate) fn close_without_room(mut self) -> Result<()> {
+        self.end_bulk()?;
+        if self.entries < self.max_entries {
+            let len = self.size_in_bytes() as u64;
+            self.map.close_with_len(len)
+        } else {
+            Ok(())
+        }
+    }
+
     /// The bytes of the used entries that are written (outside bulk mode: all of them).
     pub(crate) fn used(&self) -> &[u8] {
         let written = self.entries - self.pending_entries();

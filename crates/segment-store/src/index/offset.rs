@@ -280,4 +280,10 @@ impl OffsetIndex {
     pub fn close(self) -> Result<()> {
         self.core.close_trimmed()
     }
+
+    /// Closes the index to move it out of the log: trimmed only if the log gave it room (see
+    /// `IndexCore::close_without_room`).
+    pub(crate) fn close_without_room(self) -> Result<()> {
+        self.core.close_without_room()
+    }
 }

@@ -1,0 +1,9 @@
+//! Fuzz target `log_loader`: see `fuzz/harness_loader.rs`.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+#[path = "../harness_loader.rs"]
+mod harness;
+
+fuzz_target!(|data: &[u8]| harness::log_loader(data));
