@@ -347,11 +347,18 @@ pub fn log_loader(data: &[u8]) {
         );
     }
     for p in &report.quarantined_segments {
-        let original = dir.join(p.file_name().unwrap());
-        let (got, had) = (
-            std::fs::read(p).ok(),
-            before.get(&original).cloned().flatten(),
-        );
+        // A live file a swap replaced is set aside as `<name>.replaced`; a quarantined segment
+        // file that had a `.swap` holds the swap's bytes (renamed into place first).
+        let name = p.file_name().unwrap().to_str().unwrap();
+        let had = match name.strip_suffix(".replaced") {
+            Some(live) => before.get(&dir.join(live)).cloned().flatten(),
+            None => before
+                .get(&dir.join(format!("{name}.swap")))
+                .or_else(|| before.get(&dir.join(name)))
+                .cloned()
+                .flatten(),
+        };
+        let got = std::fs::read(p).ok();
         assert!(
             got == had,
             "{} changed when quarantined: {:?} bytes, had {:?}",
@@ -382,16 +389,19 @@ pub fn log_loader(data: &[u8]) {
                                 == Some(&bytes[f.len()..])
                     }))
         };
+        let replaced = format!("{name}.replaced");
         let in_quarantine = report
             .quarantined_segments
             .iter()
-            .filter(|q| q.file_name() == path.file_name())
+            .filter(|q| {
+                let n = q.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+                n == name || n == replaced
+            })
             .filter_map(|q| std::fs::read(q).ok());
-        let here = std::fs::read(path).ok();
+        // An empty prefix stands for a segment cut at its first byte and then removed (empty).
+        let here = std::fs::read(path).ok().into_iter().chain([Vec::new()]);
         assert!(
-            here.iter()
-                .chain(in_quarantine.collect::<Vec<_>>().iter())
-                .any(kept),
+            here.chain(in_quarantine).any(|f| kept(&f)),
             "{name}: {} bytes lost without a report",
             bytes.len()
         );

@@ -76,7 +76,8 @@ pub enum LeftoverAction {
     },
     /// A live segment file a `.swap` is renamed over although the swap does not cover its
     /// offsets (a swap without a valid batch: Kafka's rename replaces the file): moved into the
-    /// quarantine folder under its own name first, never overwritten.
+    /// quarantine folder first as `<its name>.replaced` (the segment the swap becomes may be
+    /// quarantined under the plain name), never overwritten.
     SetAside {
         /// The live file.
         path: PathBuf,
@@ -84,6 +85,10 @@ pub enum LeftoverAction {
         kind: FileKind,
     },
 }
+
+/// Suffix of a live segment file set aside in quarantine because a `.swap` replaced it
+/// ([`LeftoverAction::SetAside`]).
+pub const REPLACED_SUFFIX: &str = ".replaced";
 
 impl LeftoverAction {
     /// The leftover file.
@@ -97,7 +102,11 @@ impl LeftoverAction {
     /// Where a [`LeftoverAction::SetAside`] moves its file, in the quarantine folder `qdir`.
     fn set_aside_to(&self, qdir: &Path) -> Option<PathBuf> {
         match self {
-            LeftoverAction::SetAside { path, .. } => path.file_name().map(|n| qdir.join(n)),
+            LeftoverAction::SetAside { path, .. } => path.file_name().map(|n| {
+                let mut name = n.to_os_string();
+                name.push(REPLACED_SUFFIX);
+                qdir.join(name)
+            }),
             _ => None,
         }
     }

@@ -420,7 +420,8 @@ fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it(
 
 /// A `.log.swap` without a single valid batch covers no offsets, so no segment is replaced by it
 /// under Kafka's rule, yet renaming it into place would overwrite the live `.log` of the same
-/// base: that `.log` is moved into the quarantine folder first, byte for byte, and reported.
+/// base: that `.log` is moved into the quarantine folder first (as `<name>.replaced`), byte for
+/// byte, and reported.
 #[test]
 fn a_swap_renamed_over_a_live_log_it_does_not_cover_sets_the_log_aside() {
     let dir = tempfile::tempdir().unwrap();
@@ -436,7 +437,9 @@ fn a_swap_renamed_over_a_live_log_it_does_not_cover_sets_the_log_aside() {
 
     let (log, report) = load(dir.path(), false);
     let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
-    let moved = qdir.join(live.file_name().unwrap());
+    let mut name = live.file_name().unwrap().to_os_string();
+    name.push(".replaced");
+    let moved = qdir.join(name);
     assert!(
         report.quarantined_segments.contains(&moved),
         "{moved:?} not reported: {report:?}"
