@@ -299,6 +299,14 @@ pub fn log_loader(data: &[u8]) {
         "plan_audited and plan disagree: {audited:?}"
     );
     let predicted = plan.report();
+    // Segments recovered and then quarantined whole (a log start offset past the recovered log
+    // end): their `.log` is the valid prefix (checked below with its cut tail), their indexes
+    // the rebuilt ones.
+    let recovered_then_quarantined: Vec<i64> = if plan.start_at_checkpoint {
+        plan.scans.iter().map(|s| s.base_offset).collect()
+    } else {
+        Vec::new()
+    };
     let state = (
         plan.producers.snapshot_entries(),
         plan.last_stable_offset,
@@ -350,6 +358,13 @@ pub fn log_loader(data: &[u8]) {
         // A live file a swap replaced is set aside as `<name>.replaced`; a quarantined segment
         // file that had a `.swap` holds the swap's bytes (renamed into place first).
         let name = p.file_name().unwrap().to_str().unwrap();
+        let segment_file = [".log", ".index", ".timeindex", ".txnindex"]
+            .iter()
+            .any(|e| name.ends_with(e));
+        let base: i64 = name.get(..20).and_then(|b| b.parse().ok()).unwrap_or(-1);
+        if segment_file && recovered_then_quarantined.contains(&base) {
+            continue;
+        }
         let had = match name.strip_suffix(".replaced") {
             Some(live) => before.get(&dir.join(live)).cloned().flatten(),
             None => before
