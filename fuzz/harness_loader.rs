@@ -15,6 +15,7 @@ use std::sync::{Mutex, OnceLock};
 
 use record_format::{mirror_pid_reset_batch, RecordBatchBuilder};
 use recovery::plan::tree_image;
+use recovery::plan::SnapshotOp;
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::LogConfig;
 
@@ -302,6 +303,25 @@ pub fn log_loader(data: &[u8]) {
     // Segments recovered and then quarantined whole (a log start offset past the recovered log
     // end): their `.log` is the valid prefix (checked below with its cut tail), their indexes
     // the rebuilt ones.
+    // Recovery takes a snapshot after each recovered segment as Kafka does, over a file of the
+    // same name if there is one; one it then quarantines (beyond the log end) holds those bytes.
+    let mut written: BTreeMap<PathBuf, Vec<u8>> = BTreeMap::new();
+    let mut quarantined_snapshots: BTreeMap<PathBuf, Option<Vec<u8>>> = BTreeMap::new();
+    for (_, op) in &plan.snapshot_ops {
+        match op {
+            SnapshotOp::Write { path, bytes } => {
+                written.insert(path.clone(), bytes.clone());
+            }
+            SnapshotOp::Quarantine { from, to } => {
+                let had = written
+                    .get(from)
+                    .cloned()
+                    .or_else(|| before.get(from).cloned().flatten());
+                quarantined_snapshots.insert(to.clone(), had);
+            }
+            _ => {}
+        }
+    }
     let recovered_then_quarantined: Vec<i64> = if plan.start_at_checkpoint {
         plan.scans.iter().map(|s| s.base_offset).collect()
     } else {
@@ -365,13 +385,17 @@ pub fn log_loader(data: &[u8]) {
         if segment_file && recovered_then_quarantined.contains(&base) {
             continue;
         }
-        let had = match name.strip_suffix(".replaced") {
-            Some(live) => before.get(&dir.join(live)).cloned().flatten(),
-            None => before
-                .get(&dir.join(format!("{name}.swap")))
-                .or_else(|| before.get(&dir.join(name)))
-                .cloned()
-                .flatten(),
+        let had = if let Some(had) = quarantined_snapshots.get(p) {
+            had.clone()
+        } else {
+            match name.strip_suffix(".replaced") {
+                Some(live) => before.get(&dir.join(live)).cloned().flatten(),
+                None => before
+                    .get(&dir.join(format!("{name}.swap")))
+                    .or_else(|| before.get(&dir.join(name)))
+                    .cloned()
+                    .flatten(),
+            }
         };
         let got = std::fs::read(p).ok();
         assert!(
