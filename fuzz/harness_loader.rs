@@ -15,7 +15,7 @@ use std::sync::{Mutex, OnceLock};
 
 use record_format::{mirror_pid_reset_batch, RecordBatchBuilder};
 use recovery::plan::tree_image;
-use recovery::plan::SnapshotOp;
+use recovery::plan::{LeftoverAction, SnapshotOp};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::LogConfig;
 
@@ -322,6 +322,15 @@ pub fn log_loader(data: &[u8]) {
             _ => {}
         }
     }
+    // A `.swap` renamed into place: the live name's bytes are the swap's.
+    let renamed_into: BTreeMap<PathBuf, PathBuf> = plan
+        .leftovers
+        .iter()
+        .filter_map(|a| match a {
+            LeftoverAction::Rename { from, to, .. } => Some((to.clone(), from.clone())),
+            _ => None,
+        })
+        .collect();
     let recovered_then_quarantined: Vec<i64> = if plan.start_at_checkpoint {
         plan.scans.iter().map(|s| s.base_offset).collect()
     } else {
@@ -341,13 +350,16 @@ pub fn log_loader(data: &[u8]) {
                 .iter()
                 .find(|s| s.base_offset == c.segment)
                 .expect("a cut names a planned segment");
-            // A `.swap` of the segment (an interrupted swap) is renamed into place first: the
-            // segment's bytes are the swap's.
-            let mut swap = seg.path.clone().into_os_string();
-            swap.push(".swap");
-            let bytes = std::fs::read(&swap)
-                .or_else(|_| std::fs::read(&seg.path))
-                .unwrap();
+            // A `.swap` renamed into place first: the segment's bytes are the swap's.
+            let source = plan
+                .leftovers
+                .iter()
+                .find_map(|a| match a {
+                    LeftoverAction::Rename { from, to, .. } if *to == seg.path => Some(from),
+                    _ => None,
+                })
+                .unwrap_or(&seg.path);
+            let bytes = std::fs::read(source).unwrap();
             (
                 c.quarantined_to.clone(),
                 bytes[c.position as usize..].to_vec(),
@@ -390,11 +402,11 @@ pub fn log_loader(data: &[u8]) {
         } else {
             match name.strip_suffix(".replaced") {
                 Some(live) => before.get(&dir.join(live)).cloned().flatten(),
-                None => before
-                    .get(&dir.join(format!("{name}.swap")))
-                    .or_else(|| before.get(&dir.join(name)))
-                    .cloned()
-                    .flatten(),
+                None => {
+                    let live = dir.join(name);
+                    let source = renamed_into.get(&live).unwrap_or(&live);
+                    before.get(source).cloned().flatten()
+                }
             }
         };
         let got = std::fs::read(p).ok();
