@@ -236,7 +236,13 @@ fn files_of(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
 /// * applying the plan reports exactly what the plan predicted, and leaves the producer state,
 ///   LSO and log end offset the plan computed;
 /// * the cut bytes are in the quarantine files the plan named, byte for byte, and every file
-///   moved to quarantine keeps its bytes;
+///   moved to quarantine keeps its bytes: the bytes it was found with (a renamed `.swap`'s for
+///   its live name), or those recovery wrote to it before (a snapshot taken after a recovered
+///   segment, an index created empty when the log opened); a segment recovered and then
+///   quarantined whole (log start past the log end) is checked as prefix plus cut tail;
+/// * no byte of a live `.log` is lost without a report: it is still there or in quarantine (as
+///   its valid prefix with the rest in the cut's file), or it was removed as a segment a valid
+///   swap replaced (reported as handled);
 /// * `LogLoader::load` (planning under the lock, then applying) of a copy of the damaged
 ///   directory reports the same as the plan and leaves the same state.
 pub fn log_loader(data: &[u8]) {
@@ -331,6 +337,14 @@ pub fn log_loader(data: &[u8]) {
             _ => None,
         })
         .collect();
+    let removed: Vec<PathBuf> = plan
+        .leftovers
+        .iter()
+        .filter_map(|a| match a {
+            LeftoverAction::Remove { path, .. } => Some(path.clone()),
+            _ => None,
+        })
+        .collect();
     let recovered_then_quarantined: Vec<i64> = if plan.start_at_checkpoint {
         plan.scans.iter().map(|s| s.base_offset).collect()
     } else {
@@ -404,8 +418,12 @@ pub fn log_loader(data: &[u8]) {
                 Some(live) => before.get(&dir.join(live)).cloned().flatten(),
                 None => {
                     let live = dir.join(name);
-                    let source = renamed_into.get(&live).unwrap_or(&live);
-                    before.get(source).cloned().flatten()
+                    match renamed_into.get(&live) {
+                        Some(swap) => before.get(swap).cloned().flatten(),
+                        // Removed first (a segment a valid swap replaced): not the same file.
+                        None if removed.contains(&live) => None,
+                        None => before.get(&live).cloned().flatten(),
+                    }
                 }
             }
         };
