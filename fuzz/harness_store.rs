@@ -14,6 +14,9 @@
     clippy::indexing_slicing
 )]
 
+#[path = "scratch.rs"]
+mod scratch_dir;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -30,17 +33,7 @@ use testkit::ManualClock;
 /// The per-process scratch directory (removed by [`remove_temp_root`]).
 pub fn temp_root() -> &'static Path {
     static ROOT: OnceLock<PathBuf> = OnceLock::new();
-    ROOT.get_or_init(|| {
-        let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() {
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = base.join(format!("seglog-fuzz-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    })
+    ROOT.get_or_init(|| scratch_dir::per_process_dir("seglog-fuzz"))
 }
 
 /// Removes the scratch directory (the replay tests call it at the end).

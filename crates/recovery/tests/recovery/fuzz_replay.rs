@@ -17,9 +17,6 @@ use recovery::SnapshotEntry;
 #[path = "../../../../fuzz/replay.rs"]
 mod replay_inputs;
 
-#[path = "../../../../fuzz/harness_loader.rs"]
-mod harness_loader;
-
 fn fuzz_dir() -> PathBuf {
     replay_inputs::fuzz_dir(env!("CARGO_MANIFEST_DIR"))
 }
@@ -41,8 +38,8 @@ fn producer_state_corpus() {
 
 #[test]
 fn log_loader_corpus() {
-    replay("log_loader", harness_loader::log_loader, 8);
-    harness_loader::remove_scratch();
+    replay("log_loader", harness::log_loader, 8);
+    harness::remove_scratch();
 }
 
 fn entry(pid: i64, last_offset: i64, txn: i64) -> SnapshotEntry {
