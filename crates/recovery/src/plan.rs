@@ -1237,25 +1237,29 @@ fn check_indexes(
     lock: Option<&DirLock>,
     base: i64,
     size: u64,
-    [index_path, time_path, txn_path]: [PathBuf; 3],
+    [index_path, time_path, txn_path]: [Option<PathBuf>; 3],
     audit: bool,
 ) -> Result<IndexesChecked, PartitionLogError> {
+    let read_index = |path: &Option<PathBuf>, kind| match path {
+        Some(path) => read_index(opts, lock, path, kind),
+        None => Ok(ReadOnlyBytes::Owned(Vec::new())),
+    };
     let mut index_findings = Vec::new();
-    let index = read_index(opts, lock, &index_path, FileKind::Index)?;
+    let index = read_index(&index_path, FileKind::Index)?;
     if let Err(problem) = OffsetIndexView::new(base, index.bytes()).sanity_check() {
         index_findings.push(IndexFinding {
             kind: FileKind::Index,
             problem: IndexProblem::Sanity(problem),
         });
     }
-    let time = read_index(opts, lock, &time_path, FileKind::TimeIndex)?;
+    let time = read_index(&time_path, FileKind::TimeIndex)?;
     if let Err(problem) = TimeIndexView::new(base, time.bytes()).sanity_check() {
         index_findings.push(IndexFinding {
             kind: FileKind::TimeIndex,
             problem: IndexProblem::Sanity(problem),
         });
     }
-    let txn = read_index(opts, lock, &txn_path, FileKind::TxnIndex)?;
+    let txn = read_index(&txn_path, FileKind::TxnIndex)?;
     let txn = txn.bytes();
     if let Err(problem) = TxnIndexView::new(base, txn).sanity_check() {
         index_findings.push(IndexFinding {
@@ -1335,11 +1339,12 @@ fn plan_segments<'a>(
         .filter(|f| f.parsed.kind == FileKind::Log)
         .collect();
     logs.sort_by_key(|f| f.parsed.base_offset);
+    // Where the segment's file of `kind` is read from; `None` when there is none after the
+    // leftovers are handled (missing, or a file a swap's completion removes: not read).
     let source_of = |base: i64, kind: FileKind| {
         live.iter()
             .find(|f| f.parsed.base_offset == base && f.parsed.kind == kind)
             .map(|f| f.source.clone())
-            .unwrap_or_else(|| segment_file_path(dir, base, kind))
     };
     let mut sources = Sources {
         opts,
@@ -1391,7 +1396,7 @@ fn plan_segments<'a>(
             path: f.path.clone(),
             size,
             index_findings,
-            has_txn_index: env.storage.exists(&source_of(base, FileKind::TxnIndex))?,
+            has_txn_index: source_of(base, FileKind::TxnIndex).is_some(),
             files: segment_files(dir, live, base),
             next_offset: None,
         });
