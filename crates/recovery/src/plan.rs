@@ -90,6 +90,13 @@ pub enum LeftoverAction {
 /// ([`LeftoverAction::SetAside`]).
 pub const REPLACED_SUFFIX: &str = ".replaced";
 
+/// `<qdir>/<path's name>.replaced`.
+fn replaced_path(qdir: &Path, path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(REPLACED_SUFFIX);
+    qdir.join(name)
+}
+
 impl LeftoverAction {
     /// The leftover file.
     pub fn path(&self) -> &Path {
@@ -102,11 +109,7 @@ impl LeftoverAction {
     /// Where a [`LeftoverAction::SetAside`] moves its file, in the quarantine folder `qdir`.
     fn set_aside_to(&self, qdir: &Path) -> Option<PathBuf> {
         match self {
-            LeftoverAction::SetAside { path, .. } => path.file_name().map(|n| {
-                let mut name = n.to_os_string();
-                name.push(REPLACED_SUFFIX);
-                qdir.join(name)
-            }),
+            LeftoverAction::SetAside { path, .. } => Some(replaced_path(qdir, path)),
             _ => None,
         }
     }
@@ -1953,7 +1956,7 @@ fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLog
             LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
             LeftoverAction::Rename { from, to, kind } => rename_segment_file(env, from, to, *kind)?,
             LeftoverAction::SetAside { path, kind } => {
-                let to = a.set_aside_to(&plan.quarantine_dir).unwrap_or_default();
+                let to = replaced_path(&plan.quarantine_dir, path);
                 rename_segment_file(env, path, &to, *kind)?;
                 quarantined.push(to);
             }

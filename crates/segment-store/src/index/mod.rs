@@ -166,12 +166,10 @@ impl IndexCore {
     /// maximum size when the log opened, or cut by a truncation), else left at its length. So an
     /// index nothing was written to is moved with the bytes it was found with.
     pub(crate) fn close_without_room(mut self) -> Result<()> {
-        self.end_bulk()?;
         if self.entries < self.max_entries {
-            let len = self.size_in_bytes() as u64;
-            self.map.close_with_len(len)
+            self.close_trimmed()
         } else {
-            Ok(())
+            self.end_bulk()
         }
     }
 
