@@ -81,10 +81,18 @@ fn write_at(buf: &mut [u8], off: usize, src: &[u8]) -> Result<()> {
 }
 
 /// A view over exactly one v2 record batch.
+///
+/// The 61 header bytes are copied into the view when it is made, and every header field is read
+/// from that copy: a thread that frames and checks batches (and so has their bytes in its cache)
+/// hands views to another that applies them, which then reads no byte of the batch itself (over a
+/// map of a 1 GiB segment of ~1 KB batches, the applier's header reads were a cache miss each and
+/// a fifth of all recovery's time).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordBatch<'a> {
     bytes: &'a [u8],
     position: u64,
+    /// `bytes[..61]`.
+    head: [u8; RECORD_BATCH_OVERHEAD],
 }
 
 impl<'a> RecordBatch<'a> {
@@ -135,43 +143,48 @@ impl<'a> RecordBatch<'a> {
                 position + LENGTH_OFFSET as u64,
             ));
         }
-        Ok(RecordBatch { bytes, position })
+        let head = array_at(bytes, 0);
+        Ok(RecordBatch {
+            bytes,
+            position,
+            head,
+        })
     }
 
     /// `baseOffset` (int64 at 0).
     #[inline]
     pub fn base_offset(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, BASE_OFFSET_OFFSET))
+        i64::from_be_bytes(array_at(&self.head, BASE_OFFSET_OFFSET))
     }
 
     /// `batchLength` (int32 at 8): bytes after the length field.
     #[inline]
     pub fn batch_length(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, LENGTH_OFFSET))
+        i32::from_be_bytes(array_at(&self.head, LENGTH_OFFSET))
     }
 
     /// `partitionLeaderEpoch` (int32 at 12; not CRC-covered).
     #[inline]
     pub fn partition_leader_epoch(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, PARTITION_LEADER_EPOCH_OFFSET))
+        i32::from_be_bytes(array_at(&self.head, PARTITION_LEADER_EPOCH_OFFSET))
     }
 
     /// `magic` (int8 at 16; always 2 for a constructed view).
     #[inline]
     pub fn magic(&self) -> i8 {
-        i8::from_be_bytes(array_at(self.bytes, BATCH_MAGIC_OFFSET))
+        i8::from_be_bytes(array_at(&self.head, BATCH_MAGIC_OFFSET))
     }
 
     /// Stored `crc` (uint32 at 17).
     #[inline]
     pub fn crc(&self) -> u32 {
-        u32::from_be_bytes(array_at(self.bytes, CRC_OFFSET))
+        u32::from_be_bytes(array_at(&self.head, CRC_OFFSET))
     }
 
     /// Raw `attributes` int16 at 21. Flags are read from the low byte only, as Kafka does.
     #[inline]
     pub fn attributes(&self) -> i16 {
-        i16::from_be_bytes(array_at(self.bytes, ATTRIBUTES_OFFSET))
+        i16::from_be_bytes(array_at(&self.head, ATTRIBUTES_OFFSET))
     }
 
     #[inline]
@@ -183,7 +196,7 @@ impl<'a> RecordBatch<'a> {
     /// `lastOffsetDelta` (int32 at 23).
     #[inline]
     pub fn last_offset_delta(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, LAST_OFFSET_DELTA_OFFSET))
+        i32::from_be_bytes(array_at(&self.head, LAST_OFFSET_DELTA_OFFSET))
     }
 
     /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
@@ -203,31 +216,31 @@ impl<'a> RecordBatch<'a> {
     /// [`has_delete_horizon`](Self::has_delete_horizon).
     #[inline]
     pub fn base_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, BASE_TIMESTAMP_OFFSET))
+        i64::from_be_bytes(array_at(&self.head, BASE_TIMESTAMP_OFFSET))
     }
 
     /// `maxTimestamp` (int64 at 35); the append time for LogAppendTime batches.
     #[inline]
     pub fn max_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, MAX_TIMESTAMP_OFFSET))
+        i64::from_be_bytes(array_at(&self.head, MAX_TIMESTAMP_OFFSET))
     }
 
     /// `producerId` (int64 at 43); −1 = none.
     #[inline]
     pub fn producer_id(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, PRODUCER_ID_OFFSET))
+        i64::from_be_bytes(array_at(&self.head, PRODUCER_ID_OFFSET))
     }
 
     /// `producerEpoch` (int16 at 51).
     #[inline]
     pub fn producer_epoch(&self) -> i16 {
-        i16::from_be_bytes(array_at(self.bytes, PRODUCER_EPOCH_OFFSET))
+        i16::from_be_bytes(array_at(&self.head, PRODUCER_EPOCH_OFFSET))
     }
 
     /// `baseSequence` (int32 at 53); −1 = none.
     #[inline]
     pub fn base_sequence(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, BASE_SEQUENCE_OFFSET))
+        i32::from_be_bytes(array_at(&self.head, BASE_SEQUENCE_OFFSET))
     }
 
     /// Kafka's `lastSequence()`: −1 without a base sequence, else
@@ -245,7 +258,7 @@ impl<'a> RecordBatch<'a> {
     /// `recordsCount` (int32 at 57) as stored (may be negative in corrupt input).
     #[inline]
     pub fn records_count(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, RECORDS_COUNT_OFFSET))
+        i32::from_be_bytes(array_at(&self.head, RECORDS_COUNT_OFFSET))
     }
 
     /// The codec (attribute bits 0–2). Ids 5–7 are `UnknownCompression` at the attributes

@@ -27,9 +27,8 @@
 //! idles. [`scan_log`] is this with `threads - 1` helpers; segment-store's recovery applies each
 //! [`Piece`] as it comes.
 
-use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use crate::batches::{BatchHeader, Batches, IterEnd, LogEntry};
 use crate::cursor::be_i32_at;
@@ -70,6 +69,7 @@ fn scan_in_regions(bytes: &[u8], base_position: u64, threads: usize, region: usi
         let mut batches = Vec::new();
         while let Piece::Entries(entries) = reader.next_piece() {
             batches.extend(entries.iter().map(LogEntry::header));
+            reader.recycle(entries);
         }
         (batches, reader.end())
     });
@@ -136,7 +136,14 @@ pub struct Regions<'a> {
     /// Candidate batch start of each region (`None`: no candidate in it). Region 0 starts at 0.
     starts: Vec<OnceLock<Option<usize>>>,
     claims: Vec<AtomicU8>,
-    spans: Vec<OnceLock<Span<'a>>>,
+    /// Each region's walk, from its walker to the chain reader, who takes it (or leaves it, if
+    /// the chain does not arrive at the region's start).
+    spans: Vec<Mutex<Option<Span<'a>>>>,
+    /// Set once region `k`'s walk is in `spans[k]`.
+    walked: Vec<AtomicBool>,
+    /// Entry buffers the reader is done with, for the next walks: the entries in flight stay a
+    /// few regions' worth (in the cache), not the file's.
+    spare: Mutex<Vec<Vec<LogEntry<'a>>>>,
     /// Next region a helper tries to claim.
     next: AtomicUsize,
     /// The region the chain reader has reached: helpers stay at most [`MAX_LEAD`] regions
@@ -157,10 +164,11 @@ pub const MAX_LEAD: usize = 8;
 
 /// What the applier gets next.
 #[derive(Debug)]
-pub enum Piece<'c, 'a> {
+pub enum Piece<'a> {
     /// The next entries of the chain, every one of them valid (the first invalid entry ends the
-    /// chain: see [`ChainReader::end`]).
-    Entries(Cow<'c, [LogEntry<'a>]>),
+    /// chain: see [`ChainReader::end`]). Give the buffer back with [`ChainReader::recycle`] once
+    /// done with it.
+    Entries(Vec<LogEntry<'a>>),
     /// The chain has no more entries (see [`ChainReader::end`]).
     Finished,
 }
@@ -177,7 +185,9 @@ impl<'a> Regions<'a> {
             region_bytes,
             starts: (0..regions).map(|_| OnceLock::new()).collect(),
             claims: (0..regions).map(|_| AtomicU8::new(UNCLAIMED)).collect(),
-            spans: (0..regions).map(|_| OnceLock::new()).collect(),
+            spans: (0..regions).map(|_| Mutex::new(None)).collect(),
+            walked: (0..regions).map(|_| AtomicBool::new(false)).collect(),
+            spare: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
             reached: AtomicUsize::new(0),
             chained: AtomicBool::new(false),
@@ -253,12 +263,23 @@ impl<'a> Regions<'a> {
                 frame_end: None,
             },
         };
-        if let Some(slot) = self.spans.get(k) {
+        if let (Some(slot), Some(walked)) = (self.spans.get(k), self.walked.get(k)) {
             // Set once: only the claimer of region `k` walks it.
-            if slot.set(span).is_err() {
-                debug_assert!(false, "region {k} walked twice");
-            }
+            debug_assert!(!walked.load(Ordering::Acquire), "region {k} walked twice");
+            *slot
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(span);
+            walked.store(true, Ordering::Release);
         }
+    }
+
+    /// An empty entry buffer: a spare one if there is one.
+    fn entry_buffer(&self) -> Vec<LogEntry<'a>> {
+        self.spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .pop()
+            .unwrap_or_default()
     }
 
     /// The candidate start of region `k` (computed once, by whoever asks first).
@@ -371,7 +392,7 @@ impl<'a> Regions<'a> {
         let to_the_end = stop >= self.data.len();
         let mut span = Span {
             end: start,
-            entries: Vec::new(),
+            entries: self.entry_buffer(),
             frame_end: None,
         };
         let mut checked = 0;
@@ -467,7 +488,7 @@ pub struct ChainReader<'c, 'a> {
 
 impl<'c, 'a> ChainReader<'c, 'a> {
     /// The next entries of the chain.
-    pub fn next_piece(&mut self) -> Piece<'c, 'a> {
+    pub fn next_piece(&mut self) -> Piece<'a> {
         if self.done {
             return Piece::Finished;
         }
@@ -491,17 +512,13 @@ impl<'c, 'a> ChainReader<'c, 'a> {
             // The chain arrives at this region's start: its walk is the chain's.
             self.region += 1;
             regions.reached.store(self.region, Ordering::Release);
-            (
-                Cow::Borrowed(span.entries.as_slice()),
-                span.end,
-                span.frame_end.clone(),
-            )
+            (span.entries, span.end, span.frame_end)
         } else {
             // Between region starts (or past the last): walk the gap on this thread.
             let stop = next_start.unwrap_or(regions.data.len());
             let span = regions.walk(self.pos, stop, false);
             self.gap_walks += 1;
-            (Cow::Owned(span.entries), span.end, span.frame_end)
+            (span.entries, span.end, span.frame_end)
         };
         self.pos = span_end;
         if frame_end.is_some() {
@@ -513,21 +530,34 @@ impl<'c, 'a> ChainReader<'c, 'a> {
 
     /// Region `k`'s walk: done by this thread if nobody took it, else awaited (doing other
     /// regions meanwhile).
-    fn span(&self, k: usize) -> Option<&'c Span<'a>> {
+    fn span(&self, k: usize) -> Option<Span<'a>> {
         let regions = self.regions;
-        let slot = regions.spans.get(k)?;
+        let (slot, walked) = (regions.spans.get(k)?, regions.walked.get(k)?);
         if regions.claim(k) {
             regions.process(k);
         }
         loop {
-            if let Some(span) = slot.get() {
-                return Some(span);
+            if walked.load(Ordering::Acquire) {
+                return slot
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .take();
             }
             // Another thread is walking region `k` (at most one unit of work away).
             if !regions.work(false) {
                 std::thread::yield_now();
             }
         }
+    }
+
+    /// Gives back the buffer of a [`Piece::Entries`], for a later walk to fill again.
+    pub fn recycle(&self, mut entries: Vec<LogEntry<'a>>) {
+        entries.clear();
+        self.regions
+            .spare
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(entries);
     }
 
     /// Why the chain stopped, once [`Piece::Finished`] was returned: `Complete`, an incomplete

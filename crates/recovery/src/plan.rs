@@ -51,7 +51,9 @@ use crate::producer_state::{
 };
 use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, StorageIo};
 use crate::summary::BatchSummary;
+use segment_store::file_records::MAP_MIN_BYTES;
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::mmap::MmapFile;
 use segment_store::segment::READ_CHUNK_BYTES;
 
 /// What happens to a leftover file of an interrupted operation.
@@ -848,12 +850,18 @@ impl<'a> Sources<'a> {
         }
     }
 
-    /// Recovery's scan of the segment at `base`. A file longer than one chunk
-    /// ([`READ_CHUNK_BYTES`]) not opened yet is read through a file handle, a chunk at a time,
-    /// each checked while it is in the CPU's cache ([`SegmentScanner::scan_file`]): faster than a
-    /// fresh map, whose page faults cost more than the copy, and safe without the directory lock;
-    /// memory is bounded by a few chunks, not the segment. A smaller one is read whole, once, into
-    /// a reused buffer ([`ReadOnlyBytes::read_from`]).
+    /// Recovery's scan of the segment at `base`. Under the directory lock, a file of at least
+    /// [`MAP_MIN_BYTES`] not opened yet is mapped and scanned in place ([`scan_segment`]): the
+    /// helper threads fault its pages in and check the CRCs where the bytes lie, and this thread
+    /// applies the entries they hand over from the header fields they copied, without touching
+    /// the map again. No byte is copied, which a map wins wherever the page cache holds the file
+    /// in large folios, and it is on par with reading where a writer left small pages
+    /// (docs/benchmarks.md). Without the lock (a map of a file a broker truncates raises
+    /// `SIGBUS` at the next access), or on storage that cannot be mapped, a file longer than one
+    /// chunk ([`READ_CHUNK_BYTES`]) is read through a file handle, a chunk at a time, each checked
+    /// while it is in the CPU's cache ([`SegmentScanner::scan_file`]); memory is bounded by a few
+    /// chunks, not the segment. A smaller one is read whole, once, into a reused buffer
+    /// ([`ReadOnlyBytes::read_from`]).
     fn scan(
         &mut self,
         base: i64,
@@ -869,18 +877,24 @@ impl<'a> Sources<'a> {
         };
         let path = path.clone();
         if slot.is_none() {
-            let handle = self
-                .opts
-                .env
-                .storage
-                .open(&path, segment_store::OpenMode::Read)?;
+            let storage = self.opts.env.storage.as_ref();
+            let handle = storage.open(&path, segment_store::OpenMode::Read)?;
             let size = handle.len()?;
-            if size > READ_CHUNK_BYTES as u64 {
-                let mut scanner = SegmentScanner::new(&path, base, size, config);
-                scanner.scan_file(handle.as_ref(), visitor)?;
-                return Ok(scanner.finish());
-            }
-            *slot = Some(ReadOnlyBytes::read_from(handle.as_ref(), size)?);
+            let lock = self
+                .lock
+                .filter(|_| storage.supports_mmap() && size >= MAP_MIN_BYTES);
+            *slot = Some(match lock {
+                Some(lock) => {
+                    drop(handle);
+                    ReadOnlyBytes::Mapped(MmapFile::open(lock, &path, false)?)
+                }
+                None if size > READ_CHUNK_BYTES as u64 => {
+                    let mut scanner = SegmentScanner::new(&path, base, size, config);
+                    scanner.scan_file(handle.as_ref(), visitor)?;
+                    return Ok(scanner.finish());
+                }
+                None => ReadOnlyBytes::read_from(handle.as_ref(), size)?,
+            });
         }
         let bytes = self.bytes(base)?;
         scan_segment(&path, bytes, base, config, visitor)

@@ -1059,6 +1059,7 @@ impl SegmentScanner {
                     for entry in entries.iter() {
                         self.apply_entry(entry, visitor, &mut aborted)?;
                     }
+                    reader.recycle(entries);
                 }
                 Ok(())
             };

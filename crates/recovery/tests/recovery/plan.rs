@@ -338,3 +338,105 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
     assert!(refused < 10, "{refused}");
     assert!(with_cuts > 30, "{with_cuts}");
 }
+
+/// A partition of one segment of ~3.3 MiB of ~1.1 KB batches (three idempotent producers,
+/// transactions with their markers, a barrier), damaged at places around the 1 MiB regions and
+/// chunks recovery scans in: `LogLoader::plan` without the lock reads the segment a chunk at a
+/// time, `LogLoader::load` under the lock maps it and scans it in place; both must cut where
+/// record-format's sequential CRC-checking iterator stops and agree on everything else.
+#[test]
+fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
+    use record_format::RecordBatchBuilder;
+    let pristine = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_bytes: 64 << 20,
+        ..LogConfig::default()
+    };
+    let mut log = super::log::open_with(pristine.path(), config.clone());
+    let value = [b'x'; 100];
+    let mut seqs = [0i32; 4];
+    let mut i = 0usize;
+    while log.log_end_offset() == 0 || log.local_log().size() < (3 << 20) + 300_000 {
+        let pid = (i % 3 + 1) as i64;
+        let txn = pid == 3;
+        let mut b = RecordBatchBuilder::new(0)
+            .producer(pid, 0, seqs[pid as usize])
+            .transactional(txn);
+        for _ in 0..10 {
+            b.append(super::log::ts(), Some(b"k"), Some(&value), &[])
+                .unwrap();
+        }
+        log.append_as_leader(&b.build(), 0, AppendOrigin::Client)
+            .unwrap();
+        seqs[pid as usize] += 10;
+        if txn && i % 7 == 2 {
+            let m = super::log::marker(3, 0, i.is_multiple_of(2));
+            log.append_as_leader(&m, 0, AppendOrigin::Coordinator)
+                .unwrap();
+        }
+        if i == 1500 {
+            let barrier = record_format::mirror_pid_reset_batch(0, super::log::ts(), 0, "src");
+            log.append_as_leader(&barrier, 0, AppendOrigin::Coordinator)
+                .unwrap();
+            seqs = [0; 4];
+        }
+        i += 1;
+    }
+    log.close().unwrap();
+    let size = std::fs::metadata(&with_ext(pristine.path(), "log")[0])
+        .unwrap()
+        .len() as usize;
+    let mib = 1 << 20;
+    let mut cases = vec![Damage::None, Damage::ZeroTail { bytes: 64 << 10 }];
+    for at in [100, mib - 5, mib + (64 << 10) + 3, 2 * mib + 500, size - 30] {
+        cases.push(Damage::FlipByte { segment: 0, at });
+    }
+    cases.push(Damage::Truncate { segment: 0, by: 7 });
+    let mut cut = 0;
+    for d in cases {
+        for clean in [false, true] {
+            let root = tempfile::tempdir().unwrap();
+            let (dir, mapped) = (root.path().join("orders-0"), root.path().join("mapped-0"));
+            copy_dir(pristine.path(), &dir);
+            damage(&dir, d);
+            copy_dir(&dir, &mapped);
+            let opts = LoadOptions {
+                config: PartitionLogConfig {
+                    log: config.clone(),
+                    ..Default::default()
+                },
+                had_clean_shutdown: clean,
+                full: true,
+                ..Default::default()
+            };
+            let expected_cut = first_invalid(&dir);
+            let plan = LogLoader::plan(&dir, &opts).unwrap();
+            let predicted = plan.report();
+            let got = predicted.cut.first().map(|c| (c.segment, c.position));
+            assert_eq!(got, expected_cut, "{d:?} clean {clean}");
+            let (loaded, report) = LogLoader::load(&mapped, &opts).unwrap();
+            assert_eq!(
+                format!("{report:?}").replace("mapped-0", "orders-0"),
+                format!("{predicted:?}"),
+                "{d:?} clean {clean}: mapped load and read plan differ"
+            );
+            assert_eq!(
+                (
+                    loaded.producer_state().snapshot_entries(),
+                    loaded.last_stable_offset(),
+                    loaded.log_end_offset()
+                ),
+                (
+                    plan.producers.snapshot_entries(),
+                    plan.last_stable_offset,
+                    plan.log_end_offset
+                ),
+                "{d:?} clean {clean}"
+            );
+            loaded.close().unwrap();
+            cut += usize::from(got.is_some());
+        }
+    }
+    // Every damage but `None` cuts (the zero-filled tail too).
+    assert_eq!(cut, 2 * 7);
+}
