@@ -12,8 +12,12 @@
     clippy::indexing_slicing
 )]
 
+#[path = "input.rs"]
+mod input;
 #[path = "scratch.rs"]
 mod scratch_dir;
+
+use input::Input;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
@@ -93,22 +97,6 @@ pub fn snapshot(data: &[u8]) {
 
 // ---------------------------------------------------------------------------------------------
 // producer_state
-
-/// A panic-free reader: exhausted input reads as zeros.
-#[derive(Debug)]
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct MEntry {
@@ -412,7 +400,7 @@ const PIDS: [i64; 4] = [0, 1, 2, 1 << 40];
 
 /// Decodes one `(origin, batch)` from the input; offsets increase from `next`.
 fn next_batch(
-    r: &mut Reader<'_>,
+    r: &mut Input<'_>,
     model: &Model,
     next: &mut i64,
     ts: &mut i64,
@@ -523,7 +511,7 @@ fn next_batch(
 /// must reach the same state, and a snapshot taken, written and loaded back holds the same
 /// entries and open transactions.
 pub fn producer_state(data: &[u8]) {
-    let mut r = Reader(data);
+    let mut r = Input(data);
     let mut psm = ProducerStateManager::default();
     let mut model = Model::default();
     let mut accepted: Vec<(AppendOrigin, BatchSummary)> = Vec::new();
@@ -634,36 +622,6 @@ pub fn remove_snapshot_dir() {
 /// Segments of at most this many bytes: the pristine log spans several.
 const SEGMENT_BYTES: u64 = 700;
 
-/// The input, read front to back; reads past its end give zeros.
-struct Input<'a>(&'a [u8]);
-
-impl Input<'_> {
-    fn byte(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((&b, rest)) => {
-                self.0 = rest;
-                b
-            }
-            None => 0,
-        }
-    }
-
-    fn u16(&mut self) -> u16 {
-        u16::from_be_bytes([self.byte(), self.byte()])
-    }
-
-    fn take(&mut self, n: usize) -> Vec<u8> {
-        let n = n.min(self.0.len());
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        head.to_vec()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
 fn config() -> PartitionLogConfig {
     PartitionLogConfig {
         log: LogConfig {
@@ -769,7 +727,7 @@ fn damage(dir: &Path, inp: &mut Input<'_>) {
         if inp.is_empty() {
             return;
         }
-        let op = inp.byte();
+        let op = inp.u8();
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| e.unwrap().path())
@@ -779,24 +737,24 @@ fn damage(dir: &Path, inp: &mut Input<'_>) {
         if files.is_empty() {
             return;
         }
-        let file = files[usize::from(inp.byte()) % files.len()].clone();
+        let file = files[usize::from(inp.u8()) % files.len()].clone();
         let mut bytes = std::fs::read(&file).unwrap_or_default();
         let at = usize::from(inp.u16());
         match op % 8 {
             0 if !bytes.is_empty() => {
                 let i = at % bytes.len();
-                bytes[i] ^= inp.byte() | 1;
+                bytes[i] ^= inp.u8() | 1;
             }
             1 => bytes.truncate(at % (bytes.len() + 1)),
             2 => {
-                let n = usize::from(inp.byte());
+                let n = usize::from(inp.u8());
                 bytes.extend(inp.take(n));
             }
             3 if !bytes.is_empty() => {
                 let i = at % bytes.len();
-                let n = usize::from(inp.byte() % 32).min(bytes.len() - i);
+                let n = usize::from(inp.u8() % 32).min(bytes.len() - i);
                 let src = inp.take(n);
-                bytes[i..i + src.len()].copy_from_slice(&src);
+                bytes[i..i + src.len()].copy_from_slice(src);
             }
             4 => {
                 std::fs::remove_file(&file).unwrap();
@@ -804,16 +762,16 @@ fn damage(dir: &Path, inp: &mut Input<'_>) {
             }
             5 => bytes.resize(bytes.len() + 12 * (at % 256), 0),
             6 => {
-                let suffix = SUFFIXES[usize::from(inp.byte()) % SUFFIXES.len()];
+                let suffix = SUFFIXES[usize::from(inp.u8()) % SUFFIXES.len()];
                 let stem = file.file_name().unwrap().to_string_lossy();
                 let stem = stem.split('.').next().unwrap_or_default().to_string();
                 std::fs::write(dir.join(format!("{stem}{suffix}")), &bytes).unwrap();
                 continue;
             }
             7 => {
-                let suffix = SUFFIXES[usize::from(inp.byte()) % SUFFIXES.len()];
+                let suffix = SUFFIXES[usize::from(inp.u8()) % SUFFIXES.len()];
                 let offset = at % 64;
-                let n = usize::from(inp.byte());
+                let n = usize::from(inp.u8());
                 let name = format!("{offset:020}{suffix}");
                 std::fs::write(dir.join(name), inp.take(n)).unwrap();
                 continue;
@@ -849,9 +807,9 @@ fn files_of(dir: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
 ///   directory reports the same as the plan and leaves the same state.
 pub fn log_loader(data: &[u8]) {
     let mut inp = Input(data);
-    let flags = inp.byte();
-    let recovery_point = i64::from(inp.byte() % 40);
-    let log_start = i64::from(inp.byte() % 40);
+    let flags = inp.u8();
+    let recovery_point = i64::from(inp.u8() % 40);
+    let log_start = i64::from(inp.u8() % 40);
     let opts = LoadOptions {
         config: config(),
         had_clean_shutdown: flags & 1 != 0,

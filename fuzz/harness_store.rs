@@ -14,8 +14,12 @@
     clippy::indexing_slicing
 )]
 
+#[path = "input.rs"]
+mod input;
 #[path = "scratch.rs"]
 mod scratch_dir;
+
+pub use input::Input;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -333,33 +337,6 @@ fn txn_index(s: &Scratch, start: i64, file: &[u8]) {
             assert_eq!(got.aborted_transactions, want, "collect({fetch}, {upper})");
             assert_eq!(got.is_complete, complete);
         }
-    }
-}
-
-/// A tiny panic-free reader over the fuzz input: exhausted input reads as zeros.
-#[derive(Debug)]
-pub struct Input<'a>(pub &'a [u8]);
-
-impl Input<'_> {
-    pub fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    pub fn u16(&mut self) -> u16 {
-        u16::from_be_bytes([self.u8(), self.u8()])
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-    pub fn take(&mut self, n: usize) -> &[u8] {
-        let (a, b) = self.0.split_at(n.min(self.0.len()));
-        self.0 = b;
-        a
     }
 }
 

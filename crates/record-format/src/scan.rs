@@ -137,10 +137,9 @@ pub struct Regions<'a> {
     starts: Vec<OnceLock<Option<usize>>>,
     claims: Vec<AtomicU8>,
     /// Each region's walk, from its walker to the chain reader, who takes it (or leaves it, if
-    /// the chain does not arrive at the region's start).
+    /// the chain does not arrive at the region's start). Only the claimer of a region walks it,
+    /// and the reader takes a region's walk at most once.
     spans: Vec<Mutex<Option<Span<'a>>>>,
-    /// Set once region `k`'s walk is in `spans[k]`.
-    walked: Vec<AtomicBool>,
     /// Entry buffers the reader is done with, for the next walks: the entries in flight stay a
     /// few regions' worth (in the cache), not the file's.
     spare: Mutex<Vec<Vec<LogEntry<'a>>>>,
@@ -186,7 +185,6 @@ impl<'a> Regions<'a> {
             starts: (0..regions).map(|_| OnceLock::new()).collect(),
             claims: (0..regions).map(|_| AtomicU8::new(UNCLAIMED)).collect(),
             spans: (0..regions).map(|_| Mutex::new(None)).collect(),
-            walked: (0..regions).map(|_| AtomicBool::new(false)).collect(),
             spare: Mutex::new(Vec::new()),
             next: AtomicUsize::new(0),
             reached: AtomicUsize::new(0),
@@ -263,23 +261,14 @@ impl<'a> Regions<'a> {
                 frame_end: None,
             },
         };
-        if let (Some(slot), Some(walked)) = (self.spans.get(k), self.walked.get(k)) {
-            // Set once: only the claimer of region `k` walks it.
-            debug_assert!(!walked.load(Ordering::Acquire), "region {k} walked twice");
-            *slot
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(span);
-            walked.store(true, Ordering::Release);
+        if let Some(slot) = self.spans.get(k) {
+            *lock(slot) = Some(span);
         }
     }
 
     /// An empty entry buffer: a spare one if there is one.
     fn entry_buffer(&self) -> Vec<LogEntry<'a>> {
-        self.spare
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .pop()
-            .unwrap_or_default()
+        lock(&self.spare).pop().unwrap_or_default()
     }
 
     /// The candidate start of region `k` (computed once, by whoever asks first).
@@ -532,16 +521,13 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     /// regions meanwhile).
     fn span(&self, k: usize) -> Option<Span<'a>> {
         let regions = self.regions;
-        let (slot, walked) = (regions.spans.get(k)?, regions.walked.get(k)?);
+        let slot = regions.spans.get(k)?;
         if regions.claim(k) {
             regions.process(k);
         }
         loop {
-            if walked.load(Ordering::Acquire) {
-                return slot
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .take();
+            if let Some(span) = lock(slot).take() {
+                return Some(span);
             }
             // Another thread is walking region `k` (at most one unit of work away).
             if !regions.work(false) {
@@ -553,11 +539,7 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     /// Gives back the buffer of a [`Piece::Entries`], for a later walk to fill again.
     pub fn recycle(&self, mut entries: Vec<LogEntry<'a>>) {
         entries.clear();
-        self.regions
-            .spare
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(entries);
+        lock(&self.regions.spare).push(entries);
     }
 
     /// Why the chain stopped, once [`Piece::Finished`] was returned: `Complete`, an incomplete
@@ -572,6 +554,12 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     pub fn gap_walks(&self) -> usize {
         self.gap_walks
     }
+}
+
+/// Locks `m`; a walker that panicked leaves nothing half-written in these slots (each is set or
+/// taken whole), so a poisoned lock is used as it is.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Follows the chain of entries of a file read in consecutive chunks (each chunk's bytes in a

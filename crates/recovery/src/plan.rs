@@ -51,9 +51,7 @@ use crate::producer_state::{
 };
 use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, StorageIo};
 use crate::summary::BatchSummary;
-use segment_store::file_records::MAP_MIN_BYTES;
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
-use segment_store::mmap::MmapFile;
 use segment_store::segment::READ_CHUNK_BYTES;
 
 /// What happens to a leftover file of an interrupted operation.
@@ -850,18 +848,18 @@ impl<'a> Sources<'a> {
         }
     }
 
-    /// Recovery's scan of the segment at `base`. Under the directory lock, a file of at least
-    /// [`MAP_MIN_BYTES`] not opened yet is mapped and scanned in place ([`scan_segment`]): the
-    /// helper threads fault its pages in and check the CRCs where the bytes lie, and this thread
-    /// applies the entries they hand over from the header fields they copied, without touching
-    /// the map again. No byte is copied, which a map wins wherever the page cache holds the file
-    /// in large folios, and it is on par with reading where a writer left small pages
-    /// (docs/benchmarks.md). Without the lock (a map of a file a broker truncates raises
-    /// `SIGBUS` at the next access), or on storage that cannot be mapped, a file longer than one
-    /// chunk ([`READ_CHUNK_BYTES`]) is read through a file handle, a chunk at a time, each checked
-    /// while it is in the CPU's cache ([`SegmentScanner::scan_file`]); memory is bounded by a few
-    /// chunks, not the segment. A smaller one is read whole, once, into a reused buffer
-    /// ([`ReadOnlyBytes::read_from`]).
+    /// Recovery's scan of the segment at `base`. Under the directory lock, a file that
+    /// [`ReadOnlyBytes::open`] would map (1 MiB or more) is mapped and scanned in place
+    /// ([`scan_segment`]): the helper threads fault its pages in and check the CRCs where the
+    /// bytes lie, and this thread applies the entries they hand over from the header fields they
+    /// copied, without touching the map again. No byte is copied, which a map wins wherever the
+    /// page cache holds the file in large folios, and it is on par with reading where a writer
+    /// left small pages (docs/benchmarks.md). Without the lock (a map of a file a broker
+    /// truncates raises `SIGBUS` at the next access), or on storage that cannot be mapped, a file
+    /// longer than one chunk ([`READ_CHUNK_BYTES`]) is read through a file handle, a chunk at a
+    /// time, each checked while it is in the CPU's cache ([`SegmentScanner::scan_file`]); memory
+    /// is bounded by a few chunks, not the segment. A smaller one is read whole, once, into a
+    /// reused buffer ([`ReadOnlyBytes::read_from`]).
     fn scan(
         &mut self,
         base: i64,
@@ -880,21 +878,15 @@ impl<'a> Sources<'a> {
             let storage = self.opts.env.storage.as_ref();
             let handle = storage.open(&path, segment_store::OpenMode::Read)?;
             let size = handle.len()?;
-            let lock = self
-                .lock
-                .filter(|_| storage.supports_mmap() && size >= MAP_MIN_BYTES);
-            *slot = Some(match lock {
-                Some(lock) => {
-                    drop(handle);
-                    ReadOnlyBytes::Mapped(MmapFile::open(lock, &path, false)?)
-                }
-                None if size > READ_CHUNK_BYTES as u64 => {
-                    let mut scanner = SegmentScanner::new(&path, base, size, config);
-                    scanner.scan_file(handle.as_ref(), visitor)?;
-                    return Ok(scanner.finish());
-                }
-                None => ReadOnlyBytes::read_from(handle.as_ref(), size)?,
-            });
+            let mapped = ReadOnlyBytes::map_lock(storage, self.lock, size).is_some();
+            if !mapped && size > READ_CHUNK_BYTES as u64 {
+                let mut scanner = SegmentScanner::new(&path, base, size, config);
+                scanner.scan_file(handle.as_ref(), visitor)?;
+                return Ok(scanner.finish());
+            }
+            *slot = Some(ReadOnlyBytes::from_handle(
+                storage, &path, handle, size, self.lock,
+            )?);
         }
         let bytes = self.bytes(base)?;
         scan_segment(&path, bytes, base, config, visitor)
@@ -1257,26 +1249,27 @@ fn check_indexes(
     [index_path, time_path, txn_path]: [Option<PathBuf>; 3],
     audit: bool,
 ) -> Result<IndexesChecked, PartitionLogError> {
-    let read_index = |path: &Option<PathBuf>, kind| match path {
+    // A file the segment does not have (after leftovers) reads as empty.
+    let read = |path: &Option<PathBuf>, kind| match path {
         Some(path) => read_index(opts, lock, path, kind),
         None => Ok(ReadOnlyBytes::Owned(Vec::new())),
     };
     let mut index_findings = Vec::new();
-    let index = read_index(&index_path, FileKind::Index)?;
+    let index = read(&index_path, FileKind::Index)?;
     if let Err(problem) = OffsetIndexView::new(base, index.bytes()).sanity_check() {
         index_findings.push(IndexFinding {
             kind: FileKind::Index,
             problem: IndexProblem::Sanity(problem),
         });
     }
-    let time = read_index(&time_path, FileKind::TimeIndex)?;
+    let time = read(&time_path, FileKind::TimeIndex)?;
     if let Err(problem) = TimeIndexView::new(base, time.bytes()).sanity_check() {
         index_findings.push(IndexFinding {
             kind: FileKind::TimeIndex,
             problem: IndexProblem::Sanity(problem),
         });
     }
-    let txn = read_index(&txn_path, FileKind::TxnIndex)?;
+    let txn = read(&txn_path, FileKind::TxnIndex)?;
     let txn = txn.bytes();
     if let Err(problem) = TxnIndexView::new(base, txn).sanity_check() {
         index_findings.push(IndexFinding {
@@ -1954,17 +1947,26 @@ fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
     Ok(())
 }
 
-/// Steps 1 and 2 of applying: leftovers handled, the quarantine folder created if the plan puts
-/// something aside, the segments after the first cut moved into it (before the segments are
-/// opened, which would create or resize their indexes). Returns the files moved and whether the
-/// quarantine folder was created.
+/// Steps 1 and 2 of applying: the quarantine folder created if the plan puts something aside,
+/// leftovers handled (a live file a `.swap` replaces set aside into that folder first), the
+/// segments after the first cut moved into it (before the segments are opened, which would create
+/// or resize their indexes). Returns the files moved and whether the quarantine folder was
+/// created.
 fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
     let env = &plan.options.env;
-    let mut quarantined = Vec::new();
-    let set_aside = plan.leftovers.iter().any(|a| !a.is_temp());
-    if set_aside {
+    // Only a plan that puts something aside creates a quarantine folder.
+    let needs_qdir = plan.leftovers.iter().any(|a| !a.is_temp())
+        || plan.scans.iter().any(|s| s.truncated_bytes() > 0)
+        || !plan.quarantined_segments.is_empty()
+        || plan
+            .snapshot_ops
+            .iter()
+            .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
+        || plan.start_at_checkpoint;
+    if needs_qdir {
         create_quarantine_dir(plan)?;
     }
+    let mut quarantined = Vec::new();
     for a in &plan.leftovers {
         match a {
             LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
@@ -1976,23 +1978,11 @@ fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLog
             }
         }
     }
-    if set_aside {
+    if !quarantined.is_empty() {
         env.storage.sync_dir(&plan.quarantine_dir)?;
     }
     if !plan.leftovers.is_empty() {
         env.storage.sync_dir(&plan.dir)?;
-    }
-    // Only a plan that puts something aside creates a quarantine folder.
-    let needs_qdir = set_aside
-        || plan.scans.iter().any(|s| s.truncated_bytes() > 0)
-        || !plan.quarantined_segments.is_empty()
-        || plan
-            .snapshot_ops
-            .iter()
-            .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }))
-        || plan.start_at_checkpoint;
-    if needs_qdir && !set_aside {
-        create_quarantine_dir(plan)?;
     }
     for seg in plan
         .segments

@@ -247,13 +247,34 @@ impl ReadOnlyBytes {
     pub fn open(storage: &dyn Storage, path: &Path, lock: Option<&DirLock>) -> Result<Self> {
         let handle = storage.open(path, OpenMode::Read)?;
         let len = handle.len()?;
-        match lock.filter(|_| storage.supports_mmap() && len >= MAP_MIN_BYTES) {
+        Self::from_handle(storage, path, handle, len, lock)
+    }
+
+    /// [`Self::open`] with `path` already open as `handle`, `len` bytes long.
+    pub fn from_handle(
+        storage: &dyn Storage,
+        path: &Path,
+        handle: Box<dyn FileHandle>,
+        len: u64,
+        lock: Option<&DirLock>,
+    ) -> Result<Self> {
+        match Self::map_lock(storage, lock, len) {
             Some(lock) => {
                 drop(handle);
                 Ok(ReadOnlyBytes::Mapped(MmapFile::open(lock, path, false)?))
             }
             None => Self::read_from(handle.as_ref(), len),
         }
+    }
+
+    /// `lock` if [`Self::open`] maps a file of `len` bytes under it (`storage` can map, and the
+    /// file has at least [`MAP_MIN_BYTES`]), `None` if it reads it.
+    pub fn map_lock<'l>(
+        storage: &dyn Storage,
+        lock: Option<&'l DirLock>,
+        len: u64,
+    ) -> Option<&'l DirLock> {
+        lock.filter(|_| storage.supports_mmap() && len >= MAP_MIN_BYTES)
     }
 
     /// The bytes.

@@ -869,9 +869,6 @@ impl LogSegment {
             ..
         } = self;
         drop((log, txn_index));
-        // The active segment's indexes were grown to their maximum size when the log opened:
-        // moved trimmed back to their entries (the bytes they were found with, when nothing was
-        // written to them), not with the room the log gave them.
         offset_index.close_without_room()?;
         time_index.close_without_room()?;
         ctx.storage.create_dir_all(to_dir)?;

@@ -17,7 +17,10 @@ use std::path::{Path, PathBuf};
 
 use record_format::Batches;
 use recovery::plan::tree_image;
-use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
+use recovery::{
+    AppendOrigin, LoadOptions, LogLoader, PartitionLog, PartitionLogConfig, RecoveryPlan,
+    SnapshotEntry,
+};
 use segment_store::LogConfig;
 
 use super::loader::{build_log, SEGMENT_BYTES};
@@ -190,6 +193,25 @@ fn first_invalid(dir: &Path) -> Option<(i64, u64)> {
     None
 }
 
+/// What a loaded partition's state is compared by: producers, LSO, log end.
+type State = (Vec<SnapshotEntry>, i64, i64);
+
+fn plan_state(plan: &RecoveryPlan) -> State {
+    (
+        plan.producers.snapshot_entries(),
+        plan.last_stable_offset,
+        plan.log_end_offset,
+    )
+}
+
+fn log_state(log: &PartitionLog) -> State {
+    (
+        log.producer_state().snapshot_entries(),
+        log.last_stable_offset(),
+        log.log_end_offset(),
+    )
+}
+
 #[test]
 fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() {
     let pristine = tempfile::tempdir().unwrap();
@@ -242,11 +264,7 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
                 let got = predicted.cut.first().map(|c| (c.segment, c.position));
                 assert_eq!(got, expected_cut, "case {i} {d:?} clean {clean}");
             }
-            let state = (
-                plan.producers.snapshot_entries(),
-                plan.last_stable_offset,
-                plan.log_end_offset,
-            );
+            let state = plan_state(&plan);
             let cut_tails: Vec<(PathBuf, Vec<u8>)> = predicted
                 .cut
                 .iter()
@@ -270,15 +288,7 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
                 format!("{predicted:?}"),
                 "case {i} {d:?} clean {clean}"
             );
-            assert_eq!(
-                (
-                    log.producer_state().snapshot_entries(),
-                    log.last_stable_offset(),
-                    log.log_end_offset()
-                ),
-                state,
-                "case {i} {d:?} clean {clean}"
-            );
+            assert_eq!(log_state(&log), state, "case {i} {d:?} clean {clean}");
             for (path, tail) in &cut_tails {
                 assert_eq!(&std::fs::read(path).unwrap(), tail, "case {i} {d:?}");
             }
@@ -299,15 +309,7 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
                 format!("{predicted:?}"),
                 "case {i} {d:?} clean {clean}: load and plan + apply differ"
             );
-            assert_eq!(
-                (
-                    loaded.producer_state().snapshot_entries(),
-                    loaded.last_stable_offset(),
-                    loaded.log_end_offset()
-                ),
-                state,
-                "case {i} {d:?} clean {clean}"
-            );
+            assert_eq!(log_state(&loaded), state, "case {i} {d:?} clean {clean}");
             loaded.close().unwrap();
             with_cuts += usize::from(!report.cut.is_empty());
             // The segment left active (the last, or the one recovery cut) keeps its offset and
@@ -347,6 +349,7 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
 #[test]
 fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
     use record_format::RecordBatchBuilder;
+    use segment_store::segment::READ_CHUNK_BYTES;
     let pristine = tempfile::tempdir().unwrap();
     let config = LogConfig {
         segment_bytes: 64 << 20,
@@ -356,7 +359,8 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
     let value = [b'x'; 100];
     let mut seqs = [0i32; 4];
     let mut i = 0usize;
-    while log.log_end_offset() == 0 || log.local_log().size() < (3 << 20) + 300_000 {
+    // Past three chunks (and regions), so that both paths cross several boundaries.
+    while log.local_log().size() < 3 * READ_CHUNK_BYTES as u64 + 300_000 {
         let pid = (i % 3 + 1) as i64;
         let txn = pid == 3;
         let mut b = RecordBatchBuilder::new(0)
@@ -386,9 +390,15 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
     let size = std::fs::metadata(&with_ext(pristine.path(), "log")[0])
         .unwrap()
         .len() as usize;
-    let mib = 1 << 20;
+    let chunk = READ_CHUNK_BYTES;
     let mut cases = vec![Damage::None, Damage::ZeroTail { bytes: 64 << 10 }];
-    for at in [100, mib - 5, mib + (64 << 10) + 3, 2 * mib + 500, size - 30] {
+    for at in [
+        100,
+        chunk - 5,
+        chunk + (64 << 10) + 3,
+        2 * chunk + 500,
+        size - 30,
+    ] {
         cases.push(Damage::FlipByte { segment: 0, at });
     }
     cases.push(Damage::Truncate { segment: 0, by: 7 });
@@ -420,19 +430,7 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
                 format!("{predicted:?}"),
                 "{d:?} clean {clean}: mapped load and read plan differ"
             );
-            assert_eq!(
-                (
-                    loaded.producer_state().snapshot_entries(),
-                    loaded.last_stable_offset(),
-                    loaded.log_end_offset()
-                ),
-                (
-                    plan.producers.snapshot_entries(),
-                    plan.last_stable_offset,
-                    plan.log_end_offset
-                ),
-                "{d:?} clean {clean}"
-            );
+            assert_eq!(log_state(&loaded), plan_state(&plan), "{d:?} clean {clean}");
             loaded.close().unwrap();
             cut += usize::from(got.is_some());
         }
