@@ -10,9 +10,9 @@
 
 use record_format::scan::{Piece, Regions};
 use record_format::{
-    Batches, ChunkChain, ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker,
-    Header, IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch, RecordBatchBuilder,
-    TimestampType,
+    Batches, ChunkChain, CompressionType, ControlRecord, ControlRecordKey, ControlRecordType,
+    DecodeLimits, EndTransactionMarker, Header, IterEnd, LogEntry, MirrorPidResetRecord,
+    RecordBatch, RecordBatchBuilder, TimestampType,
 };
 
 /// Small decompression budget so a fuzzer cannot exhaust memory.
@@ -102,6 +102,8 @@ pub fn batch_parse(data: &[u8]) {
         batch.delete_horizon_ms(),
     );
     std::hint::black_box(totals);
+    // The marker the view read when it was made is the one the records give.
+    assert_eq!(batch.end_txn_marker(), parsed_end_txn_marker(&batch));
     let codec_ok = batch.compression().is_ok();
     assert_eq!(codec_ok, (batch.attributes() & 0x07) <= 4);
     let valid = batch.validate().is_ok();
@@ -124,6 +126,23 @@ pub fn batch_parse(data: &[u8]) {
     }
     let second = re_encode(&rebuilt, &again).expect("re-encoding our own batch");
     assert_eq!(first, second, "re-encoding is not a fixed point");
+}
+
+/// The first record of an uncompressed control batch, parsed from its records, when it is an
+/// ABORT or COMMIT marker that decodes.
+fn parsed_end_txn_marker(
+    batch: &RecordBatch<'_>,
+) -> Option<(ControlRecordType, EndTransactionMarker)> {
+    if !batch.is_control() || batch.compression().ok()? != CompressionType::None {
+        return None;
+    }
+    let records = batch.records(&DecodeLimits::default()).ok()?;
+    let record = records.iter().next()?.ok()?;
+    let control = ControlRecord::parse(&record).ok()?;
+    match control {
+        ControlRecord::EndTxn(record_type, marker) => Some((record_type, marker)),
+        _ => None,
+    }
 }
 
 /// The iterator over a `.log` file's bytes: positions strictly increase, each batch lies inside

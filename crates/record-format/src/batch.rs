@@ -6,6 +6,7 @@
 //! `DefaultRecordBatch` construction from `ensureValid()`.
 
 use crate::compression::{CompressionType, DecodeLimits};
+use crate::control::{ControlRecordKey, ControlRecordType, EndTransactionMarker};
 use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::record::Records;
@@ -93,6 +94,10 @@ pub struct RecordBatch<'a> {
     position: u64,
     /// `bytes[..61]`.
     head: [u8; RECORD_BATCH_OVERHEAD],
+    /// The first control record, when the batch is an uncompressed control batch whose first
+    /// record is an ABORT or COMMIT marker that decodes: read when the view is made, for the same
+    /// reason as `head` (a transaction marker's record lies past the header copy).
+    end_txn: Option<(ControlRecordType, EndTransactionMarker)>,
 }
 
 impl<'a> RecordBatch<'a> {
@@ -144,11 +149,43 @@ impl<'a> RecordBatch<'a> {
             ));
         }
         let head = array_at(bytes, 0);
-        Ok(RecordBatch {
+        let mut batch = RecordBatch {
             bytes,
             position,
             head,
-        })
+            end_txn: None,
+        };
+        if batch.is_control() && batch.records_count() > 0 {
+            batch.end_txn = batch.read_end_txn_marker();
+        }
+        Ok(batch)
+    }
+
+    /// The batch's first control record if it is an ABORT or COMMIT marker whose key and value
+    /// decode (the batch uncompressed), read when the view was made; `None` otherwise (a data
+    /// batch, an empty or compressed control batch, another control type, or a record that does
+    /// not decode: [`RecordBatch::records`] then gives the error and its position).
+    #[inline]
+    pub fn end_txn_marker(&self) -> Option<(ControlRecordType, EndTransactionMarker)> {
+        self.end_txn
+    }
+
+    /// [`RecordBatch::end_txn_marker`], read from the bytes.
+    fn read_end_txn_marker(&self) -> Option<(ControlRecordType, EndTransactionMarker)> {
+        if self.compression().ok()? != CompressionType::None {
+            return None;
+        }
+        let records = self.records(&DecodeLimits::default()).ok()?;
+        let record = records.iter().next()?.ok()?;
+        let key = record.key().unwrap_or(&[]);
+        let (_, record_type) = ControlRecordKey::parse(key, record.key_position()).ok()?;
+        if !record_type.is_end_txn() {
+            return None;
+        }
+        let value = record.value().unwrap_or(&[]);
+        let marker =
+            EndTransactionMarker::parse(record_type, value, record.value_position()).ok()?;
+        Some((record_type, marker))
     }
 
     /// `baseOffset` (int64 at 0).

@@ -112,7 +112,14 @@ impl BatchSummary {
             ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker,
             MirrorPidResetRecord,
         };
-        let control = if batch.is_control() && batch.records_count() > 0 {
+        let control = if let Some((record_type, marker)) = batch.end_txn_marker() {
+            // The marker the view read when it was made (by a scanning thread, which had the
+            // batch's bytes in its cache): what the branch below would parse.
+            Some(ControlInfo::EndTxn {
+                commit: record_type == ControlRecordType::Commit,
+                coordinator_epoch: marker.coordinator_epoch,
+            })
+        } else if batch.is_control() && batch.records_count() > 0 {
             let records = batch.records(&DecodeLimits::default())?;
             match records.iter().next() {
                 None => None,
