@@ -18,8 +18,9 @@
 //!   assignments, the log start and end offsets, the high watermark and the LSO.
 //!
 //! Planning takes no lock and writes nothing. [`LogLoader::load`] plans under the directory lock
-//! it already holds, so the `.log` files are mapped rather than copied; a plan made without the
-//! lock reads them through the storage.
+//! it already holds, and maps the `.log` files under it; a plan made without the lock maps them
+//! guarded (`segment_store::mmap::GuardedMap`: a truncation under it reads as zeros and fails the
+//! plan instead of raising `SIGBUS`), or reads them through the storage where it cannot map.
 
 use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
@@ -817,6 +818,10 @@ fn read_index(
     }
 }
 
+/// How far behind the batch being applied a guarded map's pages are let go of, and how many
+/// bytes at a time ([`ReadOnlyBytes::release`]).
+const RELEASE_STEP_BYTES: usize = 4 << 20;
+
 /// The bytes of the segments, opened when first needed.
 struct Sources<'a> {
     opts: &'a LoadOptions,
@@ -848,18 +853,21 @@ impl<'a> Sources<'a> {
         }
     }
 
-    /// Recovery's scan of the segment at `base`. Under the directory lock, a file that
-    /// [`ReadOnlyBytes::open`] would map (1 MiB or more) is mapped and scanned in place
-    /// ([`scan_segment`]): the helper threads fault its pages in and check the CRCs where the
-    /// bytes lie, and this thread applies the entries they hand over from the header fields they
-    /// copied, without touching the map again. No byte is copied, which a map wins wherever the
-    /// page cache holds the file in large folios, and it is on par with reading where a writer
-    /// left small pages (docs/benchmarks.md). Without the lock (a map of a file a broker
-    /// truncates raises `SIGBUS` at the next access), or on storage that cannot be mapped, a file
-    /// longer than one chunk ([`READ_CHUNK_BYTES`]) is read through a file handle, a chunk at a
-    /// time, each checked while it is in the CPU's cache ([`SegmentScanner::scan_file`]); memory
-    /// is bounded by a few chunks, not the segment. A smaller one is read whole, once, into a
-    /// reused buffer ([`ReadOnlyBytes::read_from`]).
+    /// Recovery's scan of the segment at `base`. A file of 1 MiB or more is mapped and scanned
+    /// in place ([`scan_segment`]): the helper threads fault its pages in and check the CRCs
+    /// where the bytes lie, and this thread applies the entries they hand over from the header
+    /// fields they copied, without touching the map again. No byte is copied, which a map wins
+    /// wherever the page cache holds the file in large folios, and it is on par with reading
+    /// where a writer left small pages (docs/benchmarks.md). Under the directory lock the map is
+    /// an [`segment_store::mmap::MmapFile`]; without it (`verify`), a guarded map
+    /// ([`ReadOnlyBytes::map_guarded`]): a broker truncating the file meanwhile makes the pages
+    /// past its new end read as zeros instead of raising `SIGBUS`, and the scan ends in
+    /// [`SegmentError::TruncatedWhileRead`]; its pages are let go of behind the scan, so memory
+    /// is bounded by the scan's window. On storage that cannot be mapped (or where no guarded map
+    /// can be made), a file longer than one chunk ([`READ_CHUNK_BYTES`]) is read through a file
+    /// handle, a chunk at a time, each checked while it is in the CPU's cache
+    /// ([`SegmentScanner::scan_file`]); memory is bounded by a few chunks, not the segment. A
+    /// smaller one is read whole, once, into a reused buffer ([`ReadOnlyBytes::read_from`]).
     fn scan(
         &mut self,
         base: i64,
@@ -878,18 +886,53 @@ impl<'a> Sources<'a> {
             let storage = self.opts.env.storage.as_ref();
             let handle = storage.open(&path, segment_store::OpenMode::Read)?;
             let size = handle.len()?;
-            let mapped = ReadOnlyBytes::map_lock(storage, self.lock, size).is_some();
-            if !mapped && size > READ_CHUNK_BYTES as u64 {
-                let mut scanner = SegmentScanner::new(&path, base, size, config);
-                scanner.scan_file(handle.as_ref(), visitor)?;
-                return Ok(scanner.finish());
+            let guarded = match self.lock {
+                None => ReadOnlyBytes::map_guarded(storage, &path, size)?,
+                Some(_) => None,
+            };
+            if let Some(bytes) = guarded {
+                *slot = Some(bytes);
+            } else {
+                let mapped = ReadOnlyBytes::map_lock(storage, self.lock, size).is_some();
+                if !mapped && size > READ_CHUNK_BYTES as u64 {
+                    let mut scanner = SegmentScanner::new(&path, base, size, config);
+                    scanner.scan_file(handle.as_ref(), visitor)?;
+                    return Ok(scanner.finish());
+                }
+                *slot = Some(ReadOnlyBytes::from_handle(
+                    storage, &path, handle, size, self.lock,
+                )?);
             }
-            *slot = Some(ReadOnlyBytes::from_handle(
-                storage, &path, handle, size, self.lock,
-            )?);
         }
-        let bytes = self.bytes(base)?;
-        scan_segment(&path, bytes, base, config, visitor)
+        let len = self.bytes(base)?.len();
+        let source = self.open.get(&base).and_then(|(_, s, _)| s.as_ref());
+        let Some(source) = source else {
+            return scan_segment(&path, &[], base, config, visitor);
+        };
+        let bytes = source.bytes().get(..len).unwrap_or_default();
+        // A guarded map lets go of the pages behind the batch being applied as the scan moves
+        // on (the helpers walk at most a few regions ahead of it), so memory is bounded by the
+        // scan's window, as with reading, not by the segment.
+        let mut released = 0usize;
+        let mut behind = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+            let at = usize::try_from(batch.position()).unwrap_or(usize::MAX);
+            if at.saturating_sub(released) >= 2 * RELEASE_STEP_BYTES {
+                let to = at - RELEASE_STEP_BYTES;
+                source.release(released, to);
+                released = to;
+            }
+            visitor(batch, aborted)
+        };
+        let scan = match source {
+            ReadOnlyBytes::Guarded(_) => scan_segment(&path, bytes, base, config, &mut behind),
+            _ => scan_segment(&path, bytes, base, config, visitor),
+        };
+        // Zeros read where the file was cut under a map without the lock are not the file's: no
+        // plan is made of them.
+        if source.was_truncated() {
+            return Err(SegmentError::TruncatedWhileRead { path }.into());
+        }
+        scan
     }
 
     /// Drops the bytes of `base` (opened again if needed): one segment in memory at a time.

@@ -115,6 +115,13 @@ pub enum SegmentError {
         /// The lock file (or the mapped file).
         path: PathBuf,
     },
+    /// A file read through a map without the directory lock shrank while it was read: pages
+    /// past its new end read as zeros, so what was read is not the file as it is (another
+    /// process, such as a broker, is writing it). See `mmap::GuardedMap`.
+    TruncatedWhileRead {
+        /// The file.
+        path: PathBuf,
+    },
     /// A file was to be mapped outside the directory whose lock the caller holds.
     NotUnderLock {
         /// The file to be mapped.
@@ -328,6 +335,7 @@ impl fmt::Display for SegmentError {
             | SegmentError::NotAPartitionDir { .. }
             | SegmentError::MalformedCheckpoint { .. }
             | SegmentError::Locked { .. }
+            | SegmentError::TruncatedWhileRead { .. }
             | SegmentError::NotUnderLock { .. }
             | SegmentError::OffsetOutOfRange { .. }
             | SegmentError::UnexpectedAppendOffset { .. }
@@ -421,6 +429,11 @@ impl SegmentError {
             SegmentError::Locked { path } => {
                 write!(f, "{} is locked by another holder", path.display())
             }
+            SegmentError::TruncatedWhileRead { path } => write!(
+                f,
+                "{} was truncated while it was read (another process is writing it)",
+                path.display()
+            ),
             SegmentError::NotUnderLock { path, lock_dir } => write!(
                 f,
                 "{} is not inside the locked directory {}",

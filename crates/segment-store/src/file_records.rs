@@ -31,7 +31,7 @@ use crate::error::{Result, SegmentError};
 use crate::index::TimestampOffset;
 use crate::io::{FileHandle, OpenMode, ReadBuf, Storage};
 use crate::lock::DirLock;
-use crate::mmap::MmapFile;
+use crate::mmap::{GuardedMap, MmapFile};
 use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// The header fields of one batch in a `.log`, as read by [`FileRecords::headers_from`].
@@ -215,6 +215,8 @@ impl Iterator for HeaderIter<'_> {
 pub enum ReadOnlyBytes {
     /// A read-only map (see [`MmapFile`]'s invariants).
     Mapped(MmapFile),
+    /// A read-only map without the lock ([`GuardedMap`]).
+    Guarded(GuardedMap),
     /// Bytes held in memory, not read from a file (e.g. an empty stand-in for a missing one).
     Owned(Vec<u8>),
     /// A copy of the file, in a page-aligned buffer ([`ReadOnlyBytes::read_from`]).
@@ -267,6 +269,30 @@ impl ReadOnlyBytes {
         }
     }
 
+    /// A [`GuardedMap`] of the file `path` of `len` bytes, for a reader without the directory
+    /// lock: `None` where [`Self::open`] would read it (a file under [`MAP_MIN_BYTES`], storage
+    /// that cannot map) or no guarded map can be made ([`GuardedMap::open`]).
+    pub fn map_guarded(storage: &dyn Storage, path: &Path, len: u64) -> Result<Option<Self>> {
+        if !storage.supports_mmap() || len < MAP_MIN_BYTES {
+            return Ok(None);
+        }
+        Ok(GuardedMap::open(path, len)?.map(ReadOnlyBytes::Guarded))
+    }
+
+    /// Lets go of the memory that `[from, to)` of a guarded map holds ([`GuardedMap::release`]);
+    /// nothing for the other kinds.
+    pub fn release(&self, from: usize, to: usize) {
+        if let ReadOnlyBytes::Guarded(m) = self {
+            m.release(from, to);
+        }
+    }
+
+    /// Whether these bytes came from a guarded map whose file was truncated while it was read
+    /// ([`GuardedMap::was_truncated`]): they are then not the file's.
+    pub fn was_truncated(&self) -> bool {
+        matches!(self, ReadOnlyBytes::Guarded(m) if m.was_truncated())
+    }
+
     /// `lock` if [`Self::open`] maps a file of `len` bytes under it (`storage` can map, and the
     /// file has at least [`MAP_MIN_BYTES`]), `None` if it reads it.
     pub fn map_lock<'l>(
@@ -281,6 +307,7 @@ impl ReadOnlyBytes {
     pub fn bytes(&self) -> &[u8] {
         match self {
             ReadOnlyBytes::Mapped(m) => m.as_slice(),
+            ReadOnlyBytes::Guarded(m) => m.as_slice(),
             ReadOnlyBytes::Owned(v) => v,
             ReadOnlyBytes::Read(b) => b.as_slice(),
         }

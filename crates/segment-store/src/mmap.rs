@@ -1,4 +1,5 @@
-//! The only module in seglog with `unsafe`: memory-mapping index files.
+//! The only module in seglog with `unsafe`: memory-mapping files ([`MmapFile`] under the
+//! directory lock, [`GuardedMap`] without it).
 //!
 //! Mapping a file is `unsafe` in `memmap2` because the bytes behind a map can change, or vanish,
 //! under the program: another process may write or truncate the file (a read of a page past the
@@ -359,6 +360,310 @@ impl MmapFile {
     }
 }
 
+/// A read-only map of a file whose directory this process does not lock (a `.log` that `verify`
+/// scans, which a broker may truncate meanwhile), on Linux.
+///
+/// Such a map cannot rule out invariant 4 of [`MmapFile`]: a page past the file's new end, once
+/// truncated, raises `SIGBUS` at its next access, which would end the process. A guarded map
+/// registers its address range with this module's `SIGBUS` handler (installed once, the first
+/// time one is made): a fault inside a registered range maps anonymous zero pages over the rest
+/// of that map, so the access reads zeros, and marks the map [`GuardedMap::was_truncated`]; a
+/// fault anywhere else goes to the handler that was there before (Rust's own, which reports a
+/// stack overflow) or ends the process as `SIGBUS` does by default. A scan over a guarded map
+/// therefore never crashes, and says afterwards whether the file changed under it.
+///
+/// Bytes a concurrent writer changes inside the range (rewriting rather than truncating) are
+/// read as they come, as a `pread` would: the parsers take any bytes.
+pub struct GuardedMap {
+    // Field order matters for drop: the range is unregistered before it is unmapped.
+    #[cfg(target_os = "linux")]
+    slot: guard::SlotLease,
+    #[cfg(target_os = "linux")]
+    map: Mmap,
+    len: usize,
+}
+
+impl std::fmt::Debug for GuardedMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GuardedMap")
+            .field("len", &self.len)
+            .field("truncated", &self.was_truncated())
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuardedMap {
+    /// Maps the regular file `path` (`len` bytes, its length when the caller opened it)
+    /// read-only without any lock, or `None` where a guarded map cannot be made: not Linux, the
+    /// handler could not be installed, all [`guard::SLOTS`] ranges are in use, or `len` is 0.
+    /// The caller then reads the file instead.
+    pub fn open(path: &Path, len: u64) -> Result<Option<GuardedMap>> {
+        #[cfg(target_os = "linux")]
+        {
+            if len == 0 || !guard::install() {
+                return Ok(None);
+            }
+            let len = to_usize(path, len)?;
+            crate::io::refuse_non_regular(path)?;
+            let file = File::open(path).map_err(|e| SegmentError::io(path, "open", e))?;
+            let Some(slot) = guard::SlotLease::take() else {
+                return Ok(None);
+            };
+            // SAFETY: no lock keeps the file from changing (invariant 4 of `MmapFile` does not
+            // hold), which is what the guard is for: before any byte of the map is read, its
+            // range is registered with the SIGBUS handler (`slot.register` below), so a page the
+            // file no longer backs reads as zeros instead of ending the process, and the range
+            // stays registered until the map is gone (`slot` is dropped first). Bytes rewritten
+            // in place by another process are read as they are, as with `pread`: nothing here
+            // relies on them staying the same (views are bounds-checked byte slices, invariant 5).
+            let map = unsafe { MmapOptions::new().len(len).map(&file) };
+            let map = map.map_err(|e| SegmentError::io(path, "mmap", e))?;
+            slot.register(map.as_ptr() as usize, len);
+            let _ = rustix::fs::fadvise(&file, 0, None, rustix::fs::Advice::Sequential);
+            Ok(Some(GuardedMap { slot, map, len }))
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (path, len);
+            Ok(None)
+        }
+    }
+
+    /// The mapped bytes (zeros where the file was truncated under the map).
+    pub fn as_slice(&self) -> &[u8] {
+        #[cfg(target_os = "linux")]
+        {
+            &self.map
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            &[]
+        }
+    }
+
+    /// Lets go of the pages of `[from, to)` (rounded inwards to whole pages) that this map holds
+    /// in the process's memory, so that a scan front to back keeps only the window it is in,
+    /// not the whole file: they stay in the page cache, and a later read of them maps them again.
+    /// Advisory: a failure changes nothing.
+    pub fn release(&self, from: usize, to: usize) {
+        #[cfg(target_os = "linux")]
+        {
+            let page = guard::page_size();
+            let from = from.div_ceil(page).saturating_mul(page);
+            let to = to.min(self.len) / page * page;
+            if from >= to {
+                return;
+            }
+            // SAFETY: `[from, to)` is whole pages inside this map (bounds checked above). The map
+            // is a shared, read-only map of a file (or, past a truncation, anonymous zero pages):
+            // MADV_DONTNEED only drops the pages from this process's page tables, and the next
+            // read maps the same page-cache page (or zero page) again, so no byte that a live
+            // view of the map reads changes.
+            unsafe {
+                libc::madvise(
+                    self.map.as_ptr().add(from) as *mut libc::c_void,
+                    to - from,
+                    libc::MADV_DONTNEED,
+                );
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (from, to);
+    }
+
+    /// Whether a read of the map faulted on a page the file no longer backed (it was truncated,
+    /// or the page could not be read from the disk), so some bytes read as zeros: whatever was
+    /// concluded from them is not about the file as it is.
+    pub fn was_truncated(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        {
+            self.slot.hit()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            false
+        }
+    }
+}
+
+/// The `SIGBUS` handler of [`GuardedMap`] and its table of guarded ranges.
+#[cfg(target_os = "linux")]
+pub mod guard {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::OnceLock;
+
+    /// How many guarded maps can exist at once (one per scanning thread is what recovery uses).
+    pub const SLOTS: usize = 64;
+
+    struct Slot {
+        taken: AtomicBool,
+        start: AtomicUsize,
+        end: AtomicUsize,
+        hit: AtomicBool,
+    }
+
+    impl Slot {
+        const fn new() -> Slot {
+            Slot {
+                taken: AtomicBool::new(false),
+                start: AtomicUsize::new(0),
+                end: AtomicUsize::new(0),
+                hit: AtomicBool::new(false),
+            }
+        }
+
+        /// The registered range's end if it contains `addr`. A range is published start first
+        /// and withdrawn end first, so a handler racing a change sees it empty, never wider.
+        fn end_if_covers(&self, addr: usize) -> Option<usize> {
+            let start = self.start.load(Ordering::Acquire);
+            let end = self.end.load(Ordering::Acquire);
+            (start != 0 && start <= addr && addr < end).then_some(end)
+        }
+    }
+
+    static TABLE: [Slot; SLOTS] = [const { Slot::new() }; SLOTS];
+    static PAGE: AtomicUsize = AtomicUsize::new(4096);
+    /// The `SIGBUS` action before ours, for faults outside every guarded range.
+    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+    static INSTALLED: OnceLock<bool> = OnceLock::new();
+
+    /// One slot of the table, held by one [`super::GuardedMap`]; freed on drop.
+    pub(super) struct SlotLease(&'static Slot);
+
+    impl SlotLease {
+        pub(super) fn take() -> Option<SlotLease> {
+            TABLE
+                .iter()
+                .find(|s| {
+                    s.taken
+                        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+                        .is_ok()
+                })
+                .map(SlotLease)
+        }
+
+        pub(super) fn register(&self, start: usize, len: usize) {
+            self.0.hit.store(false, Ordering::Release);
+            self.0.start.store(start, Ordering::Release);
+            self.0
+                .end
+                .store(start.saturating_add(len), Ordering::Release);
+        }
+
+        pub(super) fn hit(&self) -> bool {
+            self.0.hit.load(Ordering::Acquire)
+        }
+    }
+
+    impl Drop for SlotLease {
+        fn drop(&mut self) {
+            self.0.end.store(0, Ordering::Release);
+            self.0.start.store(0, Ordering::Release);
+            self.0.taken.store(false, Ordering::Release);
+        }
+    }
+
+    /// The page size the handler rounds to.
+    pub(super) fn page_size() -> usize {
+        PAGE.load(Ordering::Relaxed)
+    }
+
+    /// Installs the handler once; whether it is in place.
+    pub(super) fn install() -> bool {
+        *INSTALLED.get_or_init(|| {
+            // SAFETY: `sysconf` only reads a constant of the system.
+            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+            if let Ok(page) = usize::try_from(page) {
+                if page.is_power_of_two() {
+                    PAGE.store(page, Ordering::Relaxed);
+                }
+            }
+            // SAFETY: `sigaction` is plain data, for which all zeros is a valid value.
+            let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: reading the current action (null new action) into a valid out-parameter
+            // changes nothing.
+            let read = unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut previous) };
+            if read != 0 {
+                return false;
+            }
+            let _ = PREVIOUS.set(previous);
+            // SAFETY: `on_sigbus` has the SA_SIGINFO signature and does only async-signal-safe
+            // things (atomic loads and stores, `mmap`, `sigaction`, `raise`); its mask is empty
+            // (SIGBUS itself stays blocked while it runs, the default without SA_NODEFER); it runs
+            // on the alternate stack where the thread has one (Rust's threads do).
+            unsafe {
+                let mut action: libc::sigaction = std::mem::zeroed();
+                action.sa_sigaction = on_sigbus as *const () as usize;
+                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut action.sa_mask);
+                libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) == 0
+            }
+        })
+    }
+
+    extern "C" fn on_sigbus(
+        signal: libc::c_int,
+        info: *mut libc::siginfo_t,
+        context: *mut libc::c_void,
+    ) {
+        // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO handler.
+        let addr = unsafe { (*info).si_addr() } as usize;
+        let page = PAGE.load(Ordering::Relaxed);
+        for slot in &TABLE {
+            let Some(end) = slot.end_if_covers(addr) else {
+                continue;
+            };
+            let from = addr & !(page - 1);
+            // SAFETY: [from, end) lies inside a live map of a `GuardedMap` (its range stays
+            // registered until the map is gone), which only reads it; MAP_FIXED replaces just
+            // those pages of it with anonymous zero pages, so the faulting read and every later
+            // read of the range find memory, and the map's own `munmap` removes them with it.
+            let p = unsafe {
+                libc::mmap(
+                    from as *mut libc::c_void,
+                    end - from,
+                    libc::PROT_READ,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                slot.hit.store(true, Ordering::Release);
+                return;
+            }
+            break;
+        }
+        // Not a guarded range: what would have happened without this handler.
+        match PREVIOUS.get() {
+            Some(previous)
+                if previous.sa_sigaction != libc::SIG_DFL
+                    && previous.sa_sigaction != libc::SIG_IGN =>
+            {
+                if previous.sa_flags & libc::SA_SIGINFO != 0 {
+                    // SAFETY: an action installed with SA_SIGINFO has this signature.
+                    let f: extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void) =
+                        unsafe { std::mem::transmute(previous.sa_sigaction) };
+                    f(signal, info, context);
+                } else {
+                    // SAFETY: an action installed without SA_SIGINFO has this signature.
+                    let f: extern "C" fn(libc::c_int) =
+                        unsafe { std::mem::transmute(previous.sa_sigaction) };
+                    f(signal);
+                }
+            }
+            _ => {
+                // SAFETY: restoring the default action and raising the signal again (delivered
+                // when this handler returns) ends the process as SIGBUS does by default.
+                unsafe {
+                    libc::signal(signal, libc::SIG_DFL);
+                    libc::raise(signal);
+                }
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -434,6 +739,92 @@ mod tests {
             Err(SegmentError::NotUnderLock { .. })
         ));
         assert!(!p.exists());
+    }
+
+    /// A file truncated under a guarded map: the pages it still backs read as before, the ones
+    /// past its new end read as zeros instead of raising SIGBUS, and the map says so.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_guarded_map_reads_zeros_past_a_truncation_and_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("00000000000000000000.log");
+        let data: Vec<u8> = (0..64 * 1024).map(|i| (i % 251) as u8 + 1).collect();
+        std::fs::write(&p, &data).unwrap();
+        let m = GuardedMap::open(&p, data.len() as u64)
+            .unwrap()
+            .expect("guarded map");
+        assert_eq!(m.as_slice(), &data[..]);
+        assert!(!m.was_truncated());
+        OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(10_000)
+            .unwrap();
+        let bytes = m.as_slice();
+        // The page holding the new end is still the file's (zeros past the end in it).
+        assert_eq!(&bytes[..10_000], &data[..10_000]);
+        assert!(!m.was_truncated());
+        assert!(bytes[40_000..].iter().all(|&b| b == 0));
+        assert!(m.was_truncated());
+        assert!(bytes[12_288..].iter().all(|&b| b == 0));
+        // Another map of the same file is its own: untouched, it has seen nothing.
+        let other = GuardedMap::open(&p, 10_000).unwrap().expect("guarded map");
+        assert_eq!(other.as_slice(), &data[..10_000]);
+        assert!(!other.was_truncated());
+        drop(m);
+        // A fresh map in the freed slot starts clean.
+        let again = GuardedMap::open(&p, 10_000).unwrap().expect("guarded map");
+        assert!(!again.was_truncated());
+    }
+
+    /// Outside every guarded range, SIGBUS still ends the process: a map under the lock whose
+    /// file another handle truncates (invariant 4 broken on purpose), read in a child process.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sigbus_outside_guarded_maps_still_ends_the_process() {
+        use std::os::unix::process::ExitStatusExt;
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "mmap::tests::child_reads_a_truncated_unguarded_map",
+                "--ignored",
+                "--nocapture",
+            ])
+            .env("SEGLOG_TEST_SIGBUS_CHILD", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    #[ignore = "run by sigbus_outside_guarded_maps_still_ends_the_process"]
+    fn child_reads_a_truncated_unguarded_map() {
+        if std::env::var_os("SEGLOG_TEST_SIGBUS_CHILD").is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, vec![1u8; 64 * 1024]).unwrap();
+        let guarded = GuardedMap::open(&p, 64 * 1024)
+            .unwrap()
+            .expect("guarded map");
+        std::hint::black_box(guarded.as_slice()[0]);
+        let q = dir.path().join("y.log");
+        std::fs::write(&q, vec![1u8; 64 * 1024]).unwrap();
+        let lock = DirLock::acquire(dir.path()).unwrap();
+        let m = MmapFile::open(&lock, &q, false).unwrap();
+        OpenOptions::new()
+            .write(true)
+            .open(&q)
+            .unwrap()
+            .set_len(0)
+            .unwrap();
+        std::hint::black_box(m.as_slice()[40_000]);
+        unreachable!("the read above raises SIGBUS");
     }
 
     #[cfg(unix)]

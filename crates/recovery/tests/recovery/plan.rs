@@ -14,6 +14,7 @@
 //!   and time indexes through maps instead of copies) reports the same and leaves the same state.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use record_format::Batches;
 use recovery::plan::tree_image;
@@ -343,8 +344,9 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
 
 /// A partition of one segment of ~3.3 MiB of ~1.1 KB batches (three idempotent producers,
 /// transactions with their markers, a barrier), damaged at places around the 1 MiB regions and
-/// chunks recovery scans in: `LogLoader::plan` without the lock reads the segment a chunk at a
-/// time, `LogLoader::load` under the lock maps it and scans it in place; both must cut where
+/// chunks recovery scans in, planned three ways: `LogLoader::plan` without the lock maps it
+/// guarded (no lock), or, on storage that cannot map, reads it a chunk at a time;
+/// `LogLoader::load` under the lock maps it and scans it in place. All must cut where
 /// record-format's sequential CRC-checking iterator stops and agree on everything else.
 #[test]
 fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
@@ -424,6 +426,15 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
             let predicted = plan.report();
             let got = predicted.cut.first().map(|c| (c.segment, c.position));
             assert_eq!(got, expected_cut, "{d:?} clean {clean}");
+            let mut read_opts = opts.clone();
+            read_opts.env.storage = Arc::new(NoMmap);
+            let read = LogLoader::plan(&dir, &read_opts).unwrap();
+            assert_eq!(
+                format!("{:?}", read.report()),
+                format!("{predicted:?}"),
+                "{d:?} clean {clean}: read plan and guarded map plan differ"
+            );
+            assert_eq!(plan_state(&read), plan_state(&plan), "{d:?} clean {clean}");
             let (loaded, report) = LogLoader::load(&mapped, &opts).unwrap();
             assert_eq!(
                 format!("{report:?}").replace("mapped-0", "orders-0"),
@@ -437,4 +448,42 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
     }
     // Every damage but `None` cuts (the zero-filled tail too).
     assert_eq!(cut, 2 * 7);
+}
+
+/// The real file system, but one that says it cannot map files: recovery then reads a `.log`.
+#[derive(Debug)]
+struct NoMmap;
+
+impl segment_store::Storage for NoMmap {
+    fn open(
+        &self,
+        path: &Path,
+        mode: segment_store::OpenMode,
+    ) -> segment_store::Result<Box<dyn segment_store::FileHandle>> {
+        segment_store::StdFs.open(path, mode)
+    }
+    fn exists(&self, path: &Path) -> segment_store::Result<bool> {
+        segment_store::StdFs.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> segment_store::Result<()> {
+        segment_store::StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> segment_store::Result<()> {
+        segment_store::StdFs.remove_file(path)
+    }
+    fn list_dir(&self, dir: &Path) -> segment_store::Result<Vec<std::ffi::OsString>> {
+        segment_store::StdFs.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> segment_store::Result<()> {
+        segment_store::StdFs.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> segment_store::Result<()> {
+        segment_store::StdFs.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> segment_store::Result<()> {
+        segment_store::StdFs.sync_dir(dir)
+    }
+    fn supports_mmap(&self) -> bool {
+        false
+    }
 }
