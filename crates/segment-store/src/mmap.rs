@@ -568,37 +568,46 @@ pub mod guard {
         PAGE.load(Ordering::Relaxed)
     }
 
-    /// Installs the handler once; whether it is in place.
+    /// Installs the handler once; whether it is in place now (code embedding seglog may have
+    /// installed a `SIGBUS` action of its own since: then no guarded map is made).
     pub(super) fn install() -> bool {
-        *INSTALLED.get_or_init(|| {
-            // SAFETY: `sysconf` only reads a constant of the system.
-            let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-            if let Ok(page) = usize::try_from(page) {
-                if page.is_power_of_two() {
-                    PAGE.store(page, Ordering::Relaxed);
-                }
+        *INSTALLED.get_or_init(install_once)
+            && current_action().is_some_and(|a| a.sa_sigaction == on_sigbus as *const () as usize)
+    }
+
+    /// The `SIGBUS` action in place.
+    fn current_action() -> Option<libc::sigaction> {
+        // SAFETY: `sigaction` is plain data, for which all zeros is a valid value.
+        let mut current: libc::sigaction = unsafe { std::mem::zeroed() };
+        // SAFETY: reading the current action (null new action) into a valid out-parameter
+        // changes nothing.
+        let read = unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut current) };
+        (read == 0).then_some(current)
+    }
+
+    fn install_once() -> bool {
+        // SAFETY: `sysconf` only reads a constant of the system.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if let Ok(page) = usize::try_from(page) {
+            if page.is_power_of_two() {
+                PAGE.store(page, Ordering::Relaxed);
             }
-            // SAFETY: `sigaction` is plain data, for which all zeros is a valid value.
-            let mut previous: libc::sigaction = unsafe { std::mem::zeroed() };
-            // SAFETY: reading the current action (null new action) into a valid out-parameter
-            // changes nothing.
-            let read = unsafe { libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut previous) };
-            if read != 0 {
-                return false;
-            }
-            let _ = PREVIOUS.set(previous);
-            // SAFETY: `on_sigbus` has the SA_SIGINFO signature and does only async-signal-safe
-            // things (atomic loads and stores, `mmap`, `sigaction`, `raise`); its mask is empty
-            // (SIGBUS itself stays blocked while it runs, the default without SA_NODEFER); it runs
-            // on the alternate stack where the thread has one (Rust's threads do).
-            unsafe {
-                let mut action: libc::sigaction = std::mem::zeroed();
-                action.sa_sigaction = on_sigbus as *const () as usize;
-                action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut action.sa_mask);
-                libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) == 0
-            }
-        })
+        }
+        let Some(previous) = current_action() else {
+            return false;
+        };
+        let _ = PREVIOUS.set(previous);
+        // SAFETY: `on_sigbus` has the SA_SIGINFO signature and does only async-signal-safe things
+        // (atomic loads and stores, `mmap`, `signal`, `raise`, or the previous action); its mask
+        // is empty (SIGBUS itself stays blocked while it runs, the default without SA_NODEFER);
+        // it runs on the alternate stack where the thread has one (Rust's threads do).
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_sigbus as *const () as usize;
+            action.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut()) == 0
+        }
     }
 
     extern "C" fn on_sigbus(
@@ -797,6 +806,41 @@ mod tests {
             .status()
             .unwrap();
         assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
+    }
+
+    /// Code embedding seglog that installs a `SIGBUS` action of its own after ours turns guarded
+    /// maps off (the file is then read): the guard does not assume a handler it no longer has.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn no_guarded_map_once_another_sigbus_action_replaced_ours() {
+        let status = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "mmap::tests::child_replaces_the_sigbus_action",
+                "--ignored",
+            ])
+            .env("SEGLOG_TEST_SIGBUS_CHILD", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "{status:?}");
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    #[ignore = "run by no_guarded_map_once_another_sigbus_action_replaced_ours"]
+    fn child_replaces_the_sigbus_action() {
+        if std::env::var_os("SEGLOG_TEST_SIGBUS_CHILD").is_none() {
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.log");
+        std::fs::write(&p, vec![1u8; 64 * 1024]).unwrap();
+        assert!(GuardedMap::open(&p, 64 * 1024).unwrap().is_some());
+        // SAFETY: setting the default action of SIGBUS, in a process of its own.
+        unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+        assert!(GuardedMap::open(&p, 64 * 1024).unwrap().is_none());
     }
 
     #[cfg(target_os = "linux")]
