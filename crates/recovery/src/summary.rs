@@ -195,6 +195,32 @@ mod from_batch_tests {
         assert_eq!(s.size_in_bytes, 79);
     }
 
+    /// A marker's coordinator epoch comes out the same whether the view carried the marker
+    /// (version 0, epoch in 0..2^22) or the records had to be parsed (any other epoch).
+    #[test]
+    fn markers_summarise_alike_carried_by_the_view_or_parsed() {
+        for epoch in [0, 5, (1 << 22) - 1, 1 << 22, i32::MAX, -1, i32::MIN] {
+            for t in [ControlRecordType::Commit, ControlRecordType::Abort] {
+                let bytes = end_txn_marker_batch(7, 1_000, 0, 55, 3, t, epoch);
+                let batch = RecordBatch::new(&bytes, 0).unwrap();
+                assert_eq!(
+                    batch.end_txn_marker().is_some(),
+                    (0..1 << 22).contains(&epoch),
+                    "{epoch}"
+                );
+                let s = BatchSummary::from_batch(&batch).unwrap();
+                assert_eq!(
+                    s.control,
+                    Some(ControlInfo::EndTxn {
+                        commit: t == ControlRecordType::Commit,
+                        coordinator_epoch: epoch
+                    }),
+                    "{t:?} {epoch}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn marker_and_data_batches_summarise_their_fields() {
         let m = end_txn_marker_batch(7, 1_000, 0, 55, 3, ControlRecordType::Abort, 9);
