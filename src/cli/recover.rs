@@ -70,7 +70,12 @@ pub(crate) fn is_io(e: &PartitionLogError) -> bool {
     match e {
         PartitionLogError::Io { .. } => true,
         PartitionLogError::Segment(s) => {
-            s.io_kind().is_some() || matches!(s, segment_store::SegmentError::Locked { .. })
+            s.io_kind().is_some()
+                || matches!(
+                    s,
+                    segment_store::SegmentError::Locked { .. }
+                        | segment_store::SegmentError::TruncatedWhileRead { .. }
+                )
         }
         PartitionLogError::Snapshot(recovery::SnapshotError::Io { .. }) => true,
         PartitionLogError::Partition { source, .. } => is_io(source),
