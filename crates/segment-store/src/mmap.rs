@@ -793,18 +793,7 @@ mod tests {
     #[test]
     fn sigbus_outside_guarded_maps_still_ends_the_process() {
         use std::os::unix::process::ExitStatusExt;
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "mmap::tests::child_reads_a_truncated_unguarded_map",
-                "--ignored",
-                "--nocapture",
-            ])
-            .env("SEGLOG_TEST_SIGBUS_CHILD", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap();
+        let status = run_child("child_reads_a_truncated_unguarded_map");
         assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
     }
 
@@ -813,18 +802,21 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn no_guarded_map_once_another_sigbus_action_replaced_ours() {
-        let status = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "mmap::tests::child_replaces_the_sigbus_action",
-                "--ignored",
-            ])
+        let status = run_child("child_replaces_the_sigbus_action");
+        assert!(status.success(), "{status:?}");
+    }
+
+    /// Runs the ignored test `mmap::tests::<name>` alone in a child process of this test binary
+    /// (signal actions are the whole process's), with `SEGLOG_TEST_SIGBUS_CHILD` set.
+    #[cfg(target_os = "linux")]
+    fn run_child(name: &str) -> std::process::ExitStatus {
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &format!("mmap::tests::{name}"), "--ignored"])
             .env("SEGLOG_TEST_SIGBUS_CHILD", "1")
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .status()
-            .unwrap();
-        assert!(status.success(), "{status:?}");
+            .unwrap()
     }
 
     #[cfg(target_os = "linux")]
