@@ -210,3 +210,68 @@ fn recover_lists_every_file_it_created_or_rewrote() {
         assert!(listed.contains(&".kafka_cleanshutdown"), "{listed:?}");
     }
 }
+
+/// A broker truncating a segment while `verify` scans it (without a lock, through a guarded
+/// map): the partition is reported as one that cannot be read, because the file changed under
+/// the read, with exit 1 — never a crash, a usage error or a refusal of the loader. The cut
+/// lands at growing delays after `verify` starts, so some rounds see it mid-scan.
+#[test]
+fn a_segment_truncated_while_verify_reads_it_is_reported_unreadable() {
+    use record_format::RecordBatchBuilder;
+    use recovery::{AppendOrigin, LogLoader};
+    let pristine = tempdir();
+    let dir = pristine.path().join("orders-0");
+    let mut opts = super::logs::options();
+    opts.config.log.segment_bytes = 64 << 20;
+    opts.config.log.index_interval_bytes = 4096;
+    let (mut log, _) = LogLoader::load(&dir, &opts).unwrap();
+    while log.local_log().size() < 24 << 20 {
+        let mut b = RecordBatchBuilder::new(0);
+        for i in 0..10 {
+            b.append(1_700_000_000_000 + i, None, Some(&[b'x'; 100]), &[])
+                .unwrap();
+        }
+        log.append_as_leader(&b.build(), 0, AppendOrigin::Client)
+            .unwrap();
+    }
+    log.close().unwrap();
+    let mut unreadable = 0;
+    for round in 0..30u64 {
+        let root = tempdir();
+        let copy = root.path().join("orders-0");
+        std::fs::create_dir(&copy).unwrap();
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
+        }
+        let segment = copy.join("00000000000000000000.log");
+        let cut = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_micros(300 * round));
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(&segment)
+                .unwrap()
+                .set_len(4096)
+                .unwrap();
+        });
+        let out = verify(&[copy.as_os_str()]);
+        cut.join().unwrap();
+        assert_ne!(out.status, Status::Usage, "round {round}: {out:?}");
+        if out.stdout.contains("was truncated while it was read") {
+            unreadable += 1;
+            assert_eq!(out.status, Status::Damaged, "round {round}: {out:?}");
+            assert!(
+                out.stdout
+                    .lines()
+                    .any(|l| l.starts_with("orders-0: partition: cannot be read: ")
+                        && l.ends_with(
+                            "was truncated while it was read (another process is writing it)"
+                        )),
+                "round {round}: {}",
+                out.stdout
+            );
+        }
+    }
+    // How many rounds land mid-scan depends on the machine.
+    eprintln!("rounds reported unreadable: {unreadable} of 30");
+}
