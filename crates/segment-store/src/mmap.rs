@@ -495,8 +495,13 @@ pub mod guard {
     /// How many guarded maps can exist at once (one per scanning thread is what recovery uses).
     pub const SLOTS: usize = 64;
 
+    /// One guarded range. Its `start` and `end` change only between two increments of
+    /// `generation` (odd while they change), all sequentially consistent, so a handler that
+    /// reads the same even generation before and after reading them has read one range, not the
+    /// start of one and the end of the next.
     struct Slot {
         taken: AtomicBool,
+        generation: AtomicUsize,
         start: AtomicUsize,
         end: AtomicUsize,
         hit: AtomicBool,
@@ -506,18 +511,29 @@ pub mod guard {
         const fn new() -> Slot {
             Slot {
                 taken: AtomicBool::new(false),
+                generation: AtomicUsize::new(0),
                 start: AtomicUsize::new(0),
                 end: AtomicUsize::new(0),
                 hit: AtomicBool::new(false),
             }
         }
 
-        /// The registered range's end if it contains `addr`. A range is published start first
-        /// and withdrawn end first, so a handler racing a change sees it empty, never wider.
+        /// The registered range's end if it contains `addr`; `None` for a slot that is empty or
+        /// changing (never the slot of the faulting map: that map is alive, so its range is).
         fn end_if_covers(&self, addr: usize) -> Option<usize> {
-            let start = self.start.load(Ordering::Acquire);
-            let end = self.end.load(Ordering::Acquire);
-            (start != 0 && start <= addr && addr < end).then_some(end)
+            let before = self.generation.load(Ordering::SeqCst);
+            let start = self.start.load(Ordering::SeqCst);
+            let end = self.end.load(Ordering::SeqCst);
+            let after = self.generation.load(Ordering::SeqCst);
+            let stable = before == after && before.is_multiple_of(2);
+            (stable && start != 0 && start <= addr && addr < end).then_some(end)
+        }
+
+        fn set(&self, start: usize, end: usize) {
+            self.generation.fetch_add(1, Ordering::SeqCst);
+            self.start.store(start, Ordering::SeqCst);
+            self.end.store(end, Ordering::SeqCst);
+            self.generation.fetch_add(1, Ordering::SeqCst);
         }
     }
 
@@ -543,11 +559,8 @@ pub mod guard {
         }
 
         pub(super) fn register(&self, start: usize, len: usize) {
-            self.0.hit.store(false, Ordering::Release);
-            self.0.start.store(start, Ordering::Release);
-            self.0
-                .end
-                .store(start.saturating_add(len), Ordering::Release);
+            self.0.hit.store(false, Ordering::SeqCst);
+            self.0.set(start, start.saturating_add(len));
         }
 
         pub(super) fn hit(&self) -> bool {
@@ -557,8 +570,7 @@ pub mod guard {
 
     impl Drop for SlotLease {
         fn drop(&mut self) {
-            self.0.end.store(0, Ordering::Release);
-            self.0.start.store(0, Ordering::Release);
+            self.0.set(0, 0);
             self.0.taken.store(false, Ordering::Release);
         }
     }
