@@ -627,10 +627,12 @@ pub mod guard {
         info: *mut libc::siginfo_t,
         context: *mut libc::c_void,
     ) {
-        // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO handler.
-        let addr = unsafe { (*info).si_addr() } as usize;
+        // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO handler; `si_addr` is
+        // the faulting address when the kernel raised the signal for a fault (`si_code` > 0),
+        // and is not looked at otherwise (a SIGBUS sent with `kill` carries no address).
+        let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr() as usize) };
         let page = PAGE.load(Ordering::Relaxed);
-        for slot in &TABLE {
+        for slot in TABLE.iter().filter(|_| code > 0) {
             let Some(end) = slot.end_if_covers(addr) else {
                 continue;
             };
