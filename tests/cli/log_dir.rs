@@ -245,15 +245,7 @@ fn a_segment_truncated_while_verify_reads_it_is_reported_unreadable() {
             std::fs::copy(e.path(), copy.join(e.file_name())).unwrap();
         }
         let segment = copy.join("00000000000000000000.log");
-        let cut = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_micros(300 * round));
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&segment)
-                .unwrap()
-                .set_len(4096)
-                .unwrap();
-        });
+        let cut = testkit::truncate_after(segment, Duration::from_micros(300 * round), 4096);
         let out = verify(&[copy.as_os_str()]);
         cut.join().unwrap();
         assert_ne!(out.status, Status::Usage, "round {round}: {out:?}");

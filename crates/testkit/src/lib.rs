@@ -9,7 +9,8 @@
 //!   crashes it at every I/O point, recovers each image with the loader's plan/apply engine and
 //!   checks it against what the API promised before the crash;
 //! * [`ManualClock`]: a clock that moves only when told to;
-//! * [`kill_child`]: the child process of the SIGKILL test (binary `kill-child`).
+//! * [`kill_child`]: the child process of the SIGKILL test (binary `kill-child`);
+//! * [`truncate_after`]: another process's truncation of a file, at a chosen moment.
 //!
 //! Kafka's counterpart is its test utilities (`MockTime`, the `LogLoader` and `UnifiedLog`
 //! recovery tests); none of this is needed to use seglog, and nothing here is part of the
@@ -49,3 +50,20 @@ pub mod sim_fs;
 pub use clock::ManualClock;
 pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
 pub use sim_fs::{SimStats, SimulatedFs, TornWrite};
+
+/// Truncates the file `path` to `len` bytes after `delay`, on a thread of its own, as a broker
+/// truncating a segment would while seglog reads it; join the handle to wait for the cut.
+pub fn truncate_after(
+    path: std::path::PathBuf,
+    delay: std::time::Duration,
+    len: u64,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(len))
+            .expect("truncate");
+    })
+}

@@ -353,11 +353,7 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
     use record_format::RecordBatchBuilder;
     use segment_store::segment::READ_CHUNK_BYTES;
     let pristine = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 64 << 20,
-        ..LogConfig::default()
-    };
-    let mut log = super::log::open_with(pristine.path(), config.clone());
+    let (mut log, config) = open_for_one_big_segment(pristine.path());
     let value = [b'x'; 100];
     let mut seqs = [0i32; 4];
     let mut i = 0usize;
@@ -459,11 +455,7 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
 fn a_segment_truncated_under_a_plan_fails_it_cleanly() {
     use record_format::RecordBatchBuilder;
     let pristine = tempfile::tempdir().unwrap();
-    let config = LogConfig {
-        segment_bytes: 64 << 20,
-        ..LogConfig::default()
-    };
-    let mut log = super::log::open_with(pristine.path(), config.clone());
+    let (mut log, config) = open_for_one_big_segment(pristine.path());
     let value = [b'x'; 100];
     while log.local_log().size() < 24 << 20 {
         let mut b = RecordBatchBuilder::new(0);
@@ -488,15 +480,8 @@ fn a_segment_truncated_under_a_plan_fails_it_cleanly() {
         let dir = root.path().join("orders-0");
         copy_dir(pristine.path(), &dir);
         let segment = with_ext(&dir, "log")[0].clone();
-        let cut = std::thread::spawn(move || {
-            std::thread::sleep(std::time::Duration::from_micros(250 * round));
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&segment)
-                .unwrap()
-                .set_len(4096)
-                .unwrap();
-        });
+        let delay = std::time::Duration::from_micros(250 * round);
+        let cut = testkit::truncate_after(segment, delay, 4096);
         match LogLoader::plan_audited(&dir, &opts) {
             Ok(_) => whole += 1,
             Err(recovery::PartitionLogError::Segment(
@@ -508,6 +493,16 @@ fn a_segment_truncated_under_a_plan_fails_it_cleanly() {
     }
     // Which rounds the cut lands in mid-scan depends on the machine (19 of 40 here).
     eprintln!("plans of the file: {whole}, failed as truncated: {failed}");
+}
+
+/// A new partition in `dir` whose segments roll at 64 MiB (one segment for these tests), and its
+/// log config.
+fn open_for_one_big_segment(dir: &Path) -> (PartitionLog, LogConfig) {
+    let config = LogConfig {
+        segment_bytes: 64 << 20,
+        ..LogConfig::default()
+    };
+    (super::log::open_with(dir, config.clone()), config)
 }
 
 /// The real file system, but one that says it cannot map files: recovery then reads a `.log`.
