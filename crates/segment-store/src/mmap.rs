@@ -802,69 +802,23 @@ mod tests {
     }
 
     /// Outside every guarded range, SIGBUS still ends the process: a map under the lock whose
-    /// file another handle truncates (invariant 4 broken on purpose), read in a child process.
+    /// file another handle truncates (invariant 4 broken on purpose), read in a child process
+    /// that holds a guarded map too (so the handler is installed).
     #[cfg(target_os = "linux")]
     #[test]
     fn sigbus_outside_guarded_maps_still_ends_the_process() {
         use std::os::unix::process::ExitStatusExt;
-        let status = run_child("child_reads_a_truncated_unguarded_map");
-        assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
-    }
-
-    /// Code embedding seglog that installs a `SIGBUS` action of its own after ours turns guarded
-    /// maps off (the file is then read): the guard does not assume a handler it no longer has.
-    #[cfg(target_os = "linux")]
-    #[test]
-    fn no_guarded_map_once_another_sigbus_action_replaced_ours() {
-        let status = run_child("child_replaces_the_sigbus_action");
-        assert!(status.success(), "{status:?}");
-    }
-
-    /// Runs the ignored test `mmap::tests::<name>` alone in a child process of this test binary
-    /// (signal actions are the whole process's), with `SEGLOG_TEST_SIGBUS_CHILD` set.
-    #[cfg(target_os = "linux")]
-    fn run_child(name: &str) -> std::process::ExitStatus {
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", &format!("mmap::tests::{name}"), "--ignored"])
-            .env("SEGLOG_TEST_SIGBUS_CHILD", "1")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .status()
-            .unwrap()
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    #[ignore = "run by no_guarded_map_once_another_sigbus_action_replaced_ours"]
-    fn child_replaces_the_sigbus_action() {
-        if std::env::var_os("SEGLOG_TEST_SIGBUS_CHILD").is_none() {
+        if !in_child() {
+            let status = run_as_child("sigbus_outside_guarded_maps_still_ends_the_process");
+            assert_eq!(status.signal(), Some(libc::SIGBUS), "{status:?}");
             return;
         }
         let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.log");
-        std::fs::write(&p, vec![1u8; 64 * 1024]).unwrap();
-        assert!(GuardedMap::open(&p, 64 * 1024).unwrap().is_some());
-        // SAFETY: setting the default action of SIGBUS, in a process of its own.
-        unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
-        assert!(GuardedMap::open(&p, 64 * 1024).unwrap().is_none());
-    }
-
-    #[cfg(target_os = "linux")]
-    #[test]
-    #[ignore = "run by sigbus_outside_guarded_maps_still_ends_the_process"]
-    fn child_reads_a_truncated_unguarded_map() {
-        if std::env::var_os("SEGLOG_TEST_SIGBUS_CHILD").is_none() {
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("x.log");
-        std::fs::write(&p, vec![1u8; 64 * 1024]).unwrap();
-        let guarded = GuardedMap::open(&p, 64 * 1024)
+        let guarded = GuardedMap::open(&file_of_64_kib(dir.path(), "x.log"), 64 * 1024)
             .unwrap()
             .expect("guarded map");
         std::hint::black_box(guarded.as_slice()[0]);
-        let q = dir.path().join("y.log");
-        std::fs::write(&q, vec![1u8; 64 * 1024]).unwrap();
+        let q = file_of_64_kib(dir.path(), "y.log");
         let lock = DirLock::acquire(dir.path()).unwrap();
         let m = MmapFile::open(&lock, &q, false).unwrap();
         OpenOptions::new()
@@ -875,6 +829,65 @@ mod tests {
             .unwrap();
         std::hint::black_box(m.as_slice()[40_000]);
         unreachable!("the read above raises SIGBUS");
+    }
+
+    /// Code embedding seglog that installs a `SIGBUS` action of its own after ours turns guarded
+    /// maps off (the file is then read): the guard does not assume a handler it no longer has.
+    /// Run in a child process, whose signal actions it may change.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn no_guarded_map_once_another_sigbus_action_replaced_ours() {
+        if !in_child() {
+            let status = run_as_child("no_guarded_map_once_another_sigbus_action_replaced_ours");
+            assert!(status.success(), "{status:?}");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let p = file_of_64_kib(dir.path(), "x.log");
+        assert!(GuardedMap::open(&p, 64 * 1024).unwrap().is_some());
+        // SAFETY: setting the default action of SIGBUS, in a process of its own.
+        unsafe { libc::signal(libc::SIGBUS, libc::SIG_DFL) };
+        assert!(GuardedMap::open(&p, 64 * 1024).unwrap().is_none());
+    }
+
+    /// Whether this process is the child [`run_as_child`] started.
+    #[cfg(target_os = "linux")]
+    fn in_child() -> bool {
+        std::env::var_os("SEGLOG_TEST_SIGBUS_CHILD").is_some()
+    }
+
+    /// Runs the test `mmap::tests::<name>` alone in a child process of this test binary (signal
+    /// actions are the whole process's), where [`in_child`] is true: the test's child half. A
+    /// child still running after 60 s (a handler that returns without mending the fault re-runs
+    /// the faulting read forever) is killed, and its status says so.
+    #[cfg(target_os = "linux")]
+    fn run_as_child(name: &str) -> std::process::ExitStatus {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", &format!("mmap::tests::{name}")])
+            .env("SEGLOG_TEST_SIGBUS_CHILD", "1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                return child.wait().unwrap();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// A file `name` in `dir` of 64 KiB of ones.
+    #[cfg(target_os = "linux")]
+    fn file_of_64_kib(dir: &Path, name: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, vec![1u8; 64 * 1024]).unwrap();
+        p
     }
 
     #[cfg(unix)]
