@@ -30,6 +30,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 
+use rustc_hash::FxHashMap;
+
 use crate::producer_state::{increment_sequence, NUM_BATCHES_TO_RETAIN};
 use crate::summary::{BatchSummary, ControlInfo};
 
@@ -452,7 +454,10 @@ impl Track {
 /// The audit over a stream of batches in log order.
 #[derive(Debug, Clone, Default)]
 pub struct ProducerAudit {
-    tracks: BTreeMap<i64, Track>,
+    /// By producer id. Looked up for every batch: a hash map, as a B-tree of a dozen interleaved
+    /// producers mispredicts its way down for each one (the audit was 8% of `verify`'s planning
+    /// thread).
+    tracks: FxHashMap<i64, Track>,
     /// Ids seen before the latest barrier and not since: their last offset before it.
     before_barrier: BTreeMap<i64, i64>,
     last_barrier: Option<i64>,
@@ -495,7 +500,10 @@ impl ProducerAudit {
     }
 
     fn barrier(&mut self, offset: i64) {
-        for (&producer_id, track) in &self.tracks {
+        // In producer-id order, so that the findings come out the same on every run.
+        let mut tracks: Vec<(i64, Track)> = self.tracks.drain().collect();
+        tracks.sort_unstable_by_key(|(producer_id, _)| *producer_id);
+        for (producer_id, track) in tracks {
             if let Some((txn_first_offset, _)) = track.open_txn {
                 self.findings.push(AuditFinding::OpenTxnAtBarrier {
                     offset,
@@ -505,7 +513,6 @@ impl ProducerAudit {
             }
             self.before_barrier.insert(producer_id, track.last_offset);
         }
-        self.tracks.clear();
         self.last_barrier = Some(offset);
     }
 

@@ -820,7 +820,7 @@ fn read_index(
 
 /// How far behind the batch being applied a guarded map's pages are let go of, and how many
 /// bytes at a time ([`ReadOnlyBytes::release`]).
-const RELEASE_STEP_BYTES: usize = 4 << 20;
+const RELEASE_STEP_BYTES: usize = 16 << 20;
 
 /// The bytes of the segments, opened when first needed.
 struct Sources<'a> {
@@ -1001,6 +1001,9 @@ struct IndexCheck {
     sorted: Option<Vec<(usize, OffsetPosition)>>,
     /// The next entry (of `sorted`, or of the index) not compared yet.
     next: usize,
+    /// That entry's position (`u64::MAX` when there is none): most batches are before it, and
+    /// one comparison passes them (the check runs for every batch on the planning thread).
+    next_position: u64,
     findings: Vec<IndexFinding>,
 }
 
@@ -1045,7 +1048,7 @@ impl IndexCheck {
             entries.sort_by_key(|(n, e)| (e.position, *n));
             entries
         });
-        let check = IndexCheck {
+        let mut check = IndexCheck {
             base,
             index,
             time,
@@ -1053,8 +1056,10 @@ impl IndexCheck {
             count,
             sorted,
             next: 0,
+            next_position: 0,
             findings: Vec::new(),
         };
+        check.next_position = check.peek_position();
         (check, beyond)
     }
 
@@ -1076,12 +1081,22 @@ impl IndexCheck {
         }
     }
 
+    /// The position of [`Self::peek`]'s entry, `u64::MAX` when there is none.
+    fn peek_position(&mut self) -> u64 {
+        self.peek()
+            .map_or(u64::MAX, |(_, e)| u64::from(e.position.0))
+    }
+
     /// The batch at `position` with `last_offset`, in log order.
     fn batch(&mut self, position: u64, last_offset: i64) {
+        if position < self.next_position {
+            return;
+        }
         while let Some((n, e)) = self.peek() {
             let p = u64::from(e.position.0);
             if p > position {
-                break;
+                self.next_position = p;
+                return;
             }
             self.next += 1;
             let problem = if p < position {
@@ -1105,6 +1120,7 @@ impl IndexCheck {
                 problem,
             });
         }
+        self.next_position = u64::MAX;
     }
 
     /// The findings, once the scan is done: entries left inside the valid prefix are not on a

@@ -269,6 +269,29 @@ fn scenario_3_transactional_interleaving_with_barrier() {
 }
 
 #[test]
+fn transactions_open_at_a_barrier_are_reported_by_producer_id() {
+    // Seen in another order than their ids (the audit keeps its producers in a hash map).
+    let ids = [900, 7, 42, 3, 1 << 40, 64];
+    let mut log: Vec<BatchSummary> = ids
+        .iter()
+        .zip(0..)
+        .map(|(&pid, offset)| txn(pid, 0, 0, offset, 1))
+        .collect();
+    log.push(barrier(6));
+    let mut sorted = ids;
+    sorted.sort_unstable();
+    let expected: Vec<AuditFinding> = sorted
+        .iter()
+        .map(|&pid| OpenTxnAtBarrier {
+            offset: 6,
+            producer_id: pid,
+            txn_first_offset: ids.iter().position(|&p| p == pid).unwrap() as i64,
+        })
+        .collect();
+    assert_findings(&log, &expected);
+}
+
+#[test]
 fn barrier_without_truncation_reports_the_open_transaction() {
     // Same as scenario 3 but the barrier was written without truncating to the LSO first.
     let log = with_barrier_at(&scenario_3_without_barrier()[..4], 4)
