@@ -909,15 +909,17 @@ mod tests {
 
     #[test]
     fn given_back_buffers_are_walked_into_again_once_old_and_stay_bounded() {
-        // ~8 MiB of small batches in 64 KiB regions: ~130 regions, each buffer ~80 KiB.
+        // ~8 MiB of small batches in 64 KiB regions: ~130 regions, each buffer ~80 KiB. No
+        // helper, so that the order of takes and gives is the same on every run (helpers, and a
+        // reader waiting for one, walk regions ahead, whose buffers come back later).
         let value = vec![7u8; 4];
         let data: Vec<u8> = (0..110_000)
             .flat_map(|i| batch(i, std::slice::from_ref(&value)))
             .collect();
         let regions = Regions::new(&data, 0, 64 << 10);
-        let (positions, mut reused, mut largest) = (Vec::new(), 0, 0);
-        let (positions, _) = regions.follow_chain(1, |reader| {
-            let mut positions = positions;
+        let (mut reused, mut largest, mut most_spare) = (0, 0, 0);
+        let positions = regions.follow_chain(0, |reader| {
+            let mut positions = Vec::new();
             let mut seen: Vec<*const LogEntry<'_>> = Vec::new();
             while let Piece::Entries(entries) = reader.next_piece() {
                 positions.extend(entries.iter().map(|e| e.position()));
@@ -926,17 +928,20 @@ mod tests {
                 largest = largest.max(buffer_bytes(&entries));
                 reader.recycle(entries);
                 let guard = lock(&regions.spare);
-                // The spare buffers stay about SPARE_BYTES, whatever the file's size (give or
-                // take the buffers of the regions walked ahead of the reader).
-                let bound = SPARE_BYTES + (MAX_LEAD + 2) * largest;
-                assert!(guard.1 <= bound, "{} spare bytes", guard.1);
                 assert_eq!(guard.1, guard.0.iter().map(buffer_bytes).sum::<usize>());
+                most_spare = most_spare.max(guard.1);
             }
-            (positions, reader.end())
+            positions
         });
         assert_eq!(positions, sequential_scan(&data).0);
+        // The spare buffers stay at SPARE_BYTES and two buffers, whatever the file's size: a new
+        // one is made only while they hold less than SPARE_BYTES and the oldest, and comes back.
+        assert!(
+            most_spare <= SPARE_BYTES + 2 * largest,
+            "{most_spare} spare bytes, buffers of {largest}"
+        );
         // Reused, but not at once: 2 MiB of ~80 KiB buffers were given back in between.
-        assert!(reused > 30, "{reused} buffers reused");
+        assert!(reused > 50, "{reused} buffers reused");
         let spare = lock(&regions.spare);
         assert!(
             spare.0.len() * largest >= SPARE_BYTES,
