@@ -820,7 +820,10 @@ fn read_index(
 
 /// How far behind the batch being applied a guarded map's pages are let go of, and how many
 /// bytes at a time ([`ReadOnlyBytes::release`]).
-const RELEASE_STEP_BYTES: usize = 16 << 20;
+const RELEASE_STEP_BYTES: usize = 8 << 20;
+
+/// The released ranges start and end at multiples of this (x86-64's PMD size).
+const RELEASE_ALIGN_BYTES: usize = 2 << 20;
 
 /// The bytes of the segments, opened when first needed.
 struct Sources<'a> {
@@ -917,7 +920,9 @@ impl<'a> Sources<'a> {
         let mut behind = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
             let at = usize::try_from(batch.position()).unwrap_or(usize::MAX);
             if at.saturating_sub(released) >= 2 * RELEASE_STEP_BYTES {
-                let to = at - RELEASE_STEP_BYTES;
+                // On a 2 MiB boundary: a range that ends inside a 2 MiB folio mapped whole makes
+                // the kernel split that mapping first.
+                let to = (at - RELEASE_STEP_BYTES) / RELEASE_ALIGN_BYTES * RELEASE_ALIGN_BYTES;
                 source.release(released, to);
                 released = to;
             }
