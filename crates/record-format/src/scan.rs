@@ -281,8 +281,10 @@ impl<'a> Regions<'a> {
     fn entry_buffer(&self) -> Vec<LogEntry<'a>> {
         let mut guard = lock(&self.spare);
         let (spare, bytes) = &mut *guard;
-        let oldest = spare.front().map_or(0, buffer_bytes);
-        if oldest == 0 || *bytes - oldest < SPARE_BYTES {
+        let Some(oldest) = spare.front().map(buffer_bytes) else {
+            return Vec::new();
+        };
+        if bytes.saturating_sub(oldest) < SPARE_BYTES {
             return Vec::new();
         }
         *bytes -= oldest;
@@ -560,6 +562,11 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     /// Gives back the buffer of a [`Piece::Entries`], for a later walk to fill again.
     pub fn recycle(&self, mut entries: Vec<LogEntry<'a>>) {
         entries.clear();
+        // A buffer that holds nothing (a region without a start) is no use to a walk, and at the
+        // front of the spares it would keep every other from being taken again.
+        if entries.capacity() == 0 {
+            return;
+        }
         let mut guard = lock(&self.regions.spare);
         let (spare, bytes) = &mut *guard;
         *bytes += buffer_bytes(&entries);
@@ -927,6 +934,8 @@ mod tests {
                 seen.push(entries.as_ptr());
                 largest = largest.max(buffer_bytes(&entries));
                 reader.recycle(entries);
+                // Empty buffers given back (as regions without a start leave) are not kept.
+                reader.recycle(Vec::new());
                 let guard = lock(&regions.spare);
                 assert_eq!(guard.1, guard.0.iter().map(buffer_bytes).sum::<usize>());
                 most_spare = most_spare.max(guard.1);
