@@ -27,7 +27,7 @@
 //! (their earlier batches may have been deleted), as Kafka accepts an unknown producer with any
 //! sequence.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use rustc_hash::FxHashMap;
@@ -391,11 +391,47 @@ impl AuditFinding {
 }
 
 /// A cached data batch (like Kafka's `BatchMetadata`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Cached {
     first_sequence: i32,
     last_sequence: i32,
     base_offset: i64,
+}
+
+/// The last [`NUM_BATCHES_TO_RETAIN`] cached batches, in a ring inside the [`Track`] (a
+/// `VecDeque` on the heap was a store per batch that the planning thread waited on).
+#[derive(Debug, Clone, Copy, Default)]
+struct CachedBatches {
+    items: [Cached; NUM_BATCHES_TO_RETAIN],
+    len: usize,
+    /// Where the next batch goes: once full, the oldest.
+    next: usize,
+}
+
+impl CachedBatches {
+    fn push(&mut self, batch: Cached) {
+        if let Some(slot) = self.items.get_mut(self.next) {
+            *slot = batch;
+        }
+        self.next = (self.next + 1) % NUM_BATCHES_TO_RETAIN;
+        self.len = (self.len + 1).min(NUM_BATCHES_TO_RETAIN);
+    }
+
+    fn clear(&mut self) {
+        self.len = 0;
+        self.next = 0;
+    }
+
+    /// Oldest first.
+    fn iter(&self) -> impl Iterator<Item = &Cached> {
+        let (newer, older) = self.items.split_at(self.next.min(self.items.len()));
+        let older: &[Cached] = if self.len < NUM_BATCHES_TO_RETAIN {
+            &[]
+        } else {
+            older
+        };
+        older.iter().chain(newer.iter().take(self.len))
+    }
 }
 
 /// What the audit remembers of one producer id since the last barrier.
@@ -407,7 +443,7 @@ struct Track {
     /// Last offset of the id's last batch or marker.
     last_offset: i64,
     /// The last [`NUM_BATCHES_TO_RETAIN`] data batches of `epoch`.
-    cache: VecDeque<Cached>,
+    cache: CachedBatches,
     /// First offset and epoch of the open transaction.
     open_txn: Option<(i64, i16)>,
 }
@@ -418,7 +454,7 @@ impl Track {
             epoch,
             last_sequence: None,
             last_offset: -1,
-            cache: VecDeque::new(),
+            cache: CachedBatches::default(),
             open_txn: None,
         }
     }
@@ -430,10 +466,7 @@ impl Track {
         if batch.is_transactional && self.open_txn.is_none() {
             self.open_txn = Some((batch.base_offset, batch.producer_epoch));
         }
-        if self.cache.len() >= NUM_BATCHES_TO_RETAIN {
-            self.cache.pop_front();
-        }
-        self.cache.push_back(Cached {
+        self.cache.push(Cached {
             first_sequence: batch.base_sequence,
             last_sequence: batch.last_sequence,
             base_offset: batch.base_offset,

@@ -121,6 +121,40 @@ fn scenario_1_same_epoch_duplicate_without_barrier() {
 }
 
 #[test]
+fn only_the_last_five_batches_count_as_duplicates_the_oldest_first() {
+    // Sequences 0..=6 at offsets 0..=6: batches 2..=6 are cached (Kafka keeps five). Sequence 3
+    // again duplicates the batch at offset 3, and so does the next (the oldest match is named,
+    // as Kafka's search from the oldest finds it); sequence 1 again (evicted) is then a gap.
+    let mut log = source_a(0, 7);
+    log.extend([
+        data(5, 0, 3, 7, 1),
+        data(5, 0, 3, 8, 1),
+        data(5, 0, 1, 9, 1),
+    ]);
+    let duplicate = |offset| Duplicate {
+        offset,
+        producer_id: 5,
+        epoch: 0,
+        first_sequence: 3,
+        last_sequence: 3,
+        original_offset: 3,
+    };
+    let expected = [
+        duplicate(7),
+        duplicate(8),
+        SequenceGap {
+            offset: 9,
+            producer_id: 5,
+            epoch: 0,
+            first_sequence: 1,
+            expected_sequence: 4,
+            previous_offset: 8,
+        },
+    ];
+    assert_findings(&log, &expected);
+}
+
+#[test]
 fn scenario_1_same_epoch_duplicate_with_barrier() {
     assert_findings(
         &with_barrier_at(&scenario_1_duplicate(), 3),
