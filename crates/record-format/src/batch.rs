@@ -180,8 +180,8 @@ impl<'a> RecordBatch<'a> {
         }
         // The view is built in one piece, its marker read first: a view changed after it was
         // made was copied out of the stack with loads spanning the smaller stores that had just
-        // written it, which the CPU cannot forward, and the thread that frames batches spent a
-        // fifth of its time on that copy.
+        // written it, which the CPU cannot forward, and the thread that frames batches spent
+        // half of its time on that copy.
         let end_txn = end_txn_packed(bytes, position);
         Ok(RecordBatch {
             bytes,
