@@ -169,14 +169,45 @@ impl<'a> RecordBatch<'a> {
     /// `position + 16`), length field ≥ 49 (`BadLength` at `position + 8`), and
     /// `12 + length == bytes.len()` (`Truncated` if the slice is short, `BadLength` if it is
     /// longer). The CRC is not checked; see [`RecordBatch::validate`].
-    #[inline]
     pub fn new(bytes: &'a [u8], position: u64) -> Result<Self> {
-        let length = i64::from(i32::from_be_bytes(array_at(bytes, LENGTH_OFFSET)));
-        let framed = bytes.len() >= RECORD_BATCH_OVERHEAD
-            && i8::from_be_bytes(array_at(bytes, BATCH_MAGIC_OFFSET)) == MAGIC_V2
-            && length + LOG_OVERHEAD as i64 == bytes.len() as i64;
-        if !framed {
-            return Err(Self::frame_error(bytes, position));
+        if bytes.len() < HEADER_SIZE_UP_TO_MAGIC {
+            return Err(FormatError::new(
+                FormatErrorKind::Truncated {
+                    need: RECORD_BATCH_OVERHEAD as u64,
+                    have: bytes.len() as u64,
+                },
+                position,
+            ));
+        }
+        let magic = i8::from_be_bytes(array_at(bytes, BATCH_MAGIC_OFFSET));
+        if magic != MAGIC_V2 {
+            return Err(FormatError::new(
+                FormatErrorKind::BadMagic(magic),
+                position + BATCH_MAGIC_OFFSET as u64,
+            ));
+        }
+        let length = i32::from_be_bytes(array_at(bytes, LENGTH_OFFSET));
+        let total = i64::from(length) + LOG_OVERHEAD as i64;
+        if total < RECORD_BATCH_OVERHEAD as i64 {
+            return Err(FormatError::new(
+                FormatErrorKind::BadLength(i64::from(length)),
+                position + LENGTH_OFFSET as u64,
+            ));
+        }
+        if total > bytes.len() as i64 {
+            return Err(FormatError::new(
+                FormatErrorKind::Truncated {
+                    need: total as u64,
+                    have: bytes.len() as u64,
+                },
+                position,
+            ));
+        }
+        if total < bytes.len() as i64 {
+            return Err(FormatError::new(
+                FormatErrorKind::BadLength(i64::from(length)),
+                position + LENGTH_OFFSET as u64,
+            ));
         }
         // The view is built in one piece, its marker read first: a view changed after it was
         // made was copied out of the stack with loads spanning the smaller stores that had just
@@ -188,59 +219,6 @@ impl<'a> RecordBatch<'a> {
             position,
             head: head_copy(bytes, end_txn),
         })
-    }
-
-    /// Why `bytes` is not one v2 batch, in [`RecordBatch::new`]'s order of checks.
-    #[cold]
-    #[inline(never)]
-    fn frame_error(bytes: &[u8], position: u64) -> FormatError {
-        let check = || -> Result<()> {
-            if bytes.len() < HEADER_SIZE_UP_TO_MAGIC {
-                return Err(FormatError::new(
-                    FormatErrorKind::Truncated {
-                        need: RECORD_BATCH_OVERHEAD as u64,
-                        have: bytes.len() as u64,
-                    },
-                    position,
-                ));
-            }
-            let magic = i8::from_be_bytes(array_at(bytes, BATCH_MAGIC_OFFSET));
-            if magic != MAGIC_V2 {
-                return Err(FormatError::new(
-                    FormatErrorKind::BadMagic(magic),
-                    position + BATCH_MAGIC_OFFSET as u64,
-                ));
-            }
-            let length = i32::from_be_bytes(array_at(bytes, LENGTH_OFFSET));
-            let total = i64::from(length) + LOG_OVERHEAD as i64;
-            if total < RECORD_BATCH_OVERHEAD as i64 {
-                return Err(FormatError::new(
-                    FormatErrorKind::BadLength(i64::from(length)),
-                    position + LENGTH_OFFSET as u64,
-                ));
-            }
-            if total > bytes.len() as i64 {
-                return Err(FormatError::new(
-                    FormatErrorKind::Truncated {
-                        need: total as u64,
-                        have: bytes.len() as u64,
-                    },
-                    position,
-                ));
-            }
-            if total < bytes.len() as i64 {
-                return Err(FormatError::new(
-                    FormatErrorKind::BadLength(i64::from(length)),
-                    position + LENGTH_OFFSET as u64,
-                ));
-            }
-            Ok(())
-        };
-        match check() {
-            Err(e) => e,
-            // `new` found a problem that the checks above do not: none exists.
-            Ok(()) => FormatError::new(FormatErrorKind::BadLength(bytes.len() as i64), position),
-        }
     }
 
     /// The batch's first control record if it is an ABORT or COMMIT marker of version 0 whose
@@ -267,7 +245,7 @@ impl<'a> RecordBatch<'a> {
     /// The first record of a control batch, parsed from the bytes, if it is an ABORT or COMMIT
     /// marker.
     fn read_end_txn_marker(&self) -> Option<(ControlRecordType, EndTransactionMarker)> {
-        if !self.is_control() || self.records_count() <= 0 {
+        if self.records_count() <= 0 {
             return None;
         }
         if self.compression().ok()? != CompressionType::None {

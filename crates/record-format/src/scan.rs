@@ -142,9 +142,9 @@ pub struct Regions<'a> {
     /// and the reader takes a region's walk at most once.
     spans: Vec<Mutex<Option<Span<'a>>>>,
     /// Entry buffers the reader is done with, oldest first, for the next walks (the entries in
-    /// flight stay a few regions' worth, not the file's), and the bytes they hold. A buffer is
-    /// taken again only once [`SPARE_BYTES`] were given back after it.
-    spare: Mutex<(VecDeque<Vec<LogEntry<'a>>>, usize)>,
+    /// flight stay a few regions' worth, not the file's). A buffer is taken again only once
+    /// [`SPARE_BYTES`] were given back after it.
+    spare: Mutex<VecDeque<Vec<LogEntry<'a>>>>,
     /// Next region a helper tries to claim.
     next: AtomicUsize,
     /// The region the chain reader has reached: helpers stay at most [`MAX_LEAD`] regions
@@ -195,7 +195,7 @@ impl<'a> Regions<'a> {
             starts: (0..regions).map(|_| OnceLock::new()).collect(),
             claims: (0..regions).map(|_| AtomicU8::new(UNCLAIMED)).collect(),
             spans: (0..regions).map(|_| Mutex::new(None)).collect(),
-            spare: Mutex::new((VecDeque::new(), 0)),
+            spare: Mutex::new(VecDeque::new()),
             next: AtomicUsize::new(0),
             reached: AtomicUsize::new(0),
             chained: AtomicBool::new(false),
@@ -279,15 +279,11 @@ impl<'a> Regions<'a> {
     /// An empty entry buffer: the oldest spare one if [`SPARE_BYTES`] were given back after it,
     /// else a new one.
     fn entry_buffer(&self) -> Vec<LogEntry<'a>> {
-        let mut guard = lock(&self.spare);
-        let (spare, bytes) = &mut *guard;
-        let Some(oldest) = spare.front().map(buffer_bytes) else {
-            return Vec::new();
-        };
-        if bytes.saturating_sub(oldest) < SPARE_BYTES {
+        let mut spare = lock(&self.spare);
+        let after_oldest: usize = spare.iter().skip(1).map(buffer_bytes).sum();
+        if after_oldest < SPARE_BYTES {
             return Vec::new();
         }
-        *bytes -= oldest;
         spare.pop_front().unwrap_or_default()
     }
 
@@ -567,10 +563,7 @@ impl<'c, 'a> ChainReader<'c, 'a> {
         if entries.capacity() == 0 {
             return;
         }
-        let mut guard = lock(&self.regions.spare);
-        let (spare, bytes) = &mut *guard;
-        *bytes += buffer_bytes(&entries);
-        spare.push_back(entries);
+        lock(&self.regions.spare).push_back(entries);
     }
 
     /// Why the chain stopped, once [`Piece::Finished`] was returned: `Complete`, an incomplete
@@ -936,9 +929,8 @@ mod tests {
                 reader.recycle(entries);
                 // Empty buffers given back (as regions without a start leave) are not kept.
                 reader.recycle(Vec::new());
-                let guard = lock(&regions.spare);
-                assert_eq!(guard.1, guard.0.iter().map(buffer_bytes).sum::<usize>());
-                most_spare = most_spare.max(guard.1);
+                let spare_bytes = lock(&regions.spare).iter().map(buffer_bytes).sum();
+                most_spare = most_spare.max(spare_bytes);
             }
             positions
         });
@@ -953,9 +945,9 @@ mod tests {
         assert!(reused > 50, "{reused} buffers reused");
         let spare = lock(&regions.spare);
         assert!(
-            spare.0.len() * largest >= SPARE_BYTES,
+            spare.len() * largest >= SPARE_BYTES,
             "{} spare",
-            spare.0.len()
+            spare.len()
         );
     }
 
