@@ -117,6 +117,19 @@ struct Generator {
     now: i64,
     /// Every value this long (Kafka's default layout); `None`: 100–1000 bytes.
     value_len: Option<usize>,
+    /// The producers batches come from ([`Producers`]).
+    producers: Producers,
+}
+
+/// Who writes the batches of a generated partition.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Producers {
+    /// Kafka's default producer since 3.0 (`enable.idempotence=true`, no transactional id):
+    /// every batch from one of 8 idempotent producers, interleaved.
+    Idempotent,
+    /// The stress mix: 60 % idempotent, 30 % transactional (COMMIT and ABORT markers), 10 %
+    /// without producer id ([`Generator::next_batch`]).
+    Transactional,
 }
 
 impl Generator {
@@ -136,6 +149,7 @@ impl Generator {
             values,
             now,
             value_len: None,
+            producers: Producers::Transactional,
         }
     }
 
@@ -177,10 +191,13 @@ impl Generator {
         m
     }
 
-    /// One batch: 60 % idempotent, 30 % transactional (a marker after 3 data batches, every
+    /// One batch ([`Producers::Idempotent`]: always idempotent); the mix: 60 % idempotent, 30 % transactional (a marker after 3 data batches, every
     /// fifth an ABORT), 10 % without producer id.
     fn next_batch(&mut self) -> Vec<u8> {
-        let roll = self.rng.below(10);
+        let roll = match self.producers {
+            Producers::Idempotent => 0,
+            Producers::Transactional => self.rng.below(10),
+        };
         if roll < 6 {
             let p = self.rng.below(IDEMPOTENT as u64) as usize;
             let seq = self.idem_seq[p];
@@ -460,17 +477,25 @@ fn paired_ratio(
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(15);
-    let mut ratios: Vec<f64> = (0..pairs.max(1))
+    let mut times: Vec<(f64, f64)> = (0..pairs.max(1))
         .map(|_| {
             let b = baseline();
             let s = subject();
-            b.as_secs_f64() / s.as_secs_f64()
+            (b.as_secs_f64(), s.as_secs_f64())
         })
         .collect();
+    let mut ratios: Vec<f64> = times.iter().map(|&(b, s)| b / s).collect();
     ratios.sort_by(f64::total_cmp);
     let n = ratios.len();
+    let median_ms = |times: &mut Vec<(f64, f64)>, key: fn(&(f64, f64)) -> f64| {
+        times.sort_by(|x, y| key(x).total_cmp(&key(y)));
+        key(&times[n / 2]) * 1e3
+    };
+    let baseline_ms = median_ms(&mut times, |t| t.0);
+    let subject_ms = median_ms(&mut times, |t| t.1);
     eprintln!(
-        "{name}: median ratio over {n} back-to-back pairs {:.2} (min {:.2}, max {:.2})",
+        "{name}: median ratio over {n} back-to-back pairs {:.2} (min {:.2}, max {:.2}; \
+         medians {baseline_ms:.1} ms against {subject_ms:.1} ms)",
         ratios[n / 2],
         ratios[0],
         ratios[n - 1]
@@ -648,9 +673,28 @@ fn kafka_config() -> PartitionLogConfig {
     }
 }
 
-/// One partition of `bytes` of batches of 10 records of 100-byte values (~1.15 KB each), in one
-/// segment (`SEGLOG_BENCH_KAFKA_BYTES` changes the 1 GiB).
-fn generate_kafka(dir: &Path, bytes: u64, chunk: usize) {
+/// The producers of the generated partitions of `kafka_layout`, `small_partitions` and
+/// `cold_cache`: `SEGLOG_BENCH_KAFKA_PRODUCERS=transactional` for the stress mix, otherwise
+/// Kafka's default producer.
+fn kafka_producers() -> Producers {
+    match std::env::var("SEGLOG_BENCH_KAFKA_PRODUCERS").as_deref() {
+        Ok("transactional") => Producers::Transactional,
+        _ => Producers::Idempotent,
+    }
+}
+
+/// The name part of a generated partition's cache directory for `producers` (the transactional
+/// mix keeps the name it was first generated under).
+fn producers_tag(producers: Producers) -> &'static str {
+    match producers {
+        Producers::Idempotent => "idempotent-",
+        Producers::Transactional => "",
+    }
+}
+
+/// One partition of `bytes` of batches of 10 records of 100-byte values (~1.15 KB each) from
+/// `producers`, in one segment (`SEGLOG_BENCH_KAFKA_BYTES` changes the 1 GiB).
+fn generate_kafka(dir: &Path, bytes: u64, chunk: usize, producers: Producers) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("create bench dir");
     let opts = LoadOptions {
@@ -660,6 +704,7 @@ fn generate_kafka(dir: &Path, bytes: u64, chunk: usize) {
     let (mut log, _) = LogLoader::load(dir, &opts).expect("open new log");
     let mut g = Generator::new();
     g.value_len = Some(100);
+    g.producers = producers;
     let mut written = 0u64;
     let mut out = Vec::with_capacity(chunk + 4096);
     // Below the segment size: one segment.
@@ -695,12 +740,14 @@ fn kafka_dir() -> PathBuf {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(KAFKA_SEGMENT_BYTES);
+    let producers = kafka_producers();
+    let tag = producers_tag(producers);
     let dir = bench_dir(bytes)
-        .with_file_name(format!("kafka-layout-v1-{bytes}"))
+        .with_file_name(format!("kafka-layout-{tag}v1-{bytes}"))
         .join("topic-0");
     if !dir.with_file_name(COMPLETE_MARKER).exists() {
         let t = Instant::now();
-        generate_kafka(&dir, bytes, CHUNK_BYTES);
+        generate_kafka(&dir, bytes, CHUNK_BYTES, producers);
         std::fs::write(dir.with_file_name(COMPLETE_MARKER), "").expect("marker");
         eprintln!("generated {} in {:.1?}", dir.display(), t.elapsed());
     }
@@ -708,8 +755,10 @@ fn kafka_dir() -> PathBuf {
 }
 
 fn small_partitions_dir() -> PathBuf {
+    let producers = kafka_producers();
+    let tag = producers_tag(producers);
     let root = bench_dir(0).with_file_name(format!(
-        "small-partitions-v1-{SMALL_PARTITIONS}x{SMALL_PARTITION_BYTES}"
+        "small-partitions-{tag}v1-{SMALL_PARTITIONS}x{SMALL_PARTITION_BYTES}"
     ));
     if !root.join(COMPLETE_MARKER).exists() {
         let t = Instant::now();
@@ -719,6 +768,7 @@ fn small_partitions_dir() -> PathBuf {
                 &root.join(format!("topic-{p}")),
                 SMALL_PARTITION_BYTES,
                 64 << 10,
+                producers,
             );
         }
         std::fs::write(root.join(COMPLETE_MARKER), "").expect("marker");
@@ -848,7 +898,8 @@ fn kafka_layout(c: &mut Criterion) {
     ];
     if pairs_wanted(&ids) {
         eprintln!(
-            "kafka_layout: before the pairs, {}",
+            "kafka_layout: {}; before the pairs, {}",
+            dir.display(),
             page_cache_state(&dir, &files)
         );
     }

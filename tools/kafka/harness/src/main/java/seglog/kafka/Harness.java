@@ -65,7 +65,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * inspect DIR...                          what Kafka's readers see in a partition dir (no recovery)
  * dump ARGS...                            org.apache.kafka.tools.DumpLogSegments.main
  * write DIR SEED BATCHES SEGMENT_BYTES    a varied partition through UnifiedLog.appendAsLeader
- * bench-write DIR BATCHES RECORDS VALUE_BYTES SEGMENT_BYTES [WARMUP]   appendAsLeader throughput
+ * bench-write DIR BATCHES RECORDS VALUE_BYTES SEGMENT_BYTES [WARMUP [PRODUCERS]]   appendAsLeader throughput
  * bench-recover ITERATIONS THREADS DIR... Kafka recovery of every partition, from scratch, timed
  * create-topic BOOTSTRAP TOPIC PARTITIONS [k=v...]
  * produce-mix BOOTSTRAP TOPIC             the scenario of tests/kafka_interop.rs; prints what was acked
@@ -388,6 +388,10 @@ public final class Harness {
         int valueBytes = Integer.parseInt(a[3]);
         int segmentBytes = Integer.parseInt(a[4]);
         int warmup = a.length > 5 ? Integer.parseInt(a[5]) : 0;
+        // With PRODUCERS > 0, batch i comes from idempotent producer i % PRODUCERS (Kafka's
+        // default producer since 3.0): producer ids 1000.., epoch 0, sequences as a producer
+        // numbers them, checked by the log's producer state on every append.
+        int producers = a.length > 6 ? Integer.parseInt(a[6]) : 0;
         Random rnd = new Random(7);
         List<MemoryRecords> pool = new ArrayList<>(1024);
         long ts = System.currentTimeMillis();
@@ -417,9 +421,29 @@ public final class Harness {
         UnifiedLog log = open(dir, true, scheduler, stats, segmentBytes);
         long bytes = 0;
         long t0 = System.nanoTime();
+        int[] sequences = new int[Math.max(producers, 1)];
+        List<byte[]> values = new ArrayList<>(1024);
+        for (int i = 0; i < 1024; i++) {
+            byte[] value = new byte[valueBytes];
+            rnd.nextBytes(value);
+            values.add(value);
+        }
+        java.nio.ByteBuffer scratchBuf = java.nio.ByteBuffer.allocate(recordsPer * (valueBytes + 64) + 128);
         for (int i = 0; i < batches; i++) {
-            // appendAsLeader assigns offsets in place; a pooled batch goes back to base offset 0.
-            MemoryRecords m = reset(pool.get(i % pool.size()));
+            MemoryRecords m;
+            if (producers > 0) {
+                int p = i % producers;
+                scratchBuf.clear();
+                MemoryRecordsBuilder b = MemoryRecords.builder(scratchBuf, RecordBatch.CURRENT_MAGIC_VALUE,
+                        Compression.NONE, TimestampType.CREATE_TIME, 0L, ts, 1000L + p, (short) 0, sequences[p],
+                        false, RecordBatch.NO_PARTITION_LEADER_EPOCH);
+                for (int r = 0; r < recordsPer; r++) b.append(ts + i, null, values.get((i + r) % values.size()));
+                sequences[p] += recordsPer;
+                m = b.build();
+            } else {
+                // appendAsLeader assigns offsets in place; a pooled batch goes back to base offset 0.
+                m = reset(pool.get(i % pool.size()));
+            }
             bytes += m.sizeInBytes();
             log.appendAsLeader(m, 0, AppendOrigin.CLIENT);
         }
