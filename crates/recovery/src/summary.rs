@@ -105,53 +105,19 @@ impl BatchSummary {
     /// A control batch whose first key says `MIRROR_PID_RESET` is a barrier even when its value
     /// does not decode (the fork detects the barrier by key type alone); the source cluster id is
     /// then empty. An ABORT/COMMIT marker whose value does not decode is an error, as in Kafka.
+    #[inline(always)]
     pub fn from_batch(
         batch: &record_format::RecordBatch<'_>,
     ) -> Result<Self, record_format::FormatError> {
-        use record_format::{
-            ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker,
-            MirrorPidResetRecord,
-        };
         let control = if let Some((record_type, marker)) = batch.end_txn_marker() {
             // The marker the view read when it was made (by a scanning thread, which had the
-            // batch's bytes in its cache): what the branch below would parse.
+            // batch's bytes in its cache): what `control_info` would parse.
             Some(ControlInfo::EndTxn {
-                commit: record_type == ControlRecordType::Commit,
+                commit: record_type == record_format::ControlRecordType::Commit,
                 coordinator_epoch: marker.coordinator_epoch,
             })
         } else if batch.is_control() && batch.records_count() > 0 {
-            let records = batch.records(&DecodeLimits::default())?;
-            match records.iter().next() {
-                None => None,
-                Some(record) => {
-                    let record = record?;
-                    let key = record.key().unwrap_or(&[]);
-                    let (_, record_type) = ControlRecordKey::parse(key, record.key_position())?;
-                    let value = record.value().unwrap_or(&[]);
-                    Some(match record_type {
-                        ControlRecordType::Abort | ControlRecordType::Commit => {
-                            let marker = EndTransactionMarker::parse(
-                                record_type,
-                                value,
-                                record.value_position(),
-                            )?;
-                            ControlInfo::EndTxn {
-                                commit: record_type == ControlRecordType::Commit,
-                                coordinator_epoch: marker.coordinator_epoch,
-                            }
-                        }
-                        ControlRecordType::MirrorPidReset => ControlInfo::MirrorPidReset {
-                            source_cluster_id: MirrorPidResetRecord::parse(
-                                value,
-                                record.value_position(),
-                            )
-                            .map(|r| r.source_cluster_id)
-                            .unwrap_or_default(),
-                        },
-                        other => ControlInfo::Other(other.id()),
-                    })
-                }
-            }
+            control_info(batch)?
         } else {
             None
         };
@@ -170,6 +136,42 @@ impl BatchSummary {
             size_in_bytes: u32::try_from(batch.size_in_bytes()).unwrap_or(u32::MAX),
         })
     }
+}
+
+/// The first control record of a control batch with records, parsed from its bytes (the rare
+/// path of [`BatchSummary::from_batch`], kept out of line so that the common one builds the
+/// summary in place in its caller).
+#[inline(never)]
+fn control_info(
+    batch: &record_format::RecordBatch<'_>,
+) -> Result<Option<ControlInfo>, record_format::FormatError> {
+    use record_format::{
+        ControlRecordKey, ControlRecordType, DecodeLimits, EndTransactionMarker,
+        MirrorPidResetRecord,
+    };
+    let records = batch.records(&DecodeLimits::default())?;
+    let Some(record) = records.iter().next() else {
+        return Ok(None);
+    };
+    let record = record?;
+    let key = record.key().unwrap_or(&[]);
+    let (_, record_type) = ControlRecordKey::parse(key, record.key_position())?;
+    let value = record.value().unwrap_or(&[]);
+    Ok(Some(match record_type {
+        ControlRecordType::Abort | ControlRecordType::Commit => {
+            let marker = EndTransactionMarker::parse(record_type, value, record.value_position())?;
+            ControlInfo::EndTxn {
+                commit: record_type == ControlRecordType::Commit,
+                coordinator_epoch: marker.coordinator_epoch,
+            }
+        }
+        ControlRecordType::MirrorPidReset => ControlInfo::MirrorPidReset {
+            source_cluster_id: MirrorPidResetRecord::parse(value, record.value_position())
+                .map(|r| r.source_cluster_id)
+                .unwrap_or_default(),
+        },
+        other => ControlInfo::Other(other.id()),
+    }))
 }
 
 #[cfg(test)]
