@@ -299,11 +299,7 @@ impl<W: Write> Demo<'_, W> {
 
     fn producers(&mut self, who: &str, log: &PartitionLog) -> DemoResult<()> {
         let psm = log.producer_state();
-        let entries: Vec<SnapshotEntry> = psm
-            .active_producers()
-            .values()
-            .map(SnapshotEntry::from_entry)
-            .collect();
+        let entries: Vec<SnapshotEntry> = psm.snapshot_entries();
         let open: Vec<String> = psm
             .ongoing_txns()
             .values()

@@ -161,12 +161,7 @@ fn print(
         status = Status::Damaged;
     }
     let plan = &r.plan;
-    let entries: Vec<SnapshotEntry> = plan
-        .producers
-        .active_producers()
-        .values()
-        .map(SnapshotEntry::from_entry)
-        .collect();
+    let entries: Vec<SnapshotEntry> = plan.producers.snapshot_entries();
     let open: Vec<(i64, i64)> = plan
         .producers
         .ongoing_txns()

@@ -339,7 +339,7 @@ pub fn check_partition(dir: &Path) -> Result<PartitionCheck, PartitionLogError> 
             log_start_offset: plan.log_start_offset,
             log_end_offset: Some(plan.log_end_offset),
             last_stable_offset: Some(plan.last_stable_offset),
-            producers: plan.producers.active_producers().len(),
+            producers: plan.producers.producer_count(),
             cuts: plan
                 .cuts()
                 .iter()

@@ -466,7 +466,7 @@ impl RecoveryPlan {
             expired_producers: self.expired_producers.clone(),
             log_start_offset: self.log_start_offset,
             log_end_offset: self.log_end_offset,
-            producers: self.producers.active_producers().len(),
+            producers: self.producers.producer_count(),
         }
     }
 
@@ -2251,7 +2251,7 @@ fn applied_report(
         expired_producers: plan.expired_producers.clone(),
         log_start_offset: plan.log_start_offset,
         log_end_offset: plan.log_end_offset,
-        producers: plan.producers.active_producers().len(),
+        producers: plan.producers.producer_count(),
     }
 }
 

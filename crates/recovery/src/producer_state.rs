@@ -14,8 +14,10 @@
 //!   order, including the KIP-1279 barrier (see [`crate::barrier`]), and is all-or-nothing: on
 //!   error the manager is unchanged.
 
-use std::collections::btree_map::Entry;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, VecDeque};
+
+use rustc_hash::FxHashMap;
 
 use crate::barrier::BarrierOutcome;
 use crate::error::{InvalidControlReason, ProducerStateError, SequenceViolation};
@@ -754,7 +756,10 @@ impl AppliedBatches {
 #[derive(Debug, Clone)]
 pub struct ProducerStateManager {
     pub(crate) config: ProducerStateManagerConfig,
-    pub(crate) producers: BTreeMap<i64, ProducerStateEntry>,
+    /// By producer id, hashed: each batch looks its producer up, and a search of ordered keys
+    /// mispredicts its way to an id that interleaved producers make random. Everything that
+    /// shows the producers orders them by id ([`Self::active_producers`]).
+    pub(crate) producers: FxHashMap<i64, ProducerStateEntry>,
     pub(crate) ongoing_txns: BTreeMap<i64, TxnMetadata>,
     pub(crate) unreplicated_txns: BTreeMap<i64, TxnMetadata>,
     pub(crate) last_map_offset: i64,
@@ -781,7 +786,7 @@ impl ProducerStateManager {
     pub fn new(config: ProducerStateManagerConfig) -> Self {
         Self {
             config,
-            producers: BTreeMap::new(),
+            producers: FxHashMap::default(),
             ongoing_txns: BTreeMap::new(),
             unreplicated_txns: BTreeMap::new(),
             last_map_offset: 0,
@@ -797,9 +802,14 @@ impl ProducerStateManager {
     pub fn last_entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
         self.producers.get(&producer_id)
     }
-    /// All producers, by id.
-    pub fn active_producers(&self) -> &BTreeMap<i64, ProducerStateEntry> {
-        &self.producers
+    /// All producers, by id (an ordered view made for the call: [`Self::producer_count`] and
+    /// [`Self::last_entry`] do not need one).
+    pub fn active_producers(&self) -> BTreeMap<i64, &ProducerStateEntry> {
+        self.producers.iter().map(|(&pid, e)| (pid, e)).collect()
+    }
+    /// How many producers there are.
+    pub fn producer_count(&self) -> usize {
+        self.producers.len()
     }
     /// Open transactions by first offset.
     pub fn ongoing_txns(&self) -> &BTreeMap<i64, TxnMetadata> {
@@ -940,6 +950,7 @@ impl ProducerStateManager {
             }
             !expired
         });
+        removed.sort_unstable();
         removed
     }
 
@@ -1350,6 +1361,43 @@ pub(crate) fn is_producer_expired(e: &ProducerStateEntry, now_ms: i64, expiratio
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn producers_come_out_by_id_whatever_order_they_came_in() {
+        let mut psm = ProducerStateManager::default();
+        // Ids in a scrambled order, spread as real ones are; every third one idle long enough
+        // to expire.
+        let ids: Vec<i64> = (0..500i64)
+            .map(|i| (i * 7919) % 500 * 1_000_003 + 17)
+            .collect();
+        let expiration = psm.config().producer_id_expiration_ms;
+        for &pid in &ids {
+            let last_timestamp = if pid % 3 == 0 { 0 } else { expiration };
+            psm.load_producer_entry(ProducerStateEntry::new(
+                pid,
+                0,
+                -1,
+                last_timestamp,
+                None,
+                [],
+            ));
+        }
+        let mut sorted = ids.clone();
+        sorted.sort_unstable();
+        let shown: Vec<i64> = psm.active_producers().keys().copied().collect();
+        assert_eq!(shown, sorted);
+        let in_snapshot: Vec<i64> = psm
+            .snapshot_entries()
+            .iter()
+            .map(|e| e.producer_id)
+            .collect();
+        assert_eq!(in_snapshot, sorted, "a snapshot lists its producers by id");
+        assert_eq!(psm.producer_count(), ids.len());
+        let removed = psm.remove_expired_producers(expiration);
+        let expected: Vec<i64> = sorted.iter().copied().filter(|p| p % 3 == 0).collect();
+        assert_eq!(removed, expected, "expired producers are reported by id");
+        assert_eq!(psm.producer_count(), ids.len() - expected.len());
+    }
 
     #[test]
     fn sequence_arithmetic_matches_kafka_and_never_overflows() {

@@ -555,10 +555,13 @@ pub struct SnapshotLoad {
 impl ProducerStateManager {
     /// The entries a snapshot of the current state holds, by producer id.
     pub fn snapshot_entries(&self) -> Vec<SnapshotEntry> {
-        self.producers
+        let mut entries: Vec<SnapshotEntry> = self
+            .producers
             .values()
             .map(SnapshotEntry::from_entry)
-            .collect()
+            .collect();
+        entries.sort_unstable_by_key(|e| e.producer_id);
+        entries
     }
 
     /// Kafka `takeSnapshot`: if the map end offset is past the last snapshot, write a snapshot

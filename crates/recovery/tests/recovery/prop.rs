@@ -231,7 +231,10 @@ type FullState = (
 /// Everything the manager holds, for exact comparisons.
 fn full_state(psm: &ProducerStateManager) -> FullState {
     (
-        psm.active_producers().clone(),
+        psm.active_producers()
+            .into_iter()
+            .map(|(pid, e)| (pid, e.clone()))
+            .collect(),
         psm.ongoing_txns().clone(),
         psm.unreplicated_txns().clone(),
         psm.map_end_offset(),
