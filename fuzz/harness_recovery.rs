@@ -339,7 +339,7 @@ fn observe(psm: &ProducerStateManager) -> (Model, Vec<SnapshotEntry>) {
                     coordinator_epoch: e.coordinator_epoch(),
                     last_timestamp: e.last_timestamp(),
                     txn: e.current_txn_first_offset(),
-                    batches: e.batch_metadata().clone(),
+                    batches: e.batch_metadata().iter().copied().collect(),
                 },
             )
         })

@@ -32,7 +32,9 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 
-use crate::producer_state::{increment_sequence, NUM_BATCHES_TO_RETAIN};
+use crate::ring::BatchRing;
+
+use crate::producer_state::increment_sequence;
 use crate::summary::{BatchSummary, ControlInfo};
 
 /// How serious a finding is.
@@ -398,42 +400,6 @@ struct Cached {
     base_offset: i64,
 }
 
-/// The last [`NUM_BATCHES_TO_RETAIN`] cached batches, in a ring inside the [`Track`] (a
-/// `VecDeque` on the heap was a store per batch that the planning thread waited on).
-#[derive(Debug, Clone, Copy, Default)]
-struct CachedBatches {
-    items: [Cached; NUM_BATCHES_TO_RETAIN],
-    len: usize,
-    /// Where the next batch goes: once full, the oldest.
-    next: usize,
-}
-
-impl CachedBatches {
-    fn push(&mut self, batch: Cached) {
-        if let Some(slot) = self.items.get_mut(self.next) {
-            *slot = batch;
-        }
-        self.next = (self.next + 1) % NUM_BATCHES_TO_RETAIN;
-        self.len = (self.len + 1).min(NUM_BATCHES_TO_RETAIN);
-    }
-
-    fn clear(&mut self) {
-        self.len = 0;
-        self.next = 0;
-    }
-
-    /// Oldest first.
-    fn iter(&self) -> impl Iterator<Item = &Cached> {
-        let (newer, older) = self.items.split_at(self.next.min(self.items.len()));
-        let older: &[Cached] = if self.len < NUM_BATCHES_TO_RETAIN {
-            &[]
-        } else {
-            older
-        };
-        older.iter().chain(newer.iter().take(self.len))
-    }
-}
-
 /// What the audit remembers of one producer id since the last barrier.
 #[derive(Debug, Clone)]
 struct Track {
@@ -442,8 +408,8 @@ struct Track {
     last_sequence: Option<i32>,
     /// Last offset of the id's last batch or marker.
     last_offset: i64,
-    /// The last [`NUM_BATCHES_TO_RETAIN`] data batches of `epoch`.
-    cache: CachedBatches,
+    /// The last [`crate::producer_state::NUM_BATCHES_TO_RETAIN`] data batches of `epoch`.
+    cache: BatchRing<Cached>,
     /// First offset and epoch of the open transaction.
     open_txn: Option<(i64, i16)>,
 }
@@ -454,7 +420,7 @@ impl Track {
             epoch,
             last_sequence: None,
             last_offset: -1,
-            cache: CachedBatches::default(),
+            cache: BatchRing::new(),
             open_txn: None,
         }
     }

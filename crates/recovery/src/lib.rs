@@ -71,6 +71,7 @@ pub mod log;
 pub mod mirror;
 pub mod plan;
 pub mod producer_state;
+pub mod ring;
 pub mod snapshot;
 pub mod summary;
 
@@ -101,6 +102,7 @@ pub use producer_state::{
     ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
     ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };
+pub use ring::BatchRing;
 pub use snapshot::{
     read_snapshot, write_snapshot, SnapshotEntry, SnapshotFile, SnapshotIo, StdIo, StorageIo,
 };

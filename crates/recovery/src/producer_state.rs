@@ -15,9 +15,11 @@
 //!   error the manager is unchanged.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
+
+use crate::ring::BatchRing;
 
 use crate::barrier::BarrierOutcome;
 use crate::error::{InvalidControlReason, ProducerStateError, SequenceViolation};
@@ -72,7 +74,7 @@ pub fn in_sequence(last_sequence: i32, next_sequence: i32) -> bool {
 }
 
 /// One cached batch of a producer (Kafka `BatchMetadata`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct BatchMetadata {
     /// Last sequence of the batch.
     pub last_seq: i32,
@@ -105,7 +107,7 @@ pub struct ProducerStateEntry {
     coordinator_epoch: i32,
     last_timestamp: i64,
     current_txn_first_offset: Option<i64>,
-    batch_metadata: VecDeque<BatchMetadata>,
+    batch_metadata: BatchRing<BatchMetadata>,
 }
 
 impl ProducerStateEntry {
@@ -117,7 +119,7 @@ impl ProducerStateEntry {
             coordinator_epoch: -1,
             last_timestamp: -1,
             current_txn_first_offset: None,
-            batch_metadata: VecDeque::new(),
+            batch_metadata: BatchRing::new(),
         }
     }
 
@@ -137,7 +139,7 @@ impl ProducerStateEntry {
             coordinator_epoch,
             last_timestamp,
             current_txn_first_offset,
-            batch_metadata: VecDeque::new(),
+            batch_metadata: BatchRing::new(),
         };
         for b in batches {
             e.add_batch_metadata(b);
@@ -166,7 +168,7 @@ impl ProducerStateEntry {
         self.current_txn_first_offset
     }
     /// Cached batches, oldest first (at most [`NUM_BATCHES_TO_RETAIN`]).
-    pub fn batch_metadata(&self) -> &VecDeque<BatchMetadata> {
+    pub fn batch_metadata(&self) -> &BatchRing<BatchMetadata> {
         &self.batch_metadata
     }
     /// Kafka `isEmpty()`: no cached batch.
@@ -217,10 +219,7 @@ impl ProducerStateEntry {
     }
 
     fn add_batch_metadata(&mut self, batch: BatchMetadata) {
-        if self.batch_metadata.len() >= NUM_BATCHES_TO_RETAIN {
-            self.batch_metadata.pop_front();
-        }
-        self.batch_metadata.push_back(batch);
+        self.batch_metadata.push(batch);
     }
 
     fn add_batch(&mut self, epoch: i16, batch: BatchMetadata) -> bool {
@@ -246,7 +245,7 @@ impl ProducerStateEntry {
     /// (Kafka `withProducerIdAndBatchMetadata(pid, Optional.empty())`).
     fn without_batches(&self) -> Self {
         Self {
-            batch_metadata: VecDeque::new(),
+            batch_metadata: BatchRing::new(),
             ..self.clone()
         }
     }
