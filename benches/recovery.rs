@@ -17,9 +17,12 @@
 //!     (no replay: the fixed cost of opening the segments).
 //!
 //! (c) `kafka_layout`: Kafka's default layout, ONE segment of 1 GiB (`SEGLOG_BENCH_KAFKA_BYTES`)
-//!     of ~1.15 KB batches (10 records of 100-byte values), cached under
-//!     `<target>/bench-data/kafka-layout-v1-<bytes>/` (or the partition directory
-//!     `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote):
+//!     of ~1.15 KB batches (10 records of 100-byte values) from Kafka's default producer (8
+//!     idempotent producers, interleaved), cached under
+//!     `<target>/bench-data/kafka-layout-idempotent-v1-<bytes>/`; with
+//!     `SEGLOG_BENCH_KAFKA_PRODUCERS=transactional`, the mix of (a) instead (transactions and
+//!     their markers, `kafka-layout-v1-<bytes>/`); or the partition directory
+//!     `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote:
 //!     `LogLoader::load(full)` with the indexes missing and with 10 MiB zero-filled indexes (what
 //!     a crashed broker leaves), and the plan
 //!     `seglog verify` prints (`plan_audited`, no lock), each paired with one mmap'd `crc32c`
