@@ -32,9 +32,8 @@ use std::fmt;
 
 use rustc_hash::FxHashMap;
 
-use crate::ring::BatchRing;
-
 use crate::producer_state::increment_sequence;
+use crate::ring::BatchRing;
 use crate::summary::{BatchSummary, ControlInfo};
 
 /// How serious a finding is.

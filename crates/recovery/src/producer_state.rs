@@ -19,10 +19,9 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
 
-use crate::ring::BatchRing;
-
 use crate::barrier::BarrierOutcome;
 use crate::error::{InvalidControlReason, ProducerStateError, SequenceViolation};
+use crate::ring::BatchRing;
 use crate::summary::{BatchSummary, ControlInfo, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
 
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`.
