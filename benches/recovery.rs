@@ -20,9 +20,9 @@
 //!     of ~1.15 KB batches (10 records of 100-byte values) from Kafka's default producer (8
 //!     idempotent producers, interleaved), cached under
 //!     `<target>/bench-data/kafka-layout-idempotent-v1-<bytes>/`; with
-//!     `SEGLOG_BENCH_KAFKA_PRODUCERS=transactional`, the mix of (a) instead (transactions and
-//!     their markers, `kafka-layout-v1-<bytes>/`); or the partition directory
-//!     `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote:
+//!     `SEGLOG_BENCH_KAFKA_PRODUCERS=transactional`, the producer mix of (a) instead, without its
+//!     barrier (transactions and their markers, `kafka-layout-v1-<bytes>/`); or the partition
+//!     directory `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote:
 //!     `LogLoader::load(full)` with the indexes missing and with 10 MiB zero-filled indexes (what
 //!     a crashed broker leaves), and the plan
 //!     `seglog verify` prints (`plan_audited`, no lock), each paired with one mmap'd `crc32c`
@@ -194,8 +194,9 @@ impl Generator {
         m
     }
 
-    /// One batch ([`Producers::Idempotent`]: always idempotent); the mix: 60 % idempotent, 30 % transactional (a marker after 3 data batches, every
-    /// fifth an ABORT), 10 % without producer id.
+    /// One batch: with [`Producers::Idempotent`] always idempotent; otherwise 60 % idempotent,
+    /// 30 % transactional (a marker after 3 data batches, every fifth an ABORT), 10 % without
+    /// producer id.
     fn next_batch(&mut self) -> Vec<u8> {
         let roll = match self.producers {
             Producers::Idempotent => 0,
