@@ -580,8 +580,6 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     }
 }
 
-/// Locks `m`; a walker that panicked leaves nothing half-written in these slots (each is set or
-/// taken whole), so a poisoned lock is used as it is.
 /// Calls [`Regions::stop`] when dropped.
 struct StopOnDrop<'r, 'a>(&'r Regions<'a>);
 
@@ -598,6 +596,8 @@ fn buffer_bytes(entries: &Vec<LogEntry<'_>>) -> usize {
         .saturating_mul(std::mem::size_of::<LogEntry<'_>>())
 }
 
+/// Locks `m`; a walker that panicked leaves nothing half-written in these slots (each is set or
+/// taken whole), so a poisoned lock is used as it is.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }

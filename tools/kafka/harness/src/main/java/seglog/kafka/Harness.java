@@ -419,16 +419,17 @@ public final class Harness {
         }
         Files.createDirectories(dir.toPath());
         UnifiedLog log = open(dir, true, scheduler, stats, segmentBytes);
-        long bytes = 0;
-        long t0 = System.nanoTime();
+        // The idempotent producers' values and batch buffer, made before the clock starts.
         int[] sequences = new int[Math.max(producers, 1)];
         List<byte[]> values = new ArrayList<>(1024);
-        for (int i = 0; i < 1024; i++) {
+        for (int i = 0; producers > 0 && i < 1024; i++) {
             byte[] value = new byte[valueBytes];
             rnd.nextBytes(value);
             values.add(value);
         }
         java.nio.ByteBuffer scratchBuf = java.nio.ByteBuffer.allocate(recordsPer * (valueBytes + 64) + 128);
+        long bytes = 0;
+        long t0 = System.nanoTime();
         for (int i = 0; i < batches; i++) {
             MemoryRecords m;
             if (producers > 0) {
