@@ -35,6 +35,15 @@ pub enum Error {
     PartitionExists(TopicPartition),
     /// The log directory has no such partition.
     UnknownPartition(TopicPartition),
+    /// The partition was refused when the log directory was opened and is offline (see
+    /// [`LogDir::offline_partitions`](crate::LogDir::offline_partitions)): it is neither read
+    /// nor written, nor created again.
+    PartitionOffline {
+        /// The partition.
+        partition: TopicPartition,
+        /// Why it was refused.
+        reason: String,
+    },
 }
 
 impl fmt::Display for Error {
@@ -63,6 +72,9 @@ impl fmt::Display for Error {
             }
             Error::PartitionExists(tp) => write!(f, "partition {tp} exists"),
             Error::UnknownPartition(tp) => write!(f, "no partition {tp}"),
+            Error::PartitionOffline { partition, reason } => {
+                write!(f, "partition {partition} is offline: {reason}")
+            }
         }
     }
 }

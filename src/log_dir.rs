@@ -68,6 +68,13 @@ impl LogDir {
         Ok(log_dir)
     }
 
+    /// The partitions refused at open and left untouched, each with its reason (a symlink, or
+    /// a FIFO or device, where seglog reads or writes). They are not loaded, not recreated by
+    /// [`Self::create_partition`] (an error), and not in the checkpoints this directory writes.
+    pub fn offline_partitions(&self) -> &[recovery::OfflinePartition] {
+        &self.inner.offline
+    }
+
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.inner.dir
@@ -119,6 +126,17 @@ impl LogDir {
     pub fn create_partition(&mut self, tp: TopicPartition) -> Result<&mut PartitionLog> {
         if self.inner.partitions.contains_key(&tp) {
             return Err(Error::PartitionExists(tp));
+        }
+        if let Some(o) = self
+            .inner
+            .offline
+            .iter()
+            .find(|o| o.partition.as_ref() == Some(&tp))
+        {
+            return Err(Error::PartitionOffline {
+                partition: tp,
+                reason: o.reason.clone(),
+            });
         }
         let path = self.inner.dir.join(tp.to_string());
         // A partition that does not exist yet has nothing to recover.

@@ -40,6 +40,8 @@ mod errors;
 mod fixtures;
 #[path = "cli/golden.rs"]
 mod golden;
+#[path = "cli/hostile.rs"]
+mod hostile;
 #[path = "cli/indexes.rs"]
 mod indexes;
 #[path = "cli/internal_topics.rs"]

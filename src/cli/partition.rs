@@ -52,6 +52,10 @@ pub fn detect_or_usage(dir: &Path, err: &mut impl Write) -> Result<Target, Statu
 /// own name is `<topic>-<partition>`. Errors are one line, for the user.
 pub fn detect(dir: &Path) -> Result<Target, String> {
     let shown = dir.display();
+    // The directory named on the command line may be a symlink: resolved here, once; nothing
+    // below it is followed (see `segment_store::io`).
+    let dir =
+        &std::fs::canonicalize(dir).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
     let meta =
         std::fs::metadata(dir).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
     if !meta.is_dir() {

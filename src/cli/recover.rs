@@ -29,7 +29,10 @@ use std::time::Duration;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use recovery::{LoadOptions, LogLoader, PartitionLogError, ProducerStateWarning, RecoveryReport};
+use recovery::{
+    LoadOptions, LogLoader, OfflinePartition, PartitionLogError, ProducerStateWarning,
+    RecoveryReport,
+};
 use serde_json::json;
 
 use crate::cli::dump::json::{emit, ErrorJson};
@@ -107,7 +110,7 @@ fn recover(
     target: &Target,
     full: bool,
     now_ms: Option<i64>,
-) -> Result<Vec<RecoveryReport>, crate::Error> {
+) -> Result<(Vec<RecoveryReport>, Vec<OfflinePartition>), crate::Error> {
     let clock = partition::clock(now_ms);
     match target {
         Target::Partition(dir) => {
@@ -117,7 +120,7 @@ fn recover(
             opts.env.clock = clock;
             let (log, report) = LogLoader::load(dir, &opts)?;
             log.close()?;
-            Ok(vec![report])
+            Ok((vec![report], Vec::new()))
         }
         Target::LogDir { dir, .. } => {
             let mut config = crate::Config::default()
@@ -127,8 +130,9 @@ fn recover(
             config.full_recovery = full;
             let loaded = crate::LogDir::open(dir, config)?;
             let reports = loaded.recovery_reports().to_vec();
+            let offline = loaded.offline_partitions().to_vec();
             loaded.close()?;
-            Ok(reports)
+            Ok((reports, offline))
         }
     }
 }
@@ -144,12 +148,13 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         "recovering {count} partition(s) in {}",
         args.dir.display()
     ));
-    let before = file_stamps(&args.dir);
+    let root = std::fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
+    let before = file_stamps(&root);
     let result = recover(&target, args.full, args.now_ms);
     if let Some(pb) = bar {
         pb.finish_and_clear();
     }
-    let reports = match result {
+    let (reports, offline) = match result {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(err, "error: cannot recover {}: {e}", args.dir.display());
@@ -160,17 +165,19 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
             return if io { Status::Usage } else { Status::Damaged };
         }
     };
-    let after = file_stamps(&args.dir);
+    let after = file_stamps(&root);
     let written: Vec<&PathBuf> = after
         .iter()
         .filter(|(p, stamp)| before.get(*p) != Some(*stamp))
         .map(|(p, _)| p)
         .collect();
-    match print(args, &reports, &written, out) {
+    match print(args, &reports, &offline, &written, out) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             let _ = writeln!(err, "error: cannot write output: {e}");
             Status::Usage
         }
+        // A partition refused and left untouched is damage the operator has to look at.
+        _ if !offline.is_empty() => Status::Damaged,
         _ => Status::Success,
     }
 }
@@ -261,10 +268,25 @@ fn stamp_dir(dir: &Path, out: &mut Stamps, subdirs: &mut Vec<PathBuf>) {
 fn print(
     args: &RecoverArgs,
     reports: &[RecoveryReport],
+    offline: &[OfflinePartition],
     written: &[&PathBuf],
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let base = &args.dir;
+    let base = &std::fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
+    for o in offline {
+        let name = o
+            .dir
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        if args.json {
+            emit(
+                out,
+                &json!({"type": "offline", "partition": name, "reason": o.reason}),
+            )?;
+        } else {
+            writeln!(out, "{name}: refused, left untouched: {}", o.reason)?;
+        }
+    }
     let mut bytes_cut = 0;
     let mut moved = 0;
     let mut set_aside = 0;
@@ -328,6 +350,7 @@ fn print(
             &json!({
                 "type": "summary",
                 "partitions": reports.len(),
+                "partitionsOffline": offline.len(),
                 "partitionsWithCuts": reports.iter().filter(|r| !r.cut.is_empty()).count(),
                 "bytesCut": bytes_cut,
                 "filesQuarantined": moved,

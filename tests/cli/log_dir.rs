@@ -71,7 +71,7 @@ fn an_unreadable_partition_is_its_own_finding_and_the_rest_is_checked() {
         "{lines:?}"
     );
     assert!(
-        lines[1].starts_with("orders-1: partition: cannot be read: ")
+        lines[1].starts_with("orders-1: partition: recovery would refuse the partition: ")
             && lines[1].contains("00000000000000000000.log")
             && lines[1].contains("not a regular file"),
         "{lines:?}"
@@ -146,9 +146,11 @@ fn a_fifo_is_refused_at_once_never_read() {
     let (code, stdout, stderr) = seglog_bounded(&["verify".as_ref(), partition.as_os_str()]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("not a regular file"), "{stdout}");
+    // Refused and left untouched: damage found (exit 1), said on one line.
     let (code, _, stderr) = seglog_bounded(&["recover".as_ref(), partition.as_os_str()]);
-    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(code, 1, "{stderr}");
     assert!(stderr.contains("not a regular file"), "{stderr}");
+    assert!(stderr.contains("left untouched"), "{stderr}");
 }
 
 fn contents(root: &Path) -> std::collections::BTreeMap<std::path::PathBuf, Vec<u8>> {

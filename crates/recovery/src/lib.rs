@@ -85,7 +85,8 @@ pub use leader_epoch::{
     EpochHistory, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use loader::{
-    load_log_dir, CloseSync, CutInfo, LoadOptions, LogDir, LogDirOptions, LogLoader, RecoveryReport,
+    load_log_dir, CloseSync, CutInfo, LoadOptions, LogDir, LogDirOptions, LogLoader,
+    OfflinePartition, RecoveryReport,
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, IsolationLevel, LogAppendInfo,

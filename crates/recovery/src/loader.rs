@@ -46,7 +46,9 @@ use segment_store::file_name::{
     LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
-use segment_store::{DirLock, LogEnv, OffsetCheckpointFile, OpenMode, TopicPartition};
+use segment_store::{
+    DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, StdFs, Storage, TopicPartition,
+};
 
 use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
@@ -225,17 +227,6 @@ impl fmt::Display for RecoveryReport {
     }
 }
 
-fn io_err<'a>(
-    path: &'a Path,
-    op: &'static str,
-) -> impl FnOnce(std::io::Error) -> PartitionLogError + 'a {
-    move |source| PartitionLogError::Io {
-        path: path.to_path_buf(),
-        op,
-        source,
-    }
-}
-
 /// Whether files of `kind` live on the real file system rather than behind the storage seam: only
 /// the memory-mapped offset and time indexes (see `segment_store::io`).
 fn outside_the_seam(kind: FileKind) -> bool {
@@ -252,8 +243,8 @@ pub(crate) fn remove_segment_file(
     if !outside_the_seam(kind) {
         return Ok(env.storage.remove_file(path)?);
     }
-    match std::fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err(path, "remove")(e)),
+    match StdFs.remove_file(path) {
+        Err(e) if e.io_kind() != Some(std::io::ErrorKind::NotFound) => Err(e.into()),
         _ => Ok(()),
     }
 }
@@ -265,7 +256,7 @@ pub(crate) fn rename_segment_file(
     kind: FileKind,
 ) -> Result<(), PartitionLogError> {
     if outside_the_seam(kind) {
-        std::fs::rename(from, to).map_err(io_err(from, "rename"))
+        Ok(StdFs.rename(from, to)?)
     } else {
         Ok(env.storage.rename(from, to)?)
     }
@@ -366,12 +357,68 @@ pub struct LogDir {
     pub reports: Vec<RecoveryReport>,
     /// `-delete`, `-future` and `-stray` folders that were not loaded.
     pub skipped: Vec<PathBuf>,
+    /// Partitions refused at load and left untouched (Kafka takes a log directory offline;
+    /// here only the partition is): a symlink or an entry of the wrong type where seglog reads
+    /// or writes. Never recreated: [`LogDir`]'s users refuse to create them again.
+    pub offline: Vec<OfflinePartition>,
     env: LogEnv,
     threads: usize,
     close_sync: CloseSync,
     hw_checkpoint_interval_ms: i64,
     last_hw_checkpoint_ms: i64,
     _lock: DirLock,
+}
+
+/// A partition directory a [`LogDir`] refused to load, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfflinePartition {
+    /// The directory (as found in the log directory, not followed).
+    pub dir: PathBuf,
+    /// The partition its name stands for.
+    pub partition: Option<TopicPartition>,
+    /// Why it was refused.
+    pub reason: String,
+}
+
+/// The files of a log directory seglog reads or writes itself (each also as `<name>.tmp`).
+const LOG_DIR_FILES: [&str; 7] = [
+    segment_store::file_name::LOCK_FILE_NAME,
+    CLEAN_SHUTDOWN_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE,
+    LOG_START_OFFSET_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    segment_store::file_name::CLEANER_OFFSET_CHECKPOINT_FILE,
+    "meta.properties",
+];
+
+/// Refuses the whole log directory, before anything in it changes, if one of the files it
+/// reads or writes itself is a symlink or not a regular file.
+fn refuse_log_dir_entries(
+    dir: &Path,
+    entries: &[(std::ffi::OsString, EntryType)],
+) -> Result<(), PartitionLogError> {
+    for (name, found) in entries {
+        if *found == EntryType::File {
+            continue;
+        }
+        let Some(n) = name.to_str() else { continue };
+        let base = n
+            .strip_suffix(segment_store::file_name::CHECKPOINT_TMP_SUFFIX)
+            .unwrap_or(n);
+        if LOG_DIR_FILES.contains(&base) {
+            return Err(PartitionLogError::Refused {
+                path: dir.join(name),
+                found: *found,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether a partition's load error takes only that partition offline (its files untouched)
+/// rather than the whole directory.
+fn takes_partition_offline(e: &PartitionLogError) -> bool {
+    matches!(e, PartitionLogError::Refused { .. })
 }
 
 fn checkpoint_map(env: &LogEnv, path: &Path) -> BTreeMap<TopicPartition, i64> {
@@ -412,7 +459,9 @@ fn per_partition<J: Send, R: Send>(
 /// directory offline).
 pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, PartitionLogError> {
     let env = &opts.env;
-    env.storage.create_dir_all(dir)?;
+    let dir = &env.storage.resolve_root(dir)?;
+    let entries = env.storage.list_dir_typed(dir)?;
+    refuse_log_dir_entries(dir, &entries)?;
     let lock = DirLock::acquire(dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     let had_clean_shutdown = env.storage.exists(&marker)?;
@@ -426,19 +475,34 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
 
     let mut jobs = Vec::new();
     let mut skipped = Vec::new();
-    for name in env.storage.list_dir(dir)? {
+    let mut offline = Vec::new();
+    for (name, found) in entries {
         let path = dir.join(&name);
-        if !path.is_dir() {
-            continue;
-        }
         let Ok(parsed) = parse_partition_dir_name(OsStr::new(&name)) else {
             continue;
         };
+        let tp = TopicPartition::new(parsed.topic, parsed.partition);
+        match found {
+            EntryType::Dir => {}
+            // A partition directory that is a symlink: its files would be written outside.
+            EntryType::Symlink => {
+                let e = PartitionLogError::Refused {
+                    path: path.clone(),
+                    found,
+                };
+                offline.push(OfflinePartition {
+                    dir: path,
+                    partition: Some(tp),
+                    reason: e.to_string(),
+                });
+                continue;
+            }
+            EntryType::File | EntryType::Other => continue,
+        }
         if parsed.kind != PartitionDirKind::Live {
             skipped.push(path);
             continue;
         }
-        let tp = TopicPartition::new(parsed.topic, parsed.partition);
         let load = LoadOptions {
             config: opts.config.clone(),
             env: env.clone(),
@@ -463,6 +527,11 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
                 partitions.insert(tp, log);
                 reports.push(report);
             }
+            Err(e) if takes_partition_offline(&e) => offline.push(OfflinePartition {
+                dir: path,
+                partition: Some(tp),
+                reason: e.to_string(),
+            }),
             Err(e) => {
                 return Err(PartitionLogError::Partition {
                     dir: path,
@@ -477,6 +546,7 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         partitions,
         reports,
         skipped,
+        offline,
         env: env.clone(),
         threads: opts.threads.max(1),
         close_sync: opts.close_sync,

@@ -37,7 +37,7 @@ use record_format::{
     is_mirror_pid_reset_batch, mirror_pid_reset_batch, Batches, ControlRecordKey,
     ControlRecordType, DecodeLimits, FormatError, IterEnd, LogEntry, RecordBatch,
 };
-use segment_store::{AbortedTxn, Clock, LocalLog, LogConfig, SegmentError, Storage};
+use segment_store::{AbortedTxn, Clock, EntryType, LocalLog, LogConfig, SegmentError, Storage};
 
 use crate::barrier::BarrierOutcome;
 use crate::error::{ProducerStateError, SnapshotError};
@@ -146,6 +146,16 @@ pub enum PartitionLogError {
     },
     /// The partition's `mirror-state` file could not be read or written.
     MirrorState(MirrorStateError),
+    /// A partition directory holds a name seglog reads or writes that it must not go through:
+    /// a symlink (seglog follows none inside a log directory), or something other than the
+    /// regular file or directory the name stands for (a FIFO, a device). Recovery leaves the
+    /// partition untouched; a log directory takes it offline.
+    Refused {
+        /// The name.
+        path: PathBuf,
+        /// What is there.
+        found: EntryType,
+    },
     /// Loading one partition of a log directory failed.
     Partition {
         /// The partition directory.
@@ -210,6 +220,21 @@ impl fmt::Display for PartitionLogError {
             Self::MirrorState(e) => write!(f, "{e}"),
             Self::Partition { dir, source } => {
                 write!(f, "loading partition {}: {source}", dir.display())
+            }
+            Self::Refused { path, found } => {
+                let what = match found {
+                    EntryType::Symlink => {
+                        "is a symlink (seglog follows no symlink inside a log directory)"
+                    }
+                    EntryType::Dir => "is a directory, not a regular file",
+                    EntryType::File => "is a regular file, not a directory",
+                    EntryType::Other => "is not a regular file (a FIFO, socket or device)",
+                };
+                write!(
+                    f,
+                    "{} {what}: refused, and the directory it is in is left untouched",
+                    path.display()
+                )
             }
         }
     }

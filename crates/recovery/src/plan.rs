@@ -681,7 +681,9 @@ fn plan_leftovers(
     let storage = &opts.env.storage;
     let mut actions = Vec::new();
     let mut parsed = Vec::new();
-    let names = not_found_is_empty(storage.list_dir(dir))?;
+    let typed = not_found_is_empty(storage.list_dir_typed(dir))?;
+    refuse_hostile_entries(dir, &typed)?;
+    let names: Vec<OsString> = typed.into_iter().map(|(n, _)| n).collect();
     for name in &names {
         if let Ok(p) = parse_file_name(name) {
             parsed.push((dir.join(name), p));
@@ -768,6 +770,49 @@ fn plan_leftovers(
         !orphan
     });
     Ok((actions, live, names))
+}
+
+/// Names of a partition directory that seglog reads or writes, besides those
+/// [`parse_file_name`] knows (segment files, snapshots and their temporary forms).
+const PARTITION_FILES: [&str; 4] = [
+    segment_store::file_name::LOCK_FILE_NAME,
+    segment_store::file_name::LEADER_EPOCH_CHECKPOINT_FILE,
+    segment_store::file_name::PARTITION_METADATA_FILE,
+    crate::mirror::MIRROR_STATE_FILE,
+];
+
+/// Refuses the partition if one of its names is a symlink, if a name seglog reads or writes as a
+/// file is anything but a regular file, or if `quarantine` is not a directory: writing through
+/// such a name could reach outside the log directory, reading it could block forever.
+fn refuse_hostile_entries(
+    dir: &Path,
+    entries: &[(OsString, segment_store::EntryType)],
+) -> Result<(), PartitionLogError> {
+    use segment_store::EntryType;
+    for (name, found) in entries {
+        let refused = match found {
+            EntryType::Symlink => true,
+            _ if name == QUARANTINE_DIR => *found != EntryType::Dir,
+            EntryType::File => false,
+            _ => {
+                let base = name.to_str().map(|n| {
+                    n.strip_suffix(segment_store::file_name::CHECKPOINT_TMP_SUFFIX)
+                        .unwrap_or(n)
+                });
+                parse_file_name(name).is_ok()
+                    || base.is_some_and(|b| {
+                        PARTITION_FILES.contains(&b) || parse_file_name(OsStr::new(b)).is_ok()
+                    })
+            }
+        };
+        if refused {
+            return Err(PartitionLogError::Refused {
+                path: dir.join(name),
+                found: *found,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The offset range the valid `.log.swap` segments among `swaps` cover, if any.
@@ -1274,6 +1319,20 @@ impl LogLoader {
         opts: &LoadOptions,
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
         opts.env.storage.create_dir_all(dir)?;
+        // A `.lock` that is a symlink: refused before it is opened (nothing is created
+        // through it).
+        let lock_path = dir.join(segment_store::file_name::LOCK_FILE_NAME);
+        if let Some(
+            found @ (segment_store::EntryType::Symlink
+            | segment_store::EntryType::Dir
+            | segment_store::EntryType::Other),
+        ) = opts.env.storage.entry_type(&lock_path)?
+        {
+            return Err(PartitionLogError::Refused {
+                path: lock_path,
+                found,
+            });
+        }
         let lock = DirLock::acquire(dir)?;
         let plan = plan_with(dir, opts, Some(&lock), false)?;
         apply_with(plan, lock)

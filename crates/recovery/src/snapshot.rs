@@ -31,7 +31,6 @@
 //! functions without a `_with` suffix use [`StdIo`] (the real file system, e.g. for read-only
 //! tools).
 
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -265,7 +264,7 @@ pub struct StdIo;
 
 impl SnapshotIo for StdIo {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        fs::read(path)
+        StdFs.read(path).map_err(into_io)
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -273,25 +272,24 @@ impl SnapshotIo for StdIo {
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = Vec::new();
-        for e in fs::read_dir(dir)? {
-            if let Ok(name) = e?.file_name().into_string() {
-                names.push(name);
-            }
-        }
-        Ok(names)
+        Ok(StdFs
+            .list_dir(dir)
+            .map_err(into_io)?
+            .into_iter()
+            .filter_map(|n| n.into_string().ok())
+            .collect())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
-        fs::rename(from, to)
+        StdFs.rename(from, to).map_err(into_io)
     }
 
     fn exists(&self, path: &Path) -> bool {
-        path.exists()
+        StdFs.exists(path).unwrap_or(false)
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        fs::remove_file(path)
+        StdFs.remove_file(path).map_err(into_io)
     }
 }
 

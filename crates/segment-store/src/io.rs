@@ -25,6 +25,8 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::CHECKPOINT_TMP_SUFFIX;
+pub use crate::nofollow::EntryType;
+use crate::nofollow::{self, FileOpen};
 
 /// How to open a file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +146,32 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn supports_mmap(&self) -> bool {
         false
     }
+    /// What `path` is, without following it: `None` when nothing is there. Storage without
+    /// symlinks (the simulated one) says `File` or `Dir`.
+    fn entry_type(&self, path: &Path) -> Result<Option<EntryType>> {
+        if self.exists(path)? {
+            return Ok(Some(EntryType::File));
+        }
+        Ok(self.list_dir(path).ok().map(|_| EntryType::Dir))
+    }
+    /// [`Self::list_dir`] with what each name is ([`Self::entry_type`]), sorted by name.
+    fn list_dir_typed(&self, dir: &Path) -> Result<Vec<(OsString, EntryType)>> {
+        let mut out = Vec::new();
+        for name in self.list_dir(dir)? {
+            if let Some(t) = self.entry_type(&dir.join(&name))? {
+                out.push((name, t));
+            }
+        }
+        Ok(out)
+    }
+    /// Creates the directory a user named (a log directory) with its missing ancestors and
+    /// returns the path every name inside it is then spelled from. The real file system
+    /// resolves the symlinks of that path here, once (the one place seglog follows a symlink:
+    /// the directory may itself be one); the simulated one has none and returns `dir`.
+    fn resolve_root(&self, dir: &Path) -> Result<PathBuf> {
+        self.create_dir_all(dir)?;
+        Ok(dir.to_path_buf())
+    }
     /// Reads a whole file.
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
         self.open(path, OpenMode::Read)?.read_to_end()
@@ -252,15 +280,38 @@ impl FileHandle for StdFile {
 }
 
 /// Refuses a path that exists and is not a regular file (a directory, FIFO, device or socket):
-/// opening or reading a FIFO blocks until a writer comes, which may be never.
+/// opening or reading a FIFO blocks until a writer comes, which may be never. A check of the path
+/// only, for messages; opening goes through [`crate::nofollow::open_file`], which checks the
+/// handle it opened.
 pub fn refuse_non_regular(path: &Path) -> Result<()> {
     match fs::metadata(path) {
         Ok(m) if !m.is_file() => Err(SegmentError::io(
             path,
             "open",
-            io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
+            io::Error::new(io::ErrorKind::InvalidInput, nofollow::NOT_REGULAR),
         )),
         _ => Ok(()),
+    }
+}
+
+impl StdFs {
+    /// Opens `path` as [`Storage::open`] does, as a `std::fs::File`: no symlink followed on the
+    /// path, refused unless it is a regular file (checked on the handle, after the open).
+    pub fn open_std(path: &Path, mode: OpenMode) -> Result<fs::File> {
+        let how = match mode {
+            OpenMode::Read => FileOpen::READ,
+            OpenMode::ReadWrite => FileOpen::READ_WRITE,
+            OpenMode::Create => FileOpen::CREATE,
+            OpenMode::CreateTruncate => FileOpen {
+                truncate: true,
+                ..FileOpen::CREATE
+            },
+            OpenMode::CreateNew => FileOpen {
+                create_new: true,
+                ..FileOpen::CREATE
+            },
+        };
+        nofollow::open_file(path, how).map_err(|e| SegmentError::io(path, "open", e))
     }
 }
 
@@ -269,59 +320,37 @@ impl Storage for StdFs {
         true
     }
     fn open(&self, path: &Path, mode: OpenMode) -> Result<Box<dyn FileHandle>> {
-        refuse_non_regular(path)?;
-        let mut o = fs::OpenOptions::new();
-        o.read(true);
-        match mode {
-            OpenMode::Read => {}
-            OpenMode::ReadWrite => {
-                o.write(true);
-            }
-            OpenMode::Create => {
-                o.write(true).create(true);
-            }
-            OpenMode::CreateTruncate => {
-                o.write(true).create(true).truncate(true);
-            }
-            OpenMode::CreateNew => {
-                o.write(true).create_new(true);
-            }
-        }
-        let file = o
-            .open(path)
-            .map_err(|e| SegmentError::io(path, "open", e))?;
+        let file = StdFs::open_std(path, mode)?;
         Ok(Box::new(StdFile {
             file,
             path: path.to_path_buf(),
         }))
     }
     fn exists(&self, path: &Path) -> Result<bool> {
-        path.try_exists()
+        nofollow::entry_type(path)
+            .map(|t| t.is_some())
             .map_err(|e| SegmentError::io(path, "exists", e))
     }
+    fn entry_type(&self, path: &Path) -> Result<Option<EntryType>> {
+        nofollow::entry_type(path).map_err(|e| SegmentError::io(path, "lstat", e))
+    }
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
-        fs::rename(from, to).map_err(|e| SegmentError::io(from, "rename", e))
+        nofollow::rename(from, to).map_err(|e| SegmentError::io(from, "rename", e))
     }
     fn remove_file(&self, path: &Path) -> Result<()> {
-        fs::remove_file(path).map_err(|e| SegmentError::io(path, "remove_file", e))
+        nofollow::remove_file(path).map_err(|e| SegmentError::io(path, "remove_file", e))
     }
     fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>> {
-        let mut names = Vec::new();
-        for entry in fs::read_dir(dir).map_err(|e| SegmentError::io(dir, "read_dir", e))? {
-            names.push(
-                entry
-                    .map_err(|e| SegmentError::io(dir, "read_dir", e))?
-                    .file_name(),
-            );
-        }
-        names.sort();
-        Ok(names)
+        nofollow::list_dir(dir).map_err(|e| SegmentError::io(dir, "read_dir", e))
+    }
+    fn list_dir_typed(&self, dir: &Path) -> Result<Vec<(OsString, EntryType)>> {
+        nofollow::list_dir_typed(dir).map_err(|e| SegmentError::io(dir, "read_dir", e))
     }
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
-        fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, "create_dir_all", e))
+        nofollow::create_dir_all(dir).map_err(|e| SegmentError::io(dir, "create_dir_all", e))
     }
     fn remove_dir(&self, dir: &Path) -> Result<()> {
-        fs::remove_dir(dir).map_err(|e| SegmentError::io(dir, "remove_dir", e))
+        nofollow::remove_dir(dir).map_err(|e| SegmentError::io(dir, "remove_dir", e))
     }
     fn supports_sync_filesystem(&self) -> bool {
         cfg!(target_os = "linux")
@@ -330,23 +359,14 @@ impl Storage for StdFs {
     fn sync_filesystem(&self, dir: &Path) -> Result<()> {
         // Since Linux 5.8, syncfs also reports a failed write-back of any file of the file
         // system since the last syncfs call (as fsync does for one file).
-        fs::File::open(dir)
-            .and_then(|d| rustix::fs::syncfs(&d).map_err(io::Error::from))
-            .map_err(|e| SegmentError::io(dir, "syncfs", e))
+        nofollow::syncfs(dir).map_err(|e| SegmentError::io(dir, "syncfs", e))
     }
     fn sync_dir(&self, dir: &Path) -> Result<()> {
-        #[cfg(unix)]
-        {
-            fs::File::open(dir)
-                .and_then(|d| d.sync_all())
-                .map_err(|e| SegmentError::io(dir, "sync_dir", e))
-        }
-        #[cfg(not(unix))]
-        {
-            // Windows cannot open a directory for fsync; NTFS journals metadata.
-            let _ = dir;
-            Ok(())
-        }
+        nofollow::sync_dir(dir).map_err(|e| SegmentError::io(dir, "sync_dir", e))
+    }
+    fn resolve_root(&self, dir: &Path) -> Result<PathBuf> {
+        fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, "create_dir_all", e))?;
+        fs::canonicalize(dir).map_err(|e| SegmentError::io(dir, "canonicalize", e))
     }
 }
 

@@ -54,6 +54,7 @@ pub mod lock;
 pub mod log;
 #[allow(unsafe_code)]
 pub mod mmap;
+mod nofollow;
 pub mod segment;
 
 pub use checkpoint::{EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition};
@@ -64,7 +65,7 @@ pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
 };
-pub use io::{write_atomically, FileHandle, OpenMode, ReadBuf, StdFs, Storage};
+pub use io::{write_atomically, EntryType, FileHandle, OpenMode, ReadBuf, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use segment::{

@@ -17,7 +17,7 @@
 //! interact with `flock` on Linux, so this lock keeps out other seglog processes but not a
 //! running Kafka broker. Do not point seglog at a directory a live broker owns.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -82,19 +82,17 @@ pub(crate) fn is_contended(e: &io::Error) -> bool {
 
 impl DirLock {
     /// Creates `<dir>/.lock` if needed and locks it exclusively, failing at once with
-    /// [`SegmentError::Locked`] if it is already locked.
+    /// [`SegmentError::Locked`] if it is already locked. No symlink on `dir`'s path is
+    /// followed (the directory a user names is resolved before, by whoever opens it): a
+    /// partition directory that is a symlink, or a `.lock` that is one, is refused.
     pub fn acquire(dir: &Path) -> Result<DirLock> {
+        // Not followed if it is a symlink (a dangling one would create a file outside).
+        let given = dir.join(LOCK_FILE_NAME);
+        let file = crate::io::StdFs::open_std(&given, crate::io::OpenMode::Create)?;
         let dir = dir
             .canonicalize()
             .map_err(|e| SegmentError::io(dir, "canonicalize", e))?;
         let lock_path = dir.join(LOCK_FILE_NAME);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&lock_path)
-            .map_err(|e| SegmentError::io(&lock_path, "open", e))?;
         let file = LockedFile::lock(&lock_path, file)?;
         Ok(DirLock {
             inner: Arc::new(Inner {

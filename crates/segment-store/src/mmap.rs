@@ -6,13 +6,14 @@
 //! new end raises `SIGBUS`), and even this process could truncate it through another handle. A
 //! safe wrapper is only sound if it rules those out; see [`MmapFile`] for how this one does.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::error::{Result, SegmentError};
+use crate::io::{OpenMode, StdFs};
 use crate::lock::{DirLock, LockedFile};
 
 /// [`MmapFile::write_at`] writes at least this many bytes through the file handle rather than
@@ -89,12 +90,12 @@ impl MmapFile {
     /// Opens the existing regular file `path`, which `lock` must cover.
     fn open_existing(lock: &DirLock, path: &Path, writable: bool) -> Result<File> {
         Self::check_covered(lock, path)?;
-        crate::io::refuse_non_regular(path)?;
-        OpenOptions::new()
-            .read(true)
-            .write(writable)
-            .open(path)
-            .map_err(|e| SegmentError::io(path, "open", e))
+        let mode = if writable {
+            OpenMode::ReadWrite
+        } else {
+            OpenMode::Read
+        };
+        StdFs::open_std(path, mode)
     }
 
     /// [`Self::open`] (writable), first zero-extending the file to `len` if it is shorter and
@@ -125,12 +126,7 @@ impl MmapFile {
     /// it writable.
     pub fn create(lock: &DirLock, path: &Path, len: u64) -> Result<MmapFile> {
         Self::check_covered(lock, path)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(|e| SegmentError::io(path, "create", e))?;
+        let file = StdFs::open_std(path, OpenMode::CreateNew)?;
         Self::from_file(lock, path, file, true, Some(len))
     }
 
@@ -327,10 +323,9 @@ impl MmapFile {
         if self.writable {
             self.file.file().set_len(len)
         } else {
-            OpenOptions::new()
-                .write(true)
-                .open(&self.path)
-                .and_then(|f| f.set_len(len))
+            StdFs::open_std(&self.path, OpenMode::ReadWrite)
+                .map_err(io::Error::other)?
+                .set_len(len)
         }
     }
 
@@ -404,8 +399,7 @@ impl GuardedMap {
                 return Ok(None);
             }
             let len = to_usize(path, len)?;
-            crate::io::refuse_non_regular(path)?;
-            let file = File::open(path).map_err(|e| SegmentError::io(path, "open", e))?;
+            let file = StdFs::open_std(path, OpenMode::Read)?;
             let Some(slot) = guard::SlotLease::take() else {
                 return Ok(None);
             };
@@ -690,6 +684,7 @@ pub mod guard {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::OpenOptions;
 
     #[test]
     fn create_write_reopen() {

@@ -35,7 +35,7 @@ use crate::index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
 };
-use crate::io::{FileHandle, OpenMode, ReadBuf, Storage};
+use crate::io::{FileHandle, OpenMode, ReadBuf, StdFs, Storage};
 use crate::lock::DirLock;
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
@@ -836,9 +836,9 @@ impl LogSegment {
         }
         for kind in [FileKind::Index, FileKind::TimeIndex] {
             let p = segment_file_path(&dir, base_offset, kind);
-            if p.exists() {
+            if StdFs.exists(&p)? {
                 let to = deleted_path(&p);
-                std::fs::rename(&p, &to).map_err(|e| SegmentError::io(&p, "rename", e))?;
+                StdFs.rename(&p, &to)?;
                 renamed.push((false, to));
             }
         }
@@ -847,7 +847,7 @@ impl LogSegment {
             if through_storage {
                 ctx.storage.remove_file(&p)?;
             } else {
-                std::fs::remove_file(&p).map_err(|e| SegmentError::io(&p, "remove_file", e))?;
+                StdFs.remove_file(&p)?;
             }
         }
         Ok(())
@@ -883,12 +883,11 @@ impl LogSegment {
         }
         for kind in [FileKind::Index, FileKind::TimeIndex] {
             let p = segment_file_path(&dir, base_offset, kind);
-            if p.exists() {
+            if StdFs.exists(&p)? {
                 // The mapped indexes live on the real file system, whatever the storage is.
-                std::fs::create_dir_all(to_dir)
-                    .map_err(|e| SegmentError::io(to_dir, "create_dir_all", e))?;
+                StdFs.create_dir_all(to_dir)?;
                 let to = segment_file_path(to_dir, base_offset, kind);
-                std::fs::rename(&p, &to).map_err(|e| SegmentError::io(&p, "rename", e))?;
+                StdFs.rename(&p, &to)?;
                 moved.push(to);
             }
         }
@@ -1395,10 +1394,9 @@ fn deleted_path(p: &Path) -> PathBuf {
 }
 
 fn remove_os_file_if_exists(p: &Path) -> Result<()> {
-    match std::fs::remove_file(p) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(SegmentError::io(p, "remove_file", e)),
+    match StdFs.remove_file(p) {
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => Ok(()),
+        r => r,
     }
 }
 

@@ -22,7 +22,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use segment_store::io::{FileHandle, OpenMode, Storage};
+use segment_store::io::{EntryType, FileHandle, OpenMode, Storage};
 use segment_store::{Result, SegmentError};
 
 // ------------------------------------------------------------------------------------------------
@@ -397,6 +397,17 @@ impl Storage for SimulatedFs {
 
     fn exists(&self, path: &Path) -> Result<bool> {
         Ok(self.lock().live_files.contains_key(path))
+    }
+
+    fn entry_type(&self, path: &Path) -> Result<Option<EntryType>> {
+        let st = self.lock();
+        Ok(if st.live_files.contains_key(path) {
+            Some(EntryType::File)
+        } else if st.dir_exists(path) {
+            Some(EntryType::Dir)
+        } else {
+            None
+        })
     }
 
     fn rename(&self, from: &Path, to: &Path) -> Result<()> {
