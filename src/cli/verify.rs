@@ -29,7 +29,7 @@ use recovery::{
     IndexFinding, IndexProblem, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity,
     SnapshotFate,
 };
-use segment_store::file_name::FileKind;
+use segment_store::file_name::{FileKind, LOG_START_OFFSET_CHECKPOINT_FILE};
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::SegmentError;
 use serde_json::json;
@@ -257,6 +257,18 @@ fn plan_findings(plan: &RecoveryPlan) -> Vec<Finding> {
             json!({"laterSegments": later}),
         ));
     }
+    if plan.start_at_checkpoint {
+        let start = plan.options.log_start_offset;
+        findings.push(finding(
+            "logStartPastEnd",
+            LOG_START_OFFSET_CHECKPOINT_FILE,
+            format!(
+                "the checkpointed log start offset {start} is past the end of the log: recovery \
+                 moves the whole log to quarantine and starts the partition empty at {start}"
+            ),
+            json!({"logStartOffset": start}),
+        ));
+    }
     for s in &plan.snapshot_findings {
         let name = file_name(&s.path);
         match &s.error {
@@ -270,8 +282,10 @@ fn plan_findings(plan: &RecoveryPlan) -> Vec<Finding> {
                 "snapshotBeyondLogEnd",
                 &name,
                 format!(
-                    "snapshot at offset {} is beyond the log end offset {}",
-                    s.offset, plan.log_end_offset
+                    "snapshot at offset {} is beyond the log end offset {} ({})",
+                    s.offset,
+                    plan.log_end_offset,
+                    fate_words(s.fate)
                 ),
                 json!({"offset": s.offset, "logEndOffset": plan.log_end_offset}),
             )),

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use seglog::cli::Status;
 
 use super::common::tempdir;
-use super::logs::{build_partition, recover, verify};
+use super::logs::{build_partition, files, recover, verify};
 
 /// Every file under `root` (not following symlinks) with its bytes; a symlink as its target.
 fn image(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
@@ -200,4 +200,97 @@ fn the_log_dir_named_may_itself_be_a_symlink() {
     let dir = seglog::LogDir::open(&link, seglog::Config::default()).unwrap();
     assert_eq!(dir.partitions().count(), 2);
     dir.close().unwrap();
+}
+
+/// The bytes of every file under `dir` (its quarantine included), as a multiset.
+fn contents_anywhere(dir: &Path) -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = image(dir).into_values().collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_log_start_checkpoint_past_the_end_is_found_and_nothing_is_deleted() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    let snapshots: Vec<Vec<u8>> = files(&p0, ".snapshot")
+        .into_iter()
+        .map(|(_, p)| std::fs::read(p).unwrap())
+        .collect();
+    let segments: Vec<Vec<u8>> = files(&p0, ".log")
+        .into_iter()
+        .map(|(_, p)| std::fs::read(p).unwrap())
+        .collect();
+    assert!(!snapshots.is_empty() && segments.len() > 1);
+    std::fs::write(
+        logs.join("log-start-offset-checkpoint"),
+        "0\n1\norders 0 1000\n",
+    )
+    .unwrap();
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    assert!(
+        v.stdout
+            .contains("log start offset 1000 is past the end of the log")
+            && v.stdout.contains("moves the whole log to quarantine"),
+        "{}",
+        v.stdout
+    );
+
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    // Every segment and every snapshot is still somewhere, byte for byte, and reported.
+    let after = contents_anywhere(&p0);
+    for bytes in snapshots.iter().chain(&segments) {
+        assert!(after.contains(bytes), "a file was deleted: {}", out.stdout);
+    }
+    let moved = out
+        .stdout
+        .lines()
+        .filter(|l| l.contains("moved to quarantine") && l.contains(".snapshot"))
+        .count();
+    assert_eq!(moved, snapshots.len(), "{}", out.stdout);
+}
+
+#[test]
+fn corrupt_and_out_of_range_snapshots_go_to_quarantine_not_away() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    let snaps = files(&p0, ".snapshot");
+    // The oldest snapshot corrupted; one copied far beyond the log end.
+    let (_, oldest) = &snaps[0];
+    let mut bytes = std::fs::read(oldest).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(oldest, &bytes).unwrap();
+    let beyond = p0.join(format!("{:020}.snapshot", 100_000));
+    std::fs::copy(&snaps[snaps.len() - 1].1, &beyond).unwrap();
+    let beyond_bytes = std::fs::read(&beyond).unwrap();
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    assert!(
+        v.stdout.contains("recovery moves it to quarantine"),
+        "{}",
+        v.stdout
+    );
+    let out = recover(&["--full".as_ref(), logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    let after = contents_anywhere(&p0);
+    assert!(
+        after.contains(&bytes),
+        "the corrupt snapshot was deleted: {}",
+        out.stdout
+    );
+    assert!(
+        after.contains(&beyond_bytes) && !beyond.exists(),
+        "the snapshot beyond the end: {}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains(&format!("{:020}.snapshot", 100_000)),
+        "not reported: {}",
+        out.stdout
+    );
 }

@@ -74,7 +74,7 @@ fn flipped_byte_in_a_middle_batch() {
     ];
     for (offset, path) in snapshots.iter().filter(|(o, _)| *o > new_end) {
         expected.push(format!(
-            "orders-0: {}: snapshot at offset {offset} is beyond the log end offset {new_end}",
+            "orders-0: {}: snapshot at offset {offset} is beyond the log end offset {new_end} (recovery moves it to quarantine)",
             name(path)
         ));
     }
@@ -114,7 +114,7 @@ fn torn_tail() {
         // The clean close wrote a snapshot at the old log end.
         format!(
             "orders-0: {end:020}.snapshot: snapshot at offset {end} is beyond the log end offset \
-             {new_end}"
+             {new_end} (recovery moves it to quarantine)"
         ),
         format!(
             "orders-0: 2 problem(s) ({} segment(s), {} valid batches, log end offset after \
@@ -173,7 +173,7 @@ fn corrupt_snapshot() {
     // does (shown against Kafka 4.3.1 by tests/kafka_interop.rs): the corrupt one is replaced.
     let expected = [
         format!(
-            "orders-0: {}: corrupt snapshot (recovery replaces it): corrupt producer snapshot \
+            "orders-0: {}: corrupt snapshot (recovery moves it to quarantine): corrupt producer snapshot \
              {} at byte 2: stored crc {stored}, computed crc {computed}",
             name(&d.file),
             d.file.display()

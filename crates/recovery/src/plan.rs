@@ -449,7 +449,7 @@ impl RecoveryPlan {
             bytes_scanned: self.scans.iter().map(|s| s.size).sum(),
             kept_bytes: self.scans.iter().map(|s| s.valid_bytes).sum(),
             cut,
-            quarantined_segments: quarantined,
+            quarantined_segments: sorted_unique(quarantined),
             snapshots_set_aside: self
                 .snapshots_set_aside()
                 .into_iter()
@@ -1245,9 +1245,13 @@ fn snapshot_findings(
         if error.is_none() && f.offset <= log_end {
             continue;
         }
+        let quarantined = ops
+            .iter()
+            .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { from, .. } if *from == f.path));
         let fate = ops
             .iter()
             .rev()
+            .filter(|_| !quarantined)
             .find_map(|(_, op)| match op {
                 SnapshotOp::Write { path, .. } if *path == f.path => Some(SnapshotFate::Rewritten),
                 SnapshotOp::SetAside { from, .. } if *from == f.path => {
@@ -1259,7 +1263,11 @@ fn snapshot_findings(
                 SnapshotOp::Remove { path } if *path == f.path => Some(SnapshotFate::Deleted),
                 _ => None,
             })
-            .unwrap_or(SnapshotFate::Kept);
+            .unwrap_or(if quarantined {
+                SnapshotFate::Quarantined
+            } else {
+                SnapshotFate::Kept
+            });
         out.push(SnapshotFinding {
             path: f.path,
             offset: f.offset,
@@ -1951,13 +1959,17 @@ fn plan_with(
         log_start_before,
     )?;
     drop(found.sources);
-    let snapshot_ops = io.into_ops();
+    let snapshot_ops = quarantine_instead_of_delete(
+        opts,
+        without_identical_rewrites(opts, io.into_ops()),
+        &quarantine_dir,
+        (offsets.log_start, st.log_end),
+    );
     let snapshot_findings = if st.audit.is_some() {
         snapshot_findings(opts, dir, &snapshot_ops, st.log_end)?
     } else {
         Vec::new()
     };
-    let snapshot_ops = without_identical_rewrites(opts, snapshot_ops);
 
     Ok(RecoveryPlan {
         dir: dir.to_path_buf(),
@@ -1985,6 +1997,65 @@ fn plan_with(
         high_watermark: offsets.high_watermark,
         last_stable_offset: offsets.last_stable_offset,
     })
+}
+
+/// Turns each deletion of a snapshot the directory held before recovery into a move to
+/// quarantine when the snapshot is out of the recovered log's range `[log start, log end]` or does
+/// not read back: recovery deletes nothing it cannot rebuild (Kafka deletes them). A snapshot
+/// inside the range that recovery deletes is one it takes again from the scanned batches; one
+/// the plan wrote itself is removed as planned.
+fn quarantine_instead_of_delete(
+    opts: &LoadOptions,
+    ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    quarantine_dir: &Path,
+    (log_start, log_end): (i64, i64),
+) -> Vec<(SnapshotPhase, SnapshotOp)> {
+    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let mut out: Vec<(SnapshotPhase, SnapshotOp)> = Vec::with_capacity(ops.len());
+    for (phase, op) in ops {
+        if let SnapshotOp::Write { path, .. } = &op {
+            // A corrupt snapshot the write would replace goes to quarantine first.
+            let untouched = !out.iter().any(|(_, o)| op_touches(o, path));
+            if untouched && io.exists(path) && read_snapshot_with(&io, path).is_err() {
+                if let Some(name) = path.file_name() {
+                    out.push((
+                        phase,
+                        SnapshotOp::Quarantine {
+                            from: path.clone(),
+                            to: quarantine_dir.join(name),
+                        },
+                    ));
+                }
+            }
+        }
+        let SnapshotOp::Remove { path } = &op else {
+            out.push((phase, op));
+            continue;
+        };
+        // Touched before (written by this plan, moved or removed already): as planned.
+        let written = out.iter().any(|(_, o)| op_touches(o, path)) || !io.exists(path);
+        let offset = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(crate::snapshot::SNAPSHOT_SUFFIX))
+            .and_then(|n| n.parse::<i64>().ok());
+        let out_of_range = offset.is_none_or(|o| o < log_start || o > log_end);
+        let keep = !written && (out_of_range || read_snapshot_with(&io, path).is_err());
+        match (keep, path.file_name()) {
+            (true, Some(name)) => {
+                let to = quarantine_dir.join(name);
+                out.push((
+                    phase,
+                    SnapshotOp::Quarantine {
+                        from: path.clone(),
+                        to,
+                    },
+                ));
+            }
+            _ => out.push((phase, op)),
+        }
+    }
+    out
 }
 
 /// The path an operation reads, writes, renames or removes (both ends of a rename).
@@ -2207,6 +2278,9 @@ fn apply_with(
     // crash tests count on it).
     while let Some((SnapshotPhase::BeforeInstall, op)) = ops.peek() {
         apply_snapshot_op(&plan, &io, op)?;
+        if let SnapshotOp::Quarantine { to, .. } = op {
+            quarantined.push(to.clone());
+        }
         ops.next();
     }
     let installed = apply_scans(&plan, &local, &mut epochs, &mut quarantined)?;
@@ -2228,8 +2302,12 @@ fn apply_with(
     } else if opts.log_start_offset > local.log_start_offset() {
         local.increment_log_start_offset(opts.log_start_offset)?;
     }
+    // Snapshot operations still to come may move files into the quarantine folder too.
+    let later_moves = ops
+        .clone()
+        .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { .. }));
     if needs_qdir {
-        if installed.cut.is_empty() && quarantined.is_empty() {
+        if installed.cut.is_empty() && quarantined.is_empty() && !later_moves {
             remove_empty_quarantine_dir(env, &plan.quarantine_dir);
         } else {
             quarantine_dir = Some(plan.quarantine_dir.clone());
@@ -2242,6 +2320,9 @@ fn apply_with(
     // 5. Producer state: the plan's, with its remaining snapshot operations.
     for (_, op) in ops {
         apply_snapshot_op(&plan, &io, op)?;
+        if let SnapshotOp::Quarantine { to, .. } = op {
+            quarantined.push(to.clone());
+        }
     }
     let report = RecoveryReport {
         recovery_point: if plan.recovery_skipped() {
@@ -2271,6 +2352,14 @@ fn apply_with(
 
 /// The report of an applied plan (the offsets, recovery point and quarantine folder filled in
 /// by the caller).
+/// The files moved into quarantine, by path (the order they were moved in depends on the
+/// phase of each move).
+fn sorted_unique(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
+    v.sort();
+    v.dedup();
+    v
+}
+
 fn applied_report(
     plan: &RecoveryPlan,
     installed: Installed,
@@ -2290,7 +2379,7 @@ fn applied_report(
         bytes_scanned: installed.bytes_scanned,
         kept_bytes: installed.kept_bytes,
         cut: installed.cut,
-        quarantined_segments: quarantined,
+        quarantined_segments: sorted_unique(quarantined),
         snapshots_set_aside: plan
             .snapshot_ops
             .iter()
