@@ -1280,8 +1280,8 @@ impl LogLoader {
     }
 }
 
-/// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` one more
-/// than the largest existing number.
+/// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` a number
+/// no folder there has ([`unused_quarantine_number`]).
 /// `names`: the names of `dir` (no `quarantine` among them: no folder to list).
 fn next_quarantine_dir(
     opts: &LoadOptions,
@@ -1294,12 +1294,26 @@ fn next_quarantine_dir(
     } else {
         Vec::new()
     };
-    let n = existing
+    Ok(root.join(format!("{:04}", unused_quarantine_number(&existing))))
+}
+
+/// One more than the largest number among `names` (1 if there is none), or, when that would
+/// wrap (a folder numbered `u64::MAX`), the smallest number no name has: never one in use.
+fn unused_quarantine_number(names: &[OsString]) -> u64 {
+    let used: std::collections::BTreeSet<u64> = names
         .iter()
         .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
-        .map(|k| k.saturating_add(1))
-        .fold(1u64, u64::max);
-    Ok(root.join(format!("{n:04}")))
+        .collect();
+    match used.last() {
+        None => 1,
+        Some(&max) => max.checked_add(1).unwrap_or_else(|| {
+            // At most `used.len()` numbers are taken, so one of the first `used.len() + 1` is
+            // free.
+            (1..=u64::MAX)
+                .find(|k| !used.contains(k))
+                .unwrap_or(u64::MAX)
+        }),
+    }
 }
 
 /// The sanity checks of one segment's three indexes (Kafka's, through the shared views), and
@@ -2002,11 +2016,33 @@ fn apply_snapshot_op(
     }
 }
 
-/// Creates the plan's quarantine folder durably (both new directory entries synced).
-fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
-    let storage = &plan.options.env.storage;
-    storage.create_dir_all(&plan.quarantine_dir)?;
-    storage.sync_dir(&plan.dir.join(QUARANTINE_DIR))?;
+/// Creates the plan's quarantine folder durably (both new directory entries synced), as a new
+/// folder: if one of its name exists by now, the next unused number is taken instead (the plan's
+/// folder and the snapshots it moves there follow), so nothing is ever written into a folder
+/// that holds an earlier recovery's files.
+fn create_quarantine_dir(plan: &mut RecoveryPlan) -> Result<(), PartitionLogError> {
+    let storage = Arc::clone(&plan.options.env.storage);
+    let root = plan.dir.join(QUARANTINE_DIR);
+    storage.create_dir_all(&root)?;
+    loop {
+        match storage.create_dir(&plan.quarantine_dir) {
+            Ok(()) => break,
+            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+                let n = unused_quarantine_number(&storage.list_dir(&root)?);
+                let next = root.join(format!("{n:04}"));
+                for (_, op) in &mut plan.snapshot_ops {
+                    if let SnapshotOp::Quarantine { to, .. } = op {
+                        if let Ok(name) = to.strip_prefix(&plan.quarantine_dir) {
+                            *to = next.join(name);
+                        }
+                    }
+                }
+                plan.quarantine_dir = next;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    storage.sync_dir(&root)?;
     storage.sync_dir(&plan.dir)?;
     Ok(())
 }
@@ -2016,8 +2052,7 @@ fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
 /// segments after the first cut moved into it (before the segments are opened, which would create
 /// or resize their indexes). Returns the files moved and whether the quarantine folder was
 /// created.
-fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
-    let env = &plan.options.env;
+fn apply_moves(plan: &mut RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
     // Only a plan that puts something aside creates a quarantine folder.
     let needs_qdir = plan.leftovers.iter().any(|a| !a.is_temp())
         || plan.scans.iter().any(|s| s.truncated_bytes() > 0)
@@ -2030,6 +2065,8 @@ fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLog
     if needs_qdir {
         create_quarantine_dir(plan)?;
     }
+    let plan = &*plan;
+    let env = &plan.options.env;
     let mut quarantined = Vec::new();
     for a in &plan.leftovers {
         match a {
@@ -2113,7 +2150,7 @@ fn apply_scans(
 }
 
 fn apply_with(
-    plan: RecoveryPlan,
+    mut plan: RecoveryPlan,
     lock: DirLock,
 ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
     let opts = plan.options.clone();
@@ -2122,7 +2159,7 @@ fn apply_with(
     let io = StorageIo::new(Arc::clone(&env.storage));
 
     // 1. and 2. Leftovers; the segments after the first cut to quarantine.
-    let (mut quarantined, needs_qdir) = apply_moves(&plan)?;
+    let (mut quarantined, needs_qdir) = apply_moves(&mut plan)?;
 
     // 3. The segments, as they are (the active one's next offset from the plan).
     let open_end = plan
