@@ -553,10 +553,18 @@ impl PlanIo {
     }
 
     fn move_file(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let bytes = self.read(from)?;
+        // A file longer than a snapshot is read is not carried over (nothing in the plan reads
+        // it at its new name): its move is recorded, its bytes are never in memory.
+        let bytes = match self.read_capped(from, crate::snapshot::MAX_SNAPSHOT_BYTES) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if crate::snapshot::too_large_size(&e).is_some() => None,
+            Err(e) => return Err(e),
+        };
         let mut o = self.lock();
         o.files.insert(from.to_path_buf(), None);
-        o.files.insert(to.to_path_buf(), Some(bytes));
+        if let Some(bytes) = bytes {
+            o.files.insert(to.to_path_buf(), Some(bytes));
+        }
         Ok(())
     }
 
@@ -593,6 +601,18 @@ impl SnapshotIo for PlanIo {
             None => {}
         }
         self.base.read(path)
+    }
+
+    fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        match self.lock().files.get(path) {
+            Some(Some(b)) if b.len() as u64 > limit => {
+                return Err(crate::snapshot::file_too_large(path, b.len() as u64, limit))
+            }
+            Some(Some(b)) => return Ok(b.clone()),
+            Some(None) => return Err(io::Error::from(io::ErrorKind::NotFound)),
+            None => {}
+        }
+        self.base.read_capped(path, limit)
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -802,9 +822,9 @@ fn read_index(
     kind: FileKind,
 ) -> Result<ReadOnlyBytes, PartitionLogError> {
     let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
-        ReadOnlyBytes::open(&StdFs, path, lock)
+        open_index(&StdFs, path, lock)
     } else {
-        ReadOnlyBytes::open(opts.env.storage.as_ref(), path, None)
+        open_index(opts.env.storage.as_ref(), path, None)
     }
     .map_err(PartitionLogError::from);
     match r {
@@ -816,6 +836,36 @@ fn read_index(
         }
         r => r,
     }
+}
+
+/// The longest index read into memory where it cannot be mapped (storage that cannot map, or no
+/// guarded map to be had): a longer one is [`SegmentError::FileTooLarge`].
+const MAX_INDEX_READ_BYTES: u64 = 32 << 20;
+
+/// [`ReadOnlyBytes::open`] of an index, never read whole into memory when large: without the
+/// lock (`verify`) a file of [`segment_store::file_records::MAP_MIN_BYTES`] or more is a guarded map (page
+/// cache, not the process's memory); where no map can be made, one longer than
+/// [`MAX_INDEX_READ_BYTES`] is refused with its size.
+fn open_index(
+    storage: &dyn segment_store::Storage,
+    path: &Path,
+    lock: Option<&DirLock>,
+) -> Result<ReadOnlyBytes, SegmentError> {
+    let handle = storage.open(path, segment_store::OpenMode::Read)?;
+    let size = handle.len()?;
+    if lock.is_none() {
+        if let Some(map) = ReadOnlyBytes::map_guarded(storage, path, size)? {
+            return Ok(map);
+        }
+    }
+    if ReadOnlyBytes::map_lock(storage, lock, size).is_none() && size > MAX_INDEX_READ_BYTES {
+        return Err(SegmentError::FileTooLarge {
+            path: path.to_path_buf(),
+            size,
+            limit: MAX_INDEX_READ_BYTES,
+        });
+    }
+    ReadOnlyBytes::from_handle(storage, path, handle, size, lock)
 }
 
 /// How far behind the batch being applied a guarded map's pages are let go of, and how many
@@ -1978,7 +2028,11 @@ fn without_identical_rewrites(
             [(i, SnapshotOp::Remove { .. })] => Some(*i),
             _ => continue,
         };
-        if io.read(path).is_ok_and(|on_disk| on_disk == *bytes) {
+        // Capped: a file longer than the one to write is not it, and is not read.
+        if io
+            .read_capped(path, bytes.len() as u64)
+            .is_ok_and(|on_disk| on_disk == *bytes)
+        {
             dropped.insert(j);
             dropped.extend(removal);
         }

@@ -176,6 +176,26 @@ pub trait Storage: Send + Sync + fmt::Debug {
         }
         self.create_dir_all(dir)
     }
+    /// Reads a whole file of at most `limit` bytes; a longer one is refused with
+    /// [`SegmentError::FileTooLarge`] (its size named), without reading it. For files whose
+    /// format bounds their size, or that seglog only ever writes small: memory stays bounded
+    /// whatever is found on disk.
+    fn read_capped(&self, path: &Path, limit: u64) -> Result<Vec<u8>> {
+        let h = self.open(path, OpenMode::Read)?;
+        let size = h.len()?;
+        if size > limit {
+            return Err(SegmentError::FileTooLarge {
+                path: path.to_path_buf(),
+                size,
+                limit,
+            });
+        }
+        // `size` fits: `limit` is what the caller lets be held in memory.
+        let mut buf = vec![0u8; usize::try_from(size).unwrap_or(0)];
+        let n = h.read_at(0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
 }
 
 /// The window [`Storage::copy_range`] copies through.
