@@ -180,12 +180,12 @@ fn recover_cuts_an_8_gib_sparse_tail_into_a_sparse_quarantine_file_in_bounded_me
     );
 }
 
-/// Each auxiliary file of a partition, 2 GiB and sparse (a few bytes of data at its start, zeros
+/// Each auxiliary file of a partition (and a `.swap`), 2 GiB and sparse (a few bytes of data at its start, zeros
 /// after), under `verify`, `recover` and (for the files `dump` reads) `dump`: every run stays
 /// under the budget and ends with an exit status, not a signal.
 #[test]
 fn two_gib_auxiliary_files_are_never_read_whole() {
-    let cases: [(&str, bool, &[u8]); 8] = [
+    let cases: [(&str, bool, &[u8]); 9] = [
         ("leader-epoch-checkpoint", false, b"0\n1\n0 0\n"),
         (
             "../recovery-point-offset-checkpoint",
@@ -198,6 +198,8 @@ fn two_gib_auxiliary_files_are_never_read_whole() {
         ("00000000000000000000.txnindex", true, &[0, 0]),
         ("00000000000000000000.timeindex", true, &[0, 0, 1]),
         ("00000000000000000000.index", true, &[0, 0, 0, 0]),
+        // Not auxiliary, but read by the planner before any segment: a segment's size.
+        ("00000000000000000000.log.swap", false, &[0, 0, 0, 0]),
     ];
     let mut over = Vec::new();
     for (name, dumped, head) in cases {

@@ -797,9 +797,10 @@ fn swapped_range(
 ) -> Result<Option<(i64, i64)>, PartitionLogError> {
     let mut range: Option<(i64, i64)> = None;
     for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
-        let bytes = opts.env.storage.read(path)?;
+        // Mapped when large, never read whole into memory (a `.swap` is a segment's size).
+        let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
         let mut next = p.base_offset;
-        for entry in Batches::new(&bytes, 0).flatten() {
+        for entry in Batches::new(bytes.bytes(), 0).flatten() {
             next = next.max(entry.last_offset().saturating_add(1));
         }
         range = Some(match range {
@@ -842,10 +843,10 @@ fn read_index(
 /// guarded map to be had): a longer one is [`SegmentError::FileTooLarge`].
 const MAX_INDEX_READ_BYTES: u64 = 32 << 20;
 
-/// [`ReadOnlyBytes::open`] of an index, never read whole into memory when large: without the
-/// lock (`verify`) a file of [`segment_store::file_records::MAP_MIN_BYTES`] or more is a guarded map (page
-/// cache, not the process's memory); where no map can be made, one longer than
-/// [`MAX_INDEX_READ_BYTES`] is refused with its size.
+/// [`ReadOnlyBytes::open`] of an index (or a `.swap`), never read whole into memory when large:
+/// without the lock (`verify`) a file of [`segment_store::file_records::MAP_MIN_BYTES`] or more
+/// is a guarded map (page cache, not the process's memory); where no map can be made, one longer
+/// than [`MAX_INDEX_READ_BYTES`] is refused with its size.
 fn open_index(
     storage: &dyn segment_store::Storage,
     path: &Path,
