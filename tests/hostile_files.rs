@@ -149,6 +149,10 @@ fn recover_cuts_an_8_gib_sparse_tail_into_a_sparse_quarantine_file_in_bounded_me
         &[OsStr::new("recover"), p.as_os_str()],
         Duration::from_secs(300),
     );
+    eprintln!(
+        "recover, 8 GiB sparse cut: {} KiB anonymous",
+        run.peak_anon_kib
+    );
     assert!(
         run.peak_anon_kib < BUDGET_KIB,
         "recover used {} KiB of anonymous memory: {run:?}",
@@ -178,6 +182,49 @@ fn recover_cuts_an_8_gib_sparse_tail_into_a_sparse_quarantine_file_in_bounded_me
         !q.iter().any(|f| f.to_string_lossy().ends_with(".partial")),
         "{q:?}"
     );
+}
+
+/// The same with 1 GiB of dense bytes (data on disk, no holes) after the batches: the bound does
+/// not depend on the file being sparse, and the cut is the bytes, byte for byte.
+#[test]
+fn recover_cuts_a_dense_1_gib_tail_in_bounded_memory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, valid) = partition(dir.path());
+    let log = p.join("00000000000000000000.log");
+    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 253) as u8 | 0x80).collect();
+    let f = fs::OpenOptions::new().write(true).open(&log).expect("open");
+    for k in 0..1024u64 {
+        f.write_all_at(&chunk, valid + k * (1 << 20))
+            .expect("write");
+    }
+    drop(f);
+    let run = seglog(
+        &[OsStr::new("recover"), p.as_os_str()],
+        Duration::from_secs(300),
+    );
+    eprintln!(
+        "recover, 1 GiB dense cut: {} KiB anonymous",
+        run.peak_anon_kib
+    );
+    assert!(
+        run.peak_anon_kib < BUDGET_KIB,
+        "recover used {} KiB of anonymous memory: {run:?}",
+        run.peak_anon_kib
+    );
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert_eq!(fs::metadata(&log).expect("log").len(), valid);
+    let q = quarantined(&p);
+    let cut = q
+        .iter()
+        .find(|f| f.to_string_lossy().contains(".log.cut-"))
+        .unwrap_or_else(|| panic!("no quarantined cut among {q:?}"));
+    assert_eq!(fs::metadata(cut).expect("cut").len(), GIB);
+    let copy = fs::File::open(cut).expect("open cut");
+    let mut b = vec![0u8; 1 << 20];
+    for k in [0u64, 1, 511, 1023] {
+        copy.read_exact_at(&mut b, k * (1 << 20)).expect("read cut");
+        assert!(b == chunk, "the cut differs in its MiB {k}");
+    }
 }
 
 /// Each auxiliary file of a partition (and a `.swap`), 2 GiB and sparse (a few bytes of data at its start, zeros
