@@ -494,7 +494,7 @@ mod std_copy {
                 io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"),
             ));
         }
-        let end = meta.len().min(offset.saturating_add(len));
+        let mut end = meta.len().min(offset.saturating_add(len));
         let dst = fs::OpenOptions::new()
             .read(true)
             .write(true)
@@ -522,8 +522,13 @@ mod std_copy {
                 Err(e) => return Err(err(from, "seek_hole")(e.into())),
             };
             let extent_end = hole.clamp(data + 1, end);
-            copy_extent(&src, &dst, data, extent_end, offset, &mut buf)
+            let reached = copy_extent(&src, &dst, data, extent_end, offset, &mut buf)
                 .map_err(err(to, "copy_range"))?;
+            if reached < extent_end {
+                // The file ended sooner (it shrank since its length was read).
+                end = reached;
+                break;
+            }
             at = extent_end;
         }
         let copied = end.saturating_sub(offset);
@@ -532,7 +537,8 @@ mod std_copy {
         Ok(copied)
     }
 
-    /// Copies `[from, to)` of `src` to `[from - offset, to - offset)` of `dst`.
+    /// Copies `[from, to)` of `src` to `[from - offset, to - offset)` of `dst`; returns where
+    /// the copy stopped (`to`, or sooner where `src` ends sooner).
     fn copy_extent(
         src: &fs::File,
         dst: &fs::File,
@@ -540,7 +546,7 @@ mod std_copy {
         to: u64,
         offset: u64,
         buf: &mut Vec<u8>,
-    ) -> io::Result<()> {
+    ) -> io::Result<u64> {
         let mut in_kernel = true;
         while from < to {
             let want =
@@ -555,7 +561,7 @@ mod std_copy {
                     Some(&mut off_out),
                     want,
                 ) {
-                    Ok(0) => return Ok(()),
+                    Ok(0) => return Ok(from),
                     Ok(n) => {
                         from += n as u64;
                         continue;
@@ -577,7 +583,7 @@ mod std_copy {
             }
             let chunk = buf.get_mut(..want).unwrap_or_default();
             let n = match src.read_at(chunk, from) {
-                Ok(0) => return Ok(()),
+                Ok(0) => return Ok(from),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -585,7 +591,7 @@ mod std_copy {
             dst.write_all_at(chunk.get(..n).unwrap_or_default(), from - offset)?;
             from += n as u64;
         }
-        Ok(())
+        Ok(from)
     }
 
     /// The open flags used here, as `OpenOptionsExt::custom_flags` takes them.
