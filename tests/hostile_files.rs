@@ -378,3 +378,53 @@ fn enospc_while_quarantining_a_cut_leaves_no_file_under_a_complete_cuts_name() {
     );
     drop(fs_);
 }
+
+/// A dense 128 MiB `.index` of 16 million entries, none of which points at a batch of its small
+/// log: `dump` reports them as Kafka does (every entry printed, the mismatches after all files),
+/// but keeps only the first 100,000 mismatches for that report and counts the rest, so memory
+/// does not grow with the number of bad entries.
+#[test]
+fn dump_of_a_dense_garbage_index_keeps_a_bounded_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = partition(dir.path());
+    let index = p.join("00000000000000000000.index");
+    let entries = 16u32 << 20;
+    let mut bytes = Vec::with_capacity(entries as usize * 8);
+    for i in 0..entries {
+        // Relative offsets 1, 2, 3, ... (never the base again: no zero-filled tail), positions
+        // past the log's end.
+        bytes.extend_from_slice(&(i + 1).to_be_bytes());
+        bytes.extend_from_slice(&(1_000_000 + i).to_be_bytes());
+    }
+    fs::write(&index, &bytes).expect("write index");
+    drop(bytes);
+    let run = seglog(
+        &[OsStr::new("dump"), index.as_os_str()],
+        Duration::from_secs(600),
+    );
+    eprintln!(
+        "dump, dense 128 MiB garbage .index: {} KiB anonymous",
+        run.peak_anon_kib
+    );
+    assert!(
+        run.peak_anon_kib < BUDGET_KIB,
+        "dump used {} KiB of anonymous memory: {:?}",
+        run.peak_anon_kib,
+        run.code
+    );
+    assert_eq!(run.code, Some(1), "{:?}", run.stderr.lines().last());
+    let listed = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("  Index offset: "))
+        .count();
+    assert_eq!(listed, 100_000);
+    let more = u64::from(entries) - 100_000;
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with(&format!("{more} more problems not listed"))),
+        "{:?}",
+        run.stderr.lines().last()
+    );
+}

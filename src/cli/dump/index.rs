@@ -24,7 +24,7 @@ use segment_store::index::AbortedTxn;
 use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
-use super::{absolute, io_msg, Dumper};
+use super::{absolute, io_msg, Dumper, KEPT_PROBLEMS};
 
 /// Bytes per `.index` entry.
 pub const OFFSET_ENTRY_SIZE: usize = 8;
@@ -159,11 +159,18 @@ pub struct TimeIndexErrors {
     /// what Kafka 2.x wrote (the offset of the batch's max-timestamp record). Kafka 4's tool
     /// reports them as not found; they are not damage.
     pub legacy_entries: usize,
+    /// Problems past the first [`KEPT_PROBLEMS`] of their kind: counted, not kept.
+    pub omitted: u64,
+    /// Whether one of them was damage (not a Kafka 2.x entry).
+    pub omitted_damage: bool,
 }
 
 impl TimeIndexErrors {
     fn is_empty(&self) -> bool {
-        self.mismatches.is_empty() && self.out_of_order.is_empty() && self.not_found.is_empty()
+        self.mismatches.is_empty()
+            && self.out_of_order.is_empty()
+            && self.not_found.is_empty()
+            && self.omitted == 0
     }
 
     /// Problems other than Kafka 2.x entries.
@@ -171,6 +178,30 @@ impl TimeIndexErrors {
         !self.mismatches.is_empty()
             || !self.out_of_order.is_empty()
             || self.not_found.len() > self.legacy_entries
+            || self.omitted_damage
+    }
+
+    /// Pushes the damage `x` (a mismatch, an out-of-order entry) if `v` holds fewer than
+    /// [`KEPT_PROBLEMS`]; counts it otherwise.
+    fn keep(v: &mut Vec<(i64, i64)>, x: (i64, i64), omitted: &mut u64, damage: &mut bool) {
+        if v.len() < KEPT_PROBLEMS {
+            v.push(x);
+        } else {
+            *omitted += 1;
+            *damage = true;
+        }
+    }
+
+    /// An entry whose offset is not a batch's last offset (`legacy`: inside a batch, as Kafka
+    /// 2.x wrote them).
+    fn not_found_entry(&mut self, offset: i64, found: i64, legacy: bool) {
+        if self.not_found.len() < KEPT_PROBLEMS {
+            self.not_found.push((offset, found));
+            self.legacy_entries += usize::from(legacy);
+        } else {
+            self.omitted += 1;
+            self.omitted_damage |= !legacy;
+        }
     }
 }
 
@@ -435,7 +466,8 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 let found = first_batch_last_offset(log, e.position, self.args.max_message_size)
                     .unwrap_or(-1);
                 if found != e.offset {
-                    mismatches.insert(Reverse(e.offset), found);
+                    let omitted = &mut self.omitted_problems;
+                    super::log::keep_pair(&mut mismatches, Reverse(e.offset), found, omitted);
                     error.get_or_insert_with(|| {
                         ErrorJson::other(
                             "indexMismatch",
@@ -494,19 +526,26 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
             if let Some(batches) = &mut batches {
                 match batches.find(e.offset) {
-                    None => errors.not_found.push((e.offset, -1)),
+                    None => errors.not_found_entry(e.offset, -1, false),
                     Some((base, last, _)) if last != e.offset => {
-                        if base <= e.offset {
-                            errors.legacy_entries += 1;
-                        }
-                        errors.not_found.push((e.offset, last))
+                        errors.not_found_entry(e.offset, last, base <= e.offset)
                     }
                     Some((_, _, max_ts)) => {
                         if max_ts != e.timestamp {
-                            errors.mismatches.push((e.timestamp, max_ts));
+                            TimeIndexErrors::keep(
+                                &mut errors.mismatches,
+                                (e.timestamp, max_ts),
+                                &mut errors.omitted,
+                                &mut errors.omitted_damage,
+                            );
                         }
                         if prev_ts >= e.timestamp {
-                            errors.out_of_order.push((e.timestamp, prev_ts));
+                            TimeIndexErrors::keep(
+                                &mut errors.out_of_order,
+                                (e.timestamp, prev_ts),
+                                &mut errors.omitted,
+                                &mut errors.omitted_damage,
+                            );
                         }
                     }
                 }
@@ -529,6 +568,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             prev_ts = e.timestamp;
             printed += 1;
         }
+        self.omitted_problems += errors.omitted;
         if errors.is_damage() {
             self.damaged();
         }
