@@ -381,10 +381,11 @@ fn enospc_while_quarantining_a_cut_leaves_no_file_under_a_complete_cuts_name() {
 
 /// A dense 128 MiB `.index` of 16 million entries, none of which points at a batch of its small
 /// log: `dump` reports them as Kafka does (every entry printed, the mismatches after all files),
-/// but keeps only the first 100,000 mismatches for that report and counts the rest, so memory
-/// does not grow with the number of bad entries.
+/// but keeps only the first 100,000 mismatches for that report and counts the rest; `verify`
+/// lists the first 1,000 entry problems and counts the rest. Memory does not grow with the number
+/// of bad entries.
 #[test]
-fn dump_of_a_dense_garbage_index_keeps_a_bounded_report() {
+fn a_dense_garbage_index_keeps_the_reports_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (p, _) = partition(dir.path());
     let index = p.join("00000000000000000000.index");
@@ -427,4 +428,24 @@ fn dump_of_a_dense_garbage_index_keeps_a_bounded_report() {
         "{:?}",
         run.stderr.lines().last()
     );
+
+    let run = seglog(
+        &[
+            OsStr::new("verify"),
+            OsStr::new("--json"),
+            dir.path().as_os_str(),
+        ],
+        Duration::from_secs(600),
+    );
+    eprintln!(
+        "verify, dense 128 MiB garbage .index: {} KiB anonymous",
+        run.peak_anon_kib
+    );
+    assert!(
+        run.peak_anon_kib < BUDGET_KIB,
+        "verify used {} KiB of anonymous memory: {:?}",
+        run.peak_anon_kib,
+        run.code
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
 }

@@ -195,6 +195,16 @@ fn index_finding(base: i64, f: &IndexFinding) -> Finding {
             ),
             json!({"entry": entry, "offset": offset, "timestamp": timestamp}),
         ),
+        IndexProblem::MoreEntryProblems { count } => finding(
+            "indexMoreEntryProblems",
+            &name,
+            format!(
+                "{count} more entry problems in this segment's indexes, not listed (the first {} \
+                 of each check are)",
+                recovery::plan::MAX_ENTRY_FINDINGS
+            ),
+            json!({"segment": base, "count": count}),
+        ),
         IndexProblem::TxnPartialEntry { len } => finding(
             "txnIndexPartial",
             &name,

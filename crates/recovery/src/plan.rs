@@ -174,6 +174,33 @@ pub enum IndexProblem {
         /// File length.
         len: u64,
     },
+    /// Entry problems of the segment's indexes past the first [`MAX_ENTRY_FINDINGS`] listed:
+    /// counted, not listed (a damaged index of millions of entries would fill memory with them).
+    MoreEntryProblems {
+        /// How many.
+        count: u64,
+    },
+}
+
+/// How many entry problems ([`IndexProblem::EntryBeyondLog`], `NotBatchBoundary`,
+/// `OffsetMismatch`, `TimeEntryBeyondLog`) are listed per segment and kind of check.
+pub const MAX_ENTRY_FINDINGS: usize = 1000;
+
+/// Pushes `f` if `findings` holds fewer than [`MAX_ENTRY_FINDINGS`]; counts it otherwise.
+fn push_capped(findings: &mut Vec<IndexFinding>, f: IndexFinding, omitted: &mut u64) {
+    if findings.len() < MAX_ENTRY_FINDINGS {
+        findings.push(f);
+    } else {
+        *omitted += 1;
+    }
+}
+
+/// The [`IndexProblem::MoreEntryProblems`] finding for `omitted` problems, if any.
+fn more_entry_problems(omitted: u64) -> Option<IndexFinding> {
+    (omitted > 0).then_some(IndexFinding {
+        kind: FileKind::Index,
+        problem: IndexProblem::MoreEntryProblems { count: omitted },
+    })
 }
 
 /// A problem of one index file of a segment.
@@ -1061,6 +1088,8 @@ struct IndexCheck {
     /// one comparison passes them (the check runs for every batch on the planning thread).
     next_position: u64,
     findings: Vec<IndexFinding>,
+    /// Findings past [`MAX_ENTRY_FINDINGS`]: counted only.
+    omitted: u64,
 }
 
 impl IndexCheck {
@@ -1074,6 +1103,7 @@ impl IndexCheck {
     ) -> (Self, Vec<IndexFinding>) {
         let view = OffsetIndexView::new(base, index.bytes());
         let mut beyond = Vec::new();
+        let mut beyond_omitted = 0u64;
         let (mut count, mut in_order, mut last_position) = (0, true, 0u32);
         while let Some(e) = view.entry(count) {
             // No real entry points at position 0: the preallocated tail starts here.
@@ -1081,7 +1111,7 @@ impl IndexCheck {
                 break;
             }
             if u64::from(e.position.0) >= log_size {
-                beyond.push(IndexFinding {
+                let f = IndexFinding {
                     kind: FileKind::Index,
                     problem: IndexProblem::EntryBeyondLog {
                         entry: count,
@@ -1089,7 +1119,8 @@ impl IndexCheck {
                         position: e.position.0,
                         log_size,
                     },
-                });
+                };
+                push_capped(&mut beyond, f, &mut beyond_omitted);
             } else {
                 in_order &= e.position.0 >= last_position;
                 last_position = e.position.0;
@@ -1114,8 +1145,10 @@ impl IndexCheck {
             next: 0,
             next_position: 0,
             findings: Vec::new(),
+            omitted: 0,
         };
         check.next_position = check.peek_position();
+        beyond.extend(more_entry_problems(beyond_omitted));
         (check, beyond)
     }
 
@@ -1171,10 +1204,11 @@ impl IndexCheck {
             } else {
                 continue;
             };
-            self.findings.push(IndexFinding {
+            let f = IndexFinding {
                 kind: FileKind::Index,
                 problem,
-            });
+            };
+            push_capped(&mut self.findings, f, &mut self.omitted);
         }
         self.next_position = u64::MAX;
     }
@@ -1201,9 +1235,10 @@ impl IndexCheck {
                 let entries = (0..view.entries())
                     .map_while(|n| view.entry(n).map(|e| (n, e)))
                     .take_while(|(_, e)| !(e.offset == self.base && e.timestamp == 0));
+                let mut time_findings = Vec::new();
                 for (n, e) in entries {
                     if e.offset > last {
-                        self.findings.push(IndexFinding {
+                        let f = IndexFinding {
                             kind: FileKind::TimeIndex,
                             problem: IndexProblem::TimeEntryBeyondLog {
                                 entry: n,
@@ -1211,11 +1246,14 @@ impl IndexCheck {
                                 offset: e.offset,
                                 last_offset: last,
                             },
-                        });
+                        };
+                        push_capped(&mut time_findings, f, &mut self.omitted);
                     }
                 }
+                self.findings.extend(time_findings);
             }
         }
+        self.findings.extend(more_entry_problems(self.omitted));
         self.findings
     }
 
