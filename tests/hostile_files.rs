@@ -449,3 +449,42 @@ fn a_dense_garbage_index_keeps_the_reports_bounded() {
     );
     assert_eq!(run.code, Some(1), "{}", run.stderr);
 }
+
+/// A dense 128 MiB `.index` whose 16 million entries point inside a 1 GiB (sparse) log in no
+/// order: `verify` does not sort a copy of them to check them one by one (384 MiB), it reports
+/// the index as out of order.
+#[test]
+fn verify_of_a_dense_out_of_order_index_does_not_sort_a_copy_of_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (p, _) = partition(dir.path());
+    fs::OpenOptions::new()
+        .write(true)
+        .open(p.join("00000000000000000000.log"))
+        .expect("open log")
+        .set_len(GIB)
+        .expect("set_len");
+    let entries = 16u32 << 20;
+    let mut bytes = Vec::with_capacity(entries as usize * 8);
+    for i in 0..entries {
+        let position = (u64::from(i).wrapping_mul(2_654_435_761) % 1_000_000_000) as u32;
+        bytes.extend_from_slice(&(i + 1).to_be_bytes());
+        bytes.extend_from_slice(&position.to_be_bytes());
+    }
+    fs::write(p.join("00000000000000000000.index"), &bytes).expect("write index");
+    drop(bytes);
+    let run = seglog(
+        &[OsStr::new("verify"), dir.path().as_os_str()],
+        Duration::from_secs(600),
+    );
+    eprintln!(
+        "verify, dense 128 MiB out-of-order .index: {} KiB anonymous",
+        run.peak_anon_kib
+    );
+    assert!(
+        run.peak_anon_kib < BUDGET_KIB,
+        "verify used {} KiB of anonymous memory: {:?}",
+        run.peak_anon_kib,
+        run.code
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+}

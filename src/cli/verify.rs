@@ -195,6 +195,15 @@ fn index_finding(base: i64, f: &IndexFinding) -> Finding {
             ),
             json!({"entry": entry, "offset": offset, "timestamp": timestamp}),
         ),
+        IndexProblem::OutOfOrderNotChecked { entries } => finding(
+            "indexOutOfOrder",
+            &name,
+            format!(
+                "the positions of its {entries} entries are not in order; entries not checked one \
+                 by one against the log"
+            ),
+            json!({"segment": base, "entries": entries}),
+        ),
         IndexProblem::MoreEntryProblems { count } => finding(
             "indexMoreEntryProblems",
             &name,

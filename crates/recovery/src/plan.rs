@@ -174,6 +174,12 @@ pub enum IndexProblem {
         /// File length.
         len: u64,
     },
+    /// An offset index of more than [`MAX_SORTED_ENTRIES`] entries whose positions are not in
+    /// order: its entries are not checked one by one against the batches.
+    OutOfOrderNotChecked {
+        /// How many entries it has.
+        entries: usize,
+    },
     /// Entry problems of the segment's indexes past the first [`MAX_ENTRY_FINDINGS`] listed:
     /// counted, not listed (a damaged index of millions of entries would fill memory with them).
     MoreEntryProblems {
@@ -181,6 +187,10 @@ pub enum IndexProblem {
         count: u64,
     },
 }
+
+/// The most offset-index entries sorted by position to check an index whose positions are out of
+/// order ([`IndexProblem::OutOfOrderNotChecked`] past it).
+pub const MAX_SORTED_ENTRIES: usize = 1 << 20;
 
 /// How many entry problems ([`IndexProblem::EntryBeyondLog`], `NotBatchBoundary`,
 /// `OffsetMismatch`, `TimeEntryBeyondLog`) are listed per segment and kind of check.
@@ -1127,7 +1137,19 @@ impl IndexCheck {
             }
             count += 1;
         }
+        // An index not in position order is checked through a sorted copy of its entries: past
+        // MAX_SORTED_ENTRIES (a copy of 24 MiB) it is reported as such, not checked entry by entry.
+        let too_many = !in_order && count > MAX_SORTED_ENTRIES;
+        if too_many {
+            beyond.push(IndexFinding {
+                kind: FileKind::Index,
+                problem: IndexProblem::OutOfOrderNotChecked { entries: count },
+            });
+        }
         let sorted = (!in_order).then(|| {
+            if too_many {
+                return Vec::new();
+            }
             let mut entries: Vec<(usize, OffsetPosition)> = (0..count)
                 .filter_map(|n| view.entry(n).map(|e| (n, e)))
                 .filter(|(_, e)| u64::from(e.position.0) < log_size)
