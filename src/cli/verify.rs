@@ -195,6 +195,25 @@ fn index_finding(base: i64, f: &IndexFinding) -> Finding {
             ),
             json!({"entry": entry, "offset": offset, "timestamp": timestamp}),
         ),
+        IndexProblem::OutOfOrderNotChecked { entries } => finding(
+            "indexOutOfOrder",
+            &name,
+            format!(
+                "the positions of its {entries} entries are not in order; entries not checked one \
+                 by one against the log"
+            ),
+            json!({"segment": base, "entries": entries}),
+        ),
+        IndexProblem::MoreEntryProblems { count } => finding(
+            "indexMoreEntryProblems",
+            &name,
+            format!(
+                "{count} more entry problems in this segment's indexes, not listed (the first {} \
+                 of each check are)",
+                recovery::plan::MAX_ENTRY_FINDINGS
+            ),
+            json!({"segment": base, "count": count}),
+        ),
         IndexProblem::TxnPartialEntry { len } => finding(
             "txnIndexPartial",
             &name,

@@ -286,6 +286,14 @@ pub enum CorruptReason {
         /// Extra bytes.
         extra: u64,
     },
+    /// The file is longer than a snapshot is read
+    /// ([`crate::snapshot::MAX_SNAPSHOT_BYTES`]); not read.
+    TooLarge {
+        /// Its length in bytes.
+        size: u64,
+        /// The longest snapshot read.
+        limit: u64,
+    },
 }
 
 impl fmt::Display for SnapshotError {
@@ -313,6 +321,10 @@ impl fmt::Display for SnapshotError {
                     CorruptReason::TrailingBytes { count, extra } => {
                         write!(f, "{extra} bytes after {count} entries")
                     }
+                    CorruptReason::TooLarge { size, limit } => write!(
+                        f,
+                        "{size} bytes, more than a snapshot is read ({limit} bytes)"
+                    ),
                 }
             }
             Self::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),

@@ -174,6 +174,43 @@ pub enum IndexProblem {
         /// File length.
         len: u64,
     },
+    /// An offset index of more than [`MAX_SORTED_ENTRIES`] entries whose positions are not in
+    /// order: its entries are not checked one by one against the batches.
+    OutOfOrderNotChecked {
+        /// How many entries it has.
+        entries: usize,
+    },
+    /// Entry problems of the segment's indexes past the first [`MAX_ENTRY_FINDINGS`] listed:
+    /// counted, not listed (a damaged index of millions of entries would fill memory with them).
+    MoreEntryProblems {
+        /// How many.
+        count: u64,
+    },
+}
+
+/// The most offset-index entries sorted by position to check an index whose positions are out of
+/// order ([`IndexProblem::OutOfOrderNotChecked`] past it).
+pub const MAX_SORTED_ENTRIES: usize = 1 << 20;
+
+/// How many entry problems ([`IndexProblem::EntryBeyondLog`], `NotBatchBoundary`,
+/// `OffsetMismatch`, `TimeEntryBeyondLog`) are listed per segment and kind of check.
+pub const MAX_ENTRY_FINDINGS: usize = 1000;
+
+/// Pushes `f` if `findings` holds fewer than [`MAX_ENTRY_FINDINGS`]; counts it otherwise.
+fn push_capped(findings: &mut Vec<IndexFinding>, f: IndexFinding, omitted: &mut u64) {
+    if findings.len() < MAX_ENTRY_FINDINGS {
+        findings.push(f);
+    } else {
+        *omitted += 1;
+    }
+}
+
+/// The [`IndexProblem::MoreEntryProblems`] finding for `omitted` problems, if any.
+fn more_entry_problems(omitted: u64) -> Option<IndexFinding> {
+    (omitted > 0).then_some(IndexFinding {
+        kind: FileKind::Index,
+        problem: IndexProblem::MoreEntryProblems { count: omitted },
+    })
 }
 
 /// A problem of one index file of a segment.
@@ -553,10 +590,18 @@ impl PlanIo {
     }
 
     fn move_file(&self, from: &Path, to: &Path) -> io::Result<()> {
-        let bytes = self.read(from)?;
+        // A file longer than a snapshot is read is not carried over (nothing in the plan reads
+        // it at its new name): its move is recorded, its bytes are never in memory.
+        let bytes = match self.read_capped(from, crate::snapshot::MAX_SNAPSHOT_BYTES) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if crate::snapshot::too_large_size(&e).is_some() => None,
+            Err(e) => return Err(e),
+        };
         let mut o = self.lock();
         o.files.insert(from.to_path_buf(), None);
-        o.files.insert(to.to_path_buf(), Some(bytes));
+        if let Some(bytes) = bytes {
+            o.files.insert(to.to_path_buf(), Some(bytes));
+        }
         Ok(())
     }
 
@@ -593,6 +638,18 @@ impl SnapshotIo for PlanIo {
             None => {}
         }
         self.base.read(path)
+    }
+
+    fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        match self.lock().files.get(path) {
+            Some(Some(b)) if b.len() as u64 > limit => {
+                return Err(crate::snapshot::file_too_large(path, b.len() as u64, limit))
+            }
+            Some(Some(b)) => return Ok(b.clone()),
+            Some(None) => return Err(io::Error::from(io::ErrorKind::NotFound)),
+            None => {}
+        }
+        self.base.read_capped(path, limit)
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -822,9 +879,10 @@ fn swapped_range(
 ) -> Result<Option<(i64, i64)>, PartitionLogError> {
     let mut range: Option<(i64, i64)> = None;
     for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
-        let bytes = opts.env.storage.read(path)?;
+        // Mapped when large, never read whole into memory (a `.swap` is a segment's size).
+        let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
         let mut next = p.base_offset;
-        for entry in Batches::new(&bytes, 0).flatten() {
+        for entry in Batches::new(bytes.bytes(), 0).flatten() {
             next = next.max(entry.last_offset().saturating_add(1));
         }
         range = Some(match range {
@@ -847,9 +905,9 @@ fn read_index(
     kind: FileKind,
 ) -> Result<ReadOnlyBytes, PartitionLogError> {
     let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
-        ReadOnlyBytes::open(&StdFs, path, lock)
+        open_index(&StdFs, path, lock)
     } else {
-        ReadOnlyBytes::open(opts.env.storage.as_ref(), path, None)
+        open_index(opts.env.storage.as_ref(), path, None)
     }
     .map_err(PartitionLogError::from);
     match r {
@@ -861,6 +919,36 @@ fn read_index(
         }
         r => r,
     }
+}
+
+/// The longest index read into memory where it cannot be mapped (storage that cannot map, or no
+/// guarded map to be had): a longer one is [`SegmentError::FileTooLarge`].
+const MAX_INDEX_READ_BYTES: u64 = 32 << 20;
+
+/// [`ReadOnlyBytes::open`] of an index (or a `.swap`), never read whole into memory when large:
+/// without the lock (`verify`) a file of [`segment_store::file_records::MAP_MIN_BYTES`] or more
+/// is a guarded map (page cache, not the process's memory); where no map can be made, one longer
+/// than [`MAX_INDEX_READ_BYTES`] is refused with its size.
+fn open_index(
+    storage: &dyn segment_store::Storage,
+    path: &Path,
+    lock: Option<&DirLock>,
+) -> Result<ReadOnlyBytes, SegmentError> {
+    let handle = storage.open(path, segment_store::OpenMode::Read)?;
+    let size = handle.len()?;
+    if lock.is_none() {
+        if let Some(map) = ReadOnlyBytes::map_guarded(storage, path, size)? {
+            return Ok(map);
+        }
+    }
+    if ReadOnlyBytes::map_lock(storage, lock, size).is_none() && size > MAX_INDEX_READ_BYTES {
+        return Err(SegmentError::FileTooLarge {
+            path: path.to_path_buf(),
+            size,
+            limit: MAX_INDEX_READ_BYTES,
+        });
+    }
+    ReadOnlyBytes::from_handle(storage, path, handle, size, lock)
 }
 
 /// How far behind the batch being applied a guarded map's pages are let go of, and how many
@@ -1055,6 +1143,8 @@ struct IndexCheck {
     /// one comparison passes them (the check runs for every batch on the planning thread).
     next_position: u64,
     findings: Vec<IndexFinding>,
+    /// Findings past [`MAX_ENTRY_FINDINGS`]: counted only.
+    omitted: u64,
 }
 
 impl IndexCheck {
@@ -1068,6 +1158,7 @@ impl IndexCheck {
     ) -> (Self, Vec<IndexFinding>) {
         let view = OffsetIndexView::new(base, index.bytes());
         let mut beyond = Vec::new();
+        let mut beyond_omitted = 0u64;
         let (mut count, mut in_order, mut last_position) = (0, true, 0u32);
         while let Some(e) = view.entry(count) {
             // No real entry points at position 0: the preallocated tail starts here.
@@ -1075,7 +1166,7 @@ impl IndexCheck {
                 break;
             }
             if u64::from(e.position.0) >= log_size {
-                beyond.push(IndexFinding {
+                let f = IndexFinding {
                     kind: FileKind::Index,
                     problem: IndexProblem::EntryBeyondLog {
                         entry: count,
@@ -1083,14 +1174,27 @@ impl IndexCheck {
                         position: e.position.0,
                         log_size,
                     },
-                });
+                };
+                push_capped(&mut beyond, f, &mut beyond_omitted);
             } else {
                 in_order &= e.position.0 >= last_position;
                 last_position = e.position.0;
             }
             count += 1;
         }
+        // An index not in position order is checked through a sorted copy of its entries: past
+        // MAX_SORTED_ENTRIES (a copy of 24 MiB) it is reported as such, not checked entry by entry.
+        let too_many = !in_order && count > MAX_SORTED_ENTRIES;
+        if too_many {
+            beyond.push(IndexFinding {
+                kind: FileKind::Index,
+                problem: IndexProblem::OutOfOrderNotChecked { entries: count },
+            });
+        }
         let sorted = (!in_order).then(|| {
+            if too_many {
+                return Vec::new();
+            }
             let mut entries: Vec<(usize, OffsetPosition)> = (0..count)
                 .filter_map(|n| view.entry(n).map(|e| (n, e)))
                 .filter(|(_, e)| u64::from(e.position.0) < log_size)
@@ -1108,8 +1212,10 @@ impl IndexCheck {
             next: 0,
             next_position: 0,
             findings: Vec::new(),
+            omitted: 0,
         };
         check.next_position = check.peek_position();
+        beyond.extend(more_entry_problems(beyond_omitted));
         (check, beyond)
     }
 
@@ -1165,10 +1271,11 @@ impl IndexCheck {
             } else {
                 continue;
             };
-            self.findings.push(IndexFinding {
+            let f = IndexFinding {
                 kind: FileKind::Index,
                 problem,
-            });
+            };
+            push_capped(&mut self.findings, f, &mut self.omitted);
         }
         self.next_position = u64::MAX;
     }
@@ -1195,9 +1302,10 @@ impl IndexCheck {
                 let entries = (0..view.entries())
                     .map_while(|n| view.entry(n).map(|e| (n, e)))
                     .take_while(|(_, e)| !(e.offset == self.base && e.timestamp == 0));
+                let mut time_findings = Vec::new();
                 for (n, e) in entries {
                     if e.offset > last {
-                        self.findings.push(IndexFinding {
+                        let f = IndexFinding {
                             kind: FileKind::TimeIndex,
                             problem: IndexProblem::TimeEntryBeyondLog {
                                 entry: n,
@@ -1205,11 +1313,14 @@ impl IndexCheck {
                                 offset: e.offset,
                                 last_offset: last,
                             },
-                        });
+                        };
+                        push_capped(&mut time_findings, f, &mut self.omitted);
                     }
                 }
+                self.findings.extend(time_findings);
             }
         }
+        self.findings.extend(more_entry_problems(self.omitted));
         self.findings
     }
 
@@ -1347,8 +1458,8 @@ impl LogLoader {
     }
 }
 
-/// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` one more
-/// than the largest existing number.
+/// The quarantine folder a recovery of `dir` would create: `<dir>/quarantine/<n>`, `n` a number
+/// no folder there has ([`unused_quarantine_number`]).
 /// `names`: the names of `dir` (no `quarantine` among them: no folder to list).
 fn next_quarantine_dir(
     opts: &LoadOptions,
@@ -1361,12 +1472,26 @@ fn next_quarantine_dir(
     } else {
         Vec::new()
     };
-    let n = existing
+    Ok(root.join(format!("{:04}", unused_quarantine_number(&existing))))
+}
+
+/// One more than the largest number among `names` (1 if there is none), or, when that would
+/// wrap (a folder numbered `u64::MAX`), the smallest number no name has: never one in use.
+fn unused_quarantine_number(names: &[OsString]) -> u64 {
+    let used: std::collections::BTreeSet<u64> = names
         .iter()
         .filter_map(|name| name.to_str().and_then(|s| s.parse::<u64>().ok()))
-        .map(|k| k.saturating_add(1))
-        .fold(1u64, u64::max);
-    Ok(root.join(format!("{n:04}")))
+        .collect();
+    match used.last() {
+        None => 1,
+        Some(&max) => max.checked_add(1).unwrap_or_else(|| {
+            // At most `used.len()` numbers are taken, so one of the first `used.len() + 1` is
+            // free.
+            (1..=u64::MAX)
+                .find(|k| !used.contains(k))
+                .unwrap_or(u64::MAX)
+        }),
+    }
 }
 
 /// The sanity checks of one segment's three indexes (Kafka's, through the shared views), and
@@ -2094,7 +2219,11 @@ fn without_identical_rewrites(
             [(i, SnapshotOp::Remove { .. })] => Some(*i),
             _ => continue,
         };
-        if io.read(path).is_ok_and(|on_disk| on_disk == *bytes) {
+        // Capped: a file longer than the one to write is not it, and is not read.
+        if io
+            .read_capped(path, bytes.len() as u64)
+            .is_ok_and(|on_disk| on_disk == *bytes)
+        {
             dropped.insert(j);
             dropped.extend(removal);
         }
@@ -2132,11 +2261,33 @@ fn apply_snapshot_op(
     }
 }
 
-/// Creates the plan's quarantine folder durably (both new directory entries synced).
-fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
-    let storage = &plan.options.env.storage;
-    storage.create_dir_all(&plan.quarantine_dir)?;
-    storage.sync_dir(&plan.dir.join(QUARANTINE_DIR))?;
+/// Creates the plan's quarantine folder durably (both new directory entries synced), as a new
+/// folder: if one of its name exists by now, the next unused number is taken instead (the plan's
+/// folder and the snapshots it moves there follow), so nothing is ever written into a folder
+/// that holds an earlier recovery's files.
+fn create_quarantine_dir(plan: &mut RecoveryPlan) -> Result<(), PartitionLogError> {
+    let storage = Arc::clone(&plan.options.env.storage);
+    let root = plan.dir.join(QUARANTINE_DIR);
+    storage.create_dir_all(&root)?;
+    loop {
+        match storage.create_dir(&plan.quarantine_dir) {
+            Ok(()) => break,
+            Err(e) if e.io_kind() == Some(io::ErrorKind::AlreadyExists) => {
+                let n = unused_quarantine_number(&storage.list_dir(&root)?);
+                let next = root.join(format!("{n:04}"));
+                for (_, op) in &mut plan.snapshot_ops {
+                    if let SnapshotOp::Quarantine { to, .. } = op {
+                        if let Ok(name) = to.strip_prefix(&plan.quarantine_dir) {
+                            *to = next.join(name);
+                        }
+                    }
+                }
+                plan.quarantine_dir = next;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    storage.sync_dir(&root)?;
     storage.sync_dir(&plan.dir)?;
     Ok(())
 }
@@ -2146,8 +2297,7 @@ fn create_quarantine_dir(plan: &RecoveryPlan) -> Result<(), PartitionLogError> {
 /// segments after the first cut moved into it (before the segments are opened, which would create
 /// or resize their indexes). Returns the files moved and whether the quarantine folder was
 /// created.
-fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
-    let env = &plan.options.env;
+fn apply_moves(plan: &mut RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLogError> {
     // Only a plan that puts something aside creates a quarantine folder.
     let needs_qdir = plan.leftovers.iter().any(|a| !a.is_temp())
         || plan.scans.iter().any(|s| s.truncated_bytes() > 0)
@@ -2160,6 +2310,8 @@ fn apply_moves(plan: &RecoveryPlan) -> Result<(Vec<PathBuf>, bool), PartitionLog
     if needs_qdir {
         create_quarantine_dir(plan)?;
     }
+    let plan = &*plan;
+    let env = &plan.options.env;
     let mut quarantined = Vec::new();
     for a in &plan.leftovers {
         match a {
@@ -2243,7 +2395,7 @@ fn apply_scans(
 }
 
 fn apply_with(
-    plan: RecoveryPlan,
+    mut plan: RecoveryPlan,
     lock: DirLock,
 ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
     let opts = plan.options.clone();
@@ -2252,7 +2404,7 @@ fn apply_with(
     let io = StorageIo::new(Arc::clone(&env.storage));
 
     // 1. and 2. Leftovers; the segments after the first cut to quarantine.
-    let (mut quarantined, needs_qdir) = apply_moves(&plan)?;
+    let (mut quarantined, needs_qdir) = apply_moves(&mut plan)?;
 
     // 3. The segments, as they are (the active one's next offset from the plan).
     let open_end = plan

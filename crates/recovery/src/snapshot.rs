@@ -256,6 +256,39 @@ pub trait SnapshotIo {
     fn exists(&self, path: &Path) -> bool;
     /// Deletes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Reads a whole file of at most `limit` bytes; a longer one is an error of kind
+    /// `FileTooLarge` ([`file_too_large`]), not read. The default reads the file first: for
+    /// implementations whose files are in memory already.
+    fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        let bytes = self.read(path)?;
+        if bytes.len() as u64 > limit {
+            return Err(file_too_large(path, bytes.len() as u64, limit));
+        }
+        Ok(bytes)
+    }
+}
+
+/// The longest producer snapshot read (16 MiB: some 360,000 producers of one partition). Kafka's
+/// format bounds it only by its `int32` count; a longer file is corrupt
+/// ([`CorruptReason::TooLarge`]), not read.
+pub const MAX_SNAPSHOT_BYTES: u64 = 16 << 20;
+
+/// The error of [`SnapshotIo::read_capped`] for a file of `size` bytes: kind `FileTooLarge`,
+/// carrying a [`SegmentError::FileTooLarge`] ([`too_large_size`] gets the size back).
+pub fn file_too_large(path: &Path, size: u64, limit: u64) -> io::Error {
+    into_io(SegmentError::FileTooLarge {
+        path: path.to_path_buf(),
+        size,
+        limit,
+    })
+}
+
+/// The size and limit an error of [`file_too_large`] carries.
+pub fn too_large_size(e: &io::Error) -> Option<(u64, u64)> {
+    match e.get_ref()?.downcast_ref::<SegmentError>()? {
+        SegmentError::FileTooLarge { size, limit, .. } => Some((*size, *limit)),
+        _ => None,
+    }
 }
 
 /// [`SnapshotIo`] over `std::fs`.
@@ -265,6 +298,10 @@ pub struct StdIo;
 impl SnapshotIo for StdIo {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         StdFs.read(path).map_err(into_io)
+    }
+
+    fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        StdFs.read_capped(path, limit).map_err(into_io)
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -315,6 +352,10 @@ fn into_io(e: SegmentError) -> io::Error {
 impl SnapshotIo for StorageIo {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         self.0.read(path).map_err(into_io)
+    }
+
+    fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+        self.0.read_capped(path, limit).map_err(into_io)
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -404,9 +445,19 @@ pub fn read_snapshot_with(
     io: &dyn SnapshotIo,
     path: &Path,
 ) -> Result<Vec<SnapshotEntry>, SnapshotError> {
-    let bytes = io
-        .read(path)
-        .map_err(io_err(path, "reading producer snapshot"))?;
+    let bytes = match io.read_capped(path, MAX_SNAPSHOT_BYTES) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            if let Some((size, limit)) = too_large_size(&e) {
+                return Err(SnapshotError::Corrupt {
+                    path: path.to_path_buf(),
+                    reason: CorruptReason::TooLarge { size, limit },
+                    position: limit,
+                });
+            }
+            return Err(io_err(path, "reading producer snapshot")(e));
+        }
+    };
     decode_snapshot(&bytes).map_err(|(reason, position)| SnapshotError::Corrupt {
         path: path.to_path_buf(),
         reason,

@@ -27,6 +27,12 @@ use crate::io::{write_atomically, OpenMode, Storage};
 /// The checkpoint format version written and accepted.
 pub const CURRENT_VERSION: i32 = 0;
 
+/// The longest checkpoint file read (8 MiB): a log-dir checkpoint of ~200,000 partitions with
+/// 20-character topic names, far more than a broker holds. Kafka's format has no bound (the count
+/// is an `int`, whitespace runs are allowed); this one keeps the memory a damaged file can make
+/// a reader use to a window. A longer file is [`SegmentError::FileTooLarge`].
+pub const MAX_CHECKPOINT_BYTES: u64 = 8 << 20;
+
 /// A topic and partition (Kafka `TopicPartition`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TopicPartition {
@@ -150,9 +156,10 @@ impl<E: CheckpointEntry> CheckpointFile<E> {
         &self.path
     }
 
-    /// Reads and parses the file. A missing file is an I/O error (`NotFound`).
+    /// Reads and parses the file. A missing file is an I/O error (`NotFound`); one longer than
+    /// [`MAX_CHECKPOINT_BYTES`] is [`SegmentError::FileTooLarge`], not read.
     pub fn read(&self) -> Result<Vec<E>> {
-        let bytes = self.storage.read(&self.path)?;
+        let bytes = self.storage.read_capped(&self.path, MAX_CHECKPOINT_BYTES)?;
         decode(&self.path, self.version, &bytes)
     }
 
@@ -176,27 +183,26 @@ pub fn encode<E: CheckpointEntry>(version: i32, entries: &[E]) -> String {
 
 /// Lines as Java's `BufferedReader.readLine` sees them: terminated by `\n`, `\r` or `\r\n`; a
 /// last line without terminator counts; no empty line after a final terminator.
-fn java_lines(bytes: &[u8]) -> Vec<&[u8]> {
-    let mut lines = Vec::new();
+/// One at a time (a file of empty lines must not become a vector of them).
+fn java_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> + '_ {
     let mut rest = bytes;
-    while !rest.is_empty() {
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
         match rest.iter().position(|&b| b == b'\n' || b == b'\r') {
-            None => {
-                lines.push(rest);
-                break;
-            }
+            None => Some(std::mem::take(&mut rest)),
             Some(i) => {
                 let (line, tail) = rest.split_at(i);
-                lines.push(line);
                 rest = match tail {
                     [b'\r', b'\n', t @ ..] => t,
                     [_, t @ ..] => t,
                     [] => &[],
                 };
+                Some(line)
             }
         }
-    }
-    lines
+    })
 }
 
 /// Java's `Pattern.compile("\\s+").split(line)`: a leading empty field is kept when the line
@@ -232,14 +238,13 @@ pub fn decode<E: CheckpointEntry>(path: &Path, version: i32, bytes: &[u8]) -> Re
         line,
         reason,
     };
-    let mut lines = Vec::new();
-    for (i, raw) in java_lines(bytes).into_iter().enumerate() {
-        lines.push(
-            std::str::from_utf8(raw)
-                .map_err(|_| malformed(i + 1, CheckpointProblem::InvalidUtf8))?,
-        );
+    // Every line is checked for UTF-8 before any is parsed (as before), without keeping them.
+    let mut count = 0usize;
+    for (i, raw) in java_lines(bytes).enumerate() {
+        std::str::from_utf8(raw).map_err(|_| malformed(i + 1, CheckpointProblem::InvalidUtf8))?;
+        count = i + 1;
     }
-    let mut lines = lines.into_iter();
+    let mut lines = java_lines(bytes).map(|raw| std::str::from_utf8(raw).unwrap_or_default());
     let Some(version_line) = lines.next() else {
         return Ok(Vec::new());
     };
@@ -261,19 +266,22 @@ pub fn decode<E: CheckpointEntry>(path: &Path, version: i32, bytes: &[u8]) -> Re
     let expected: i32 = count_line
         .parse()
         .map_err(|_| malformed(2, CheckpointProblem::NotAnInteger))?;
+    let found = count.saturating_sub(2);
+    // Entries are kept only when their number is the one the file declares (otherwise each is
+    // still parsed, for the first malformed one, but the answer is a count mismatch).
+    let keep = i32::try_from(found).ok() == Some(expected);
     let mut entries = Vec::new();
     for (i, line) in lines.enumerate() {
         let entry = E::parse(&java_split_whitespace(line))
             .ok_or_else(|| malformed(i + 3, CheckpointProblem::BadEntry))?;
-        entries.push(entry);
+        if keep {
+            entries.push(entry);
+        }
     }
-    if i32::try_from(entries.len()).ok() != Some(expected) {
+    if !keep {
         return Err(malformed(
             2,
-            CheckpointProblem::CountMismatch {
-                expected,
-                found: entries.len(),
-            },
+            CheckpointProblem::CountMismatch { expected, found },
         ));
     }
     Ok(entries)
@@ -285,13 +293,11 @@ mod tests {
 
     #[test]
     fn java_line_and_split_rules() {
-        assert_eq!(
-            java_lines(b"a\nb\r\nc\rd"),
-            vec![&b"a"[..], b"b", b"c", b"d"]
-        );
-        assert_eq!(java_lines(b"a\n"), vec![&b"a"[..]]);
-        assert_eq!(java_lines(b"a\n\n"), vec![&b"a"[..], b""]);
-        assert!(java_lines(b"").is_empty());
+        let lines = |b| java_lines(b).collect::<Vec<_>>();
+        assert_eq!(lines(b"a\nb\r\nc\rd"), vec![&b"a"[..], b"b", b"c", b"d"]);
+        assert_eq!(lines(b"a\n"), vec![&b"a"[..]]);
+        assert_eq!(lines(b"a\n\n"), vec![&b"a"[..], b""]);
+        assert!(lines(b"").is_empty());
         assert_eq!(java_split_whitespace("a  b\tc "), vec!["a", "b", "c"]);
         assert_eq!(java_split_whitespace(" a b"), vec!["", "a", "b"]);
         assert_eq!(java_split_whitespace(""), vec![""]);

@@ -182,6 +182,16 @@ pub enum SegmentError {
         /// The parse error (its position is the byte offset in the file).
         error: FormatError,
     },
+    /// A file longer than its format allows, or than seglog reads into memory
+    /// ([`crate::io::Storage::read_capped`]): refused, not read.
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its length in bytes.
+        size: u64,
+        /// The most this kind of file may hold.
+        limit: u64,
+    },
 }
 
 /// Which index sanity check failed.
@@ -261,10 +271,12 @@ impl SegmentError {
         }
     }
 
-    /// The I/O error kind, if this is an I/O error.
+    /// The I/O error kind, if this is an I/O error (`FileTooLarge` for
+    /// [`SegmentError::FileTooLarge`]).
     pub fn io_kind(&self) -> Option<io::ErrorKind> {
         match self {
             SegmentError::Io { source, .. } => Some(source.kind()),
+            SegmentError::FileTooLarge { .. } => Some(io::ErrorKind::FileTooLarge),
             _ => None,
         }
     }
@@ -343,6 +355,11 @@ impl fmt::Display for SegmentError {
             | SegmentError::InvalidTruncation { .. }
             | SegmentError::SegmentExists { .. }
             | SegmentError::Format { .. } => self.fmt_log_error(f),
+            SegmentError::FileTooLarge { path, size, limit } => write!(
+                f,
+                "{} is {size} bytes, more than such a file may hold ({limit} bytes): not read",
+                path.display()
+            ),
         }
     }
 }

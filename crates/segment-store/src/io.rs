@@ -176,6 +176,104 @@ pub trait Storage: Send + Sync + fmt::Debug {
     fn read(&self, path: &Path) -> Result<Vec<u8>> {
         self.open(path, OpenMode::Read)?.read_to_end()
     }
+    /// Copies `len` bytes of the file `from`, starting at `offset`, into the new file `to`
+    /// (refused with `AlreadyExists` if `to` exists), and makes the copy's data durable
+    /// (`fsync`; its name needs a [`Self::sync_dir`] of the parent). Memory is bounded by a
+    /// window ([`COPY_CHUNK_BYTES`]), never by `len`, and holes of `from` stay holes in `to`
+    /// where the storage can tell them. Fewer bytes are copied if `from` ends sooner; returns
+    /// the length of `to`. On an error `to` may exist, partly written: write it under a name
+    /// that does not read as complete (see [`PARTIAL_SUFFIX`]) and rename it when this returns.
+    fn copy_range(&self, from: &Path, offset: u64, len: u64, to: &Path) -> Result<u64> {
+        copy_range_through_handles(self, from, offset, len, to)
+    }
+    /// Creates the directory `dir`, whose parent must exist; an error of kind `AlreadyExists` if
+    /// something is there already (a folder that must be new, such as a quarantine folder, is
+    /// never written into by accident). The new entry is not synced (see [`Self::sync_dir`]).
+    fn create_dir(&self, dir: &Path) -> Result<()> {
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let name = dir.file_name().unwrap_or_default();
+        if self.list_dir(parent)?.iter().any(|n| n == name) {
+            return Err(SegmentError::io(
+                dir,
+                "create_dir",
+                io::Error::from(io::ErrorKind::AlreadyExists),
+            ));
+        }
+        self.create_dir_all(dir)
+    }
+    /// Reads a whole file of at most `limit` bytes; a longer one is refused with
+    /// [`SegmentError::FileTooLarge`] (its size named), without reading it. For files whose
+    /// format bounds their size, or that seglog only ever writes small: memory stays bounded
+    /// whatever is found on disk.
+    fn read_capped(&self, path: &Path, limit: u64) -> Result<Vec<u8>> {
+        let h = self.open(path, OpenMode::Read)?;
+        let size = h.len()?;
+        if size > limit {
+            return Err(SegmentError::FileTooLarge {
+                path: path.to_path_buf(),
+                size,
+                limit,
+            });
+        }
+        // `size` fits: `limit` is what the caller lets be held in memory.
+        let mut buf = vec![0u8; usize::try_from(size).unwrap_or(0)];
+        let n = h.read_at(0, &mut buf)?;
+        buf.truncate(n);
+        Ok(buf)
+    }
+}
+
+/// The window [`Storage::copy_range`] copies through.
+pub const COPY_CHUNK_BYTES: usize = 1 << 20;
+
+/// Suffix of a copy being written (`<name>.partial`): renamed to `<name>` once complete and
+/// synced, so that an interrupted copy (a crash, `ENOSPC`) never bears the name of a complete one.
+pub const PARTIAL_SUFFIX: &str = ".partial";
+
+/// `<path>.partial` ([`PARTIAL_SUFFIX`]).
+pub fn partial_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(PARTIAL_SUFFIX);
+    PathBuf::from(p)
+}
+
+/// [`Storage::copy_range`] through the storage's file handles, a [`COPY_CHUNK_BYTES`] chunk at a
+/// time: a chunk of zeros is not written (the destination is extended over it by `set_len`, which
+/// a sparse-capable file system leaves as a hole), so the holes of the source stay holes.
+pub fn copy_range_through_handles<S: Storage + ?Sized>(
+    storage: &S,
+    from: &Path,
+    offset: u64,
+    len: u64,
+    to: &Path,
+) -> Result<u64> {
+    let src = storage.open(from, OpenMode::Read)?;
+    let end = src.len()?.min(offset.saturating_add(len));
+    let dst = storage.open(to, OpenMode::CreateNew)?;
+    let mut buf = vec![0u8; COPY_CHUNK_BYTES];
+    let mut at = offset;
+    while at < end {
+        let want = usize::try_from(end - at).map_or(COPY_CHUNK_BYTES, |n| n.min(COPY_CHUNK_BYTES));
+        let chunk = buf.get_mut(..want).unwrap_or_default();
+        let n = src.read_at(at, chunk)?;
+        if n == 0 {
+            break;
+        }
+        let chunk = chunk.get(..n).unwrap_or_default();
+        if chunk.iter().any(|&b| b != 0) {
+            dst.write_at(at - offset, chunk)?;
+        }
+        at += n as u64;
+    }
+    let copied = at.saturating_sub(offset);
+    if dst.len()? != copied {
+        dst.set_len(copied)?;
+    }
+    dst.sync_all()?;
+    Ok(copied)
 }
 
 /// Replaces the file at `path` with `bytes` so that a crash leaves either the old or the new
@@ -367,6 +465,137 @@ impl Storage for StdFs {
     fn resolve_root(&self, dir: &Path) -> Result<PathBuf> {
         fs::create_dir_all(dir).map_err(|e| SegmentError::io(dir, "create_dir_all", e))?;
         fs::canonicalize(dir).map_err(|e| SegmentError::io(dir, "canonicalize", e))
+    }
+    fn copy_range(&self, from: &Path, offset: u64, len: u64, to: &Path) -> Result<u64> {
+        #[cfg(target_os = "linux")]
+        {
+            std_copy::copy_range(from, offset, len, to)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            copy_range_through_handles(self, from, offset, len, to)
+        }
+    }
+    fn create_dir(&self, dir: &Path) -> Result<()> {
+        nofollow::create_dir(dir).map_err(|e| SegmentError::io(dir, "create_dir", e))
+    }
+}
+
+/// [`StdFs`]'s [`Storage::copy_range`] on Linux: the data extents of the range
+/// (`SEEK_DATA`/`SEEK_HOLE`) copied in the kernel (`copy_file_range`, or `pread`/`pwrite` of
+/// [`COPY_CHUNK_BYTES`] where the file systems cannot), the holes left unwritten.
+#[cfg(target_os = "linux")]
+mod std_copy {
+    use std::fs;
+    use std::io;
+    use std::os::unix::fs::FileExt;
+    use std::path::Path;
+
+    use rustix::fs::SeekFrom;
+
+    use super::COPY_CHUNK_BYTES;
+    use crate::error::{Result, SegmentError};
+
+    pub(super) fn copy_range(from: &Path, offset: u64, len: u64, to: &Path) -> Result<u64> {
+        let err = |path: &Path, op: &'static str| {
+            let path = path.to_path_buf();
+            move |e: io::Error| SegmentError::io(path, op, e)
+        };
+        // No symlink followed on either path; the source refused unless a regular file.
+        let src = super::StdFs::open_std(from, super::OpenMode::Read)?;
+        let meta = src.metadata().map_err(err(from, "metadata"))?;
+        let mut end = meta.len().min(offset.saturating_add(len));
+        let dst = super::StdFs::open_std(to, super::OpenMode::CreateNew)?;
+        let mut buf = Vec::new();
+        let mut at = offset;
+        while at < end {
+            // The next data extent [data, hole) at or after `at`; none: the rest is a hole.
+            let data = match rustix::fs::seek(&src, SeekFrom::Data(at)) {
+                Ok(d) => d,
+                Err(rustix::io::Errno::NXIO) => end,
+                // No SEEK_DATA here: all of it is data.
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => at,
+                Err(e) => return Err(err(from, "seek_data")(e.into())),
+            };
+            if data >= end {
+                break;
+            }
+            let hole = match rustix::fs::seek(&src, SeekFrom::Hole(data)) {
+                Ok(h) => h,
+                Err(rustix::io::Errno::INVAL | rustix::io::Errno::OPNOTSUPP) => end,
+                Err(e) => return Err(err(from, "seek_hole")(e.into())),
+            };
+            let extent_end = hole.clamp(data + 1, end);
+            let reached = copy_extent(&src, &dst, data, extent_end, offset, &mut buf)
+                .map_err(err(to, "copy_range"))?;
+            if reached < extent_end {
+                // The file ended sooner (it shrank since its length was read).
+                end = reached;
+                break;
+            }
+            at = extent_end;
+        }
+        let copied = end.saturating_sub(offset);
+        dst.set_len(copied).map_err(err(to, "set_len"))?;
+        dst.sync_all().map_err(err(to, "sync_all"))?;
+        Ok(copied)
+    }
+
+    /// Copies `[from, to)` of `src` to `[from - offset, to - offset)` of `dst`; returns where
+    /// the copy stopped (`to`, or sooner where `src` ends sooner).
+    fn copy_extent(
+        src: &fs::File,
+        dst: &fs::File,
+        mut from: u64,
+        to: u64,
+        offset: u64,
+        buf: &mut Vec<u8>,
+    ) -> io::Result<u64> {
+        let mut in_kernel = true;
+        while from < to {
+            let want =
+                usize::try_from(to - from).map_or(COPY_CHUNK_BYTES, |n| n.min(COPY_CHUNK_BYTES));
+            if in_kernel {
+                let mut off_in = from;
+                let mut off_out = from - offset;
+                match rustix::fs::copy_file_range(
+                    src,
+                    Some(&mut off_in),
+                    dst,
+                    Some(&mut off_out),
+                    want,
+                ) {
+                    Ok(0) => return Ok(from),
+                    Ok(n) => {
+                        from += n as u64;
+                        continue;
+                    }
+                    Err(rustix::io::Errno::INTR) => continue,
+                    // Across file systems on older kernels, or where the file system has no
+                    // support: copy through a buffer.
+                    Err(
+                        rustix::io::Errno::XDEV
+                        | rustix::io::Errno::NOSYS
+                        | rustix::io::Errno::INVAL
+                        | rustix::io::Errno::OPNOTSUPP,
+                    ) => in_kernel = false,
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let chunk = buf.get_mut(..want).unwrap_or_default();
+            let n = match src.read_at(chunk, from) {
+                Ok(0) => return Ok(from),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            dst.write_all_at(chunk.get(..n).unwrap_or_default(), from - offset)?;
+            from += n as u64;
+        }
+        Ok(from)
     }
 }
 

@@ -272,6 +272,13 @@ mod imp {
         Ok(list_dir_typed(path)?.into_iter().map(|(n, _)| n).collect())
     }
 
+    /// Creates the directory `path`, failing if anything is there.
+    pub fn create_dir(path: &Path) -> io::Result<()> {
+        let (parent, name) = split(path)?;
+        let dir = open_dir(parent)?;
+        rustix::fs::mkdirat(&dir, name, Mode::from_raw_mode(0o755)).map_err(map)
+    }
+
     pub fn list_dir_typed(path: &Path) -> io::Result<Vec<(OsString, EntryType)>> {
         let dir = open_dir(path)?;
         let mut names = Vec::new();
@@ -372,6 +379,9 @@ mod imp {
     }
     pub fn create_dir_all(path: &Path) -> io::Result<()> {
         fs::create_dir_all(path)
+    }
+    pub fn create_dir(path: &Path) -> io::Result<()> {
+        fs::create_dir(path)
     }
     pub fn list_dir(path: &Path) -> io::Result<Vec<OsString>> {
         Ok(list_dir_typed(path)?.into_iter().map(|(n, _)| n).collect())

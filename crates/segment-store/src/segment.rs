@@ -35,7 +35,7 @@ use crate::index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
 };
-use crate::io::{FileHandle, OpenMode, ReadBuf, StdFs, Storage};
+use crate::io::{partial_path, FileHandle, OpenMode, ReadBuf, StdFs, Storage};
 use crate::lock::DirLock;
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
@@ -753,11 +753,24 @@ impl LogSegment {
         let mut quarantine_file = None;
         if truncated_bytes > 0 {
             let path = quarantine_dir.join(quarantine_file_name(self.base_offset, valid_bytes));
-            let cut = self.log.read(valid_bytes, truncated_bytes as usize)?;
-            let f = self.ctx.storage.open(&path, OpenMode::CreateTruncate)?;
-            f.write_at(0, &cut)?;
-            f.sync_all()?;
-            self.ctx.storage.sync_dir(quarantine_dir)?;
+            // Streamed, holes kept, under a name that does not read as a complete cut until the
+            // copy is whole and durable (an `ENOSPC` or a crash leaves only `<name>.partial`).
+            let partial = partial_path(&path);
+            let storage = &self.ctx.storage;
+            let copied =
+                storage.copy_range(self.log.path(), valid_bytes, truncated_bytes, &partial)?;
+            if copied != truncated_bytes {
+                return Err(SegmentError::io(
+                    self.log.path(),
+                    "quarantine the cut bytes",
+                    std::io::Error::new(
+                        std::io::ErrorKind::UnexpectedEof,
+                        "the file changed since it was scanned",
+                    ),
+                ));
+            }
+            storage.rename(&partial, &path)?;
+            storage.sync_dir(quarantine_dir)?;
             quarantine_file = Some(path);
         }
         self.log.unmap();

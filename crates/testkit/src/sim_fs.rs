@@ -6,7 +6,8 @@
 //! |--------------------------|------------|---------------------------------------------------|
 //! | `write_at`, `set_len`    | at once    | `sync_data`/`sync_all` of that file               |
 //! | create, rename, remove   | at once    | `sync_dir` of the parent (of both parents for rename) |
-//! | `create_dir_all`         | at once    | `sync_dir` of each new directory's parent         |
+//! | `create_dir_all`, `create_dir` | at once | `sync_dir` of each new directory's parent   |
+//! | `copy_range`             | at once    | as the create, writes, `set_len` and `sync_all` it is made of |
 //! | `remove_dir`             | at once    | `sync_dir` of the parent                          |
 //! | any of these             | at once    | `sync_filesystem` (everything, as Linux `syncfs`)  |
 //!
@@ -22,7 +23,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use segment_store::io::{EntryType, FileHandle, OpenMode, Storage};
+use segment_store::io::{copy_range_through_handles, EntryType, FileHandle, OpenMode, Storage};
 use segment_store::{Result, SegmentError};
 
 // ------------------------------------------------------------------------------------------------
@@ -499,6 +500,30 @@ impl Storage for SimulatedFs {
         st.pending.clear();
         st.durable_files = st.live_files.clone();
         st.durable_dirs = st.live_dirs.clone();
+        Ok(())
+    }
+
+    /// Through the handles ([`copy_range_through_handles`]): the creation, each write of a chunk
+    /// that is not all zeros, the final `set_len` and the `fsync` are I/O points of their own, so a
+    /// crash (or [`SimulatedFs::fail_after`], standing for `ENOSPC`) can stop the copy between any
+    /// two of them.
+    fn copy_range(&self, from: &Path, offset: u64, len: u64, to: &Path) -> Result<u64> {
+        copy_range_through_handles(self, from, offset, len, to)
+    }
+
+    fn create_dir(&self, dir: &Path) -> Result<()> {
+        let mut st = self.lock();
+        st.check_parent(dir, "create_dir")?;
+        if st.live_dirs.contains(dir) || st.live_files.contains_key(dir) {
+            return Err(sim_err(
+                dir,
+                "create_dir",
+                io::ErrorKind::AlreadyExists,
+                "file exists",
+            ));
+        }
+        st.tick(dir, "create_dir")?;
+        st.live_dirs.insert(dir.to_path_buf());
         Ok(())
     }
 

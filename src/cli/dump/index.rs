@@ -24,7 +24,7 @@ use segment_store::index::AbortedTxn;
 use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
-use super::{absolute, io_msg, Dumper};
+use super::{absolute, io_msg, Dumper, KEPT_PROBLEMS};
 
 /// Bytes per `.index` entry.
 pub const OFFSET_ENTRY_SIZE: usize = 8;
@@ -72,29 +72,29 @@ struct TxnLine {
 }
 
 /// All whole entries of an offset index (no zero-stop), through segment-store's index view.
-pub fn offset_entries(base: i64, bytes: &[u8]) -> Vec<OffsetEntry> {
+/// One at a time: an index may be gigabytes of entries.
+pub fn offset_entries(base: i64, bytes: &[u8]) -> impl Iterator<Item = OffsetEntry> + '_ {
     let view = OffsetIndexView::new(base, bytes);
     (0..view.entries())
-        .filter_map(|n| view.entry(n))
+        .filter_map(move |n| view.entry(n))
         .map(|e| OffsetEntry {
             kind: "indexEntry",
             offset: e.offset,
             position: e.position.0 as i32,
         })
-        .collect()
 }
 
 /// All whole entries of a time index (no zero-stop), through segment-store's index view.
-pub fn time_entries(base: i64, bytes: &[u8]) -> Vec<TimeEntry> {
+/// One at a time: an index may be gigabytes of entries.
+pub fn time_entries(base: i64, bytes: &[u8]) -> impl Iterator<Item = TimeEntry> + '_ {
     let view = TimeIndexView::new(base, bytes);
     (0..view.entries())
-        .filter_map(|n| view.entry(n))
+        .filter_map(move |n| view.entry(n))
         .map(|e| TimeEntry {
             kind: "timeIndexEntry",
             timestamp: e.timestamp,
             offset: e.offset,
         })
-        .collect()
 }
 
 /// Kafka's `OffsetIndex.sanityCheck` (segment-store's index view), in Kafka's words.
@@ -159,11 +159,18 @@ pub struct TimeIndexErrors {
     /// what Kafka 2.x wrote (the offset of the batch's max-timestamp record). Kafka 4's tool
     /// reports them as not found; they are not damage.
     pub legacy_entries: usize,
+    /// Problems past the first [`KEPT_PROBLEMS`] of their kind: counted, not kept.
+    pub omitted: u64,
+    /// Whether one of them was damage (not a Kafka 2.x entry).
+    pub omitted_damage: bool,
 }
 
 impl TimeIndexErrors {
     fn is_empty(&self) -> bool {
-        self.mismatches.is_empty() && self.out_of_order.is_empty() && self.not_found.is_empty()
+        self.mismatches.is_empty()
+            && self.out_of_order.is_empty()
+            && self.not_found.is_empty()
+            && self.omitted == 0
     }
 
     /// Problems other than Kafka 2.x entries.
@@ -171,6 +178,30 @@ impl TimeIndexErrors {
         !self.mismatches.is_empty()
             || !self.out_of_order.is_empty()
             || self.not_found.len() > self.legacy_entries
+            || self.omitted_damage
+    }
+
+    /// Pushes the damage `x` (a mismatch, an out-of-order entry) if `v` holds fewer than
+    /// [`KEPT_PROBLEMS`]; counts it otherwise.
+    fn keep(v: &mut Vec<(i64, i64)>, x: (i64, i64), omitted: &mut u64, damage: &mut bool) {
+        if v.len() < KEPT_PROBLEMS {
+            v.push(x);
+        } else {
+            *omitted += 1;
+            *damage = true;
+        }
+    }
+
+    /// An entry whose offset is not a batch's last offset (`legacy`: inside a batch, as Kafka
+    /// 2.x wrote them).
+    fn not_found_entry(&mut self, offset: i64, found: i64, legacy: bool) {
+        if self.not_found.len() < KEPT_PROBLEMS {
+            self.not_found.push((offset, found));
+            self.legacy_entries += usize::from(legacy);
+        } else {
+            self.omitted += 1;
+            self.omitted_damage |= !legacy;
+        }
     }
 }
 
@@ -217,38 +248,102 @@ pub fn companion_log(path: &Path) -> PathBuf {
     path.with_file_name(format!("{stem}.log"))
 }
 
-/// (last offset, max record timestamp) of every entry of a log, for time index verification.
-/// (base offset, last offset, max record timestamp) of every batch of the log.
-fn log_batches(log: &[u8]) -> Vec<(i64, i64, i64)> {
-    let mut out = Vec::new();
-    for entry in Batches::new(log, 0) {
-        let Ok(entry) = entry else { break };
-        let max_ts = match &entry {
-            LogEntry::V2(b) => b
-                .records(&DecodeLimits::default())
-                .ok()
-                .and_then(|rs| {
-                    rs.iter()
-                        .map(|r| r.map(|r| r.timestamp()))
-                        .collect::<Result<Vec<_>, _>>()
-                        .ok()
-                })
-                .and_then(|ts| ts.into_iter().max())
-                .unwrap_or(-1),
-            LogEntry::Legacy(_) => -1,
-        };
-        let base = match &entry {
-            LogEntry::V2(b) => b.base_offset(),
-            LogEntry::Legacy(l) => l.offset(),
-        };
-        out.push((base, entry.last_offset(), max_ts));
-    }
-    out
+/// (base offset, last offset, max record timestamp) of a batch of the log.
+fn batch_summary(entry: &LogEntry<'_>) -> (i64, i64, i64) {
+    let max_ts = match entry {
+        LogEntry::V2(b) => b
+            .records(&DecodeLimits::default())
+            .ok()
+            .and_then(|rs| {
+                rs.iter()
+                    .map(|r| r.map(|r| r.timestamp()))
+                    .collect::<Result<Vec<_>, _>>()
+                    .ok()
+            })
+            .and_then(|ts| ts.into_iter().max())
+            .unwrap_or(-1),
+        LogEntry::Legacy(_) => -1,
+    };
+    let base = match entry {
+        LogEntry::V2(b) => b.base_offset(),
+        LogEntry::Legacy(l) => l.offset(),
+    };
+    (base, entry.last_offset(), max_ts)
 }
 
+/// The batches of a log walked as the time index's entries ask for them: the first batch whose
+/// last offset reaches an offset, found from where the previous search stopped (from the start
+/// again only when an entry's offset goes back). Nothing is kept but the current batch: the
+/// log may be gigabytes.
+struct BatchCursor<'a> {
+    log: &'a [u8],
+    batches: record_format::BatchIterator<'a>,
+    current: Option<(i64, i64, i64)>,
+    last_query: Option<i64>,
+}
+
+impl<'a> BatchCursor<'a> {
+    fn new(log: &'a [u8]) -> Self {
+        BatchCursor {
+            log,
+            batches: Batches::new(log, 0),
+            current: None,
+            last_query: None,
+        }
+    }
+
+    /// (base, last, max timestamp) of the first batch whose last offset is `>= offset`.
+    fn find(&mut self, offset: i64) -> Option<(i64, i64, i64)> {
+        // The first batch reaching a larger offset is never before the one reaching a smaller
+        // one: the walk goes on from here unless the offset went back.
+        if self.last_query.is_some_and(|q| q > offset) {
+            self.batches = Batches::new(self.log, 0);
+            self.current = None;
+        }
+        self.last_query = Some(offset);
+        loop {
+            if let Some(c) = self.current.filter(|(_, last, _)| *last >= offset) {
+                return Some(c);
+            }
+            let Some(Ok(entry)) = self.batches.next() else {
+                self.current = None;
+                return None;
+            };
+            self.current = Some(batch_summary(&entry));
+        }
+    }
+}
+
+/// An index or log file for reading: mapped if large (page cache, not the process's memory),
+/// read if small; one that cannot be mapped and is longer than [`MAX_READ_BYTES`] is an error
+/// that names its size.
+fn open_bytes(path: &Path) -> io::Result<segment_store::ReadOnlyBytes> {
+    use segment_store::{ReadOnlyBytes, StdFs, Storage};
+    let to_io = |e: segment_store::SegmentError| {
+        io::Error::new(e.io_kind().unwrap_or(io::ErrorKind::Other), e.to_string())
+    };
+    let handle = StdFs
+        .open(path, segment_store::OpenMode::Read)
+        .map_err(to_io)?;
+    let size = handle.len().map_err(to_io)?;
+    if let Some(map) = ReadOnlyBytes::map_guarded(&StdFs, path, size).map_err(to_io)? {
+        return Ok(map);
+    }
+    if size > MAX_READ_BYTES {
+        return Err(io::Error::new(
+            io::ErrorKind::FileTooLarge,
+            format!("{size} bytes, more than is read where the file cannot be mapped ({MAX_READ_BYTES} bytes)"),
+        ));
+    }
+    ReadOnlyBytes::read_from(handle.as_ref(), size).map_err(to_io)
+}
+
+/// The longest index or log read into memory where it cannot be mapped.
+const MAX_READ_BYTES: u64 = 32 << 20;
+
 impl<O: Write, E: Write> Dumper<'_, O, E> {
-    fn read_index(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
-        match std::fs::read(path) {
+    fn read_index(&mut self, path: &Path) -> io::Result<Option<segment_store::ReadOnlyBytes>> {
+        match open_bytes(path) {
             Ok(b) => Ok(Some(b)),
             Err(e) => {
                 self.read_failed(path, &e)?;
@@ -258,9 +353,12 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     }
 
     /// The segment's `.log`, or `None` with a warning (entries are then printed unverified).
-    fn read_companion_log(&mut self, path: &Path) -> io::Result<Option<Vec<u8>>> {
+    fn read_companion_log(
+        &mut self,
+        path: &Path,
+    ) -> io::Result<Option<segment_store::ReadOnlyBytes>> {
         let log = companion_log(path);
-        match std::fs::read(&log) {
+        match open_bytes(&log) {
             Ok(b) => Ok(Some(b)),
             Err(e) if self.args.verify_index_only => {
                 // Verifying was asked for and cannot be done: that is a failure, not a pass.
@@ -344,8 +442,8 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         let Some(bytes) = self.read_index(path)? else {
             return Ok(());
         };
-        let entries = offset_entries(base, &bytes);
-        if entries.is_empty() {
+        let bytes = bytes.bytes();
+        if offset_entries(base, bytes).next().is_none() {
             let error = self.partial_entry(path, bytes.len(), OFFSET_ENTRY_SIZE)?;
             if self.args.json {
                 return self.entries_summary(0, bytes.len(), OFFSET_ENTRY_SIZE, error);
@@ -353,21 +451,23 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             return writeln!(self.out, "{} is empty.", path.display());
         }
         if self.args.index_sanity_check {
-            return self.sanity_result(path, offset_index_sanity(base, &bytes));
+            return self.sanity_result(path, offset_index_sanity(base, bytes));
         }
         let mut error = self.partial_entry(path, bytes.len(), OFFSET_ENTRY_SIZE)?;
         let log = self.read_companion_log(path)?;
+        let log = log.as_ref().map(|l| l.bytes());
         let mut mismatches = BTreeMap::new();
         let mut printed = 0;
-        for (i, e) in entries.iter().enumerate() {
+        for (i, e) in offset_entries(base, bytes).enumerate() {
             if i > 0 && e.offset == base {
                 break;
             }
-            if let Some(log) = &log {
+            if let Some(log) = log {
                 let found = first_batch_last_offset(log, e.position, self.args.max_message_size)
                     .unwrap_or(-1);
                 if found != e.offset {
-                    mismatches.insert(Reverse(e.offset), found);
+                    let omitted = &mut self.omitted_problems;
+                    super::log::keep_pair(&mut mismatches, Reverse(e.offset), found, omitted);
                     error.get_or_insert_with(|| {
                         ErrorJson::other(
                             "indexMismatch",
@@ -381,7 +481,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 }
             }
             if self.args.json {
-                json::emit(self.out, e)?;
+                json::emit(self.out, &e)?;
             } else if !self.args.verify_index_only {
                 writeln!(self.out, "offset: {} position: {}", e.offset, e.position)?;
             }
@@ -403,42 +503,49 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         let Some(bytes) = self.read_index(path)? else {
             return Ok(());
         };
+        let bytes = bytes.bytes();
         if self.args.index_sanity_check {
-            return self.sanity_result(path, time_index_sanity(base, &bytes));
+            return self.sanity_result(path, time_index_sanity(base, bytes));
         }
         let mut error = self.partial_entry(path, bytes.len(), TIME_ENTRY_SIZE)?;
-        let entries = time_entries(base, &bytes);
-        let log = if entries.is_empty() {
+        let log = if time_entries(base, bytes).next().is_none() {
             None
         } else {
             self.read_companion_log(path)?
         };
-        let batches = log.as_deref().map(log_batches);
+        let mut batches = log.as_ref().map(|l| BatchCursor::new(l.bytes()));
         let mut errors = TimeIndexErrors {
             file: absolute(path),
             ..TimeIndexErrors::default()
         };
         let mut prev_ts = -1i64;
         let mut printed = 0;
-        for (i, e) in entries.iter().enumerate() {
+        for (i, e) in time_entries(base, bytes).enumerate() {
             if i > 0 && e.offset == base {
                 break;
             }
-            if let Some(batches) = &batches {
-                match batches.iter().find(|(_, last, _)| *last >= e.offset) {
-                    None => errors.not_found.push((e.offset, -1)),
-                    Some((base, last, _)) if *last != e.offset => {
-                        if *base <= e.offset {
-                            errors.legacy_entries += 1;
-                        }
-                        errors.not_found.push((e.offset, *last))
+            if let Some(batches) = &mut batches {
+                match batches.find(e.offset) {
+                    None => errors.not_found_entry(e.offset, -1, false),
+                    Some((base, last, _)) if last != e.offset => {
+                        errors.not_found_entry(e.offset, last, base <= e.offset)
                     }
                     Some((_, _, max_ts)) => {
-                        if *max_ts != e.timestamp {
-                            errors.mismatches.push((e.timestamp, *max_ts));
+                        if max_ts != e.timestamp {
+                            TimeIndexErrors::keep(
+                                &mut errors.mismatches,
+                                (e.timestamp, max_ts),
+                                &mut errors.omitted,
+                                &mut errors.omitted_damage,
+                            );
                         }
                         if prev_ts >= e.timestamp {
-                            errors.out_of_order.push((e.timestamp, prev_ts));
+                            TimeIndexErrors::keep(
+                                &mut errors.out_of_order,
+                                (e.timestamp, prev_ts),
+                                &mut errors.omitted,
+                                &mut errors.omitted_damage,
+                            );
                         }
                     }
                 }
@@ -454,13 +561,14 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 }
             }
             if self.args.json {
-                json::emit(self.out, e)?;
+                json::emit(self.out, &e)?;
             } else if !self.args.verify_index_only {
                 writeln!(self.out, "timestamp: {} offset: {}", e.timestamp, e.offset)?;
             }
             prev_ts = e.timestamp;
             printed += 1;
         }
+        self.omitted_problems += errors.omitted;
         if errors.is_damage() {
             self.damaged();
         }
@@ -479,6 +587,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         let Some(bytes) = self.read_index(path)? else {
             return Ok(());
         };
+        let bytes = bytes.bytes();
         let mut error = self.partial_entry(path, bytes.len(), TXN_ENTRY_SIZE)?;
         let mut printed = 0;
         for (i, chunk) in bytes.chunks_exact(TXN_ENTRY_SIZE).enumerate() {

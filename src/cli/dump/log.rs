@@ -25,7 +25,7 @@ use super::json::{
     self, hex, BatchLine, DecodeErrorJson, ErrorJson, HeaderJson, LegacyBatchLine, LogSummary,
     MirrorPidResetJson, RecordLine,
 };
-use super::{absolute, kraft, stream, Dumper, FileType};
+use super::{absolute, kraft, stream, Dumper, FileType, KEPT_PROBLEMS};
 
 /// Kafka's `RecordBatch.NO_TIMESTAMP`.
 const NO_TIMESTAMP: i64 = -1;
@@ -51,7 +51,19 @@ pub(crate) struct LogState {
     pub(crate) next_offset: i64,
     pub(crate) last_record_offset: i64,
     pub(crate) non_consecutive: BTreeMap<i64, i64>,
+    /// Non-consecutive offsets past the first [`KEPT_PROBLEMS`]: counted only.
+    pub(crate) omitted: u64,
     warned_legacy_compressed: bool,
+}
+
+/// Inserts `(k, v)` into `map` if it holds fewer than [`KEPT_PROBLEMS`] entries (or has `k`);
+/// counts it in `omitted` otherwise.
+pub(crate) fn keep_pair<K: Ord, V>(map: &mut BTreeMap<K, V>, k: K, v: V, omitted: &mut u64) {
+    if map.len() < KEPT_PROBLEMS || map.contains_key(&k) {
+        map.insert(k, v);
+    } else {
+        *omitted += 1;
+    }
 }
 
 impl LogState {
@@ -348,6 +360,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             next_offset: -1,
             last_record_offset: -1,
             non_consecutive: BTreeMap::new(),
+            omitted: 0,
             warned_legacy_compressed: false,
         };
         let Some((valid_prefix_end, trailing_at)) = self.walk_log(path, &file, end, &mut st)?
@@ -475,6 +488,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 "Found {trailing} invalid bytes at the end of {name}"
             )?;
         }
+        self.omitted_problems += std::mem::take(&mut st.omitted);
         if !st.non_consecutive.is_empty() {
             self.non_consecutive
                 .push((absolute(path), std::mem::take(&mut st.non_consecutive)));
@@ -573,7 +587,12 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         st: &mut LogState,
     ) -> io::Result<bool> {
         if r.offset() != st.last_record_offset.wrapping_add(1) {
-            st.non_consecutive.insert(st.last_record_offset, r.offset());
+            keep_pair(
+                &mut st.non_consecutive,
+                st.last_record_offset,
+                r.offset(),
+                &mut st.omitted,
+            );
         }
         st.last_record_offset = r.offset();
         let control = b.is_control().then(|| control_view(r));
@@ -780,7 +799,12 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     ) -> io::Result<()> {
         let offset = l.offset();
         if offset != st.last_record_offset.wrapping_add(1) {
-            st.non_consecutive.insert(st.last_record_offset, offset);
+            keep_pair(
+                &mut st.non_consecutive,
+                st.last_record_offset,
+                offset,
+                &mut st.omitted,
+            );
         }
         st.last_record_offset = offset;
         if self.args.json {

@@ -323,6 +323,7 @@ pub fn run(args: &DumpArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
         index_mismatches: Vec::new(),
         time_index_errors: Vec::new(),
         non_consecutive: Vec::new(),
+        omitted_problems: 0,
     };
     match d.dump_all(&files) {
         Ok(()) => {}
@@ -393,7 +394,14 @@ pub(crate) struct Dumper<'a, O: Write, E: Write> {
     pub(crate) time_index_errors: Vec<index::TimeIndexErrors>,
     /// Per `.log` (absolute path): previous offset → the offset that followed it.
     pub(crate) non_consecutive: Vec<(String, BTreeMap<i64, i64>)>,
+    /// Problems found past the first [`KEPT_PROBLEMS`] of their kind in their file: counted, not
+    /// kept (a damaged index of gigabytes would otherwise fill memory with them).
+    pub(crate) omitted_problems: u64,
 }
+
+/// How many problems of one kind (index mismatches, each kind of time index error,
+/// non-consecutive offsets) are kept per file for the reports printed after all files.
+pub(crate) const KEPT_PROBLEMS: usize = 100_000;
 
 impl<O: Write, E: Write> Dumper<'_, O, E> {
     fn dump_all(&mut self, files: &[&PathBuf]) -> io::Result<()> {
@@ -476,6 +484,13 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             for (a, b) in pairs {
                 writeln!(self.err, "  {a} is followed by {b}")?;
             }
+        }
+        if self.omitted_problems > 0 {
+            writeln!(
+                self.err,
+                "{} more problems not listed (the first {KEPT_PROBLEMS} of each kind in each file are)",
+                self.omitted_problems
+            )?;
         }
         Ok(())
     }

@@ -10,8 +10,10 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use record_format::batch::decrement_sequence;
-use recovery::snapshot::{decode_snapshot, SnapshotEntry};
-use recovery::SnapshotError;
+use recovery::snapshot::{
+    decode_snapshot, too_large_size, SnapshotEntry, SnapshotIo, MAX_SNAPSHOT_BYTES,
+};
+use recovery::{CorruptReason, SnapshotError};
 use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
@@ -62,11 +64,18 @@ pub fn entry_line(e: &SnapshotEntry) -> String {
 impl<O: Write, E: Write> Dumper<'_, O, E> {
     /// Dumps a `.snapshot` file.
     pub(crate) fn dump_producer_snapshot(&mut self, path: &Path) -> io::Result<()> {
-        let bytes = match std::fs::read(path) {
-            Ok(b) => b,
-            Err(e) => return self.read_failed(path, &e),
+        // Capped as recovery caps it: a longer file is reported corrupt with its size, not read.
+        let read = recovery::snapshot::StdIo.read_capped(path, MAX_SNAPSHOT_BYTES);
+        let (decoded, len) = match read {
+            Ok(bytes) => (decode_snapshot(&bytes), bytes.len() as u64),
+            Err(e) => match too_large_size(&e) {
+                Some((size, limit)) => {
+                    (Err((CorruptReason::TooLarge { size, limit }, limit)), size)
+                }
+                None => return self.read_failed(path, &e),
+            },
         };
-        let (entries, error) = match decode_snapshot(&bytes) {
+        let (entries, error) = match decoded {
             Ok(entries) => (entries, None),
             Err((reason, position)) => {
                 let e = SnapshotError::Corrupt {
@@ -108,18 +117,14 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
         }
         if self.args.json {
-            let valid = if error.is_none() {
-                bytes.len() as u64
-            } else {
-                0
-            };
+            let valid = if error.is_none() { len } else { 0 };
             json::emit(
                 self.out,
                 &EntriesSummary {
                     kind: "summary",
                     entries: entries.len(),
                     valid_bytes: valid,
-                    invalid_bytes: bytes.len() as u64 - valid,
+                    invalid_bytes: len - valid,
                     error,
                 },
             )?;

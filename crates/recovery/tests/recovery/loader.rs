@@ -498,3 +498,77 @@ fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
     assert!(recovered.iter().any(|(n, _)| *n == at_end), "{recovered:?}");
     log.close().unwrap();
 }
+
+/// A partition whose middle segment is cut at its second batch: the directory, the cut's
+/// position and the corrupted `.log`.
+fn cut_partition(dir: &Path) -> (i64, u64, Vec<u8>) {
+    let log = build_log(dir);
+    let mid_base = log.local_log().segments()[1].base_offset;
+    log.close().unwrap();
+    let path = dir.join(format!("{mid_base:020}.log"));
+    let mut bytes = std::fs::read(&path).unwrap();
+    let cut_at = Batches::new(&bytes, 0).nth(1).unwrap().unwrap().position();
+    bytes[cut_at as usize + 70] ^= 0x55;
+    std::fs::write(&path, &bytes).unwrap();
+    (mid_base, cut_at, bytes)
+}
+
+/// Quarantine folders are numbered one above the largest; at `u64::MAX` the numbering does not
+/// wrap or stop there (writing into the folder an earlier recovery filled), it takes a number no
+/// folder has.
+#[test]
+fn quarantine_numbering_at_u64_max_takes_an_unused_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mid_base, cut_at, bytes) = cut_partition(dir.path());
+    let root = dir.path().join("quarantine");
+    let last = root.join(u64::MAX.to_string());
+    std::fs::create_dir_all(&last).unwrap();
+    std::fs::create_dir_all(root.join("0001")).unwrap();
+    // An earlier cut of the same segment at the same position, in the last folder.
+    let older = last.join(segment_store::file_name::quarantine_file_name(
+        mid_base, cut_at,
+    ));
+    std::fs::write(&older, b"an older cut").unwrap();
+
+    let (_log, report) = load(dir.path(), false);
+    let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
+    assert_eq!(qdir, root.join("0002"));
+    assert_eq!(report.cut.len(), 1);
+    assert!(report.cut[0].quarantined_to.starts_with(&qdir));
+    assert_eq!(
+        std::fs::read(&report.cut[0].quarantined_to).unwrap(),
+        &bytes[cut_at as usize..]
+    );
+    assert_eq!(std::fs::read(&older).unwrap(), b"an older cut");
+    assert_eq!(
+        files_in(&last),
+        vec![older.file_name().unwrap().to_str().unwrap().to_owned()]
+    );
+}
+
+/// A plan names a new quarantine folder; if one of that name appears before the plan is applied,
+/// recovery takes another number (the report says which) and leaves that folder as it was.
+#[test]
+fn a_quarantine_folder_that_appeared_since_the_plan_is_not_written_into() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, cut_at, bytes) = cut_partition(dir.path());
+    let plan = LogLoader::plan(dir.path(), &options(false)).unwrap();
+    let planned = plan.quarantine_dir.clone();
+    std::fs::create_dir_all(&planned).unwrap();
+    std::fs::write(planned.join("someone else's"), b"x").unwrap();
+
+    let (_log, report) = LogLoader::apply(plan).unwrap();
+    let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
+    assert_ne!(qdir, planned);
+    assert!(qdir.starts_with(dir.path().join("quarantine")));
+    assert_eq!(files_in(&planned), vec!["someone else's".to_owned()]);
+    let cut = &report.cut[0];
+    assert!(cut.quarantined_to.starts_with(&qdir), "{cut:?}");
+    assert_eq!(
+        std::fs::read(&cut.quarantined_to).unwrap(),
+        &bytes[cut_at as usize..]
+    );
+    for moved in &report.quarantined_segments {
+        assert!(moved.starts_with(&qdir) && moved.exists(), "{moved:?}");
+    }
+}

@@ -24,6 +24,9 @@ use crate::error::{IndexCorruption, Result, SegmentError};
 use crate::index::{be_i64, round_down};
 use crate::io::{FileHandle, OpenMode, Storage};
 
+/// Entries read at a time by the readers of the index (64 KiB of them).
+pub const READ_CHUNK_ENTRIES: usize = 65536 / ENTRY_SIZE;
+
 const VERSION_OFFSET: usize = 0;
 const PRODUCER_ID_OFFSET: usize = VERSION_OFFSET + 2;
 const FIRST_OFFSET_OFFSET: usize = PRODUCER_ID_OFFSET + 8;
@@ -199,41 +202,61 @@ impl TransactionIndex {
         Ok(())
     }
 
-    /// Every complete entry with its byte position, checking versions.
-    fn read_entries(&self) -> Result<Vec<(u64, AbortedTxn)>> {
+    /// Calls `f` with every complete entry and its byte position, in order, until it returns
+    /// `false`; an entry of a later version than 0 is an error when it is reached (as Kafka's
+    /// iterator throws). Read [`READ_CHUNK_ENTRIES`] entries at a time: memory is bounded by
+    /// that window, not by the file.
+    fn for_each_entry(&self, mut f: impl FnMut(u64, AbortedTxn) -> Result<bool>) -> Result<()> {
         let Some(h) = &self.handle else {
-            return Ok(Vec::new());
+            return Ok(());
         };
-        let bytes = h.read_to_end()?;
-        let mut out = Vec::with_capacity(bytes.len() / ENTRY_SIZE);
-        for (i, chunk) in bytes.chunks_exact(ENTRY_SIZE).enumerate() {
-            let position = (i * ENTRY_SIZE) as u64;
-            let b: &[u8; ENTRY_SIZE] =
-                chunk.try_into().map_err(|_| SegmentError::CorruptIndex {
-                    path: self.path.clone(),
-                    reason: IndexCorruption::LengthNotMultiple {
-                        len: bytes.len() as u64,
-                        entry_size: ENTRY_SIZE,
-                    },
-                })?;
-            let txn = AbortedTxn::from_bytes(b);
-            if txn.version > CURRENT_VERSION {
-                return Err(SegmentError::CorruptIndex {
-                    path: self.path.clone(),
-                    reason: IndexCorruption::UnsupportedTxnVersion {
-                        version: txn.version,
-                        position,
-                    },
-                });
+        let end = round_down(h.len()?, ENTRY_SIZE);
+        let mut buf = vec![0u8; READ_CHUNK_ENTRIES * ENTRY_SIZE];
+        let mut at = 0u64;
+        while at < end {
+            let want = usize::try_from(end - at).map_or(buf.len(), |n| n.min(buf.len()));
+            let chunk = buf.get_mut(..want).unwrap_or_default();
+            let n = h.read_at(at, chunk)?;
+            if n < ENTRY_SIZE {
+                break;
             }
-            out.push((position, txn));
+            for (i, raw) in chunk
+                .get(..n)
+                .unwrap_or_default()
+                .chunks_exact(ENTRY_SIZE)
+                .enumerate()
+            {
+                let Ok(b) = <&[u8; ENTRY_SIZE]>::try_from(raw) else {
+                    break;
+                };
+                let position = at + (i * ENTRY_SIZE) as u64;
+                let txn = AbortedTxn::from_bytes(b);
+                if txn.version > CURRENT_VERSION {
+                    return Err(SegmentError::CorruptIndex {
+                        path: self.path.clone(),
+                        reason: IndexCorruption::UnsupportedTxnVersion {
+                            version: txn.version,
+                            position,
+                        },
+                    });
+                }
+                if !f(position, txn)? {
+                    return Ok(());
+                }
+            }
+            at += round_down(n as u64, ENTRY_SIZE);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// All aborted transactions in the index.
     pub fn all_aborted_txns(&self) -> Result<Vec<AbortedTxn>> {
-        Ok(self.read_entries()?.into_iter().map(|(_, t)| t).collect())
+        let mut out = Vec::new();
+        self.for_each_entry(|_, t| {
+            out.push(t);
+            Ok(true)
+        })?;
+        Ok(out)
     }
 
     /// Kafka's `collectAbortedTxns`: entries with `last_offset >= fetch_offset` and
@@ -245,20 +268,17 @@ impl TransactionIndex {
         upper_bound_offset: i64,
     ) -> Result<TxnIndexSearchResult> {
         let mut aborted_transactions = Vec::new();
-        for (_, txn) in self.read_entries()? {
+        let mut is_complete = false;
+        self.for_each_entry(|_, txn| {
             if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound_offset {
                 aborted_transactions.push(txn);
             }
-            if txn.last_stable_offset >= upper_bound_offset {
-                return Ok(TxnIndexSearchResult {
-                    aborted_transactions,
-                    is_complete: true,
-                });
-            }
-        }
+            is_complete = txn.last_stable_offset >= upper_bound_offset;
+            Ok(!is_complete)
+        })?;
         Ok(TxnIndexSearchResult {
             aborted_transactions,
-            is_complete: false,
+            is_complete,
         })
     }
 
@@ -266,16 +286,21 @@ impl TransactionIndex {
     /// none (a trailing partial entry then stays, as in Kafka).
     pub fn truncate_to(&mut self, offset: i64) -> Result<()> {
         let mut new_last = None;
-        for (position, txn) in self.read_entries()? {
+        let mut cut_at = None;
+        self.for_each_entry(|position, txn| {
             if txn.last_offset >= offset {
-                if let Some(h) = &self.handle {
-                    *self.synced.get_mut() = false;
-                    h.set_len(position)?;
-                }
-                self.last_offset = new_last;
-                return Ok(());
+                cut_at = Some(position);
+                return Ok(false);
             }
             new_last = Some(txn.last_offset);
+            Ok(true)
+        })?;
+        if let Some(position) = cut_at {
+            if let Some(h) = &self.handle {
+                *self.synced.get_mut() = false;
+                h.set_len(position)?;
+            }
+            self.last_offset = new_last;
         }
         Ok(())
     }
@@ -292,7 +317,7 @@ impl TransactionIndex {
 
     /// Kafka's `sanityCheck`: every entry's `last_offset` must be `>= start_offset`.
     pub fn sanity_check(&self) -> Result<()> {
-        for (_, txn) in self.read_entries()? {
+        self.for_each_entry(|_, txn| {
             if txn.last_offset < self.start_offset {
                 return Err(SegmentError::CorruptIndex {
                     path: self.path.clone(),
@@ -302,8 +327,8 @@ impl TransactionIndex {
                     },
                 });
             }
-        }
-        Ok(())
+            Ok(true)
+        })
     }
 
     /// Makes the entries durable (Kafka: `channel.force(true)`); no system call when nothing

@@ -1463,3 +1463,134 @@ mod local_log {
         assert_eq!(reopened, closed);
     }
 }
+
+/// The quarantine copy of a cut tail: through the storage seam (`Storage::copy_range`), written
+/// as `<name>.partial` and renamed once whole and synced.
+mod quarantine_copy {
+    use super::*;
+    use segment_store::io::{partial_path, OpenMode};
+    use testkit::{SimulatedFs, TornWrite};
+
+    /// A segment of 20 batches on `sim` with 3 MiB of garbage (not all zeros, so each chunk of
+    /// the copy is a write of its own) after them; returns the valid size and the whole file.
+    fn cut_segment(sim: &SimulatedFs, dir: &Path, lock: &DirLock) -> (u64, Vec<u8>) {
+        let c = SegmentContext {
+            storage: Arc::new(sim.clone()),
+            ..ctx(lock, 400, 1 << 20)
+        };
+        let mut seg = LogSegment::create(&c, dir, 0).unwrap();
+        for b in batches(20, 2, 1_000, 1) {
+            append_batch(&mut seg, &b);
+        }
+        seg.close().unwrap();
+        let p = segment_file_path(dir, 0, FileKind::Log);
+        let h = sim.open(&p, OpenMode::ReadWrite).unwrap();
+        let valid = h.len().unwrap();
+        let garbage: Vec<u8> = (0..3u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
+        h.write_at(valid, &garbage).unwrap();
+        h.sync_all().unwrap();
+        sim.sync_dir(dir).unwrap();
+        (valid, sim.read(&p).unwrap())
+    }
+
+    /// At every I/O point of the recovery, a failure (as `ENOSPC` would make it) and then a
+    /// crash: neither what is left live after the error nor what survives the crash holds a
+    /// file under the cut's name that is not the whole cut.
+    #[test]
+    fn an_interrupted_quarantine_copy_never_bears_the_name_of_a_complete_cut() {
+        let mut completed = false;
+        for n in 0..200u64 {
+            let (_tmp, real, sim) = simulated_dir();
+            let q = real.join("quarantine");
+            sim.create_durable_dir_all(&q);
+            let lock = DirLock::acquire(&real).unwrap();
+            let (valid, whole) = cut_segment(&sim, &real, &lock);
+            let cut = &whole[valid as usize..];
+            let name = q.join(quarantine_file_name(0, valid));
+            let c = SegmentContext {
+                storage: Arc::new(sim.clone()),
+                ..ctx(&lock, 400, 1 << 20)
+            };
+            let mut seg = LogSegment::open(&c, &real, 0).unwrap();
+            sim.fail_after(n);
+            let r = seg.recover(&mut |_, _| Ok::<_, SegmentError>(()), &q);
+            let live = sim.live_image();
+            if let Some(bytes) = live.get(&name) {
+                assert_eq!(bytes.len(), cut.len(), "after {n} points: {r:?}");
+                assert!(
+                    bytes == cut,
+                    "after {n} points: a cut file that is not the cut"
+                );
+            }
+            drop(seg);
+            let image = sim.crash(TornWrite::Prefix(usize::MAX));
+            if let Some(bytes) = image.get(&name) {
+                assert!(
+                    bytes == cut,
+                    "after {n} points and a crash: a wrong cut file"
+                );
+            }
+            if r.is_ok() {
+                assert!(
+                    live.contains_key(&name),
+                    "a completed recovery leaves the cut"
+                );
+                assert!(!live.contains_key(&partial_path(&name)));
+                completed = true;
+                break;
+            }
+        }
+        assert!(completed, "the recovery never completed");
+    }
+
+    /// `StdFs::copy_range` of a range of a sparse file: the same bytes, and its holes stay holes
+    /// (the copy's allocated blocks are those of the data, not of its length).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn std_copy_range_keeps_the_holes_of_a_sparse_file() {
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("sparse");
+        let f = std::fs::File::create(&from).unwrap();
+        // 1 GiB: data at 4 KiB, at 512 MiB and in the last 10 bytes, holes between.
+        f.set_len(1 << 30).unwrap();
+        f.write_all_at(b"first data", 4096).unwrap();
+        f.write_all_at(&[7u8; 100_000], 512 << 20).unwrap();
+        f.write_all_at(b"last bytes", (1 << 30) - 10).unwrap();
+        drop(f);
+        let to = dir.path().join("copy");
+        let offset = 4000;
+        let len = (1u64 << 30) - offset - 5;
+        assert_eq!(StdFs.copy_range(&from, offset, len, &to).unwrap(), len);
+        let meta = std::fs::metadata(&to).unwrap();
+        assert_eq!(meta.len(), len);
+        // Allocated: a few pages of data, far below the length (a dense copy: 1 GiB).
+        assert!(
+            meta.blocks() * 512 < 8 << 20,
+            "{} bytes allocated for a sparse copy",
+            meta.blocks() * 512
+        );
+        let src = std::fs::File::open(&from).unwrap();
+        let dst = std::fs::File::open(&to).unwrap();
+        for at in [0u64, 96, 100, (512 << 20) - offset - 3, len - 10, len - 1] {
+            let mut a = [0u8; 64];
+            let mut b = [0u8; 64];
+            let n = src.read_at(&mut a, at + offset).unwrap().min(64);
+            let m = dst.read_at(&mut b, at).unwrap();
+            let n = n.min(m);
+            assert_eq!(a[..n], b[..n], "at {at}");
+        }
+        // The copy is a new file: an existing one is never written into.
+        let err = StdFs.copy_range(&from, 0, 10, &to).unwrap_err();
+        assert_eq!(err.io_kind(), Some(std::io::ErrorKind::AlreadyExists));
+        // The same through the handles (what other storage does): holes kept as well.
+        let to2 = dir.path().join("copy2");
+        assert_eq!(
+            segment_store::io::copy_range_through_handles(&StdFs, &from, offset, len, &to2)
+                .unwrap(),
+            len
+        );
+        assert!(std::fs::metadata(&to2).unwrap().blocks() * 512 < 8 << 20);
+        assert!(std::fs::read(&to).unwrap() == std::fs::read(&to2).unwrap());
+    }
+}
