@@ -2211,6 +2211,14 @@ fn apply_with(
     let dir = plan.dir.clone();
     let io = StorageIo::new(Arc::clone(&env.storage));
 
+    // The segments kept open must fit the open-files limit: checked before anything changes.
+    let kept = plan
+        .segments
+        .len()
+        .saturating_sub(plan.quarantined_segments.len())
+        .max(1);
+    segment_store::limits::check_descriptors(&dir, kept as u64, 1)?;
+
     // 1. and 2. Leftovers; the segments after the first cut to quarantine.
     let (mut quarantined, needs_qdir) = apply_moves(&plan)?;
 
