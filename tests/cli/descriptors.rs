@@ -4,7 +4,7 @@
 //!
 //! * `verify` holds descriptors bounded by its threads, not by the segments: 2,000 segments check
 //!   under `ulimit -n 64`;
-//! * `recover` keeps three descriptors per segment and one per partition open; where that does not
+//! * `recover` keeps up to four descriptors per segment and one per partition open; where that does not
 //!   fit the limit, it fails before changing anything (no index created, no snapshot written, the
 //!   clean-shutdown marker left in place) with one line that names `RLIMIT_NOFILE`, exit 2 — for a
 //!   partition and for a log directory — and a recovery that fits runs.

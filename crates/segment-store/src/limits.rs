@@ -1,7 +1,8 @@
 //! The process's file-descriptor budget, checked before recovery opens a partition's segments.
 //!
-//! An open log keeps three descriptors per segment (the `.log`, the mapped `.index` and
-//! `.timeindex`) and one per partition (its `.lock`). A recovery that would need more than
+//! An open log keeps up to four descriptors per segment (the `.log`'s handle, the read-only map
+//! of a segment that is not the active one, which holds a descriptor of its own, and the mapped
+//! `.index` and `.timeindex`) and one per partition (its `.lock`). A recovery that would need more than
 //! `RLIMIT_NOFILE` leaves fails here, before anything is changed, with one line that names the
 //! limit, rather than with `EMFILE` half way through (after it created index files and wrote
 //! snapshots). Linux only (`/proc/self/limits`, `/proc/self/fd`); elsewhere nothing is checked.
@@ -11,9 +12,10 @@ use std::path::Path;
 
 use crate::error::{Result, SegmentError};
 
-/// Descriptors an open log keeps per segment: the `.log` handle and the mapped `.index` and
+/// Descriptors an open log keeps per segment at most: the `.log`'s handle and its read-only map
+/// (every segment but the active one is mapped when the log opens), the mapped `.index` and
 /// `.timeindex` (the `.txnindex` is opened when it is used).
-pub const DESCRIPTORS_PER_SEGMENT: u64 = 3;
+pub const DESCRIPTORS_PER_SEGMENT: u64 = 4;
 
 /// Descriptors kept free for what recovery opens for a moment (a snapshot, a checkpoint, a
 /// segment being scanned on each thread, the standard streams).
