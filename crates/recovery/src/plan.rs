@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use record_format::{Batches, LogEntry, RecordBatch};
+use rustc_hash::{FxHashMap, FxHashSet};
 use segment_store::file_name::{
     file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
 };
@@ -541,10 +542,12 @@ impl RecoveryPlan {
 #[derive(Default)]
 struct Overlay {
     /// Files as the plan leaves them: `Some` written or renamed here, `None` removed.
-    files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// (Hashed: the plan of a full recovery writes a snapshot per segment, and ordering paths
+    /// compares them component by component.)
+    files: FxHashMap<PathBuf, Option<Vec<u8>>>,
     ops: Vec<(SnapshotPhase, SnapshotOp)>,
     /// The paths of the `Write`s among `ops`.
-    written: std::collections::BTreeSet<PathBuf>,
+    written: FxHashSet<PathBuf>,
     phase: Option<SnapshotPhase>,
 }
 
@@ -1278,7 +1281,7 @@ fn snapshot_findings(
         Err(e) => return Err(e.into()),
     };
     // What the last operation on each snapshot does with it.
-    let mut fates: BTreeMap<&Path, SnapshotFate> = BTreeMap::new();
+    let mut fates: FxHashMap<&Path, SnapshotFate> = FxHashMap::default();
     for (_, op) in ops {
         let (path, fate) = match op {
             SnapshotOp::Write { path, .. } => (path, SnapshotFate::Rewritten),
@@ -2025,7 +2028,7 @@ fn without_identical_rewrites(
 ) -> Vec<(SnapshotPhase, SnapshotOp)> {
     let io = StorageIo::new(Arc::clone(&opts.env.storage));
     // The operations touching each path, in order: a write looks at those of its own path only.
-    let mut touching: BTreeMap<&Path, Vec<usize>> = BTreeMap::new();
+    let mut touching: FxHashMap<&Path, Vec<usize>> = FxHashMap::default();
     for (i, (_, op)) in ops.iter().enumerate() {
         let (a, b) = op_paths(op);
         touching.entry(a).or_default().push(i);
