@@ -92,6 +92,7 @@ fn assert_n_log_n(shape: Shape) {
     );
     let ratio = large as f64 / small as f64;
     let n_log_n = 10.0 * (10_000f64).ln() / (1_000f64).ln();
+    eprintln!("{shape:?}: planner work {small} at 1,000 segments, {large} at 10,000 (x{ratio:.1})");
     assert!(
         ratio <= 1.5 * n_log_n,
         "{shape:?}: planner work {small} at 1,000 segments, {large} at 10,000 (x{ratio:.1}, n log n \
