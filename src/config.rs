@@ -59,7 +59,13 @@ pub struct Config {
     /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`].
     pub high_watermark: HighWatermark,
     /// Threads recovering partitions in parallel when a [`LogDir`](crate::LogDir) opens after an
-    /// unclean shutdown (Kafka `num.recovery.threads.per.data.dir`). Default: 1.
+    /// unclean shutdown (Kafka `num.recovery.threads.per.data.dir`). Default: the number of cores
+    /// the process may run on ([`default_recovery_threads`]), deliberately more than Kafka's
+    /// default of 1: a broker recovers while it is not serving anyway, but seglog's recovery is
+    /// usually the whole of what its process is doing at that moment, and each partition's
+    /// recovery is CPU-bound (CRC checks, producer state) once its pages are cached, so one thread
+    /// per core is what finishes first. `seglog recover` and `seglog verify` take the same default
+    /// (`--threads`). Each thread holds a few file descriptors at a time, not one per segment.
     pub recovery_threads: usize,
     /// Ignore the clean-shutdown marker and the recovery points: recover every segment.
     pub full_recovery: bool,
@@ -81,12 +87,19 @@ impl Default for Config {
             clock: Arc::new(SystemClock),
             storage: Arc::new(StdFs),
             high_watermark: HighWatermark::default(),
-            recovery_threads: 1,
+            recovery_threads: default_recovery_threads(),
             full_recovery: false,
             high_watermark_checkpoint_interval_ms: 5_000,
             close_sync: CloseSync::default(),
         }
     }
+}
+
+/// The default of [`Config::recovery_threads`]: the cores this process may run on
+/// (`std::thread::available_parallelism`, which follows the CPU affinity and cgroup quota), 1 if
+/// that cannot be known.
+pub fn default_recovery_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
 }
 
 impl Config {
@@ -151,5 +164,18 @@ impl Config {
             storage: Arc::clone(&self.storage),
             clock: Arc::clone(&self.clock),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Recovery uses every core by default (Kafka's default is one thread per log directory).
+    #[test]
+    fn recovery_threads_default_to_the_cores() {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        assert_eq!(Config::default().recovery_threads, cores);
+        assert_eq!(default_recovery_threads(), cores);
     }
 }

@@ -60,7 +60,7 @@ mod error;
 mod log;
 mod log_dir;
 
-pub use config::{Config, HighWatermark};
+pub use config::{default_recovery_threads, Config, HighWatermark};
 pub use error::{Error, Result};
 pub use log::Log;
 pub use log_dir::LogDir;

@@ -14,6 +14,7 @@
 //! * `binary`: the real executable: exit codes, no panic or backtrace.
 //! * `demo`: `seglog demo` as README's first command runs it.
 //! * `crash_test`: `seglog crash-test`, a short randomized run (summary line, exit 0).
+//! * `descriptors`: `verify` and `recover` under a low `RLIMIT_NOFILE` (child processes).
 //! * `run`: running the real executable.
 //! * `logs`: partitions on real files built with the library, the damages, in-process runners.
 //! * `verify`, `recover`, `producers`: the directory subcommands on clean and damaged partitions
@@ -30,6 +31,8 @@ mod crash_test;
 mod damaged;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/descriptors.rs"]
+mod descriptors;
 #[path = "cli/dump_flags.rs"]
 mod dump_flags;
 #[path = "cli/dump_streamed.rs"]

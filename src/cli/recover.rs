@@ -7,6 +7,8 @@
 //!   marker and the checkpoints of its parent directory if it has them (read, never changed), so
 //!   a partition that was closed cleanly is not rescanned; otherwise everything is recovered.
 //! * `--full` ignores marker and recovery points: every segment is recovered from the first.
+//! * `--threads N`: partitions of a log directory recovered in parallel (default: the cores, as
+//!   the library's `Config::recovery_threads`).
 //!
 //! Recovery never deletes: cut bytes and later segments move to `<partition>/quarantine/<n>/`.
 //!
@@ -66,6 +68,16 @@ pub struct RecoverArgs {
     /// drops them, and listed
     #[arg(long, value_name = "MS")]
     pub now_ms: Option<i64>,
+    /// Partitions of a log directory recovered in parallel (Kafka
+    /// `num.recovery.threads.per.data.dir`) [default: the number of cores]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<std::num::NonZeroUsize>,
+}
+
+/// The threads a subcommand's `--threads` asks for: the given number, else the library's default
+/// ([`crate::Config::recovery_threads`]: the cores).
+pub(crate) fn threads(arg: Option<std::num::NonZeroUsize>) -> usize {
+    arg.map_or_else(crate::default_recovery_threads, std::num::NonZeroUsize::get)
 }
 
 /// Whether a loader error is about the files' accessibility (exit 2) rather than their content.
@@ -100,16 +112,12 @@ fn spinner(what: String) -> Option<ProgressBar> {
     Some(pb)
 }
 
-/// Threads for a log directory's partitions: one per core, at most 4.
-fn threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get().min(4))
-}
-
 /// Loads and closes the target; returns the reports.
 fn recover(
     target: &Target,
     full: bool,
     now_ms: Option<i64>,
+    threads: usize,
 ) -> Result<(Vec<RecoveryReport>, Vec<OfflinePartition>), crate::Error> {
     let clock = partition::clock(now_ms);
     match target {
@@ -126,7 +134,7 @@ fn recover(
             let mut config = crate::Config::default()
                 .with_clock(clock)
                 .with_high_watermark(crate::HighWatermark::Manual)
-                .with_recovery_threads(threads());
+                .with_recovery_threads(threads);
             config.full_recovery = full;
             let loaded = crate::LogDir::open(dir, config)?;
             let reports = loaded.recovery_reports().to_vec();
@@ -149,8 +157,9 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         args.dir.display()
     ));
     let root = std::fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
-    let before = file_stamps(&root);
-    let result = recover(&target, args.full, args.now_ms);
+    let threads = threads(args.threads);
+    let before = file_stamps(&root, threads);
+    let result = recover(&target, args.full, args.now_ms, threads);
     if let Some(pb) = bar {
         pb.finish_and_clear();
     }
@@ -165,7 +174,7 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
             return if io { Status::Usage } else { Status::Damaged };
         }
     };
-    let after = file_stamps(&root);
+    let after = file_stamps(&root, threads);
     let written: Vec<&PathBuf> = after
         .iter()
         .filter(|(p, stamp)| before.get(*p) != Some(*stamp))
@@ -217,12 +226,12 @@ fn warning_line(w: &ProducerStateWarning) -> String {
 
 /// Every file under `dir` with its length and modification time: what recovery created or
 /// rewrote is what differs afterwards (metadata only; no file is read). The partition folders
-/// of a log directory are walked on up to 4 threads.
-fn file_stamps(dir: &Path) -> Stamps {
+/// of a log directory are walked on `threads` threads.
+fn file_stamps(dir: &Path, threads: usize) -> Stamps {
     let mut out = Stamps::new();
     let mut subdirs = Vec::new();
     stamp_dir(dir, &mut out, &mut subdirs);
-    let threads = threads();
+    let threads = threads.max(1);
     let parts: Vec<Stamps> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {

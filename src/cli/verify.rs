@@ -19,6 +19,9 @@
 //! --json` prints (`logStartOffset`, `logEndOffset`, `producers`, each cut as `segment`,
 //! `position`, `bytes`), then a summary.
 //!
+//! `--threads N` checks the partitions of a log directory on N threads (default: the cores, as
+//! `Config::recovery_threads`); the output is in partition order whatever finishes first.
+//!
 //! Exit status: 0 nothing found; 1 problems found (each printed); 2 usage or I/O error.
 
 use std::io::{self, Write};
@@ -55,6 +58,10 @@ pub struct VerifyArgs {
     /// One JSON object per line
     #[arg(long)]
     pub json: bool,
+    /// Partitions of a log directory checked in parallel (printed in order) [default: the
+    /// number of cores]
+    #[arg(long, value_name = "N")]
+    pub threads: Option<std::num::NonZeroUsize>,
 }
 
 /// One problem.
@@ -385,6 +392,68 @@ pub fn check_partition(dir: &Path) -> Result<PartitionCheck, PartitionLogError> 
     }
 }
 
+/// [`check_partition`]; a partition that cannot be read is that partition's finding (the others
+/// are still checked).
+fn check_or_refuse(dir: &Path) -> PartitionCheck {
+    match check_partition(dir) {
+        Ok(c) => c,
+        Err(e) => PartitionCheck::refused(
+            partition_name(dir),
+            finding(
+                "unreadable",
+                "partition",
+                format!("cannot be read: {e}"),
+                json!({}),
+            ),
+        ),
+    }
+}
+
+/// `work` of each of `dirs` on `threads` threads, each result given to `emit` in the order of
+/// `dirs` as soon as it and those before it are done (at most `threads` partitions are checked
+/// at a time; results that are ahead wait in memory). The first error of `emit` stops the run:
+/// no new partition is started.
+fn in_order<R: Send>(
+    dirs: &[PathBuf],
+    threads: usize,
+    work: impl Fn(&Path) -> R + Sync,
+    mut emit: impl FnMut(R) -> io::Result<()>,
+) -> io::Result<()> {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for _ in 0..threads.clamp(1, dirs.len().max(1)) {
+            let tx = tx.clone();
+            let (next, stop, work) = (&next, &stop, &work);
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(dir) = dirs.get(i) else { break };
+                    if tx.send((i, work(dir))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut ahead = std::collections::BTreeMap::new();
+        let mut want = 0;
+        for (i, r) in rx {
+            ahead.insert(i, r);
+            while let Some(r) = ahead.remove(&want) {
+                want += 1;
+                if let Err(e) = emit(r) {
+                    stop.store(true, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
 /// Runs `seglog verify`.
 pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
     let target = match partition::detect_or_usage(&args.dir, err) {
@@ -394,32 +463,20 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
     let mut status = Status::Success;
     let mut total = 0;
     let dirs = partition::partitions(&target);
-    for dir in &dirs {
-        let check = match check_partition(dir) {
-            Ok(c) => c,
-            // A partition that cannot be read is that partition's finding; the others are
-            // still checked.
-            Err(e) => PartitionCheck::refused(
-                partition_name(dir),
-                finding(
-                    "unreadable",
-                    "partition",
-                    format!("cannot be read: {e}"),
-                    json!({}),
-                ),
-            ),
-        };
+    let threads = crate::cli::recover::threads(args.threads);
+    let printed = in_order(&dirs, threads, check_or_refuse, |check| {
         if !check.findings.is_empty() {
             status = Status::Damaged;
         }
         total += check.findings.len();
-        match print(args, &check, out) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return status,
-            Err(e) => {
-                let _ = writeln!(err, "error: cannot write output: {e}");
-                return Status::Usage;
-            }
+        print(args, &check, out)
+    });
+    match printed {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return status,
+        Err(e) => {
+            let _ = writeln!(err, "error: cannot write output: {e}");
+            return Status::Usage;
         }
     }
     let summary = if args.json {

@@ -269,3 +269,72 @@ fn a_segment_truncated_while_verify_reads_it_is_reported_unreadable() {
     // How many rounds land mid-scan depends on the machine.
     eprintln!("rounds reported unreadable: {unreadable} of 30");
 }
+
+/// `--threads N` (Kafka's `num.recovery.threads.per.data.dir`) checks and recovers partitions in
+/// parallel: the output is the one thread's, partition by partition in order, whatever finishes
+/// first; 0 threads is a usage error.
+#[test]
+fn threads_check_partitions_in_parallel_and_print_them_in_order() {
+    let root = tempdir();
+    for p in 0..6 {
+        build_partition(root.path(), &format!("orders-{p}"));
+    }
+    // One partition damaged (a flipped byte in its first segment): its findings stay with it.
+    let first = root.path().join("orders-3/00000000000000000000.log");
+    let mut bytes = std::fs::read(&first).unwrap();
+    *bytes.last_mut().unwrap() ^= 0xff;
+    std::fs::write(&first, &bytes).unwrap();
+    let one = verify(&["--threads".as_ref(), "1".as_ref(), root.path().as_os_str()]);
+    assert_eq!(one.status, Status::Damaged, "{one:?}");
+    let names: Vec<String> = one
+        .stdout_lines()
+        .iter()
+        .filter(|l| l.starts_with("orders-"))
+        .filter_map(|l| l.split(':').next().map(str::to_owned))
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "{one:?}");
+    for threads in ["2", "5", "64"] {
+        let many = verify(&[
+            "--threads".as_ref(),
+            threads.as_ref(),
+            root.path().as_os_str(),
+        ]);
+        assert_eq!(many.status, one.status, "{many:?}");
+        assert_eq!(many.stdout, one.stdout, "--threads {threads}");
+    }
+    let json = verify(&[
+        "--json".as_ref(),
+        "--threads".as_ref(),
+        "3".as_ref(),
+        root.path().as_os_str(),
+    ]);
+    let partitions: Vec<String> = json
+        .json_lines()
+        .iter()
+        .filter(|l| l["type"] == "partition")
+        .map(|l| l["partition"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        partitions,
+        (0..6).map(|p| format!("orders-{p}")).collect::<Vec<_>>()
+    );
+
+    let (code, _, stderr) = seglog_bounded(&[
+        "verify".as_ref(),
+        "--threads".as_ref(),
+        "0".as_ref(),
+        root.path().as_os_str(),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--threads"), "{stderr}");
+
+    let out = recover(&["--threads".as_ref(), "3".as_ref(), root.path().as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    assert!(
+        out.stdout.contains("recovered 6 partition(s)"),
+        "{}",
+        out.stdout
+    );
+}

@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex};
 
 use record_format::FormatError;
 use segment_store::file_name::{
-    parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
+    parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
@@ -465,10 +465,6 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
     let lock = DirLock::acquire(dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     let had_clean_shutdown = env.storage.exists(&marker)?;
-    if had_clean_shutdown {
-        env.storage.remove_file(&marker)?;
-        env.storage.sync_dir(dir)?;
-    }
     let recovery_points = checkpoint_map(env, &dir.join(RECOVERY_POINT_CHECKPOINT_FILE));
     let log_starts = checkpoint_map(env, &dir.join(LOG_START_OFFSET_CHECKPOINT_FILE));
     let hws = checkpoint_map(env, &dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
@@ -513,6 +509,25 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
             full: opts.full,
         };
         jobs.push((tp, (path, load)));
+    }
+    // Every partition's segments stay open: they must fit the open-files limit, checked before
+    // anything changes (the marker included).
+    let mut segments = 0u64;
+    for (_, (path, _)) in &jobs {
+        segments += env
+            .storage
+            .list_dir(path)?
+            .iter()
+            .filter(|n| {
+                parse_file_name(n).is_ok_and(|p| p.kind == FileKind::Log && p.temp.is_none())
+            })
+            .count()
+            .max(1) as u64;
+    }
+    segment_store::limits::check_descriptors(dir, segments, jobs.len() as u64)?;
+    if had_clean_shutdown {
+        env.storage.remove_file(&marker)?;
+        env.storage.sync_dir(dir)?;
     }
 
     let results = per_partition(opts.threads, jobs, |(path, load)| {

@@ -22,13 +22,14 @@
 //! guarded (`segment_store::mmap::GuardedMap`: a truncation under it reads as zeros and fails the
 //! plan instead of raising `SIGBUS`), or reads them through the storage where it cannot map.
 
-use std::collections::BTreeMap;
-use std::ffi::{OsStr, OsString};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use record_format::{Batches, LogEntry, RecordBatch};
+use rustc_hash::{FxHashMap, FxHashSet};
 use segment_store::file_name::{
     file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
 };
@@ -54,6 +55,46 @@ use crate::snapshot::{list_snapshots_with, read_snapshot_with, SnapshotIo, Stora
 use crate::summary::BatchSummary;
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::segment::READ_CHUNK_BYTES;
+
+/// The planner's lookup work, counted for the scaling test (`tests/recovery/scaling.rs`): every
+/// element a lookup by base offset or path examines (each probe of a binary search, each element
+/// a scan passes) and every map lookup (one each). Per thread: a plan runs its lookups on the
+/// thread that plans. Not part of the API.
+#[doc(hidden)]
+pub mod work {
+    use std::cell::Cell;
+
+    thread_local! {
+        static PROBES: Cell<u64> = const { Cell::new(0) };
+    }
+
+    /// Counts `n` elements examined.
+    #[inline]
+    pub(crate) fn probe(n: u64) {
+        PROBES.with(|p| p.set(p.get().wrapping_add(n)));
+    }
+
+    /// The count on this thread so far; [`reset`] starts again from zero.
+    pub fn probes() -> u64 {
+        PROBES.with(Cell::get)
+    }
+
+    /// Sets this thread's count to zero.
+    pub fn reset() {
+        PROBES.with(|p| p.set(0));
+    }
+}
+
+/// `items.binary_search_by(cmp)`, each probe counted in [`work`].
+fn search_by<T>(
+    items: &[T],
+    mut cmp: impl FnMut(&T) -> std::cmp::Ordering,
+) -> Result<usize, usize> {
+    items.binary_search_by(|x| {
+        work::probe(1);
+        cmp(x)
+    })
+}
 
 /// What happens to a leftover file of an interrupted operation.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -385,6 +426,12 @@ impl RecoveryPlan {
         self.had_clean_shutdown && !self.options.full
     }
 
+    /// Whether the segment at `base` moves to quarantine ([`Self::quarantined_segments`] is in
+    /// ascending order: a binary search).
+    pub fn is_quarantined(&self, base: i64) -> bool {
+        search_by(&self.quarantined_segments, |b| b.cmp(&base)).is_ok()
+    }
+
     /// The cuts recovery makes: one per scan that stops before its segment's end.
     pub fn cuts(&self) -> Vec<CutInfo> {
         self.scans
@@ -440,7 +487,7 @@ impl RecoveryPlan {
             .filter_map(|a| a.set_aside_to(&self.quarantine_dir))
             .collect();
         for seg in &self.segments {
-            if self.quarantined_segments.contains(&seg.base_offset) {
+            if self.is_quarantined(seg.base_offset) {
                 quarantined.extend(
                     seg.files
                         .iter()
@@ -455,7 +502,7 @@ impl RecoveryPlan {
         }
         if self.start_at_checkpoint {
             for seg in &self.segments {
-                if self.quarantined_segments.contains(&seg.base_offset) {
+                if self.is_quarantined(seg.base_offset) {
                     continue;
                 }
                 let (size, has_txn) = match scanned.get(&seg.base_offset) {
@@ -532,8 +579,12 @@ impl RecoveryPlan {
 #[derive(Default)]
 struct Overlay {
     /// Files as the plan leaves them: `Some` written or renamed here, `None` removed.
-    files: BTreeMap<PathBuf, Option<Vec<u8>>>,
+    /// (Hashed: the plan of a full recovery writes a snapshot per segment, and ordering paths
+    /// compares them component by component.)
+    files: FxHashMap<PathBuf, Option<Vec<u8>>>,
     ops: Vec<(SnapshotPhase, SnapshotOp)>,
+    /// The paths of the `Write`s among `ops`.
+    written: FxHashSet<PathBuf>,
     phase: Option<SnapshotPhase>,
 }
 
@@ -542,7 +593,7 @@ struct PlanIo {
     base: StorageIo,
     overlay: Mutex<Overlay>,
     /// Each directory's names as listed once: a plan changes nothing, so they stay true.
-    listed: Mutex<BTreeMap<PathBuf, Vec<String>>>,
+    listed: Mutex<BTreeMap<PathBuf, BTreeSet<String>>>,
 }
 
 impl PlanIo {
@@ -561,14 +612,15 @@ impl PlanIo {
     }
 
     /// The names of `dir` on the storage (listed at most once; a missing directory is empty).
-    fn base_list(&self, dir: &Path) -> io::Result<Vec<String>> {
+    fn base_list(&self, dir: &Path) -> io::Result<BTreeSet<String>> {
         let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
+        work::probe(1);
         if let Some(names) = listed.get(dir) {
             return Ok(names.clone());
         }
-        let names = match self.base.list(dir) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        let names: BTreeSet<String> = match self.base.list(dir) {
+            Ok(n) => n.into_iter().collect(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
             Err(e) => return Err(e),
         };
         listed.insert(dir.to_path_buf(), names.clone());
@@ -616,10 +668,8 @@ impl PlanIo {
 
     /// Whether the plan writes `path` (a snapshot the scan takes).
     fn written(&self, path: &Path) -> bool {
-        self.lock()
-            .ops
-            .iter()
-            .any(|(_, op)| matches!(op, SnapshotOp::Write { path: p, .. } if p == path))
+        work::probe(1);
+        self.lock().written.contains(path)
     }
 
     fn into_ops(self) -> Vec<(SnapshotPhase, SnapshotOp)> {
@@ -653,9 +703,10 @@ impl SnapshotIo for PlanIo {
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        self.lock()
-            .files
-            .insert(path.to_path_buf(), Some(bytes.to_vec()));
+        let mut o = self.lock();
+        o.files.insert(path.to_path_buf(), Some(bytes.to_vec()));
+        o.written.insert(path.to_path_buf());
+        drop(o);
         self.record(SnapshotOp::Write {
             path: path.to_path_buf(),
             bytes: bytes.to_vec(),
@@ -666,17 +717,19 @@ impl SnapshotIo for PlanIo {
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
         let mut names = self.base_list(dir)?;
         let o = self.lock();
-        names.retain(|n| !matches!(o.files.get(&dir.join(n)), Some(None)));
+        names.retain(|n| {
+            work::probe(1);
+            !matches!(o.files.get(&dir.join(n)), Some(None))
+        });
         for (p, f) in &o.files {
             if f.is_some() && p.parent() == Some(dir) {
                 if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
-                    if !names.iter().any(|m| m == n) {
-                        names.push(n.to_owned());
-                    }
+                    work::probe(1);
+                    names.insert(n.to_owned());
                 }
             }
         }
-        Ok(names)
+        Ok(names.into_iter().collect())
     }
 
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
@@ -695,7 +748,10 @@ impl SnapshotIo for PlanIo {
         }
         let listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
         match (path.parent().and_then(|d| listed.get(d)), path.file_name()) {
-            (Some(names), Some(name)) => names.iter().any(|n| OsStr::new(n) == name),
+            (Some(names), Some(name)) => {
+                work::probe(1);
+                name.to_str().is_some_and(|n| names.contains(n))
+            }
             _ => self.base.exists(path),
         }
     }
@@ -719,6 +775,39 @@ struct LiveFile {
     path: PathBuf,
     source: PathBuf,
     parsed: ParsedName,
+}
+
+/// The live files of a plan by (base offset, kind): one segment's files are found by a binary
+/// search, not by a pass over every file of the partition.
+struct LiveIndex<'a> {
+    /// By (base offset, kind); files of the same key in their order among the live files.
+    files: Vec<&'a LiveFile>,
+}
+
+impl<'a> LiveIndex<'a> {
+    fn new(live: &'a [LiveFile]) -> Self {
+        let mut files: Vec<&LiveFile> = live.iter().collect();
+        // Stable: of two files with one key, the first among `live` is found, as a pass finds it.
+        files.sort_by_key(|f| (f.parsed.base_offset, f.parsed.kind));
+        LiveIndex { files }
+    }
+
+    /// The first live file of the segment at `base` of `kind`.
+    fn get(&self, base: i64, kind: FileKind) -> Option<&'a LiveFile> {
+        let key = (base, kind);
+        let at = match search_by(&self.files, |f| {
+            (f.parsed.base_offset, f.parsed.kind)
+                .cmp(&key)
+                // The first of equal keys: search on as if the key were greater.
+                .then(std::cmp::Ordering::Greater)
+        }) {
+            Ok(i) | Err(i) => i,
+        };
+        self.files
+            .get(at)
+            .copied()
+            .filter(|f| (f.parsed.base_offset, f.parsed.kind) == key)
+    }
 }
 
 fn not_found_is_empty<T>(r: Result<Vec<T>, SegmentError>) -> Result<Vec<T>, SegmentError> {
@@ -858,7 +947,8 @@ fn refuse_hostile_entries(
                 });
                 parse_file_name(name).is_ok()
                     || base.is_some_and(|b| {
-                        PARTITION_FILES.contains(&b) || parse_file_name(OsStr::new(b)).is_ok()
+                        PARTITION_FILES.contains(&b)
+                            || parse_file_name(std::ffi::OsStr::new(b)).is_ok()
                     })
             }
         };
@@ -1347,6 +1437,20 @@ fn snapshot_findings(
         }
         Err(e) => return Err(e.into()),
     };
+    // What the last operation on each snapshot does with it.
+    let mut fates: FxHashMap<&Path, SnapshotFate> = FxHashMap::default();
+    for (_, op) in ops {
+        let (path, fate) = match op {
+            SnapshotOp::Write { path, .. } => (path, SnapshotFate::Rewritten),
+            SnapshotOp::SetAside { from, .. } => (from, SnapshotFate::SetAside),
+            SnapshotOp::Quarantine { from, .. } => (from, SnapshotFate::Quarantined),
+            SnapshotOp::Remove { path } => (path, SnapshotFate::Deleted),
+        };
+        // A snapshot moved to quarantine stays there, whatever is written at its name later.
+        if fates.get(path.as_path()) != Some(&SnapshotFate::Quarantined) {
+            fates.insert(path, fate);
+        }
+    }
     for f in files {
         let error = match read_snapshot_with(&io, &f.path) {
             Ok(_) => None,
@@ -1356,29 +1460,11 @@ fn snapshot_findings(
         if error.is_none() && f.offset <= log_end {
             continue;
         }
-        let quarantined = ops
-            .iter()
-            .any(|(_, op)| matches!(op, SnapshotOp::Quarantine { from, .. } if *from == f.path));
-        let fate = ops
-            .iter()
-            .rev()
-            .filter(|_| !quarantined)
-            .find_map(|(_, op)| match op {
-                SnapshotOp::Write { path, .. } if *path == f.path => Some(SnapshotFate::Rewritten),
-                SnapshotOp::SetAside { from, .. } if *from == f.path => {
-                    Some(SnapshotFate::SetAside)
-                }
-                SnapshotOp::Quarantine { from, .. } if *from == f.path => {
-                    Some(SnapshotFate::Quarantined)
-                }
-                SnapshotOp::Remove { path } if *path == f.path => Some(SnapshotFate::Deleted),
-                _ => None,
-            })
-            .unwrap_or(if quarantined {
-                SnapshotFate::Quarantined
-            } else {
-                SnapshotFate::Kept
-            });
+        work::probe(1);
+        let fate = fates
+            .get(f.path.as_path())
+            .copied()
+            .unwrap_or(SnapshotFate::Kept);
         out.push(SnapshotFinding {
             path: f.path,
             offset: f.offset,
@@ -1607,11 +1693,8 @@ fn plan_segments<'a>(
     logs.sort_by_key(|f| f.parsed.base_offset);
     // Where the segment's file of `kind` is read from; `None` when there is none after the
     // leftovers are handled (missing, or a file a swap's completion removes: not read).
-    let source_of = |base: i64, kind: FileKind| {
-        live.iter()
-            .find(|f| f.parsed.base_offset == base && f.parsed.kind == kind)
-            .map(|f| f.source.clone())
-    };
+    let by_key = LiveIndex::new(live);
+    let source_of = |base: i64, kind: FileKind| by_key.get(base, kind).map(|f| f.source.clone());
     let mut sources = Sources {
         opts,
         lock,
@@ -1663,7 +1746,7 @@ fn plan_segments<'a>(
             size,
             index_findings,
             has_txn_index: source_of(base, FileKind::TxnIndex).is_some(),
-            files: segment_files(dir, live, base),
+            files: segment_files(dir, &by_key, base),
             next_offset: None,
         });
     }
@@ -1685,8 +1768,8 @@ fn plan_segments<'a>(
     })
 }
 
-/// The files of the segment at `base` among the `live` ones, by kind, at their final paths.
-fn segment_files(dir: &Path, live: &[LiveFile], base: i64) -> Vec<(FileKind, PathBuf)> {
+/// The files of the segment at `base` among the live ones, by kind, at their final paths.
+fn segment_files(dir: &Path, live: &LiveIndex<'_>, base: i64) -> Vec<(FileKind, PathBuf)> {
     [
         FileKind::Log,
         FileKind::TxnIndex,
@@ -1694,10 +1777,7 @@ fn segment_files(dir: &Path, live: &[LiveFile], base: i64) -> Vec<(FileKind, Pat
         FileKind::TimeIndex,
     ]
     .into_iter()
-    .filter(|k| {
-        live.iter()
-            .any(|l| l.parsed.base_offset == base && l.parsed.kind == *k)
-    })
+    .filter(|&k| live.get(base, k).is_some())
     .map(|k| (k, segment_file_path(dir, base, k)))
     .collect()
 }
@@ -1942,13 +2022,11 @@ fn scan_segments(
         };
         let scan = found.sources.scan(seg_base, &seg_config, &mut visitor)?;
         found.sources.release(seg_base);
-        if let (Some(c), Some(seg)) = (
-            check,
-            found
-                .segments
-                .iter_mut()
-                .find(|s| s.base_offset == seg_base),
-        ) {
+        // The segments are in base-offset order.
+        let seg = search_by(&found.segments, |s| s.base_offset.cmp(&seg_base))
+            .ok()
+            .and_then(|i| found.segments.get_mut(i));
+        if let (Some(c), Some(seg)) = (check, seg) {
             seg.index_findings.extend(c.finish(&scan));
         }
         cut = scan.truncated_bytes() > 0;
@@ -2137,10 +2215,12 @@ fn quarantine_instead_of_delete(
 ) -> Vec<(SnapshotPhase, SnapshotOp)> {
     let io = StorageIo::new(Arc::clone(&opts.env.storage));
     let mut out: Vec<(SnapshotPhase, SnapshotOp)> = Vec::with_capacity(ops.len());
+    // The paths the operations so far write, rename or remove.
+    let mut touched: FxHashSet<PathBuf> = FxHashSet::default();
     for (phase, op) in ops {
         if let SnapshotOp::Write { path, .. } = &op {
             // A corrupt snapshot the write would replace goes to quarantine first.
-            let untouched = !out.iter().any(|(_, o)| op_touches(o, path));
+            let untouched = !touched.contains(path);
             if untouched && io.exists(path) && read_snapshot_with(&io, path).is_err() {
                 if let Some(name) = path.file_name() {
                     out.push((
@@ -2153,12 +2233,16 @@ fn quarantine_instead_of_delete(
                 }
             }
         }
+        let (a, b) = op_paths(&op);
+        let (a, b) = (a.to_path_buf(), b.map(Path::to_path_buf));
         let SnapshotOp::Remove { path } = &op else {
             out.push((phase, op));
+            touched.insert(a);
+            touched.extend(b);
             continue;
         };
         // Touched before (written by this plan, moved or removed already): as planned.
-        let written = out.iter().any(|(_, o)| op_touches(o, path)) || !io.exists(path);
+        let written = touched.contains(path) || !io.exists(path);
         let offset = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -2179,17 +2263,16 @@ fn quarantine_instead_of_delete(
             }
             _ => out.push((phase, op)),
         }
+        touched.insert(a);
     }
     out
 }
 
-/// The path an operation reads, writes, renames or removes (both ends of a rename).
-fn op_touches(op: &SnapshotOp, path: &Path) -> bool {
+/// The paths an operation writes, renames or removes (both ends of a rename).
+fn op_paths(op: &SnapshotOp) -> (&Path, Option<&Path>) {
     match op {
-        SnapshotOp::Write { path: p, .. } | SnapshotOp::Remove { path: p } => p == path,
-        SnapshotOp::SetAside { from, to } | SnapshotOp::Quarantine { from, to } => {
-            from == path || to == path
-        }
+        SnapshotOp::Write { path, .. } | SnapshotOp::Remove { path } => (path, None),
+        SnapshotOp::SetAside { from, to } | SnapshotOp::Quarantine { from, to } => (from, Some(to)),
     }
 }
 
@@ -2202,17 +2285,30 @@ fn without_identical_rewrites(
     ops: Vec<(SnapshotPhase, SnapshotOp)>,
 ) -> Vec<(SnapshotPhase, SnapshotOp)> {
     let io = StorageIo::new(Arc::clone(&opts.env.storage));
-    let mut dropped = std::collections::BTreeSet::new();
+    // The operations touching each path, in order: a write looks at those of its own path only.
+    let mut touching: FxHashMap<&Path, Vec<usize>> = FxHashMap::default();
+    for (i, (_, op)) in ops.iter().enumerate() {
+        let (a, b) = op_paths(op);
+        touching.entry(a).or_default().push(i);
+        if let Some(b) = b.filter(|b| *b != a) {
+            touching.entry(b).or_default().push(i);
+        }
+    }
+    let mut dropped = BTreeSet::new();
     for (j, (_, op)) in ops.iter().enumerate() {
         let SnapshotOp::Write { path, bytes } = op else {
             continue;
         };
-        let earlier: Vec<(usize, &SnapshotOp)> = ops
+        work::probe(1);
+        let earlier: Vec<(usize, &SnapshotOp)> = touching
+            .get(path.as_path())
+            .map_or(&[][..], Vec::as_slice)
             .iter()
-            .enumerate()
-            .take(j)
-            .filter(|(i, (_, o))| !dropped.contains(i) && op_touches(o, path))
-            .map(|(i, (_, o))| (i, o))
+            .copied()
+            .take_while(|&i| i < j)
+            .inspect(|_| work::probe(1))
+            .filter(|i| !dropped.contains(i))
+            .filter_map(|i| ops.get(i).map(|(_, o)| (i, o)))
             .collect();
         let removal = match earlier.as_slice() {
             [] => None,
@@ -2333,7 +2429,7 @@ fn apply_moves(plan: &mut RecoveryPlan) -> Result<(Vec<PathBuf>, bool), Partitio
     for seg in plan
         .segments
         .iter()
-        .filter(|s| plan.quarantined_segments.contains(&s.base_offset))
+        .filter(|s| plan.is_quarantined(s.base_offset))
     {
         for (kind, path) in &seg.files {
             let to = segment_file_path(&plan.quarantine_dir, seg.base_offset, *kind);
@@ -2402,6 +2498,14 @@ fn apply_with(
     let env = &opts.env;
     let dir = plan.dir.clone();
     let io = StorageIo::new(Arc::clone(&env.storage));
+
+    // The segments kept open must fit the open-files limit: checked before anything changes.
+    let kept = plan
+        .segments
+        .len()
+        .saturating_sub(plan.quarantined_segments.len())
+        .max(1);
+    segment_store::limits::check_descriptors(&dir, kept as u64, 1)?;
 
     // 1. and 2. Leftovers; the segments after the first cut to quarantine.
     let (mut quarantined, needs_qdir) = apply_moves(&mut plan)?;

@@ -50,6 +50,7 @@ pub mod file_name;
 pub mod file_records;
 pub mod index;
 pub mod io;
+pub mod limits;
 pub mod lock;
 pub mod log;
 #[allow(unsafe_code)]

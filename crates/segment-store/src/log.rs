@@ -276,7 +276,9 @@ impl LocalLog {
         };
         // Whether opening changes a directory entry (a leftover removed, a file created): then
         // the directory is synced before the log is used.
-        let (names, bases, mut entries_changed) = Self::list_segments(&env, &dir)?;
+        let (mut names, bases, mut entries_changed) = Self::list_segments(&env, &dir)?;
+        // Looked up once per index file of each segment: sorted, a binary search each.
+        names.sort_unstable();
 
         let mut segments = BTreeMap::new();
         let mut insane = Vec::new();
@@ -285,7 +287,7 @@ impl LocalLog {
             entries_changed |= [FileKind::Index, FileKind::TimeIndex].iter().any(|&kind| {
                 let path = crate::file_name::segment_file_path(&dir, base, kind);
                 path.file_name()
-                    .is_none_or(|n| !names.iter().any(|m| m.as_os_str() == n))
+                    .is_none_or(|n| names.binary_search_by(|m| m.as_os_str().cmp(n)).is_err())
             });
             let seg = if Some(base) == last_base {
                 LogSegment::open_active(&ctx, &dir, base)?

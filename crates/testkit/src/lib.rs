@@ -10,7 +10,8 @@
 //!   checks it against what the API promised before the crash;
 //! * [`ManualClock`]: a clock that moves only when told to;
 //! * [`kill_child`]: the child process of the SIGKILL test (binary `kill-child`);
-//! * [`truncate_after`]: another process's truncation of a file, at a chosen moment.
+//! * [`truncate_after`]: another process's truncation of a file, at a chosen moment;
+//! * [`write_tiny_segments`]: a partition of many tiny segments, for the scaling tests.
 //!
 //! Kafka's counterpart is its test utilities (`MockTime`, the `LogLoader` and `UnifiedLog`
 //! recovery tests); none of this is needed to use seglog, and nothing here is part of the
@@ -45,10 +46,12 @@
 pub mod clock;
 pub mod crash_test;
 pub mod kill_child;
+pub mod segments;
 pub mod sim_fs;
 
 pub use clock::ManualClock;
 pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
+pub use segments::write_tiny_segments;
 pub use sim_fs::{SimStats, SimulatedFs, TornWrite};
 
 /// Truncates the file `path` to `len` bytes after `delay`, on a thread of its own, as a broker

@@ -17,4 +17,5 @@ mod plan;
 mod prop;
 mod retention;
 mod rules;
+mod scaling;
 mod snapshot;
