@@ -207,6 +207,9 @@ impl MirrorLog for Recording<'_> {
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, PartitionLogError> {
         self.log.find_barrier_from(from)
     }
+    fn max_batch_epoch(&self) -> Result<Option<i32>, PartitionLogError> {
+        self.log.max_batch_epoch()
+    }
     fn append_barrier(&mut self, source: &str, epoch: i32) -> Result<i64, PartitionLogError> {
         self.log.append_barrier(source, epoch)
     }

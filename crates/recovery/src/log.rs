@@ -937,6 +937,35 @@ impl PartitionLog {
         Ok(None)
     }
 
+    /// The largest partition leader epoch of any batch in the log (`None`: no batch carries
+    /// one). Reads every batch header from the log start: the leader-epoch cache may have lost
+    /// entries (a lost or stale `leader-epoch-checkpoint`; segments loaded without recovery are
+    /// not scanned for epochs), so it cannot answer this alone.
+    pub fn max_batch_epoch(&self) -> Result<Option<i32>, PartitionLogError> {
+        let end = self.log_end_offset();
+        let mut offset = self.log_start_offset();
+        let mut max: Option<i32> = None;
+        while offset < end {
+            let data = self.local.read(offset, READ_CHUNK, true)?;
+            let mut next = None;
+            for entry in Batches::new(&data.records, 0) {
+                let LogEntry::V2(batch) = entry? else {
+                    continue;
+                };
+                let epoch = batch.partition_leader_epoch();
+                if epoch >= 0 && max.is_none_or(|m| epoch > m) {
+                    max = Some(epoch);
+                }
+                next = Some(batch.next_offset());
+            }
+            match next {
+                Some(n) if n > offset => offset = n,
+                _ => break,
+            }
+        }
+        Ok(max)
+    }
+
     /// Kafka `UnifiedLog.roll`: flushes the log up to its end, seals the active segment and
     /// starts a new one at the log end offset, with a producer snapshot named after its base
     /// (as at a roll caused by an append). Returns the new base offset.
@@ -1166,6 +1195,10 @@ impl MirrorLog for PartitionLog {
 
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {
         PartitionLog::find_barrier_from(self, from)
+    }
+
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Self::Error> {
+        PartitionLog::max_batch_epoch(self)
     }
 
     fn append_barrier(

@@ -24,7 +24,8 @@
 //!   2. truncate the log to the stop point, fsync, persist `Stopping{step: Truncated,
 //!      last_mirrored_offset, last_mirrored_epoch}` (the new log end and the leader epoch of the
 //!      last batch kept);
-//!   3. choose the new leader epoch (one more than every epoch in the log), persist
+//!   3. choose the new leader epoch (one more than every epoch in the log's batches and in its
+//!      leader-epoch cache), persist
 //!      `Stopping{step: EpochBumped, leader_epoch}`, then record it in the leader-epoch cache
 //!      (`leader-epoch-checkpoint`, written atomically) as starting at the stop point;
 //!   4. unless a barrier already exists at or after the stop point (one from an interrupted
@@ -703,6 +704,10 @@ pub trait MirrorLog: EpochEndOffsets {
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error>;
     /// Finds a `MIRROR_PID_RESET` batch at offset `>= from`; returns its offset.
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error>;
+    /// The largest partition leader epoch carried by any batch in the log, `None` when no batch
+    /// carries one. Read from the batches, not from the leader-epoch cache, which can have lost
+    /// entries (a lost checkpoint).
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Self::Error>;
     /// Appends the barrier in `leader_epoch` (COORDINATOR origin, past any read-only check) and
     /// returns its offset; must apply it to producer state. Durable after the next
     /// [`flush`](MirrorLog::flush).
@@ -984,7 +989,12 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     let epoch = match (step, leader_epoch) {
         (StoppingStep::EpochBumped, Some(epoch)) => epoch,
         _ => {
-            let above = last_epoch.max(p.latest_epoch().unwrap_or(UNDEFINED_EPOCH));
+            // Above every epoch of the log's batches as well as of the leader-epoch cache: a
+            // lost checkpoint must not put the barrier in an epoch a mirrored batch has.
+            let in_batches = p.max_batch_epoch().map_err(MirrorError::Log)?;
+            let above = last_epoch
+                .max(p.latest_epoch().unwrap_or(UNDEFINED_EPOCH))
+                .max(in_batches.unwrap_or(UNDEFINED_EPOCH));
             let epoch = above.checked_add(1).ok_or(MirrorError::EpochExhausted)?;
             p.persist_mirror_state(MirrorPartitionState::Stopping {
                 step: StoppingStep::EpochBumped,
@@ -1097,6 +1107,9 @@ impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
     }
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {
         self.log.find_barrier_from(from)
+    }
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Self::Error> {
+        self.log.max_batch_epoch()
     }
     fn append_barrier(
         &mut self,

@@ -221,6 +221,11 @@ impl MirrorLog for FakeLog {
             .map(|(i, _)| offset(i)))
     }
 
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Crash> {
+        // The fake's batches carry the epochs of its leader-epoch cache.
+        Ok(self.0.borrow().latest_epoch())
+    }
+
     fn append_barrier(&mut self, source_cluster_id: &str, epoch: i32) -> Result<i64, Crash> {
         let mut w = self.0.borrow_mut();
         w.op("append barrier")?;

@@ -200,3 +200,49 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
     }
     assert!(resumed_from_stopping > 3, "{resumed_from_stopping} resumes");
 }
+
+/// Defect: the barrier's epoch came from the leader-epoch cache alone. With the
+/// `leader-epoch-checkpoint` lost (a clean open does not scan segments for epochs) the cache is
+/// empty and the barrier went into epoch 0, below the mirrored batches' epoch: a node aligning
+/// by leader epoch would not see it open a new epoch. The epoch is now above every epoch in the
+/// log's batches as well.
+#[test]
+fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir(&dir).unwrap();
+    let env = || LogEnv {
+        storage: Arc::new(segment_store::StdFs),
+        clock: Arc::new(ManualClock::new(T0)),
+    };
+    let mut log = open(&dir, env());
+    log.start_mirroring("cluster-A", &EpochHistory::of(&log))
+        .unwrap();
+    for b in source_batches() {
+        log.append_as_mirror(&b).unwrap();
+    }
+    log.close().unwrap();
+    std::fs::remove_file(dir.join("leader-epoch-checkpoint")).unwrap();
+
+    let opts = LoadOptions {
+        config: config(),
+        env: env(),
+        had_clean_shutdown: true,
+        recovery_point: 13,
+        high_watermark: Some(13),
+        ..LoadOptions::default()
+    };
+    let mut log = LogLoader::load(&dir, &opts).unwrap().0;
+    assert_eq!(log.leader_epoch_cache().latest_epoch(), None, "lost");
+    assert_eq!(log.stop_mirroring().unwrap(), STOP_POINT);
+    let barriers: Vec<(i64, i32)> = batches(&log)
+        .iter()
+        .filter(|b| b.2)
+        .map(|b| (b.0, b.1))
+        .collect();
+    assert_eq!(barriers, [(STOP_POINT, SOURCE_EPOCH + 1)]);
+    assert_eq!(
+        log.leader_epoch_cache().latest_epoch(),
+        Some(SOURCE_EPOCH + 1)
+    );
+}
