@@ -56,16 +56,21 @@ pub struct Config {
     /// The storage seam every write goes through. Default: the real file system ([`StdFs`]);
     /// the `testkit` crate has a simulated one that can crash at any I/O.
     pub storage: Arc<dyn Storage>,
-    /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`].
+    /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`]. It also
+    /// decides what an open after an unclean shutdown re-establishes: the recovered log end
+    /// once fsynced (`FlushedLogEnd`), the log end (`LogEnd`), or nothing until the caller sets
+    /// it (`Manual`: a mirror stop refuses until then).
     pub high_watermark: HighWatermark,
     /// Threads recovering partitions in parallel when a [`LogDir`](crate::LogDir) opens after an
     /// unclean shutdown (Kafka `num.recovery.threads.per.data.dir`). Default: 1.
     pub recovery_threads: usize,
     /// Ignore the clean-shutdown marker and the recovery points: recover every segment.
     pub full_recovery: bool,
-    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
-    /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks)
-    /// writes `replication-offset-checkpoint`.
+    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often the
+    /// log directory's own timer thread writes `replication-offset-checkpoint` (when a high
+    /// watermark changed), with no call needed; also the interval of
+    /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks).
+    /// `0` or less: no timer thread.
     pub high_watermark_checkpoint_interval_ms: i64,
     /// How [`LogDir::close`](crate::LogDir::close) makes its partitions durable before it
     /// writes the checkpoints and the clean-shutdown marker. Default:

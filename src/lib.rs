@@ -57,6 +57,7 @@
 pub mod cli;
 mod config;
 mod error;
+mod hw_timer;
 mod log;
 mod log_dir;
 

@@ -198,6 +198,9 @@ impl MirrorLog for Recording<'_> {
     fn latest_epoch(&self) -> Option<i32> {
         MirrorLog::latest_epoch(&*self.log)
     }
+    fn high_watermark_known(&self) -> bool {
+        self.log.high_watermark_known()
+    }
     fn truncate_to(&mut self, offset: i64) -> Result<(), PartitionLogError> {
         MirrorLog::truncate_to(&mut *self.log, offset)
     }

@@ -30,6 +30,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use record_format::batch::{set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time};
@@ -507,6 +508,27 @@ pub struct PartitionLog {
     pub(crate) io: StorageIo,
     /// The KIP-1279 mirror state, as persisted in the `mirror-state` file.
     pub(crate) mirror: MirrorPartitionState,
+    /// The high watermark as others may observe it, and whether it is known.
+    pub(crate) hw_state: HighWatermarkState,
+}
+
+/// The high watermark's published copy (read by a checkpoint timer on another thread) and
+/// whether it is known: after an unclean restart a high watermark owned by the caller
+/// (replication) comes from a checkpoint that may be stale or missing, and a mirror stop must
+/// not take a stop point from it.
+#[derive(Debug, Clone)]
+pub(crate) struct HighWatermarkState {
+    published: Arc<AtomicI64>,
+    known: bool,
+}
+
+impl Default for HighWatermarkState {
+    fn default() -> Self {
+        Self {
+            published: Arc::new(AtomicI64::new(0)),
+            known: true,
+        }
+    }
 }
 
 impl PartitionLog {
@@ -571,9 +593,36 @@ impl PartitionLog {
         let hw = high_watermark
             .min(self.log_end_offset())
             .max(self.log_start_offset());
-        self.high_watermark = hw;
+        self.store_high_watermark(hw);
+        self.hw_state.known = true;
         self.psm.on_high_watermark_updated(hw);
         hw
+    }
+
+    fn store_high_watermark(&mut self, hw: i64) {
+        self.high_watermark = hw;
+        self.hw_state.published.store(hw, Ordering::Release);
+    }
+
+    /// The high watermark as another thread sees it: a shared cell the log updates whenever
+    /// its high watermark changes (what a periodic `replication-offset-checkpoint` writer
+    /// reads without holding the log).
+    pub fn high_watermark_cell(&self) -> Arc<AtomicI64> {
+        Arc::clone(&self.hw_state.published)
+    }
+
+    /// Marks the high watermark as not known: after an unclean restart, a high watermark the
+    /// caller owns (replication) comes from a checkpoint that may be stale or missing. Until
+    /// [`set_high_watermark`](Self::set_high_watermark) is called, a mirror stop refuses to
+    /// take its stop point ([`MirrorError::HighWatermarkUnknown`]).
+    pub fn mark_high_watermark_unknown(&mut self) {
+        self.hw_state.known = false;
+    }
+
+    /// Whether the high watermark is known (see
+    /// [`mark_high_watermark_unknown`](Self::mark_high_watermark_unknown)).
+    pub fn high_watermark_known(&self) -> bool {
+        self.hw_state.known
     }
 
     /// The partition's last stable offset: `min(first unstable offset, high watermark)`.
@@ -869,7 +918,7 @@ impl PartitionLog {
         }
         self.local.truncate_to(target)?;
         self.epochs.truncate_from_end(target)?;
-        self.high_watermark = self.high_watermark.min(target);
+        self.store_high_watermark(self.high_watermark.min(target));
         self.rebuild_producer_state(target)?;
         Ok(true)
     }
@@ -887,7 +936,7 @@ impl PartitionLog {
         self.epochs.clear()?;
         self.psm.truncate_fully_and_start_at(new_offset);
         delete_snapshots_above_with(&self.io, &self.dir, -1)?;
-        self.high_watermark = new_offset;
+        self.store_high_watermark(new_offset);
         Ok(())
     }
 
@@ -1040,7 +1089,7 @@ impl PartitionLog {
         self.epochs.truncate_from_start(start)?;
         self.psm
             .on_log_start_offset_incremented_with(&self.io, &self.dir, start, oldest_base)?;
-        self.high_watermark = self.high_watermark.max(start);
+        self.store_high_watermark(self.high_watermark.max(start));
         Ok(())
     }
 
@@ -1180,6 +1229,10 @@ impl MirrorLog for PartitionLog {
 
     fn latest_epoch(&self) -> Option<i32> {
         self.epochs.latest_epoch()
+    }
+
+    fn high_watermark_known(&self) -> bool {
+        PartitionLog::high_watermark_known(self)
     }
 
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error> {

@@ -695,6 +695,10 @@ pub trait MirrorLog: EpochEndOffsets {
     fn log_end_offset(&self) -> i64;
     /// The latest leader epoch of the leader-epoch cache, if any.
     fn latest_epoch(&self) -> Option<i32>;
+    /// Whether the high watermark (which bounds the last stable offset) is known. After an
+    /// unclean restart a high watermark the caller owns comes from a checkpoint that may be
+    /// stale or missing; a stop refuses to take its stop point until it is set again.
+    fn high_watermark_known(&self) -> bool;
     /// Removes every batch at or above `offset` (a no-op when `offset >= log_end_offset`) and
     /// rebuilds producer state. Durable after the next [`flush`](MirrorLog::flush).
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error>;
@@ -763,6 +767,10 @@ pub enum MirrorError<E> {
     },
     /// No leader epoch above the log's: its latest epoch is `i32::MAX`.
     EpochExhausted,
+    /// A stop was asked for while the high watermark is not known (an unclean restart with a
+    /// high watermark the caller owns, not set since): the stop point, the last stable offset
+    /// bounded by the high watermark, could cut committed data. Set the high watermark first.
+    HighWatermarkUnknown,
     /// The partition log failed.
     Log(E),
     /// Persisting or loading the state failed.
@@ -799,6 +807,10 @@ impl<E: fmt::Display> fmt::Display for MirrorError<E> {
                  {last_mirrored_offset}"
             ),
             Self::EpochExhausted => f.write_str("no leader epoch left above the log's"),
+            Self::HighWatermarkUnknown => f.write_str(
+                "the high watermark is not known since an unclean restart: set it before \
+                 stopping mirroring",
+            ),
             Self::Log(e) => write!(f, "partition log: {e}"),
             Self::State(e) => e.fmt(f),
         }
@@ -910,6 +922,11 @@ pub trait MirroredLog: MirrorLog {
     fn stop_mirroring(&mut self) -> Result<i64, MirrorError<Self::Error>> {
         match self.mirror_state().clone() {
             MirrorPartitionState::Mirroring { source_cluster_id } => {
+                // The stop point is the LSO, bounded by the high watermark: never from one that
+                // an unclean restart left stale or missing (it would cut committed data).
+                if !self.high_watermark_known() {
+                    return Err(MirrorError::HighWatermarkUnknown);
+                }
                 // Step 1: the stop point, durable in the log before it is persisted.
                 let lso = self.last_stable_offset();
                 self.flush().map_err(MirrorError::Log)?;
@@ -1098,6 +1115,9 @@ impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
     }
     fn latest_epoch(&self) -> Option<i32> {
         self.log.latest_epoch()
+    }
+    fn high_watermark_known(&self) -> bool {
+        self.log.high_watermark_known()
     }
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
         self.log.truncate_to(offset)

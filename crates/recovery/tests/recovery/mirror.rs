@@ -192,6 +192,10 @@ impl MirrorLog for FakeLog {
         self.0.borrow().latest_epoch()
     }
 
+    fn high_watermark_known(&self) -> bool {
+        true
+    }
+
     fn truncate_to(&mut self, to: i64) -> Result<(), Crash> {
         let mut w = self.0.borrow_mut();
         w.op("truncate")?;
