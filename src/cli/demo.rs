@@ -182,6 +182,9 @@ impl EpochEndOffsets for Recording<'_> {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         self.log.end_offset_for_epoch(requested)
     }
+    fn last_mirror_epoch(&self) -> Option<recovery::LastMirrorEpoch> {
+        self.log.last_mirror_epoch()
+    }
 }
 
 impl MirrorLog for Recording<'_> {
@@ -203,6 +206,9 @@ impl MirrorLog for Recording<'_> {
     }
     fn truncate_to(&mut self, offset: i64) -> Result<(), PartitionLogError> {
         MirrorLog::truncate_to(&mut *self.log, offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), PartitionLogError> {
+        MirrorLog::truncate_fully_and_start_at(&mut *self.log, offset)
     }
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), PartitionLogError> {
         self.log.assign_epoch(epoch, start_offset)

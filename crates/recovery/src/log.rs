@@ -114,6 +114,15 @@ pub enum PartitionLogError {
     },
     /// A negative truncation target.
     NegativeOffset(i64),
+    /// A leader append in an epoch below the partition's current leader epoch (the latest of
+    /// the leader-epoch cache: after a mirror stop, the epoch the library chose). Nothing was
+    /// written.
+    StaleLeaderEpoch {
+        /// The epoch asked for.
+        requested: i32,
+        /// The current leader epoch.
+        current: i32,
+    },
     /// A read outside `[log start, log end]`.
     OffsetOutOfRange {
         /// The offset.
@@ -201,6 +210,10 @@ impl fmt::Display for PartitionLogError {
                 "offset {offset} is outside the log [{log_start_offset}, {log_end_offset}]"
             ),
             Self::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
+            Self::StaleLeaderEpoch { requested, current } => write!(
+                f,
+                "leader epoch {requested} is below the partition's leader epoch {current}"
+            ),
             Self::ReadOnly { state } => write!(
                 f,
                 "partition is read-only for clients in mirror state {state}"
@@ -634,7 +647,9 @@ impl PartitionLog {
     /// Kafka `appendAsLeader`. See the module docs. `origin` is `Client` for produce requests
     /// (control batches refused, duplicates detected) or `Coordinator` (markers, barriers).
     /// Refused with [`PartitionLogError::ReadOnly`] while the partition is `Mirroring` or
-    /// `Stopping` (KIP-1279): nothing local may enter a mirrored log.
+    /// `Stopping` (KIP-1279): nothing local may enter a mirrored log; and with
+    /// [`PartitionLogError::StaleLeaderEpoch`] in an epoch below the current one
+    /// ([`leader_epoch`](Self::leader_epoch), after a mirror stop the epoch the stop chose).
     pub fn append_as_leader(
         &mut self,
         records: &[u8],
@@ -645,6 +660,14 @@ impl PartitionLog {
             return Err(PartitionLogError::ReadOnly {
                 state: self.mirror.kind(),
             });
+        }
+        if let Some(current) = self.epochs.latest_epoch() {
+            if leader_epoch < current {
+                return Err(PartitionLogError::StaleLeaderEpoch {
+                    requested: leader_epoch,
+                    current,
+                });
+            }
         }
         self.append_as_leader_unchecked(records, leader_epoch, origin)
     }
@@ -703,6 +726,12 @@ impl PartitionLog {
             });
         }
         let point = crate::mirror::alignment_point(self, source);
+        if point < self.log_start_offset() {
+            // Retention passed the point where the logs diverge: start over there.
+            self.truncate_fully_and_start_at(point)?;
+            self.flush()?;
+            return Ok(Some(point));
+        }
         if point < self.log_end_offset() && self.truncate_to(point)? {
             self.flush()?;
             return Ok(Some(point));
@@ -1210,6 +1239,11 @@ impl EpochEndOffsets for PartitionLog {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         self.epochs.end_offset_for(requested, self.log_end_offset())
     }
+
+    /// The LME persisted by this log's stop, while it is `Stopped`.
+    fn last_mirror_epoch(&self) -> Option<crate::mirror::LastMirrorEpoch> {
+        crate::mirror::last_mirror_epoch_of(&self.mirror, self, self.epochs.latest_epoch())
+    }
 }
 
 impl MirrorLog for PartitionLog {
@@ -1244,6 +1278,10 @@ impl MirrorLog for PartitionLog {
 
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
         PartitionLog::truncate_to(self, offset).map(|_| ())
+    }
+
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Self::Error> {
+        PartitionLog::truncate_fully_and_start_at(self, offset)
     }
 
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {

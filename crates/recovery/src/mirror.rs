@@ -17,22 +17,24 @@
 //! * `Stopping`: a sequence of durable steps, each persisted before the next one starts, so that a
 //!   crash at any point resumes where it left off ([`MirroredLog::resume_mirror_stop`]):
 //!   1. the caller has removed the fetcher; the log's last stable offset (the stop point) is
-//!      computed, the log flushed (so the stop point survives any crash), and
-//!      `Stopping{step: FeedStopped, lso}` persisted. A resume truncates to this persisted
+//!      computed, with the new leader epoch ([`MIRROR_EPOCH_FENCE`] above every epoch in the
+//!      log's batches and leader-epoch cache, before truncation), the log flushed (so the stop
+//!      point survives any crash), and `Stopping{step: FeedStopped, lso, leader_epoch}`
+//!      persisted. A resume truncates to this persisted
 //!      point, never to a recomputed LSO (after an unclean restart the high watermark, and with
 //!      it the LSO, can be stale);
 //!   2. truncate the log to the stop point, fsync, persist `Stopping{step: Truncated,
 //!      last_mirrored_offset, last_mirrored_epoch}` (the new log end and the leader epoch of the
 //!      last batch kept);
-//!   3. choose the new leader epoch (one more than every epoch in the log's batches and in its
-//!      leader-epoch cache), persist
-//!      `Stopping{step: EpochBumped, leader_epoch}`, then record it in the leader-epoch cache
+//!   3. persist `Stopping{step: EpochBumped, leader_epoch}` (the epoch of step 1), then record
+//!      it in the leader-epoch cache
 //!      (`leader-epoch-checkpoint`, written atomically) as starting at the stop point;
 //!   4. unless a barrier already exists at or after the stop point (one from an interrupted
 //!      attempt), append the `MIRROR_PID_RESET` barrier with the source cluster id, **in the new
 //!      leader epoch**;
 //!   5. fsync the log;
-//!   6. persist `Stopped{barrier_offset}`.
+//!   6. persist `Stopped{barrier_offset, last_mirror_epoch}` (the Last Mirror Epoch: the epoch
+//!      of the last batch kept; its end offset is the barrier's offset).
 //! * `Stopped`: writable. `Local`: never mirrored (no `mirror-state` file), writable.
 //!
 //! Because the barrier opens a leader epoch no earlier batch has, a node that aligns to this log
@@ -58,13 +60,17 @@
 //! is everything after the first `=`):
 //!
 //! ```text
-//! 1                         version (only 1 is read; version 0 had no epochs)
+//! 2                         version (2 is written; 1 and 2 are read; version 0 had no epochs)
 //! MIRRORING                 source=<id>
 //! STOPPING                  step=FEED_STOPPED|TRUNCATED|EPOCH_BUMPED, source=<id>, lso=<i64>,
 //!                           last_mirrored_offset=<i64>, last_mirrored_epoch=<i32>
 //!                                                        (from step=TRUNCATED on),
-//!                           leader_epoch=<i32>           (only when step=EPOCH_BUMPED)
-//! STOPPED                   barrier_offset=<i64>
+//!                           leader_epoch=<i32>           (version 2: from step=FEED_STOPPED
+//!                                                         on, optional before EPOCH_BUMPED;
+//!                                                         version 1: only when EPOCH_BUMPED)
+//! STOPPED                   barrier_offset=<i64>,
+//!                           last_mirror_epoch=<i32>      (version 2 only; a version-1 file
+//!                                                         reads as -1, unknown)
 //! LOCAL                     (no fields; a missing file also means LOCAL)
 //! ```
 //! Offsets are non-negative decimal integers; `last_mirrored_epoch` is `-1` (no epoch: an empty
@@ -82,8 +88,21 @@ use crate::snapshot::{SnapshotIo, StdIo};
 
 /// Name of the state file in the partition directory.
 pub const MIRROR_STATE_FILE: &str = "mirror-state";
-/// The only version of the `mirror-state` format.
-pub const MIRROR_STATE_VERSION: u32 = 1;
+/// The version of the `mirror-state` format written (version 1 is read too).
+pub const MIRROR_STATE_VERSION: u32 = 2;
+
+/// How far above every leader epoch a mirroring partition has seen its stop's new epoch goes.
+///
+/// The destination's barrier, and every local batch after it, must carry an epoch that no
+/// batch of the source can have, or a node aligning by leader epoch (failback, chain) finds
+/// the epoch in both logs and keeps its own batches where the other has the barrier. The
+/// destination only sees the source epochs it mirrored; the source may have had elections
+/// since. The KIP-1279 prototype keeps the destination's epoch at least 4 above the source's
+/// (it bumps by 10 when the source comes within 3). Ours is stricter: the stop's epoch is
+/// always this much above every epoch the destination's log held when the feed stopped (its
+/// batches and its leader-epoch cache, before truncation), so up to 9 source elections the
+/// destination never saw cannot reach it.
+pub const MIRROR_EPOCH_FENCE: i32 = 10;
 
 /// A partition's mirror state (KIP-1279 `MirrorPartitionState`, reduced to what the log needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -114,8 +133,14 @@ pub enum MirrorPartitionState {
     },
     /// Mirroring stopped; the barrier at `barrier_offset` is durable; writable.
     Stopped {
-        /// Base offset of the barrier this stop wrote (or found).
+        /// Base offset of the barrier this stop wrote (or found). Also the end offset of the
+        /// Last Mirror Epoch: the log end for that epoch at the stop.
         barrier_offset: i64,
+        /// The Last Mirror Epoch (LME): the leader epoch of the last mirrored batch kept by the
+        /// stop (−1: none, or unknown for a state written by version 1). A node that aligns to
+        /// this log (failback, chain) truncates to the smaller of its own end offset for this
+        /// epoch and `barrier_offset`.
+        last_mirror_epoch: i32,
     },
     /// Never mirrored; writable.
     Local,
@@ -343,7 +368,7 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
             };
             let shape_ok = last_mirrored_offset.is_some() == truncated
                 && last_mirrored_epoch.is_some() == truncated
-                && leader_epoch.is_some() == bumped;
+                && (leader_epoch.is_some() || !bumped);
             if !is_valid_source_cluster_id(source_cluster_id) || !values_ok || !shape_ok {
                 return Err(bad());
             }
@@ -360,11 +385,16 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
                 out.push_str(&format!("leader_epoch={e}\n"));
             }
         }
-        MirrorPartitionState::Stopped { barrier_offset } => {
-            if *barrier_offset < 0 {
+        MirrorPartitionState::Stopped {
+            barrier_offset,
+            last_mirror_epoch,
+        } => {
+            if *barrier_offset < 0 || *last_mirror_epoch < -1 {
                 return Err(bad());
             }
-            out.push_str(&format!("barrier_offset={barrier_offset}\n"));
+            out.push_str(&format!(
+                "barrier_offset={barrier_offset}\nlast_mirror_epoch={last_mirror_epoch}\n"
+            ));
         }
         MirrorPartitionState::Local => {}
     }
@@ -388,6 +418,14 @@ impl<'a> Lines<'a> {
             }
             None => Err((self.line, MalformedReason::MissingLine(what))),
         }
+    }
+
+    /// Whether the next line is `key=…`.
+    fn next_is(&self, key: &str) -> bool {
+        self.rest
+            .split_once('\n')
+            .and_then(|(l, _)| l.split_once('='))
+            .is_some_and(|(k, _)| k == key)
     }
 
     fn field(&mut self, key: &'static str) -> Result<(usize, &'a str), (usize, MalformedReason)> {
@@ -476,9 +514,11 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
         line: 0,
     };
     let (n, version) = lines.next("version")?;
-    if version != MIRROR_STATE_VERSION.to_string() {
-        return Err((n, MalformedReason::UnsupportedVersion(version.to_owned())));
-    }
+    let v2 = match version {
+        "1" => false,
+        "2" => true,
+        _ => return Err((n, MalformedReason::UnsupportedVersion(version.to_owned()))),
+    };
     let (n, name) = lines.next("state")?;
     let state = match name {
         "MIRRORING" => MirrorPartitionState::Mirroring {
@@ -503,6 +543,7 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
             };
             let leader_epoch = match step {
                 StoppingStep::EpochBumped => Some(lines.epoch("leader_epoch", 0)?),
+                _ if v2 && lines.next_is("leader_epoch") => Some(lines.epoch("leader_epoch", 0)?),
                 _ => None,
             };
             MirrorPartitionState::Stopping {
@@ -516,6 +557,11 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
         }
         "STOPPED" => MirrorPartitionState::Stopped {
             barrier_offset: lines.offset("barrier_offset")?,
+            last_mirror_epoch: if v2 {
+                lines.epoch("last_mirror_epoch", -1)?
+            } else {
+                UNDEFINED_EPOCH
+            },
         },
         "LOCAL" => MirrorPartitionState::Local,
         other => return Err((n, MalformedReason::UnknownState(other.to_owned()))),
@@ -609,12 +655,34 @@ impl<I: SnapshotIo> MirrorStateStore for MirrorStateFile<I> {
 pub trait EpochEndOffsets {
     /// See the trait docs.
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64);
+
+    /// The Last Mirror Epoch this log persisted when it stopped mirroring, while it is
+    /// `Stopped` (what the promoted side tells the old source at failback); `None` otherwise.
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        None
+    }
 }
 
 impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         (**self).end_offset_for_epoch(requested)
     }
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        (**self).last_mirror_epoch()
+    }
+}
+
+/// The Last Mirror Epoch of a stopped destination (KIP-1279 LOG_ALIGNMENT): the leader epoch
+/// of the last mirrored batch its stop kept, that epoch's end offset in its log (the barrier's
+/// offset), and the epoch the stop opened with the barrier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LastMirrorEpoch {
+    /// The last source epoch kept (−1: none).
+    pub epoch: i32,
+    /// Its end offset in the stopped log: the barrier's offset.
+    pub end_offset: i64,
+    /// The leader epoch of the barrier (the stop's new epoch).
+    pub stop_epoch: i32,
 }
 
 /// Where a log must be truncated so that everything it keeps is what `source` holds at the same
@@ -632,7 +700,45 @@ impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
 /// aligns to its log start offset (nothing kept); when the source has no epoch as high as ours
 /// (Kafka's `UNDEFINED_EPOCH_OFFSET` answer), our data from that epoch on cannot be in it, so we
 /// cut where that epoch starts and ask about the epoch below. An empty log is already aligned.
+///
+/// When the source is a stopped destination that tells its Last Mirror Epoch
+/// ([`EpochEndOffsets::last_mirror_epoch`]) and this log does not hold its barrier yet
+/// (failback, or a chain node that has not received it), the result is also at most
+/// `min(our end offset for the LME, the LME's end offset)`, the prototype's rule, which does
+/// not depend on the two clusters' epoch numbers (it holds when a source election reached the
+/// stop's epoch number, which [`MIRROR_EPOCH_FENCE`] makes unlikely, not impossible).
+///
+/// The result can be below `local`'s log start offset (retention passed the point where the
+/// logs diverge): the caller then truncates fully and starts the log there, as Kafka does.
 pub fn alignment_point<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOffsets) -> i64 {
+    let by_epoch = alignment_by_epoch(local, source);
+    let Some(lme) = source.last_mirror_epoch() else {
+        return by_epoch;
+    };
+    let end = local.log_end_offset();
+    if end <= local.log_start_offset() {
+        return by_epoch;
+    }
+    // A log that holds the barrier at the LME's end offset received it already (a chain node
+    // past it): the epochs say where it stands. A read error counts as "not held" (the cut is
+    // then deeper than needed, never shallower).
+    if matches!(local.find_barrier_from(lme.end_offset), Ok(Some(at)) if at == lme.end_offset) {
+        return by_epoch;
+    }
+    let ours = if lme.epoch == UNDEFINED_EPOCH {
+        UNDEFINED_EPOCH_OFFSET
+    } else {
+        local.end_offset_for_epoch(lme.epoch).1
+    };
+    let by_lme = if ours == UNDEFINED_EPOCH_OFFSET {
+        lme.end_offset
+    } else {
+        ours.min(lme.end_offset)
+    };
+    by_epoch.min(by_lme).min(end)
+}
+
+fn alignment_by_epoch<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOffsets) -> i64 {
     let log_start = local.log_start_offset();
     let mut end = local.log_end_offset();
     if end <= log_start {
@@ -659,14 +765,15 @@ pub fn alignment_point<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOf
             continue;
         }
         if leader_epoch == UNDEFINED_EPOCH {
-            return leader_end.min(end).max(log_start);
+            return leader_end.min(end);
         }
         let (follower_epoch, follower_end) = local.end_offset_for_epoch(leader_epoch);
         if follower_epoch == UNDEFINED_EPOCH || follower_end == UNDEFINED_EPOCH_OFFSET {
-            return leader_end.min(end).max(log_start);
+            // Below our log start the source's end can be: retention passed it.
+            return leader_end.min(end);
         }
         if follower_epoch == leader_epoch {
-            return follower_end.min(leader_end).min(end).max(log_start);
+            return follower_end.min(leader_end).min(end);
         }
         // We do not know the source's epoch: keep what we have up to our end of the largest
         // epoch below it, then ask again about that one.
@@ -702,6 +809,10 @@ pub trait MirrorLog: EpochEndOffsets {
     /// Removes every batch at or above `offset` (a no-op when `offset >= log_end_offset`) and
     /// rebuilds producer state. Durable after the next [`flush`](MirrorLog::flush).
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error>;
+    /// Removes every batch and starts the log empty at `offset` (Kafka
+    /// `truncateFullyAndStartAt`): alignment to a point below the log start offset. Durable
+    /// after the next [`flush`](MirrorLog::flush).
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Self::Error>;
     /// Records in the leader-epoch cache, durably (the checkpoint is written atomically), that
     /// `epoch` starts at `start_offset` (Kafka `assign`, as a new leader does at its log end); a
     /// no-op when `epoch` is already the latest.
@@ -907,7 +1018,12 @@ pub trait MirroredLog: MirrorLog {
             }
         }
         let point = alignment_point(self, source);
-        self.truncate_to(point).map_err(MirrorError::Log)?;
+        if point < self.log_start_offset() {
+            self.truncate_fully_and_start_at(point)
+                .map_err(MirrorError::Log)?;
+        } else {
+            self.truncate_to(point).map_err(MirrorError::Log)?;
+        }
         self.flush().map_err(MirrorError::Log)?;
         self.persist_mirror_state(MirrorPartitionState::Mirroring {
             source_cluster_id: source_cluster_id.to_owned(),
@@ -927,8 +1043,10 @@ pub trait MirroredLog: MirrorLog {
                 if !self.high_watermark_known() {
                     return Err(MirrorError::HighWatermarkUnknown);
                 }
-                // Step 1: the stop point, durable in the log before it is persisted.
+                // Step 1: the stop point, durable in the log before it is persisted, and the
+                // new leader epoch, fenced from every epoch the log holds before truncation.
                 let lso = self.last_stable_offset();
+                let leader_epoch = fenced_stop_epoch(self)?;
                 self.flush().map_err(MirrorError::Log)?;
                 self.persist_mirror_state(MirrorPartitionState::Stopping {
                     step: StoppingStep::FeedStopped,
@@ -936,12 +1054,12 @@ pub trait MirroredLog: MirrorLog {
                     lso,
                     last_mirrored_offset: None,
                     last_mirrored_epoch: None,
-                    leader_epoch: None,
+                    leader_epoch: Some(leader_epoch),
                 })?;
                 continue_stopping(self)
             }
             MirrorPartitionState::Stopping { .. } => continue_stopping(self),
-            MirrorPartitionState::Stopped { barrier_offset } => Ok(barrier_offset),
+            MirrorPartitionState::Stopped { barrier_offset, .. } => Ok(barrier_offset),
             MirrorPartitionState::Local => Err(MirrorError::InvalidTransition {
                 from: MirrorStateKind::Local,
                 op: MirrorOp::Stop,
@@ -962,6 +1080,19 @@ pub trait MirroredLog: MirrorLog {
         }
         Ok(self.mirror_state())
     }
+}
+
+/// The new leader epoch of a stop: [`MIRROR_EPOCH_FENCE`] above every epoch in the log's
+/// batches and its leader-epoch cache.
+fn fenced_stop_epoch<P: MirroredLog + ?Sized>(p: &P) -> Result<i32, MirrorError<P::Error>> {
+    let in_batches = p.max_batch_epoch().map_err(MirrorError::Log)?;
+    let seen = p
+        .latest_epoch()
+        .unwrap_or(UNDEFINED_EPOCH)
+        .max(in_batches.unwrap_or(UNDEFINED_EPOCH))
+        .max(0);
+    seen.checked_add(MIRROR_EPOCH_FENCE)
+        .ok_or(MirrorError::EpochExhausted)
 }
 
 /// Steps 2–6 from whatever step is persisted.
@@ -997,22 +1128,21 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
                 lso,
                 last_mirrored_offset: Some(point),
                 last_mirrored_epoch: Some(epoch),
-                leader_epoch: None,
+                leader_epoch,
             })?;
             (point, epoch)
         }
     };
-    // Step 3: the new epoch is chosen and persisted before it is used, so a resume uses the same.
+    // Step 3: the new epoch, chosen at step 1 (before truncation removed any epoch) and
+    // persisted before it is used, so a resume uses the same. A state written by version 1
+    // has none before this step: then it is fenced from what the truncated log holds.
     let epoch = match (step, leader_epoch) {
         (StoppingStep::EpochBumped, Some(epoch)) => epoch,
         _ => {
-            // Above every epoch of the log's batches as well as of the leader-epoch cache: a
-            // lost checkpoint must not put the barrier in an epoch a mirrored batch has.
-            let in_batches = p.max_batch_epoch().map_err(MirrorError::Log)?;
-            let above = last_epoch
-                .max(p.latest_epoch().unwrap_or(UNDEFINED_EPOCH))
-                .max(in_batches.unwrap_or(UNDEFINED_EPOCH));
-            let epoch = above.checked_add(1).ok_or(MirrorError::EpochExhausted)?;
+            let epoch = match leader_epoch {
+                Some(epoch) => epoch,
+                None => fenced_stop_epoch(p)?.max(last_epoch.saturating_add(MIRROR_EPOCH_FENCE)),
+            };
             p.persist_mirror_state(MirrorPartitionState::Stopping {
                 step: StoppingStep::EpochBumped,
                 source_cluster_id: source_cluster_id.clone(),
@@ -1043,7 +1173,10 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     // Step 5, also when the barrier was found: it may be in the log but not yet durable.
     p.flush().map_err(MirrorError::Log)?;
     // Step 6.
-    p.persist_mirror_state(MirrorPartitionState::Stopped { barrier_offset })?;
+    p.persist_mirror_state(MirrorPartitionState::Stopped {
+        barrier_offset,
+        last_mirror_epoch: last_epoch,
+    })?;
     Ok(barrier_offset)
 }
 
@@ -1100,6 +1233,45 @@ impl<L: MirrorLog, S> EpochEndOffsets for MirrorPartition<L, S> {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         self.log.end_offset_for_epoch(requested)
     }
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        last_mirror_epoch_of(&self.state, &self.log, self.log.latest_epoch())
+    }
+}
+
+/// The Last Mirror Epoch of a log in `state` whose latest leader epoch is `latest_epoch` (only
+/// `Stopped` has one): the stop epoch is the epoch whose range holds the barrier.
+pub fn last_mirror_epoch_of(
+    state: &MirrorPartitionState,
+    log: &dyn EpochEndOffsets,
+    latest_epoch: Option<i32>,
+) -> Option<LastMirrorEpoch> {
+    let MirrorPartitionState::Stopped {
+        barrier_offset,
+        last_mirror_epoch,
+    } = *state
+    else {
+        return None;
+    };
+    // The stop's epoch is the one whose range contains the barrier, found by walking down from
+    // the latest.
+    let mut epoch = latest_epoch?;
+    for _ in 0..=u16::MAX {
+        if epoch == UNDEFINED_EPOCH {
+            return None;
+        }
+        let below = epoch.checked_sub(1)?;
+        let (lower, start) = log.end_offset_for_epoch(below);
+        // `start` is where `epoch` starts (the end of the largest epoch below it).
+        if lower == UNDEFINED_EPOCH || start <= barrier_offset {
+            return Some(LastMirrorEpoch {
+                epoch: last_mirror_epoch,
+                end_offset: barrier_offset,
+                stop_epoch: epoch,
+            });
+        }
+        epoch = lower;
+    }
+    None
 }
 
 impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
@@ -1121,6 +1293,9 @@ impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
     }
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
         self.log.truncate_to(offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Self::Error> {
+        self.log.truncate_fully_and_start_at(offset)
     }
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error> {
         self.log.assign_epoch(epoch, start_offset)
@@ -1198,7 +1373,14 @@ mod tests {
             last_mirrored_epoch: Some(i32::MAX - 1),
             leader_epoch: Some(i32::MAX),
         });
-        roundtrip(MirrorPartitionState::Stopped { barrier_offset: 42 });
+        roundtrip(MirrorPartitionState::Stopped {
+            barrier_offset: 42,
+            last_mirror_epoch: 3,
+        });
+        roundtrip(MirrorPartitionState::Stopped {
+            barrier_offset: 42,
+            last_mirror_epoch: -1,
+        });
     }
 
     #[test]
@@ -1210,7 +1392,14 @@ mod tests {
             MirrorPartitionState::Mirroring {
                 source_cluster_id: "a\nb".into(),
             },
-            MirrorPartitionState::Stopped { barrier_offset: -1 },
+            MirrorPartitionState::Stopped {
+                barrier_offset: -1,
+                last_mirror_epoch: 0,
+            },
+            MirrorPartitionState::Stopped {
+                barrier_offset: 1,
+                last_mirror_epoch: -2,
+            },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::FeedStopped,
                 source_cluster_id: "A".into(),

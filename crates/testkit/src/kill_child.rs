@@ -326,7 +326,7 @@ impl<W: Write> Child<'_, W> {
         let log = self.log(ld)?;
         let at = if resume {
             match log.resume_mirror_stop().map_err(|e| e.to_string())? {
-                MirrorPartitionState::Stopped { barrier_offset } => *barrier_offset,
+                MirrorPartitionState::Stopped { barrier_offset, .. } => *barrier_offset,
                 other => return Err(format!("resume ended in {:?}", other.kind())),
             }
         } else {

@@ -13,6 +13,7 @@ mod log;
 mod log_dir_close;
 mod mirror;
 mod mirror_crash;
+mod mirror_epochs;
 mod plan;
 mod prop;
 mod retention;

@@ -27,7 +27,7 @@ use recovery::mirror::{
 use recovery::{
     EpochEndOffsets, EpochHistory, MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState,
     MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog, SnapshotIo,
-    StdIo, StoppingStep, UNDEFINED_EPOCH,
+    StdIo, StoppingStep, MIRROR_EPOCH_FENCE, UNDEFINED_EPOCH,
 };
 use segment_store::EpochEntry;
 
@@ -205,6 +205,12 @@ impl MirrorLog for FakeLog {
         Ok(())
     }
 
+    fn truncate_fully_and_start_at(&mut self, to: i64) -> Result<(), Crash> {
+        // The fake's log always starts at 0: only a start at 0 is possible.
+        assert_eq!(to, 0, "the fake log starts at 0");
+        self.truncate_to(0)
+    }
+
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Crash> {
         let mut w = self.0.borrow_mut();
         w.op("assign epoch")?;
@@ -267,7 +273,7 @@ impl MirrorStateStore for FakeStore {
             source: io::Error::other(c),
         })?;
         match state {
-            MirrorPartitionState::Stopped { barrier_offset } => {
+            MirrorPartitionState::Stopped { barrier_offset, .. } => {
                 let at = usize::try_from(*barrier_offset).unwrap();
                 assert!(
                     matches!(w.durable.get(at), Some(Barrier(_))),
@@ -346,7 +352,10 @@ fn expected_after_stop() -> Vec<Batch> {
 fn assert_stopped_cleanly(w: &Shared, p: &MirrorPartition<FakeLog, FakeStore>, ctx: &str) {
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 6 },
+        MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        },
         "{ctx}"
     );
     assert!(p.accepts_client_appends(), "{ctx}");
@@ -354,11 +363,19 @@ fn assert_stopped_cleanly(w: &Shared, p: &MirrorPartition<FakeLog, FakeStore>, c
     assert_eq!(w.live, expected_after_stop(), "{ctx}");
     assert_eq!(w.durable, w.live, "{ctx}: not durable");
     assert_eq!(barriers(&w.durable, "A"), 1, "{ctx}");
-    assert_eq!(w.state, MirrorPartitionState::Stopped { barrier_offset: 6 });
-    // The barrier opens epoch 2, above every epoch of the log, from its own offset.
-    assert_eq!(w.epochs, [(0, 0), (1, 2), (2, 6)], "{ctx}");
-    assert_eq!(w.barrier_appends.last(), Some(&2), "{ctx}: barrier epoch");
-    assert!(w.barrier_appends.iter().all(|&e| e == 2), "{ctx}");
+    assert_eq!(
+        w.state,
+        MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        }
+    );
+    // The barrier opens epoch 11, MIRROR_EPOCH_FENCE above every epoch of the log, from its
+    // own offset.
+    assert_eq!(MIRROR_EPOCH_FENCE, 10);
+    assert_eq!(w.epochs, [(0, 0), (1, 2), (11, 6)], "{ctx}");
+    assert_eq!(w.barrier_appends.last(), Some(&11), "{ctx}: barrier epoch");
+    assert!(w.barrier_appends.iter().all(|&e| e == 11), "{ctx}");
 }
 
 /// Number of mutating operations of an uninterrupted stop of [`mirrored_log`].
@@ -377,7 +394,8 @@ fn clean_stop_performs_the_steps_in_order() {
     // epoch, append, flush, store Stopped.
     assert_eq!(clean_stop_ops(), 10);
     // Every intermediate state, as persisted (a stop interrupted right after each store): the
-    // stop point, then the last mirrored offset and epoch, then the new epoch.
+    // stop point and the new epoch (chosen before truncation), then the last mirrored offset
+    // and epoch.
     let mut seen = Vec::new();
     for crash_at in [3, 6, 7] {
         let w = world(mirrored_log(), mirroring("A"));
@@ -396,9 +414,9 @@ fn clean_stop_performs_the_steps_in_order() {
     assert_eq!(
         seen,
         [
-            stopping(StoppingStep::FeedStopped, None, None),
-            stopping(StoppingStep::Truncated, Some((6, 1)), None),
-            stopping(StoppingStep::EpochBumped, Some((6, 1)), Some(2)),
+            stopping(StoppingStep::FeedStopped, None, Some(11)),
+            stopping(StoppingStep::Truncated, Some((6, 1)), Some(11)),
+            stopping(StoppingStep::EpochBumped, Some((6, 1)), Some(11)),
         ]
     );
 }
@@ -409,7 +427,7 @@ fn assert_read_only_unless_stopped(w: &Shared, p: &MirrorPartition<FakeLog, Fake
     let persisted = w.borrow().state.clone();
     assert_eq!(*p.state(), persisted);
     match persisted {
-        MirrorPartitionState::Stopped { barrier_offset } => {
+        MirrorPartitionState::Stopped { barrier_offset, .. } => {
             let at = usize::try_from(barrier_offset).unwrap();
             assert!(matches!(w.borrow().durable.get(at), Some(Barrier(_))));
             assert!(p.accepts_client_appends());
@@ -553,7 +571,7 @@ fn resume_truncates_to_the_persisted_stop_point_not_a_recomputed_lso() {
             lso: 10,
             last_mirrored_offset: None,
             last_mirrored_epoch: None,
-            leader_epoch: None,
+            leader_epoch: Some(11),
         }
     );
     w.borrow_mut().crash(CrashImage::Durable);
@@ -562,12 +580,15 @@ fn resume_truncates_to_the_persisted_stop_point_not_a_recomputed_lso() {
     p.resume().unwrap();
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 10 }
+        MirrorPartitionState::Stopped {
+            barrier_offset: 10,
+            last_mirror_epoch: 1,
+        }
     );
     let mut expected = vec![STABLE; 10];
     expected.push(Barrier("A".into()));
     assert_eq!(w.borrow().durable, expected);
-    assert_eq!(w.borrow().epochs, [(0, 0), (1, 2), (2, 10)]);
+    assert_eq!(w.borrow().epochs, [(0, 0), (1, 2), (11, 10)]);
 }
 
 #[test]
@@ -589,7 +610,10 @@ fn stop_is_idempotent_once_stopped() {
     assert_eq!(p.stop().unwrap(), 6);
     assert_eq!(
         p.resume().unwrap(),
-        &MirrorPartitionState::Stopped { barrier_offset: 6 }
+        &MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        }
     );
     assert_eq!(w.borrow().ops, ops, "no further writes");
 }
@@ -777,9 +801,9 @@ fn start_mirroring_transitions() {
 
 #[test]
 fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
-    // B mirrors A, fails over (barrier "A" in epoch 2), takes local writes in epoch 2; later B
-    // mirrors again from the promoted side, which holds B's history up to offset 4 (B's own
-    // open transaction at 4 never reached it), and stops again (barrier "A" in epoch 3).
+    // B mirrors A, fails over (barrier "A" in epoch 11), takes local writes in epoch 11; later
+    // B mirrors again from the promoted side, which holds B's history up to offset 4 (B's own
+    // open transaction at 4 never reached it), and stops again (barrier "A" in epoch 21).
     let w = world(vec![], MirrorPartitionState::Local);
     let mut p = open(&w);
     p.start_mirroring("A", &source(&[], 0)).unwrap();
@@ -787,9 +811,9 @@ fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
     w.borrow_mut().epochs = vec![(0, 0), (1, 1)];
     assert_eq!(p.stop().unwrap(), 2);
     assert!(p.accepts_client_appends());
-    assert_eq!(w.borrow().epochs, [(0, 0), (1, 1), (2, 2)]);
-    w.borrow_mut().live.extend([STABLE, OPEN]); // local writes after failover, epoch 2
-    p.start_mirroring("A", &source(&[(0, 0), (1, 1), (2, 2)], 4))
+    assert_eq!(w.borrow().epochs, [(0, 0), (1, 1), (11, 2)]);
+    w.borrow_mut().live.extend([STABLE, OPEN]); // local writes after failover, epoch 11
+    p.start_mirroring("A", &source(&[(0, 0), (1, 1), (11, 2)], 4))
         .unwrap();
     assert_eq!(w.borrow().durable.len(), 4, "aligned to the source's end");
     w.borrow_mut().live.extend([STABLE]);
@@ -806,19 +830,43 @@ fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
             Barrier("A".into())
         ]
     );
-    assert_eq!(w.barrier_appends, [2, 3]);
-    assert_eq!(w.epochs, [(0, 0), (1, 1), (2, 2), (3, 5)]);
+    assert_eq!(w.barrier_appends, [11, 21]);
+    assert_eq!(w.epochs, [(0, 0), (1, 1), (11, 2), (21, 5)]);
 }
 
 // ------------------------------------------------------------------------------------------------
 // The mirror-state file
 // ------------------------------------------------------------------------------------------------
 
+/// Version 1 files (no LME, no early leader epoch) are still read.
+#[test]
+fn version_1_files_are_read() {
+    assert_eq!(
+        decode_mirror_state(b"1\nSTOPPED\nbarrier_offset=5\n"),
+        Ok(MirrorPartitionState::Stopped {
+            barrier_offset: 5,
+            last_mirror_epoch: UNDEFINED_EPOCH,
+        })
+    );
+    assert_eq!(
+        decode_mirror_state(b"1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=3\n"),
+        Ok(MirrorPartitionState::Stopping {
+            step: StoppingStep::FeedStopped,
+            source_cluster_id: "A".into(),
+            lso: 3,
+            last_mirrored_offset: None,
+            last_mirrored_epoch: None,
+            leader_epoch: None,
+        })
+    );
+    assert!(decode_mirror_state(b"2\nSTOPPED\nbarrier_offset=5\n").is_err());
+}
+
 #[test]
 fn file_golden_bytes() {
     let cases = [
-        (MirrorPartitionState::Local, "1\nLOCAL\n"),
-        (mirroring("lkc-9x8Q"), "1\nMIRRORING\nsource=lkc-9x8Q\n"),
+        (MirrorPartitionState::Local, "2\nLOCAL\n"),
+        (mirroring("lkc-9x8Q"), "2\nMIRRORING\nsource=lkc-9x8Q\n"),
         (
             MirrorPartitionState::Stopping {
                 step: StoppingStep::FeedStopped,
@@ -828,7 +876,18 @@ fn file_golden_bytes() {
                 last_mirrored_epoch: None,
                 leader_epoch: None,
             },
-            "1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\n",
+            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\n",
+        ),
+        (
+            MirrorPartitionState::Stopping {
+                step: StoppingStep::FeedStopped,
+                source_cluster_id: "A".into(),
+                lso: 120,
+                last_mirrored_offset: None,
+                last_mirrored_epoch: None,
+                leader_epoch: Some(14),
+            },
+            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\nleader_epoch=14\n",
         ),
         (
             MirrorPartitionState::Stopping {
@@ -839,7 +898,7 @@ fn file_golden_bytes() {
                 last_mirrored_epoch: Some(-1),
                 leader_epoch: None,
             },
-            "1\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+            "2\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
              last_mirrored_epoch=-1\n",
         ),
         (
@@ -851,14 +910,15 @@ fn file_golden_bytes() {
                 last_mirrored_epoch: Some(4),
                 leader_epoch: Some(5),
             },
-            "1\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+            "2\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
              last_mirrored_epoch=4\nleader_epoch=5\n",
         ),
         (
             MirrorPartitionState::Stopped {
                 barrier_offset: 118,
+                last_mirror_epoch: 4,
             },
-            "1\nSTOPPED\nbarrier_offset=118\n",
+            "2\nSTOPPED\nbarrier_offset=118\nlast_mirror_epoch=4\n",
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
@@ -895,7 +955,7 @@ fn malformed_files_report_the_line() {
         (b"", 1, MissingLine("version")),
         (b"1", 1, MissingLine("version")),
         (b"0\nLOCAL\n", 1, UnsupportedVersion("0".into())),
-        (b"2\nLOCAL\n", 1, UnsupportedVersion("2".into())),
+        (b"3\nLOCAL\n", 1, UnsupportedVersion("3".into())),
         (b"00\nLOCAL\n", 1, UnsupportedVersion("00".into())),
         (b"1\n", 2, MissingLine("state")),
         (b"1\nPAUSED\n", 2, UnknownState("PAUSED".into())),
@@ -1094,17 +1154,20 @@ fn stop_through_the_real_file_and_reopen() {
     p.start_mirroring("A", &same_history(&w)).unwrap();
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "1\nMIRRORING\nsource=A\n"
+        "2\nMIRRORING\nsource=A\n"
     );
     assert_eq!(p.stop().unwrap(), 6);
     let (log, _) = p.into_parts();
     let p = MirrorPartition::open(log, MirrorStateFile::in_dir(dir.path())).unwrap();
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 6 }
+        MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        }
     );
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "1\nSTOPPED\nbarrier_offset=6\n"
+        "2\nSTOPPED\nbarrier_offset=6\nlast_mirror_epoch=1\n"
     );
 }

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use record_format::{Batches, LogEntry, RecordBatchBuilder};
 use recovery::{
     EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog, PartitionLog,
-    PartitionLogConfig,
+    PartitionLogConfig, MIRROR_EPOCH_FENCE,
 };
 use segment_store::{LogConfig, LogEnv};
 use testkit::crash_test::{fresh_dir, materialize};
@@ -167,7 +167,8 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
         assert_eq!(
             log.mirror_state(),
             &MirrorPartitionState::Stopped {
-                barrier_offset: STOP_POINT
+                barrier_offset: STOP_POINT,
+                last_mirror_epoch: SOURCE_EPOCH,
             },
             "I/O point {n}"
         );
@@ -180,14 +181,14 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
         let barriers: Vec<(i64, i32)> = all.iter().filter(|b| b.2).map(|b| (b.0, b.1)).collect();
         assert_eq!(
             barriers,
-            [(STOP_POINT, SOURCE_EPOCH + 1)],
+            [(STOP_POINT, SOURCE_EPOCH + MIRROR_EPOCH_FENCE)],
             "I/O point {n}: one barrier, in the new epoch"
         );
         assert_eq!(
             std::fs::read_to_string(disk.join("leader-epoch-checkpoint")).unwrap(),
             format!(
                 "0\n2\n{SOURCE_EPOCH} 0\n{} {STOP_POINT}\n",
-                SOURCE_EPOCH + 1
+                SOURCE_EPOCH + MIRROR_EPOCH_FENCE
             ),
             "I/O point {n}"
         );
@@ -240,9 +241,9 @@ fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_
         .filter(|b| b.2)
         .map(|b| (b.0, b.1))
         .collect();
-    assert_eq!(barriers, [(STOP_POINT, SOURCE_EPOCH + 1)]);
+    assert_eq!(barriers, [(STOP_POINT, SOURCE_EPOCH + MIRROR_EPOCH_FENCE)]);
     assert_eq!(
         log.leader_epoch_cache().latest_epoch(),
-        Some(SOURCE_EPOCH + 1)
+        Some(SOURCE_EPOCH + MIRROR_EPOCH_FENCE)
     );
 }
