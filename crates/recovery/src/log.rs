@@ -739,14 +739,20 @@ impl PartitionLog {
         Ok(None)
     }
 
-    /// Kafka `appendAsFollower` (intra-cluster replication, allowed in every mirror state): the
-    /// batches keep their offsets, leader epochs and bytes; their first offset must be at or
-    /// above the log end offset and offsets must increase. Producer state applies `Replication`
-    /// rules.
+    /// Kafka `appendAsFollower` (intra-cluster replication): the batches keep their offsets,
+    /// leader epochs and bytes; their first offset must be at or above the log end offset and
+    /// offsets must increase. Producer state applies `Replication` rules. Allowed in every
+    /// mirror state but `Stopping` ([`PartitionLogError::ReadOnly`]): from the persisted stop
+    /// point until the barrier is written, nothing but the barrier may land in the log.
     pub fn append_as_follower(
         &mut self,
         records: &[u8],
     ) -> Result<LogAppendInfo, PartitionLogError> {
+        if matches!(self.mirror, MirrorPartitionState::Stopping { .. }) {
+            return Err(PartitionLogError::ReadOnly {
+                state: self.mirror.kind(),
+            });
+        }
         let spans = validate_batches(records, true)?;
         if let Some(first) = spans.first() {
             let first_offset = batch_at(records, *first)?.base_offset();

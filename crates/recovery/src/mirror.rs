@@ -981,11 +981,14 @@ pub trait MirroredLog: MirrorLog {
         matches!(self.mirror_state(), MirrorPartitionState::Mirroring { .. })
     }
 
-    /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): the
-    /// KIP's log alignment — truncates the log to [`alignment_point`] against `source` (the
-    /// source partition's `OffsetsForLeaderEpoch` answers), fsyncs, then persists `Mirroring`.
-    /// A crash before the state is persisted leaves the old writable state with a truncated log;
-    /// calling again aligns again. Idempotent when already mirroring from the same source.
+    /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): persists
+    /// `Mirroring` first (read-only for clients from then on), then the KIP's log alignment —
+    /// truncates the log to [`alignment_point`] against `source` (the source partition's
+    /// `OffsetsForLeaderEpoch` answers; below the log start: truncates fully and starts there)
+    /// and fsyncs. No client write can therefore be accepted between a truncation and the state
+    /// that forbids it: a crash before the state is persisted leaves the log untouched and
+    /// writable; one after it leaves it read-only, and calling again (already `Mirroring` from
+    /// the same source) aligns again, a no-op when the log is aligned.
     fn start_mirroring(
         &mut self,
         source_cluster_id: &str,
@@ -1001,14 +1004,14 @@ pub trait MirroredLog: MirrorLog {
             MirrorPartitionState::Mirroring {
                 source_cluster_id: current,
             } => {
-                return if current == source_cluster_id {
-                    Ok(())
-                } else {
-                    Err(MirrorError::SourceMismatch {
+                if current != source_cluster_id {
+                    return Err(MirrorError::SourceMismatch {
                         current: current.clone(),
                         requested: source_cluster_id.to_owned(),
-                    })
-                };
+                    });
+                }
+                // A start interrupted after its state was persisted may not have truncated.
+                return align(self, source);
             }
             MirrorPartitionState::Stopping { .. } => {
                 return Err(MirrorError::InvalidTransition {
@@ -1017,18 +1020,10 @@ pub trait MirroredLog: MirrorLog {
                 })
             }
         }
-        let point = alignment_point(self, source);
-        if point < self.log_start_offset() {
-            self.truncate_fully_and_start_at(point)
-                .map_err(MirrorError::Log)?;
-        } else {
-            self.truncate_to(point).map_err(MirrorError::Log)?;
-        }
-        self.flush().map_err(MirrorError::Log)?;
         self.persist_mirror_state(MirrorPartitionState::Mirroring {
             source_cluster_id: source_cluster_id.to_owned(),
         })?;
-        Ok(())
+        align(self, source)
     }
 
     /// Stops mirroring: runs the `Stopping` steps (module docs) and returns the barrier's
@@ -1082,6 +1077,24 @@ pub trait MirroredLog: MirrorLog {
     }
 }
 
+/// Truncates `p` to [`alignment_point`] against `source` (fully, starting there, when it is
+/// below the log start) and fsyncs; nothing when the log is aligned already.
+fn align<P: MirroredLog + ?Sized>(
+    p: &mut P,
+    source: &dyn EpochEndOffsets,
+) -> Result<(), MirrorError<P::Error>> {
+    let point = alignment_point(p, source);
+    if point < p.log_start_offset() {
+        p.truncate_fully_and_start_at(point)
+            .map_err(MirrorError::Log)?;
+    } else if point < p.log_end_offset() {
+        p.truncate_to(point).map_err(MirrorError::Log)?;
+    } else {
+        return Ok(());
+    }
+    p.flush().map_err(MirrorError::Log)
+}
+
 /// The new leader epoch of a stop: [`MIRROR_EPOCH_FENCE`] above every epoch in the log's
 /// batches and its leader-epoch cache.
 fn fenced_stop_epoch<P: MirroredLog + ?Sized>(p: &P) -> Result<i32, MirrorError<P::Error>> {
@@ -1115,6 +1128,17 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     // it unless storage lost fsynced data; then the log end is the most that is left.
     let (point, last_epoch) = match (step, last_mirrored_offset, last_mirrored_epoch) {
         (StoppingStep::Truncated | StoppingStep::EpochBumped, Some(point), Some(epoch)) => {
+            // Repeated: nothing may have landed past the stop point but our own barrier (every
+            // append is refused while stopping; a log written by an older version accepted
+            // follower appends here). Keep the barrier if it is there, cut anything else.
+            let keep = match p.find_barrier_from(point).map_err(MirrorError::Log)? {
+                Some(at) if at == point => point.saturating_add(1),
+                _ => point,
+            };
+            if p.log_end_offset() > keep {
+                p.truncate_to(keep).map_err(MirrorError::Log)?;
+                p.flush().map_err(MirrorError::Log)?;
+            }
             (point, epoch)
         }
         _ => {

@@ -723,9 +723,11 @@ fn partition_log_enforces_its_mirror_state_and_stops_in_a_new_epoch() {
 }
 
 /// Intra-cluster follower appends (a replica of a mirrored partition following its leader) work
-/// while `Mirroring` and `Stopping`; the mirror feed is refused once `Stopping` began.
+/// while `Mirroring`; from the persisted stop point until the barrier, every append is refused:
+/// the mirror feed, clients, and (defect: it was accepted and landed past the stop point, where
+/// only the barrier may go) followers.
 #[test]
-fn follower_appends_work_in_every_mirror_state() {
+fn follower_appends_are_refused_while_stopping() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = open(dir.path());
     log.start_mirroring("src", &EpochHistory::of(&log)).unwrap();
@@ -755,7 +757,15 @@ fn follower_appends_work_in_every_mirror_state() {
         matches!(r, Err(PartitionLogError::ReadOnly { .. })),
         "{r:?}"
     );
-    log.append_as_follower(&batch_at(1, 5, 0, 1, 1, false, 0))
-        .unwrap();
-    assert_eq!(log.log_end_offset(), 2);
+    let r = log.append_as_follower(&batch_at(1, 5, 0, 1, 1, false, 0));
+    assert!(
+        matches!(
+            r,
+            Err(PartitionLogError::ReadOnly {
+                state: MirrorStateKind::Stopping
+            })
+        ),
+        "{r:?}"
+    );
+    assert_eq!(log.log_end_offset(), 1);
 }

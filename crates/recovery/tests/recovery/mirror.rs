@@ -745,19 +745,89 @@ fn alignment_follows_kafkas_offsets_for_leader_epoch_rule() {
     assert_eq!(point(&local(&[], 3), &source(&[(0, 0)], 9)), 0);
 }
 
+/// Defect: `start_mirroring` truncated while the partition was still writable and persisted
+/// `Mirroring` afterwards: a crash in between left a writable partition with a truncated log, so
+/// a write acknowledged after the restart was cut by the retry. Now the read-only state is
+/// persisted first: after a crash at any operation the partition is either writable with its
+/// log untouched or read-only, and the retry aligns it.
 #[test]
-fn start_mirroring_crash_before_the_state_is_persisted_stays_writable() {
-    for crash_at in 1..=2 {
-        let w = world(vec![STABLE, OPEN], MirrorPartitionState::Local);
+fn start_mirroring_is_read_only_before_it_truncates() {
+    let original = vec![STABLE, STABLE, OPEN];
+    let clean_ops = {
+        let w = world(original.clone(), MirrorPartitionState::Local);
+        open(&w)
+            .start_mirroring("A", &source(&[(0, 0)], 1))
+            .unwrap();
+        assert_eq!(w.borrow().durable, vec![STABLE]);
+        let ops = w.borrow().ops;
+        ops
+    };
+    assert_eq!(clean_ops, 3, "store, truncate, flush");
+    for crash_at in 1..=clean_ops {
+        let w = world(original.clone(), MirrorPartitionState::Local);
         w.borrow_mut().crash_at = Some(crash_at);
         let mut p = open(&w);
         p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap_err();
-        assert_eq!(*p.state(), MirrorPartitionState::Local);
-        w.borrow_mut().crash(CrashImage::Durable);
+        for image in [CrashImage::Durable, CrashImage::Live] {
+            let w2 = Rc::new(RefCell::new(World {
+                live: w.borrow().live.clone(),
+                durable: w.borrow().durable.clone(),
+                epochs: w.borrow().epochs.clone(),
+                high_watermark: 0,
+                state: w.borrow().state.clone(),
+                ops: 0,
+                crash_at: None,
+                crashed: false,
+                barrier_appends: Vec::new(),
+            }));
+            w2.borrow_mut().crash(image);
+            let mut p = open(&w2);
+            if p.accepts_client_appends() {
+                assert_eq!(
+                    w2.borrow().durable,
+                    original,
+                    "crash at {crash_at}: writable with a truncated log"
+                );
+            }
+            p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap();
+            assert_eq!(w2.borrow().durable, vec![STABLE], "crash at {crash_at}");
+            assert!(!p.accepts_client_appends());
+        }
+    }
+}
+
+/// Defect: a stop resumed from `TRUNCATED` or `EPOCH_BUMPED` did not repeat the truncation, so
+/// a batch that landed past the stop point after it (a follower append, accepted while
+/// stopping) stayed, and the barrier went after it. The resume now cuts everything past the
+/// stop point but its own barrier.
+#[test]
+fn a_resumed_stop_repeats_the_truncation() {
+    for step in [StoppingStep::Truncated, StoppingStep::EpochBumped] {
+        let mut log = mirrored_log();
+        log.truncate(6);
+        log.extend([STABLE, STABLE]); // landed after the truncation
+        let w = world(
+            log,
+            MirrorPartitionState::Stopping {
+                step,
+                source_cluster_id: "A".into(),
+                lso: 6,
+                last_mirrored_offset: Some(6),
+                last_mirrored_epoch: Some(1),
+                leader_epoch: Some(11),
+            },
+        );
         let mut p = open(&w);
-        assert!(p.accepts_client_appends());
-        p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap();
-        assert_eq!(w.borrow().durable, vec![STABLE]);
+        p.resume().unwrap();
+        assert_eq!(
+            *p.state(),
+            MirrorPartitionState::Stopped {
+                barrier_offset: 6,
+                last_mirror_epoch: 1,
+            },
+            "{step:?}"
+        );
+        assert_eq!(w.borrow().durable, expected_after_stop(), "{step:?}");
     }
 }
 
