@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig};
+use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig, StopPolicy};
 use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
 
 /// Who moves the high watermark, the end of what readers may see.
@@ -77,6 +77,11 @@ pub struct Config {
     /// [`CloseSync::FileSystem`] (one `syncfs` of the directory's file system after all
     /// partitions closed, instead of a sync per file).
     pub close_sync: CloseSync,
+    /// What [`Log::stop_mirroring`](crate::Log::stop_mirroring) does with transactions still
+    /// open at the stop (KIP-1279 failover): [`StopPolicy::TruncateToLastStable`] (the design
+    /// text, the default) or [`StopPolicy::AbortOpenTransactions`] (the prototype). See
+    /// `docs/barrier.md`, "Open transactions at stop".
+    pub mirror_stop_policy: StopPolicy,
 }
 
 impl Default for Config {
@@ -90,6 +95,7 @@ impl Default for Config {
             full_recovery: false,
             high_watermark_checkpoint_interval_ms: 5_000,
             close_sync: CloseSync::default(),
+            mirror_stop_policy: StopPolicy::default(),
         }
     }
 }
@@ -141,6 +147,13 @@ impl Config {
     #[must_use]
     pub fn with_recovery_threads(mut self, threads: usize) -> Self {
         self.recovery_threads = threads;
+        self
+    }
+
+    /// What a mirror stop does with open transactions.
+    #[must_use]
+    pub fn with_mirror_stop_policy(mut self, policy: StopPolicy) -> Self {
+        self.mirror_stop_policy = policy;
         self
     }
 

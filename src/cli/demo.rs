@@ -225,6 +225,9 @@ impl MirrorLog for Recording<'_> {
     fn flush(&mut self) -> Result<(), PartitionLogError> {
         self.log.flush()
     }
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, PartitionLogError> {
+        self.log.abort_open_transactions(leader_epoch)
+    }
 }
 
 impl MirroredLog for Recording<'_> {

@@ -33,9 +33,9 @@ fn demo_prints_every_step_and_exits_0() {
     for needle in [
         "B/orders-0/00000000000000000000.log is byte-identical to A/orders-0/00000000000000000000.log",
         "B: a client append (pid 9) is rejected: partition is read-only for clients in mirror state MIRRORING",
-        "B: mirror-state -> STOPPING step=FEED_STOPPED source=cluster-A lso=9 leader_epoch=10",
-        "B: mirror-state -> STOPPING step=TRUNCATED source=cluster-A lso=9 last_mirrored_offset=9",
-        "B: mirror-state -> STOPPING step=EPOCH_BUMPED source=cluster-A lso=9 last_mirrored_offset=9 last_mirrored_epoch=0 leader_epoch=10",
+        "B: mirror-state -> STOPPING step=FEED_STOPPED source=cluster-A lso=9 policy=TRUNCATE_TO_LAST_STABLE leader_epoch=10",
+        "B: mirror-state -> STOPPING step=TRUNCATED source=cluster-A lso=9 policy=TRUNCATE_TO_LAST_STABLE last_mirrored_offset=9",
+        "B: mirror-state -> STOPPING step=EPOCH_BUMPED source=cluster-A lso=9 policy=TRUNCATE_TO_LAST_STABLE last_mirrored_offset=9 last_mirrored_epoch=0 leader_epoch=10",
         "B: mirror-state -> STOPPED barrier_offset=9 last_mirror_epoch=0",
         // The barrier opens the new leader epoch, MIRROR_EPOCH_FENCE (10) above the mirrored
         // batches' epoch 0.

@@ -1312,6 +1312,36 @@ impl MirrorLog for PartitionLog {
     fn flush(&mut self) -> Result<(), Self::Error> {
         PartitionLog::flush(self)
     }
+
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, Self::Error> {
+        // In first-offset order; each producer id has at most one open transaction.
+        let open: Vec<(i64, i16, i32)> = self
+            .psm
+            .ongoing_txns()
+            .values()
+            .map(|txn| {
+                let entry = self.psm.last_entry(txn.producer_id);
+                (
+                    txn.producer_id,
+                    entry.map_or(0, |e| e.producer_epoch()),
+                    entry.map_or(-1, |e| e.coordinator_epoch()),
+                )
+            })
+            .collect();
+        for &(producer_id, producer_epoch, coordinator_epoch) in &open {
+            let bytes = record_format::end_txn_marker_batch(
+                0,
+                self.clock.now_ms(),
+                leader_epoch,
+                producer_id,
+                producer_epoch,
+                ControlRecordType::Abort,
+                coordinator_epoch,
+            );
+            self.append_as_leader_unchecked(&bytes, leader_epoch, AppendOrigin::Coordinator)?;
+        }
+        Ok(open.len())
+    }
 }
 
 impl MirroredLog for PartitionLog {
@@ -1342,6 +1372,15 @@ impl PartitionLog {
     /// [`MirroredLog::stop_mirroring`]: the `Stopping` steps; returns the barrier's offset.
     pub fn stop_mirroring(&mut self) -> Result<i64, MirrorError<PartitionLogError>> {
         MirroredLog::stop_mirroring(self)
+    }
+
+    /// [`MirroredLog::stop_mirroring_with`]: the `Stopping` steps under `policy`; returns the
+    /// barrier's offset.
+    pub fn stop_mirroring_with(
+        &mut self,
+        policy: crate::mirror::StopPolicy,
+    ) -> Result<i64, MirrorError<PartitionLogError>> {
+        MirroredLog::stop_mirroring_with(self, policy)
     }
 
     /// [`MirroredLog::resume_mirror_stop`]: finishes an interrupted stop.

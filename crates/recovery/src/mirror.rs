@@ -48,9 +48,10 @@
 //!
 //! Differences from the KIP-1279 forks: they skip the barrier when the source cluster id is
 //! unknown; we refuse to start mirroring without one, so every stop writes a barrier. They abort
-//! open transactions with ABORT markers before the barrier; truncating to the LSO removes every
-//! open transaction's data first, so none is open at the barrier (and if one were, the barrier
-//! itself aborts it, see [`crate::barrier`]).
+//! open transactions with ABORT markers before the barrier ([`StopPolicy::AbortOpenTransactions`]
+//! here); the default [`StopPolicy::TruncateToLastStable`] removes every open transaction's data
+//! first. Either way none is open at the barrier (and if one were, the barrier itself aborts it,
+//! see [`crate::barrier`]).
 //!
 //! # The `mirror-state` file
 //! A small UTF-8 text file in the partition directory, written atomically (temporary file, fsync,
@@ -63,6 +64,8 @@
 //! 2                         version (2 is written; 1 and 2 are read; version 0 had no epochs)
 //! MIRRORING                 source=<id>
 //! STOPPING                  step=FEED_STOPPED|TRUNCATED|EPOCH_BUMPED, source=<id>, lso=<i64>,
+//!                           policy=TRUNCATE_TO_LAST_STABLE|ABORT_OPEN_TRANSACTIONS
+//!                                                        (version 2 only),
 //!                           last_mirrored_offset=<i64>, last_mirrored_epoch=<i32>
 //!                                                        (from step=TRUNCATED on),
 //!                           leader_epoch=<i32>           (version 2: from step=FEED_STOPPED
@@ -128,8 +131,11 @@ pub enum MirrorPartitionState {
         /// [`StoppingStep::Truncated`] on.
         last_mirrored_epoch: Option<i32>,
         /// The new leader epoch the barrier is written in; set from
-        /// [`StoppingStep::EpochBumped`] on.
+        /// [`StoppingStep::EpochBumped`] on (from [`StoppingStep::FeedStopped`] on for a stop
+        /// that started with this version).
         leader_epoch: Option<i32>,
+        /// What the stop does with open transactions (a version-1 state: the default).
+        policy: StopPolicy,
     },
     /// Mirroring stopped; the barrier at `barrier_offset` is durable; writable.
     Stopped {
@@ -144,6 +150,35 @@ pub enum MirrorPartitionState {
     },
     /// Never mirrored; writable.
     Local,
+}
+
+/// What a mirror stop does with the source's transactions still open at the stop.
+///
+/// `docs/barrier.md` ("Open transactions at stop") states the trade-off with what
+/// `read_committed` and `read_uncommitted` consumers see under each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum StopPolicy {
+    /// The KIP-1279 design text: the stop point is the last stable offset; the log is truncated
+    /// there, so an open transaction's records go, and with them every later record, committed
+    /// ones included (a `read_uncommitted` consumer may have read them; their offsets are
+    /// reused by local writes). The default.
+    #[default]
+    TruncateToLastStable,
+    /// The KIP-1279 prototype: nothing is truncated (the stop point is the log end); an ABORT
+    /// marker is written for every open transaction (its producer id and epoch as the log last
+    /// shows them, the coordinator epoch from producer state or −1, in the stop's new leader
+    /// epoch), then the barrier.
+    AbortOpenTransactions,
+}
+
+impl StopPolicy {
+    /// The name used in the `mirror-state` file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TruncateToLastStable => "TRUNCATE_TO_LAST_STABLE",
+            Self::AbortOpenTransactions => "ABORT_OPEN_TRANSACTIONS",
+        }
+    }
 }
 
 /// The durable steps of [`MirrorPartitionState::Stopping`].
@@ -266,6 +301,8 @@ pub enum MalformedReason {
     UnknownState(String),
     /// Unknown stopping step.
     UnknownStep(String),
+    /// Unknown stop policy.
+    UnknownPolicy(String),
     /// The line is not `<expected>=…`.
     ExpectedKey {
         /// The key that must come here.
@@ -306,6 +343,7 @@ impl fmt::Display for MirrorStateError {
                     }
                     MalformedReason::UnknownState(s) => write!(f, "unknown state {s:?}"),
                     MalformedReason::UnknownStep(s) => write!(f, "unknown stopping step {s:?}"),
+                    MalformedReason::UnknownPolicy(s) => write!(f, "unknown stop policy {s:?}"),
                     MalformedReason::ExpectedKey { expected, found } => {
                         write!(f, "expected {expected}=…, found {found:?}")
                     }
@@ -356,6 +394,7 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
             last_mirrored_offset,
             last_mirrored_epoch,
             leader_epoch,
+            policy,
         } => {
             let values_ok = *lso >= 0
                 && last_mirrored_offset.is_none_or(|o| o >= 0)
@@ -373,8 +412,9 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
                 return Err(bad());
             }
             out.push_str(&format!(
-                "step={}\nsource={source_cluster_id}\nlso={lso}\n",
-                step.as_str()
+                "step={}\nsource={source_cluster_id}\nlso={lso}\npolicy={}\n",
+                step.as_str(),
+                policy.as_str()
             ));
             if let (Some(o), Some(e)) = (last_mirrored_offset, last_mirrored_epoch) {
                 out.push_str(&format!(
@@ -534,6 +574,16 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
             };
             let source_cluster_id = lines.source()?;
             let lso = lines.offset("lso")?;
+            let policy = if v2 {
+                let (n, v) = lines.field("policy")?;
+                match v {
+                    "TRUNCATE_TO_LAST_STABLE" => StopPolicy::TruncateToLastStable,
+                    "ABORT_OPEN_TRANSACTIONS" => StopPolicy::AbortOpenTransactions,
+                    other => return Err((n, MalformedReason::UnknownPolicy(other.to_owned()))),
+                }
+            } else {
+                StopPolicy::TruncateToLastStable
+            };
             let (last_mirrored_offset, last_mirrored_epoch) = match step {
                 StoppingStep::FeedStopped => (None, None),
                 StoppingStep::Truncated | StoppingStep::EpochBumped => (
@@ -553,6 +603,7 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
                 last_mirrored_offset,
                 last_mirrored_epoch,
                 leader_epoch,
+                policy,
             }
         }
         "STOPPED" => MirrorPartitionState::Stopped {
@@ -673,14 +724,17 @@ impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
 }
 
 /// The Last Mirror Epoch of a stopped destination (KIP-1279 LOG_ALIGNMENT): the leader epoch
-/// of the last mirrored batch its stop kept, that epoch's end offset in its log (the barrier's
-/// offset), and the epoch the stop opened with the barrier.
+/// of the last mirrored batch its stop kept, that epoch's end offset in its log (where the
+/// stop's epoch starts: the barrier, or the first ABORT marker of an
+/// [`StopPolicy::AbortOpenTransactions`] stop), the barrier's offset, and the stop's epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct LastMirrorEpoch {
     /// The last source epoch kept (−1: none).
     pub epoch: i32,
-    /// Its end offset in the stopped log: the barrier's offset.
+    /// Its end offset in the stopped log.
     pub end_offset: i64,
+    /// The barrier's offset.
+    pub barrier_offset: i64,
     /// The leader epoch of the barrier (the stop's new epoch).
     pub stop_epoch: i32,
 }
@@ -722,7 +776,8 @@ pub fn alignment_point<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOf
     // A log that holds the barrier at the LME's end offset received it already (a chain node
     // past it): the epochs say where it stands. A read error counts as "not held" (the cut is
     // then deeper than needed, never shallower).
-    if matches!(local.find_barrier_from(lme.end_offset), Ok(Some(at)) if at == lme.end_offset) {
+    if matches!(local.find_barrier_from(lme.barrier_offset), Ok(Some(at)) if at == lme.barrier_offset)
+    {
         return by_epoch;
     }
     let ours = if lme.epoch == UNDEFINED_EPOCH {
@@ -833,6 +888,11 @@ pub trait MirrorLog: EpochEndOffsets {
     ) -> Result<i64, Self::Error>;
     /// Makes every earlier append and truncation durable (fsync).
     fn flush(&mut self) -> Result<(), Self::Error>;
+    /// Appends an ABORT marker for every open transaction, in `leader_epoch` (COORDINATOR
+    /// origin, past any read-only check): its producer id and producer epoch as the log last
+    /// shows them, the coordinator epoch from producer state (−1 when unknown). Returns how
+    /// many it wrote. Durable after the next [`flush`](MirrorLog::flush).
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, Self::Error>;
 }
 
 /// An operation the mirror state driver was asked for.
@@ -1031,16 +1091,28 @@ pub trait MirroredLog: MirrorLog {
     /// ([`resume_mirror_stop`](Self::resume_mirror_stop)); from `Stopped` it returns the
     /// existing barrier's offset.
     fn stop_mirroring(&mut self) -> Result<i64, MirrorError<Self::Error>> {
+        self.stop_mirroring_with(StopPolicy::default())
+    }
+
+    /// [`stop_mirroring`](Self::stop_mirroring) under `policy` (a stop already under way
+    /// continues under the policy it started with).
+    fn stop_mirroring_with(&mut self, policy: StopPolicy) -> Result<i64, MirrorError<Self::Error>> {
         match self.mirror_state().clone() {
             MirrorPartitionState::Mirroring { source_cluster_id } => {
-                // The stop point is the LSO, bounded by the high watermark: never from one that
-                // an unclean restart left stale or missing (it would cut committed data).
-                if !self.high_watermark_known() {
-                    return Err(MirrorError::HighWatermarkUnknown);
-                }
                 // Step 1: the stop point, durable in the log before it is persisted, and the
                 // new leader epoch, fenced from every epoch the log holds before truncation.
-                let lso = self.last_stable_offset();
+                let lso = match policy {
+                    StopPolicy::TruncateToLastStable => {
+                        // The LSO, bounded by the high watermark: never from one that an unclean
+                        // restart left stale or missing (it would cut committed data).
+                        if !self.high_watermark_known() {
+                            return Err(MirrorError::HighWatermarkUnknown);
+                        }
+                        self.last_stable_offset()
+                    }
+                    // Nothing is truncated.
+                    StopPolicy::AbortOpenTransactions => self.log_end_offset(),
+                };
                 let leader_epoch = fenced_stop_epoch(self)?;
                 self.flush().map_err(MirrorError::Log)?;
                 self.persist_mirror_state(MirrorPartitionState::Stopping {
@@ -1050,6 +1122,7 @@ pub trait MirroredLog: MirrorLog {
                     last_mirrored_offset: None,
                     last_mirrored_epoch: None,
                     leader_epoch: Some(leader_epoch),
+                    policy,
                 })?;
                 continue_stopping(self)
             }
@@ -1117,6 +1190,7 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
         last_mirrored_offset,
         last_mirrored_epoch,
         leader_epoch,
+        policy,
     } = p.mirror_state().clone()
     else {
         return Err(MirrorError::InvalidTransition {
@@ -1131,11 +1205,13 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
             // Repeated: nothing may have landed past the stop point but our own barrier (every
             // append is refused while stopping; a log written by an older version accepted
             // follower appends here). Keep the barrier if it is there, cut anything else.
+            // Under AbortOpenTransactions the stop's own ABORT markers lie between the stop
+            // point and the barrier: nothing else can, so there is nothing to cut.
             let keep = match p.find_barrier_from(point).map_err(MirrorError::Log)? {
                 Some(at) if at == point => point.saturating_add(1),
                 _ => point,
             };
-            if p.log_end_offset() > keep {
+            if policy == StopPolicy::TruncateToLastStable && p.log_end_offset() > keep {
                 p.truncate_to(keep).map_err(MirrorError::Log)?;
                 p.flush().map_err(MirrorError::Log)?;
             }
@@ -1153,6 +1229,7 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
                 last_mirrored_offset: Some(point),
                 last_mirrored_epoch: Some(epoch),
                 leader_epoch,
+                policy,
             })?;
             (point, epoch)
         }
@@ -1174,6 +1251,7 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
                 last_mirrored_offset: Some(point),
                 last_mirrored_epoch: Some(last_epoch),
                 leader_epoch: Some(epoch),
+                policy,
             })?;
             epoch
         }
@@ -1184,9 +1262,16 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     // may have survived a crash.
     let barrier_offset = match p.find_barrier_from(point).map_err(MirrorError::Log)? {
         Some(offset) => offset,
-        None => p
-            .append_barrier(&source_cluster_id, epoch)
-            .map_err(MirrorError::Log)?,
+        None => {
+            // Step 3b (AbortOpenTransactions): an ABORT marker for every transaction still
+            // open, in the new epoch. Recomputed from producer state on a resume, so markers
+            // that survived a crash are not written twice.
+            if policy == StopPolicy::AbortOpenTransactions {
+                p.abort_open_transactions(epoch).map_err(MirrorError::Log)?;
+            }
+            p.append_barrier(&source_cluster_id, epoch)
+                .map_err(MirrorError::Log)?
+        }
     };
     if barrier_offset < point {
         return Err(MirrorError::BarrierBeforeTruncationPoint {
@@ -1287,9 +1372,15 @@ pub fn last_mirror_epoch_of(
         let (lower, start) = log.end_offset_for_epoch(below);
         // `start` is where `epoch` starts (the end of the largest epoch below it).
         if lower == UNDEFINED_EPOCH || start <= barrier_offset {
+            let end_offset = if lower == UNDEFINED_EPOCH {
+                barrier_offset
+            } else {
+                start.min(barrier_offset)
+            };
             return Some(LastMirrorEpoch {
                 epoch: last_mirror_epoch,
-                end_offset: barrier_offset,
+                end_offset,
+                barrier_offset,
                 stop_epoch: epoch,
             });
         }
@@ -1340,6 +1431,9 @@ impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
     fn flush(&mut self) -> Result<(), Self::Error> {
         self.log.flush()
     }
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, Self::Error> {
+        self.log.abort_open_transactions(leader_epoch)
+    }
 }
 
 impl<L: MirrorLog, S: MirrorStateStore> MirroredLog for MirrorPartition<L, S> {
@@ -1380,6 +1474,7 @@ mod tests {
             last_mirrored_offset: None,
             last_mirrored_epoch: None,
             leader_epoch: None,
+            policy: StopPolicy::TruncateToLastStable,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::Truncated,
@@ -1388,6 +1483,7 @@ mod tests {
             last_mirrored_offset: Some(7),
             last_mirrored_epoch: Some(-1),
             leader_epoch: None,
+            policy: StopPolicy::TruncateToLastStable,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::EpochBumped,
@@ -1396,6 +1492,7 @@ mod tests {
             last_mirrored_offset: Some(7),
             last_mirrored_epoch: Some(i32::MAX - 1),
             leader_epoch: Some(i32::MAX),
+            policy: StopPolicy::TruncateToLastStable,
         });
         roundtrip(MirrorPartitionState::Stopped {
             barrier_offset: 42,
@@ -1431,6 +1528,7 @@ mod tests {
                 last_mirrored_offset: Some(3),
                 last_mirrored_epoch: Some(0),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
@@ -1439,6 +1537,7 @@ mod tests {
                 last_mirrored_offset: None,
                 last_mirrored_epoch: None,
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
@@ -1447,6 +1546,7 @@ mod tests {
                 last_mirrored_offset: Some(3),
                 last_mirrored_epoch: Some(-2),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::EpochBumped,
@@ -1455,6 +1555,7 @@ mod tests {
                 last_mirrored_offset: Some(3),
                 last_mirrored_epoch: Some(0),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
         ] {
             let r = encode_mirror_state(&state);

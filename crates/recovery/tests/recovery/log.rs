@@ -740,6 +740,7 @@ fn follower_appends_are_refused_while_stopping() {
         last_mirrored_offset: None,
         last_mirrored_epoch: None,
         leader_epoch: None,
+        policy: recovery::StopPolicy::TruncateToLastStable,
     })
     .unwrap();
     let r = log.append_as_mirror(&batch_at(1, 5, 0, 1, 1, false, 0));

@@ -27,7 +27,7 @@ use recovery::mirror::{
 use recovery::{
     EpochEndOffsets, EpochHistory, MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState,
     MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog, SnapshotIo,
-    StdIo, StoppingStep, MIRROR_EPOCH_FENCE, UNDEFINED_EPOCH,
+    StdIo, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE, UNDEFINED_EPOCH,
 };
 use segment_store::EpochEntry;
 
@@ -37,6 +37,8 @@ enum Batch {
     Data { stable: bool },
     /// A `MIRROR_PID_RESET` barrier with its source cluster id.
     Barrier(String),
+    /// An ABORT marker closing every open transaction before it (the fake has one producer).
+    Abort,
 }
 
 use Batch::{Barrier, Data};
@@ -171,10 +173,12 @@ impl MirrorLog for FakeLog {
 
     fn last_stable_offset(&self) -> i64 {
         let w = self.0.borrow();
+        let closed = w.live.iter().rposition(|b| *b == Batch::Abort);
         offset(
             w.live
                 .iter()
-                .position(|b| *b == OPEN)
+                .enumerate()
+                .position(|(i, b)| *b == OPEN && closed.is_none_or(|c| i > c))
                 .unwrap_or(w.live.len()),
         )
         .min(w.high_watermark)
@@ -253,6 +257,22 @@ impl MirrorLog for FakeLog {
         w.op("flush")?;
         w.durable = w.live.clone();
         Ok(())
+    }
+
+    fn abort_open_transactions(&mut self, _leader_epoch: i32) -> Result<usize, Crash> {
+        let open = self.last_stable_offset() < self.log_end_offset();
+        let mut w = self.0.borrow_mut();
+        if !open
+            || w.live
+                .iter()
+                .skip_while(|b| **b != OPEN)
+                .any(|b| *b == Batch::Abort)
+        {
+            return Ok(0);
+        }
+        w.op("append abort marker")?;
+        w.live.push(Batch::Abort);
+        Ok(1)
     }
 }
 
@@ -410,6 +430,7 @@ fn clean_stop_performs_the_steps_in_order() {
         last_mirrored_offset: last.map(|l| l.0),
         last_mirrored_epoch: last.map(|l| l.1),
         leader_epoch,
+        policy: StopPolicy::TruncateToLastStable,
     };
     assert_eq!(
         seen,
@@ -572,6 +593,7 @@ fn resume_truncates_to_the_persisted_stop_point_not_a_recomputed_lso() {
             last_mirrored_offset: None,
             last_mirrored_epoch: None,
             leader_epoch: Some(11),
+            policy: StopPolicy::TruncateToLastStable,
         }
     );
     w.borrow_mut().crash(CrashImage::Durable);
@@ -815,6 +837,7 @@ fn a_resumed_stop_repeats_the_truncation() {
                 last_mirrored_offset: Some(6),
                 last_mirrored_epoch: Some(1),
                 leader_epoch: Some(11),
+                policy: StopPolicy::TruncateToLastStable,
             },
         );
         let mut p = open(&w);
@@ -927,6 +950,7 @@ fn version_1_files_are_read() {
             last_mirrored_offset: None,
             last_mirrored_epoch: None,
             leader_epoch: None,
+            policy: StopPolicy::TruncateToLastStable,
         })
     );
     assert!(decode_mirror_state(b"2\nSTOPPED\nbarrier_offset=5\n").is_err());
@@ -945,8 +969,9 @@ fn file_golden_bytes() {
                 last_mirrored_offset: None,
                 last_mirrored_epoch: None,
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
-            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\n",
+            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\npolicy=TRUNCATE_TO_LAST_STABLE\n",
         ),
         (
             MirrorPartitionState::Stopping {
@@ -956,8 +981,9 @@ fn file_golden_bytes() {
                 last_mirrored_offset: None,
                 last_mirrored_epoch: None,
                 leader_epoch: Some(14),
+                policy: StopPolicy::AbortOpenTransactions,
             },
-            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\nleader_epoch=14\n",
+            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\npolicy=ABORT_OPEN_TRANSACTIONS\nleader_epoch=14\n",
         ),
         (
             MirrorPartitionState::Stopping {
@@ -967,8 +993,9 @@ fn file_golden_bytes() {
                 last_mirrored_offset: Some(118),
                 last_mirrored_epoch: Some(-1),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
-            "2\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+            "2\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\npolicy=TRUNCATE_TO_LAST_STABLE\nlast_mirrored_offset=118\n\
              last_mirrored_epoch=-1\n",
         ),
         (
@@ -979,8 +1006,9 @@ fn file_golden_bytes() {
                 last_mirrored_offset: Some(118),
                 last_mirrored_epoch: Some(4),
                 leader_epoch: Some(5),
+                policy: StopPolicy::TruncateToLastStable,
             },
-            "2\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+            "2\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\npolicy=TRUNCATE_TO_LAST_STABLE\nlast_mirrored_offset=118\n\
              last_mirrored_epoch=4\nleader_epoch=5\n",
         ),
         (
