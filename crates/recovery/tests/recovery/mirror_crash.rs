@@ -16,7 +16,7 @@ use std::sync::Arc;
 use record_format::{Batches, LogEntry, RecordBatchBuilder};
 use recovery::{
     EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog, PartitionLog,
-    PartitionLogConfig, MIRROR_EPOCH_FENCE,
+    PartitionLogConfig, StopPolicy, MIRROR_EPOCH_FENCE,
 };
 use segment_store::{LogConfig, LogEnv};
 use testkit::crash_test::{fresh_dir, materialize};
@@ -246,4 +246,96 @@ fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_
         log.leader_epoch_cache().latest_epoch(),
         Some(SOURCE_EPOCH + MIRROR_EPOCH_FENCE)
     );
+}
+
+/// The `AbortOpenTransactions` stop crashed at every I/O point, reopened without a
+/// high-watermark checkpoint and resumed: nothing is cut, exactly one ABORT marker (producer 12,
+/// epoch 0, in the new epoch) right at the old log end and exactly one barrier after it, every
+/// mirrored batch byte for byte, no transaction open.
+#[test]
+fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
+    let scratch = tempfile::tempdir().unwrap();
+    let expected_data: Vec<Vec<u8>> = source_batches();
+    let end = STOP_POINT + 1;
+    let total = {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "clean").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut log = mirrored(&sim, &dir);
+        let before = sim.stats().io_points;
+        assert_eq!(
+            log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+                .unwrap(),
+            end + 1
+        );
+        sim.stats().io_points - before
+    };
+    assert!(total > 8, "{total} I/O points");
+    let new_epoch = SOURCE_EPOCH + MIRROR_EPOCH_FENCE;
+    for n in 0..total {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "run").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut log = mirrored(&sim, &dir);
+        sim.fail_after(n);
+        assert!(
+            log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+                .is_err(),
+            "I/O point {n} did not fail"
+        );
+        drop(log);
+        let image = sim.crash(TornWrite::None);
+        let disk = fresh_dir(scratch.path(), "disk").unwrap();
+        materialize(&image, &dir, &disk).unwrap();
+        let mut log = open(&disk, LogEnv::default());
+        match log.mirror_state().clone() {
+            MirrorPartitionState::Stopping { policy, .. } => {
+                assert_eq!(policy, StopPolicy::AbortOpenTransactions, "I/O point {n}");
+                log.resume_mirror_stop().unwrap();
+            }
+            MirrorPartitionState::Mirroring { .. } => {
+                log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+                    .unwrap();
+            }
+            other => panic!("I/O point {n}: {other:?} after the crash"),
+        }
+        assert_eq!(
+            log.mirror_state(),
+            &MirrorPartitionState::Stopped {
+                barrier_offset: end + 1,
+                last_mirror_epoch: SOURCE_EPOCH,
+            },
+            "I/O point {n}"
+        );
+        let all = batches(&log);
+        let data: Vec<Vec<u8>> = all
+            .iter()
+            .filter(|b| b.0 < end)
+            .map(|b| b.3.clone())
+            .collect();
+        assert_eq!(data, expected_data, "I/O point {n}: every mirrored batch");
+        let tail: Vec<(i64, i32, bool)> = all
+            .iter()
+            .filter(|b| b.0 >= end)
+            .map(|b| (b.0, b.1, b.2))
+            .collect();
+        assert_eq!(
+            tail,
+            [(end, new_epoch, false), (end + 1, new_epoch, true)],
+            "I/O point {n}: one marker, one barrier"
+        );
+        assert!(
+            log.producer_state().ongoing_txns().is_empty(),
+            "I/O point {n}"
+        );
+        let aborted = log.collect_aborted_transactions(0, end + 2).unwrap();
+        assert_eq!(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect::<Vec<_>>(),
+            [(12, STOP_POINT, end)],
+            "I/O point {n}"
+        );
+    }
 }
