@@ -380,3 +380,32 @@ fn the_high_watermark_checkpoint_appears_on_an_idle_partition() {
     assert_eq!(text, "0\n1\nidle 0 3\n");
     drop(log);
 }
+
+/// `Config::mirror_stop_policy` chooses what the facade's stop does with a transaction open at
+/// the stop: truncate it away (the default) or abort it with a marker and keep everything.
+#[test]
+fn the_configured_stop_policy_decides_the_fate_of_an_open_transaction() {
+    for (policy, barrier, end) in [
+        (seglog::StopPolicy::TruncateToLastStable, 12, 13),
+        (seglog::StopPolicy::AbortOpenTransactions, 14, 15),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data").join("mirror-0");
+        let config = config().0.with_mirror_stop_policy(policy);
+        let mut log = Log::open(&dir, config).unwrap();
+        mirror_twelve(&mut log);
+        let mut b = RecordBatchBuilder::new(12)
+            .partition_leader_epoch(2)
+            .producer(12, 0, 0)
+            .transactional(true);
+        b.append(T0, None, Some(b"open"), &[]).unwrap();
+        log.append_as_mirror(&b.build()).unwrap();
+        assert_eq!(log.stop_mirroring().unwrap(), barrier, "{policy:?}");
+        assert_eq!(log.log_end_offset(), end, "{policy:?}");
+        assert_eq!(
+            values(&log, IsolationLevel::ReadCommitted).len(),
+            12,
+            "{policy:?}"
+        );
+    }
+}

@@ -60,7 +60,8 @@ const SEGMENT: &str = "00000000000000000000.log";
                   seglog demo --scenario collision-same-epoch --no-barrier /tmp/c1\n\n\
                   Scenarios: active-passive, failback, fan-out, fan-in, chain (KIP-1279's topologies); \
                   collision-same-epoch, collision-epochs, collision-transactions (the three PID \
-                  collision scenarios, with a downstream mirror C). Each leaves DIR/<cluster>/<topic>-<partition>/.\n\n\
+                  collision scenarios, with a downstream mirror C); open-txn-at-stop (a transaction open \
+                  at the stop, under each stop policy). Each leaves DIR/<cluster>/<topic>-<partition>/.\n\n\
                   Exit status: 0 the demo ran; 2 DIR is unusable or a file operation failed."
 )]
 pub struct DemoArgs {

@@ -88,7 +88,7 @@ type Scenario = (
     &'static [&'static str],
 );
 
-const SCENARIOS: [Scenario; 8] = [
+const SCENARIOS: [Scenario; 9] = [
     (
         "active-passive",
         &["A/orders-0", "B/orders-0"],
@@ -150,6 +150,22 @@ const SCENARIOS: [Scenario; 8] = [
         &["A/orders-0", "B/orders-0", "C/orders-0"],
         &["B/orders-0", "C/orders-0"],
         &["C: a read_committed consumer sees 0 record(s) of A's unfinished transaction"],
+    ),
+    (
+        // Under TruncateToLastStable the committed records after pid 7's open transaction
+        // (offsets 4..6) are cut and offset 3, read before by a read_uncommitted consumer, is
+        // reused by a local record; under AbortOpenTransactions nothing read changes and
+        // read_committed still sees pid 9's committed records, not pid 7's aborted ones.
+        "open-txn-at-stop",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &[],
+        &[
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 2 in leader epoch 10",
+            "3 held A-7-1, now B-20-0",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 10",
+            "  read_committed:   0:A-5-0 1:A-5-1 4:A-9-0 5:A-9-1 6:A-9-2 9:C-20-0 10:C-20-1",
+            "  offsets read before the stop that changed: none",
+        ],
     ),
 ];
 
