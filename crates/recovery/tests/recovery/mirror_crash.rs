@@ -339,3 +339,90 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
         );
     }
 }
+
+/// A's own history for a failback: the source batches it wrote itself (offsets 0..12, epoch 2,
+/// the same bytes B mirrored), then, after an election B never saw, its own batches in epoch 3
+/// at 12..16; flushed, local.
+fn old_source(sim: &SimulatedFs, dir: &Path) -> PartitionLog {
+    let env = LogEnv {
+        storage: Arc::new(sim.clone()),
+        clock: Arc::new(ManualClock::new(T0)),
+    };
+    let mut log = open(dir, env);
+    for b in source_batches().into_iter().take(6) {
+        log.append_as_follower(&b).unwrap();
+    }
+    for i in 0..2 {
+        let mut b = RecordBatchBuilder::new(0).producer(40, 0, i * 2);
+        b.append(T0, Some(b"k"), Some(b"own"), &[]).unwrap();
+        b.append(T0, Some(b"k"), Some(b"own"), &[]).unwrap();
+        log.append_as_leader(&b.build(), SOURCE_EPOCH + 1, recovery::AppendOrigin::Client)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    assert_eq!(log.log_end_offset(), 16);
+    log
+}
+
+/// Failback alignment crashed at every I/O point: the old source A starts mirroring the
+/// promoted B. After any crash A is either writable with its log untouched (nothing was cut
+/// while it could accept writes) or read-only (`Mirroring`), and then calling
+/// `start_mirroring` again aligns it to B's barrier, which its next fetch brings.
+#[test]
+fn failback_alignment_crashed_at_every_io_point() {
+    let scratch = tempfile::tempdir().unwrap();
+    let b_dir = scratch.path().join("b-0");
+    std::fs::create_dir(&b_dir).unwrap();
+    let mut b = open(&b_dir, LogEnv::default());
+    b.start_mirroring("cluster-A", &EpochHistory::of(&b))
+        .unwrap();
+    for batch in source_batches() {
+        b.append_as_mirror(&batch).unwrap();
+    }
+    b.set_high_watermark(b.log_end_offset());
+    assert_eq!(b.stop_mirroring().unwrap(), STOP_POINT);
+
+    let total = {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "clean").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut a = old_source(&sim, &dir);
+        let before = sim.stats().io_points;
+        a.start_mirroring("cluster-B", &b).unwrap();
+        assert_eq!(a.log_end_offset(), STOP_POINT);
+        sim.stats().io_points - before
+    };
+    assert!(total >= 3, "{total} I/O points");
+    for n in 0..total {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "run").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut a = old_source(&sim, &dir);
+        let original = batches(&a);
+        sim.fail_after(n);
+        assert!(
+            a.start_mirroring("cluster-B", &b).is_err(),
+            "I/O point {n} did not fail"
+        );
+        drop(a);
+        let image = sim.crash(TornWrite::None);
+        let disk = fresh_dir(scratch.path(), "disk").unwrap();
+        materialize(&image, &dir, &disk).unwrap();
+        let mut a = open(&disk, LogEnv::default());
+        if a.accepts_client_appends() {
+            assert_eq!(batches(&a), original, "I/O point {n}: cut while writable");
+        }
+        a.start_mirroring("cluster-B", &b).unwrap();
+        assert!(!a.accepts_client_appends(), "I/O point {n}");
+        assert_eq!(a.log_end_offset(), STOP_POINT, "I/O point {n}");
+        for (_, _, _, bytes) in batches(&b).into_iter().filter(|x| x.0 >= STOP_POINT) {
+            a.append_as_mirror(&bytes).unwrap();
+        }
+        assert_eq!(
+            a.find_barrier_from(0).unwrap(),
+            Some(STOP_POINT),
+            "I/O point {n}"
+        );
+        assert_eq!(batches(&a), batches(&b), "I/O point {n}");
+    }
+}
