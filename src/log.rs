@@ -243,6 +243,18 @@ impl Log {
         Ok(barrier)
     }
 
+    /// [`stop_mirroring`](Self::stop_mirroring), returning the barrier's offset and the leader
+    /// epoch the library chose for the stop (local appends continue in it; the caller's
+    /// metadata follows it).
+    pub fn stop_mirroring_outcome(&mut self) -> Result<recovery::StopOutcome> {
+        self.log_mut().flush()?;
+        self.after_write();
+        let policy = self.config().mirror_stop_policy;
+        let outcome = recovery::MirroredLog::stop_mirroring_outcome(self.log_mut(), policy)?;
+        self.after_write();
+        Ok(outcome)
+    }
+
     /// The offsets a read at `isolation` can return now: from the log start offset to the high
     /// watermark (`ReadUncommitted`) or the last stable offset (`ReadCommitted`).
     pub fn readable_range(&self, isolation: IsolationLevel) -> Range<i64> {

@@ -94,7 +94,7 @@ pub use log::{
 pub use mirror::{
     alignment_point, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog, MirrorPartition,
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
-    MirroredLog, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
+    MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
 };
 pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{

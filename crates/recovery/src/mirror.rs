@@ -723,6 +723,15 @@ impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
     }
 }
 
+/// What a completed mirror stop did: [`MirroredLog::stop_mirroring_outcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StopOutcome {
+    /// The barrier's offset.
+    pub barrier_offset: i64,
+    /// The leader epoch the stop chose (the barrier's).
+    pub leader_epoch: i32,
+}
+
 /// The Last Mirror Epoch of a stopped destination (KIP-1279 LOG_ALIGNMENT): the leader epoch
 /// of the last mirrored batch its stop kept, that epoch's end offset in its log (where the
 /// stop's epoch starts: the barrier, or the first ABORT marker of an
@@ -1133,6 +1142,25 @@ pub trait MirroredLog: MirrorLog {
                 op: MirrorOp::Stop,
             }),
         }
+    }
+
+    /// [`stop_mirroring_with`](Self::stop_mirroring_with), returning the barrier's offset and
+    /// the leader epoch the library chose for the stop (the barrier's; local appends continue
+    /// in it, and a lower one is refused, so the caller's metadata follows it).
+    fn stop_mirroring_outcome(
+        &mut self,
+        policy: StopPolicy,
+    ) -> Result<StopOutcome, MirrorError<Self::Error>>
+    where
+        Self: Sized,
+    {
+        let barrier_offset = self.stop_mirroring_with(policy)?;
+        let leader_epoch = last_mirror_epoch_of(self.mirror_state(), self, self.latest_epoch())
+            .map_or(UNDEFINED_EPOCH, |lme| lme.stop_epoch);
+        Ok(StopOutcome {
+            barrier_offset,
+            leader_epoch,
+        })
     }
 
     /// Continues an interrupted stop from its persisted step (after reopening, or after an error

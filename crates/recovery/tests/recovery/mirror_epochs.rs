@@ -7,7 +7,10 @@
 use std::path::Path;
 
 use record_format::{Batches, LogEntry};
-use recovery::{AppendOrigin, EpochHistory, MirrorPartitionState, PartitionLog, PartitionLogError};
+use recovery::{
+    AppendOrigin, EpochHistory, MirrorPartitionState, MirroredLog, PartitionLog, PartitionLogError,
+    StopOutcome, StopPolicy,
+};
 
 use super::log::{batch, open, open_with, small_segments};
 
@@ -92,9 +95,19 @@ fn failback_after_a_source_election_truncates_the_old_source_at_the_barrier() {
     leader_append(&mut a, 1, 12, 2, false, 1);
     assert_eq!(a.log_end_offset(), 14);
 
-    let barrier = stop(&mut b);
-    assert_eq!(barrier, 10);
+    let end = b.log_end_offset();
+    b.set_high_watermark(end);
+    let outcome = MirroredLog::stop_mirroring_outcome(&mut b, StopPolicy::default()).unwrap();
+    assert_eq!(
+        outcome,
+        StopOutcome {
+            barrier_offset: 10,
+            leader_epoch: 10
+        },
+        "the epoch the library chose is returned"
+    );
     let epoch = b.leader_epoch();
+    assert_eq!(epoch, outcome.leader_epoch);
     // The caller's metadata must follow the epoch the stop chose: a lower one is refused.
     let stale = b.append_as_leader(&batch(7, 0, 0, 3, false), 1, AppendOrigin::Client);
     assert!(
