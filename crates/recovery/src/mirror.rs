@@ -34,7 +34,8 @@
 //!      leader epoch**;
 //!   5. fsync the log;
 //!   6. persist `Stopped{barrier_offset, last_mirror_epoch}` (the Last Mirror Epoch: the epoch
-//!      of the last batch kept; its end offset is the barrier's offset).
+//!      of the last batch kept; its end offset is the stop point, where the stop's epoch
+//!      starts).
 //! * `Stopped`: writable. `Local`: never mirrored (no `mirror-state` file), writable.
 //!
 //! Because the barrier opens a leader epoch no earlier batch has, a node that aligns to this log
@@ -139,8 +140,10 @@ pub enum MirrorPartitionState {
     },
     /// Mirroring stopped; the barrier at `barrier_offset` is durable; writable.
     Stopped {
-        /// Base offset of the barrier this stop wrote (or found). Also the end offset of the
-        /// Last Mirror Epoch: the log end for that epoch at the stop.
+        /// Base offset of the barrier this stop wrote (or found). Under
+        /// [`StopPolicy::TruncateToLastStable`] also the end offset of the Last Mirror Epoch
+        /// (under [`StopPolicy::AbortOpenTransactions`] that is the first ABORT marker's
+        /// offset, where the stop's epoch starts).
         barrier_offset: i64,
         /// The Last Mirror Epoch (LME): the leader epoch of the last mirrored batch kept by the
         /// stop (−1: none, or unknown for a state written by version 1). A node that aligns to
