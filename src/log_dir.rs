@@ -52,10 +52,11 @@ use crate::hw_timer::HwCheckpointTimer;
 /// ```
 #[derive(Debug)]
 pub struct LogDir {
+    /// First, so that it is dropped (its thread stopped) before the directory and its lock.
+    hw_timer: HwCheckpointTimer,
     inner: recovery::LogDir,
     config: Config,
     deleted: u64,
-    hw_timer: HwCheckpointTimer,
 }
 
 impl LogDir {
@@ -85,10 +86,10 @@ impl LogDir {
             })
         })?;
         let mut log_dir = LogDir {
+            hw_timer,
             inner,
             config,
             deleted: 0,
-            hw_timer,
         };
         let clean = log_dir.inner.had_clean_shutdown;
         let policy = log_dir.config.high_watermark;
