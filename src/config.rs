@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig};
+use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig, StopPolicy};
 use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
 
 /// Who moves the high watermark, the end of what readers may see.
@@ -56,7 +56,10 @@ pub struct Config {
     /// The storage seam every write goes through. Default: the real file system ([`StdFs`]);
     /// the `testkit` crate has a simulated one that can crash at any I/O.
     pub storage: Arc<dyn Storage>,
-    /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`].
+    /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`]. It also
+    /// decides what an open after an unclean shutdown re-establishes: the recovered log end
+    /// once fsynced (`FlushedLogEnd`), the log end (`LogEnd`), or nothing until the caller sets
+    /// it (`Manual`: a mirror stop refuses until then).
     pub high_watermark: HighWatermark,
     /// Threads recovering partitions in parallel when a [`LogDir`](crate::LogDir) opens after an
     /// unclean shutdown (Kafka `num.recovery.threads.per.data.dir`). Default: the number of cores
@@ -69,15 +72,22 @@ pub struct Config {
     pub recovery_threads: usize,
     /// Ignore the clean-shutdown marker and the recovery points: recover every segment.
     pub full_recovery: bool,
-    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
-    /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks)
-    /// writes `replication-offset-checkpoint`.
+    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often the
+    /// log directory's own timer thread writes `replication-offset-checkpoint` (when a high
+    /// watermark changed), with no call needed; also the interval of
+    /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks).
+    /// `0` or less: no timer thread.
     pub high_watermark_checkpoint_interval_ms: i64,
     /// How [`LogDir::close`](crate::LogDir::close) makes its partitions durable before it
     /// writes the checkpoints and the clean-shutdown marker. Default:
     /// [`CloseSync::FileSystem`] (one `syncfs` of the directory's file system after all
     /// partitions closed, instead of a sync per file).
     pub close_sync: CloseSync,
+    /// What [`Log::stop_mirroring`](crate::Log::stop_mirroring) does with transactions still
+    /// open at the stop (KIP-1279 failover): [`StopPolicy::TruncateToLastStable`] (the design
+    /// text, the default) or [`StopPolicy::AbortOpenTransactions`] (the prototype). See
+    /// `docs/barrier.md`, "Open transactions at stop".
+    pub mirror_stop_policy: StopPolicy,
 }
 
 impl Default for Config {
@@ -91,6 +101,7 @@ impl Default for Config {
             full_recovery: false,
             high_watermark_checkpoint_interval_ms: 5_000,
             close_sync: CloseSync::default(),
+            mirror_stop_policy: StopPolicy::default(),
         }
     }
 }
@@ -149,6 +160,13 @@ impl Config {
     #[must_use]
     pub fn with_recovery_threads(mut self, threads: usize) -> Self {
         self.recovery_threads = threads;
+        self
+    }
+
+    /// What a mirror stop does with open transactions.
+    #[must_use]
+    pub fn with_mirror_stop_policy(mut self, policy: StopPolicy) -> Self {
+        self.mirror_stop_policy = policy;
         self
     }
 

@@ -57,6 +57,7 @@
 pub mod cli;
 mod config;
 mod error;
+mod hw_timer;
 mod log;
 mod log_dir;
 
@@ -71,6 +72,6 @@ pub use segment_store;
 
 pub use recovery::{
     AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, RecoveryReport,
+    LogAppendInfo, PartitionLog, RecoveryReport, StopPolicy,
 };
 pub use segment_store::{Clock, SystemClock, TopicPartition};

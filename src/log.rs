@@ -227,17 +227,32 @@ impl Log {
     }
 
     /// KIP-1279's failover: flushes (so that, with the high watermark following the flushed
-    /// log end, everything mirrored is below it), then the durable `Stopping` steps: truncation
-    /// to the last stable offset, the `MIRROR_PID_RESET` barrier, a leader-epoch bump, then
+    /// log end, everything mirrored is below it), then the durable `Stopping` steps under
+    /// [`Config::mirror_stop_policy`]: truncation to the last stable offset (or ABORT markers
+    /// for the open transactions), a leader-epoch bump, the `MIRROR_PID_RESET` barrier, then
     /// `Stopped`, after which the partition is writable and every producer id the source used
-    /// starts afresh. Returns the barrier's offset. An interrupted stop is finished by the next
-    /// open's owner with [`PartitionLog::resume_mirror_stop`].
+    /// starts afresh. Returns the barrier's offset; the new leader epoch is
+    /// [`PartitionLog::leader_epoch`]. An interrupted stop is finished by the next open's owner
+    /// with [`PartitionLog::resume_mirror_stop`].
     pub fn stop_mirroring(&mut self) -> Result<i64> {
         self.log_mut().flush()?;
         self.after_write();
-        let barrier = self.log_mut().stop_mirroring()?;
+        let policy = self.config().mirror_stop_policy;
+        let barrier = self.log_mut().stop_mirroring_with(policy)?;
         self.after_write();
         Ok(barrier)
+    }
+
+    /// [`stop_mirroring`](Self::stop_mirroring), returning the barrier's offset and the leader
+    /// epoch the library chose for the stop (local appends continue in it; the caller's
+    /// metadata follows it).
+    pub fn stop_mirroring_outcome(&mut self) -> Result<recovery::StopOutcome> {
+        self.log_mut().flush()?;
+        self.after_write();
+        let policy = self.config().mirror_stop_policy;
+        let outcome = recovery::MirroredLog::stop_mirroring_outcome(self.log_mut(), policy)?;
+        self.after_write();
+        Ok(outcome)
     }
 
     /// The offsets a read at `isolation` can return now: from the log start offset to the high

@@ -1,6 +1,7 @@
 //! [`LogDir`]: a Kafka log directory of many partitions.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use recovery::{load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLog, RecoveryReport};
 use segment_store::file_name::DELETE_DIR_SUFFIX;
@@ -8,6 +9,7 @@ use segment_store::TopicPartition;
 
 use crate::config::{Config, HighWatermark};
 use crate::error::{Error, Result};
+use crate::hw_timer::HwCheckpointTimer;
 
 /// A Kafka log directory (`log.dirs` entry): one `<topic>-<partition>` folder per partition,
 /// the `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
@@ -19,6 +21,17 @@ use crate::error::{Error, Result};
 /// quarantining instead of deleting) only when the marker is missing, i.e. after an unclean
 /// shutdown. [`close`](Self::close) flushes everything and writes the checkpoints and the
 /// marker, so the next open recovers nothing.
+///
+/// **High watermarks.** After an unclean shutdown, [`open`](Self::open) re-establishes each
+/// partition's high watermark as [`Config::high_watermark`] says before anything can use it:
+/// [`HighWatermark::FlushedLogEnd`] fsyncs the recovered log and takes its end,
+/// [`HighWatermark::LogEnd`] takes the log end, and with [`HighWatermark::Manual`] (the caller
+/// owns it, as replication does) the loaded value is only the checkpoint's, which may be stale
+/// or missing: it is marked unknown and a mirror stop refuses to take its stop point until the
+/// caller sets it ([`recovery::MirrorError::HighWatermarkUnknown`]). The directory runs
+/// Kafka's `highwatermark-checkpoint` task itself on a thread of its own: every
+/// [`Config::high_watermark_checkpoint_interval_ms`] it writes `replication-offset-checkpoint`
+/// if a high watermark changed, with no call needed.
 ///
 /// ```
 /// use seglog::{Config, LogDir, TopicPartition};
@@ -39,6 +52,8 @@ use crate::error::{Error, Result};
 /// ```
 #[derive(Debug)]
 pub struct LogDir {
+    /// First, so that it is dropped (its thread stopped) before the directory and its lock.
+    hw_timer: HwCheckpointTimer,
     inner: recovery::LogDir,
     config: Config,
     deleted: u64,
@@ -57,13 +72,35 @@ impl LogDir {
             close_sync: config.close_sync,
         };
         let inner = load_log_dir(dir.as_ref(), &opts)?;
+        let hw_timer = HwCheckpointTimer::start(
+            inner.dir.clone(),
+            Arc::clone(&config.storage),
+            Arc::clone(&config.clock),
+            config.high_watermark_checkpoint_interval_ms,
+        )
+        .map_err(|e| {
+            Error::Log(recovery::PartitionLogError::Io {
+                path: inner.dir.clone(),
+                op: "start the high-watermark checkpoint thread",
+                source: e,
+            })
+        })?;
         let mut log_dir = LogDir {
+            hw_timer,
             inner,
             config,
             deleted: 0,
         };
-        for log in log_dir.inner.partitions.values_mut() {
-            follow_policy(log, log_dir.config.high_watermark);
+        let clean = log_dir.inner.had_clean_shutdown;
+        let policy = log_dir.config.high_watermark;
+        for (tp, log) in &mut log_dir.inner.partitions {
+            if !clean {
+                reestablish_high_watermark(log, policy)?;
+            }
+            follow_policy(log, policy);
+            log_dir
+                .hw_timer
+                .watch(tp.clone(), log.high_watermark_cell());
         }
         Ok(log_dir)
     }
@@ -155,6 +192,7 @@ impl LogDir {
         })?;
         self.config.storage.sync_dir(&self.inner.dir)?;
         follow_policy(&mut log, self.config.high_watermark);
+        self.hw_timer.watch(tp.clone(), log.high_watermark_cell());
         self.inner.reports.push(report);
         Ok(self.inner.partitions.entry(tp).or_insert(log))
     }
@@ -167,6 +205,7 @@ impl LogDir {
         let Some(log) = self.inner.partitions.remove(tp) else {
             return Ok(false);
         };
+        self.hw_timer.unwatch(tp);
         self.inner.reports.retain(|r| r.partition != tp.to_string());
         let closed = log.close()?;
         self.deleted = self.deleted.wrapping_add(1);
@@ -196,19 +235,33 @@ impl LogDir {
             log.flush()?;
             follow_policy(log, self.config.high_watermark);
         }
-        Ok(self.inner.flush()?)
+        let inner = &mut self.inner;
+        Ok(self.hw_timer.exclusive(|| inner.flush())?)
     }
 
     /// Kafka `checkpointHighWatermarks`: writes `replication-offset-checkpoint` now.
     pub fn checkpoint_high_watermarks(&mut self) -> Result<()> {
-        Ok(self.inner.checkpoint_high_watermarks()?)
+        let inner = &mut self.inner;
+        Ok(self
+            .hw_timer
+            .exclusive(|| inner.checkpoint_high_watermarks())?)
     }
 
     /// Writes `replication-offset-checkpoint` if
     /// [`Config::high_watermark_checkpoint_interval_ms`] passed since the last one (Kafka's
-    /// periodic task). Returns whether it wrote one.
+    /// periodic task, which the directory also runs on its own thread). Returns whether it
+    /// wrote one.
     pub fn maybe_checkpoint_high_watermarks(&mut self) -> Result<bool> {
-        Ok(self.inner.maybe_checkpoint_high_watermarks()?)
+        let inner = &mut self.inner;
+        Ok(self
+            .hw_timer
+            .exclusive(|| inner.maybe_checkpoint_high_watermarks())?)
+    }
+
+    /// The error of the last `replication-offset-checkpoint` write of the directory's own
+    /// timer, if it failed (it tries again at its next interval).
+    pub fn high_watermark_checkpoint_error(&self) -> Option<String> {
+        self.hw_timer.last_error()
     }
 
     /// Clean shutdown: every partition closed (flushed, producer snapshot, leader-epoch
@@ -219,6 +272,8 @@ impl LogDir {
     /// closing flushes every partition to its end (see [`Config::close_sync`]) before any
     /// checkpoint is written.
     pub fn close(mut self) -> Result<()> {
+        // No timer write after (or during) the close's own checkpoints.
+        self.hw_timer.stop();
         if self.config.high_watermark != HighWatermark::Manual {
             for log in self.inner.partitions.values_mut() {
                 let end = log.log_end_offset();
@@ -227,6 +282,25 @@ impl LogDir {
         }
         Ok(self.inner.close()?)
     }
+}
+
+/// After an unclean shutdown: the high watermark as `policy` re-establishes it (type docs of
+/// [`LogDir`]).
+fn reestablish_high_watermark(log: &mut PartitionLog, policy: HighWatermark) -> Result<()> {
+    match policy {
+        HighWatermark::FlushedLogEnd => {
+            // The recovered log end, once it is durable.
+            log.flush()?;
+            let end = log.log_end_offset();
+            log.set_high_watermark(end);
+        }
+        HighWatermark::LogEnd => {
+            let end = log.log_end_offset();
+            log.set_high_watermark(end);
+        }
+        HighWatermark::Manual => log.mark_high_watermark_unknown(),
+    }
+    Ok(())
 }
 
 /// Moves the high watermark as `policy` says, after a load, flush or append.

@@ -246,3 +246,166 @@ fn producers_expired_at_load_are_reported_with_the_configured_clock() {
         .to_string()
         .contains("1 expired at load"));
 }
+
+// ------------------------------------------------------------------------------------------------
+// KIP-1279 stop after an unclean restart; the high-watermark checkpoint timer
+// ------------------------------------------------------------------------------------------------
+
+/// Twelve committed records mirrored from "cluster-A": six batches of two, leader epoch 2.
+fn mirror_twelve(log: &mut Log) {
+    let source = seglog::recovery::EpochHistory::of(log.partition());
+    log.start_mirroring("cluster-A", &source).unwrap();
+    for i in 0..6_i64 {
+        let mut b = RecordBatchBuilder::new(i * 2)
+            .partition_leader_epoch(2)
+            .producer(11, 0, i32::try_from(i * 2).unwrap());
+        b.append(T0, None, Some(b"m1"), &[]).unwrap();
+        b.append(T0, None, Some(b"m2"), &[]).unwrap();
+        log.append_as_mirror(&b.build()).unwrap();
+    }
+    assert_eq!(log.log_end_offset(), 12);
+}
+
+/// Defect: after an unclean restart the stop point (the LSO, bounded by the high watermark)
+/// came from a missing or stale `replication-offset-checkpoint`: with none, the stop cut all
+/// twelve committed mirrored records; with a stale one, down to it. With the high watermark
+/// owned by the caller (`Manual`), the stop now refuses until the caller sets it, then keeps
+/// every committed record.
+#[test]
+fn a_stop_after_an_unclean_restart_waits_for_a_caller_owned_high_watermark() {
+    for stale in [None, Some(4)] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data").join("mirror-0");
+        let config = config().0.with_high_watermark(HighWatermark::Manual);
+        let mut log = Log::open(&dir, config.clone()).unwrap();
+        mirror_twelve(&mut log);
+        log.set_high_watermark(12);
+        log.flush().unwrap();
+        drop(log); // an unclean shutdown
+        let checkpoint = tmp
+            .path()
+            .join("data")
+            .join("replication-offset-checkpoint");
+        match stale {
+            None => std::fs::remove_file(&checkpoint).unwrap(),
+            Some(hw) => std::fs::write(&checkpoint, format!("0\n1\nmirror 0 {hw}\n")).unwrap(),
+        }
+
+        let mut log = Log::open(&dir, config).unwrap();
+        assert!(!log.recovery_report().had_clean_shutdown);
+        assert_eq!(log.high_watermark(), stale.unwrap_or(0), "{stale:?}");
+        let refused = log.stop_mirroring();
+        assert!(
+            matches!(
+                refused,
+                Err(Error::Mirror(
+                    seglog::recovery::MirrorError::HighWatermarkUnknown
+                ))
+            ),
+            "{stale:?}: {refused:?}"
+        );
+        assert_eq!(log.log_end_offset(), 12, "{stale:?}: nothing cut");
+        assert!(matches!(
+            log.partition().mirror_state(),
+            seglog::recovery::MirrorPartitionState::Mirroring { .. }
+        ));
+
+        log.set_high_watermark(12);
+        assert_eq!(log.stop_mirroring().unwrap(), 12, "{stale:?}");
+        assert_eq!(values(&log, IsolationLevel::ReadCommitted).len(), 12);
+    }
+}
+
+/// Defect: with the high watermark following the flushed log end, an unclean open set it to
+/// the recovery point of the checkpoint (missing here: the log start), so a stop taken on the
+/// partition log right after the open cut every committed mirrored record. The open now fsyncs
+/// the recovered log and takes its end.
+#[test]
+fn an_unclean_open_reestablishes_a_flushed_log_end_high_watermark_before_a_stop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("mirror-0");
+    let (config, _) = config();
+    let mut log = Log::open(&dir, config.clone()).unwrap();
+    mirror_twelve(&mut log);
+    log.partition_mut().flush().unwrap(); // durable, but no checkpoint says so
+    drop(log);
+    for name in [
+        "recovery-point-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ] {
+        let _ = std::fs::remove_file(tmp.path().join("data").join(name));
+    }
+
+    let mut dir_log = LogDir::open(tmp.path().join("data"), config).unwrap();
+    assert!(!dir_log.had_clean_shutdown());
+    let tp = TopicPartition::new("mirror", 0);
+    let partition = dir_log.partition_mut(&tp).unwrap();
+    assert_eq!(partition.high_watermark(), 12);
+    assert_eq!(partition.stop_mirroring().unwrap(), 12);
+    assert_eq!(
+        partition.log_end_offset(),
+        13,
+        "twelve records and the barrier"
+    );
+}
+
+/// The directory writes `replication-offset-checkpoint` on its own timer
+/// (`replica.high.watermark.checkpoint.interval.ms`): after the last call the partition stays
+/// idle, the clock passes the interval, and the checkpoint appears with no further call.
+#[test]
+fn the_high_watermark_checkpoint_appears_on_an_idle_partition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (config, clock) = config();
+    let config = config.with_high_watermark(HighWatermark::LogEnd);
+    let checkpoint = data.join("replication-offset-checkpoint");
+    let mut log = Log::open(data.join("idle-0"), config).unwrap();
+    log.append(&batch(1, 0, &[b"a", b"b", b"c"])).unwrap();
+    assert_eq!(log.high_watermark(), 3);
+    assert!(
+        !checkpoint.exists(),
+        "no flush, no close, no checkpoint call"
+    );
+
+    clock.set(T0 + 5_000);
+    // No call on the log from here on: wait (bounded) for the timer thread.
+    let mut text = String::new();
+    for _ in 0..600 {
+        if let Ok(t) = std::fs::read_to_string(&checkpoint) {
+            text = t;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(text, "0\n1\nidle 0 3\n");
+    drop(log);
+}
+
+/// `Config::mirror_stop_policy` chooses what the facade's stop does with a transaction open at
+/// the stop: truncate it away (the default) or abort it with a marker and keep everything.
+#[test]
+fn the_configured_stop_policy_decides_the_fate_of_an_open_transaction() {
+    for (policy, barrier, end) in [
+        (seglog::StopPolicy::TruncateToLastStable, 12, 13),
+        (seglog::StopPolicy::AbortOpenTransactions, 14, 15),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data").join("mirror-0");
+        let config = config().0.with_mirror_stop_policy(policy);
+        let mut log = Log::open(&dir, config).unwrap();
+        mirror_twelve(&mut log);
+        let mut b = RecordBatchBuilder::new(12)
+            .partition_leader_epoch(2)
+            .producer(12, 0, 0)
+            .transactional(true);
+        b.append(T0, None, Some(b"open"), &[]).unwrap();
+        log.append_as_mirror(&b.build()).unwrap();
+        assert_eq!(log.stop_mirroring().unwrap(), barrier, "{policy:?}");
+        assert_eq!(log.log_end_offset(), end, "{policy:?}");
+        assert_eq!(
+            values(&log, IsolationLevel::ReadCommitted).len(),
+            12,
+            "{policy:?}"
+        );
+    }
+}

@@ -15,6 +15,8 @@
 //! * `broker_kill9_recovery_agrees`: broker killed with SIGKILL while producing; `seglog recover`
 //!   on a copy and the broker's own recovery on the original keep the same bytes, indexes and
 //!   producer state; a broker on seglog's copy serves the same records and cuts nothing.
+//! * `mirror_stop_policies_served_by_kafka`: a transaction open at a KIP-1279 mirror stop, one
+//!   partition per stop policy; the restarted broker serves what each policy kept.
 //! * `differential_recovery`: ≥ 500 seeded damaged partitions written by Kafka's `UnifiedLog`,
 //!   recovered by Kafka (harness) and by `seglog recover`; kept bytes and state compared.
 #![cfg(unix)]
@@ -332,6 +334,121 @@ fn seglog_append(dir: &Path) -> (Records, Records) {
     keep(data(&mut log, None, 3, "tail"), true);
     log.close().expect("seglog close");
     (all, committed)
+}
+
+/// A mirrored partition of a broker-created topic (the broker stopped), with a transaction of
+/// producer 800001 open at the stop between committed records, stopped by seglog under
+/// `policy`, then two local records. Returns what consumers must see (read_uncommitted,
+/// read_committed).
+fn mirror_then_stop(
+    dir: &Path,
+    partition: i64,
+    policy: recovery::StopPolicy,
+) -> (Records, Records) {
+    use record_format::RecordBatchBuilder;
+    use recovery::{AppendOrigin, EpochHistory, LoadOptions, LogLoader, StopPolicy};
+    let epoch = last_leader_epoch(dir);
+    let (mut log, _) = LogLoader::load(dir, &LoadOptions::default()).expect("load");
+    log.start_mirroring("cluster-A", &EpochHistory::of(&log))
+        .expect("start mirroring");
+    let now = 1_790_000_000_000_i64;
+    let mut all = BTreeMap::new();
+    let mut committed = BTreeMap::new();
+    let mut next = 0_i64;
+    let mut mirror = |log: &mut recovery::PartitionLog,
+                      pid: Option<(i64, bool)>,
+                      values: &[&str],
+                      is_committed: bool| {
+        let mut b = RecordBatchBuilder::new(next).partition_leader_epoch(epoch);
+        if let Some((id, txn)) = pid {
+            b = b.producer(id, 0, 0).transactional(txn);
+        }
+        for v in values {
+            b.append(now, None, Some(v.as_bytes()), &[])
+                .expect("append");
+        }
+        log.append_as_mirror(&b.build()).expect("mirror");
+        for v in values {
+            let r = record_json(partition, next, None, v.as_bytes(), &[]);
+            all.insert((partition, next), r.clone());
+            if is_committed {
+                committed.insert((partition, next), r);
+            }
+            next += 1;
+        }
+    };
+    mirror(&mut log, None, &["p0", "p1"], true);
+    mirror(&mut log, Some((800_001, true)), &["open0", "open1"], false);
+    mirror(&mut log, Some((800_002, false)), &["c0", "c1", "c2"], true);
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let barrier = log.stop_mirroring_with(policy).expect("stop");
+    if policy == StopPolicy::TruncateToLastStable {
+        // The open transaction and the committed records after it are cut.
+        assert_eq!(barrier, 2);
+        all.retain(|(_, o), _| *o < 2);
+        committed.retain(|(_, o), _| *o < 2);
+    } else {
+        // Marker at 7, barrier at 8: nothing cut.
+        assert_eq!(barrier, 8);
+    }
+    let mut b = RecordBatchBuilder::new(0);
+    for v in ["local0", "local1"] {
+        b.append(now, None, Some(v.as_bytes()), &[])
+            .expect("append");
+    }
+    let leader_epoch = log.leader_epoch();
+    let info = log
+        .append_as_leader(&b.build(), leader_epoch, AppendOrigin::Client)
+        .expect("local append");
+    for (i, v) in ["local0", "local1"].iter().enumerate() {
+        let o = info.first_offset + i as i64;
+        let r = record_json(partition, o, None, v.as_bytes(), &[]);
+        all.insert((partition, o), r.clone());
+        committed.insert((partition, o), r);
+    }
+    log.close().expect("close");
+    (all, committed)
+}
+
+/// A transaction open at a mirror stop, under each stop policy (one partition each), served by
+/// a broker restarted on the log with Kafka's own consumer: `TruncateToLastStable` leaves only
+/// the records before the open transaction and the local ones; `AbortOpenTransactions` keeps
+/// every record, and Kafka's `read_committed` consumer hides the aborted transaction's records
+/// by the ABORT marker and `.txnindex` entry seglog wrote.
+#[test]
+fn mirror_stop_policies_served_by_kafka() {
+    let _g = heavy();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let log_dir = tmp.path().join("kafka-logs");
+    let broker = Broker::start(tmp.path(), &log_dir, true);
+    create_topic(&broker, "stops", 2);
+    let status = broker.stop();
+    assert!(
+        status.success() || status.code() == Some(143),
+        "broker exit {status}"
+    );
+    let dirs = partition_dirs(&log_dir, "stops");
+    assert_eq!(dirs.len(), 2);
+    let mut want_all = BTreeMap::new();
+    let mut want_committed = BTreeMap::new();
+    for (p, policy) in [
+        (0, recovery::StopPolicy::TruncateToLastStable),
+        (1, recovery::StopPolicy::AbortOpenTransactions),
+    ] {
+        let (a, c) = mirror_then_stop(&dirs[p], p as i64, policy);
+        want_all.extend(a);
+        want_committed.extend(c);
+    }
+    let _ = std::fs::remove_file(log_dir.join(".kafka_cleanshutdown"));
+    let _ = std::fs::remove_file(log_dir.join("recovery-point-offset-checkpoint"));
+    let broker = Broker::start(tmp.path(), &log_dir, false);
+    assert_eq!(consume(&broker, "stops", 2, "read_uncommitted"), want_all);
+    assert_eq!(
+        consume(&broker, "stops", 2, "read_committed"),
+        want_committed
+    );
+    broker.stop();
 }
 
 /// (a) A live broker's log dir after a clean stop, and a topic seglog appended to.

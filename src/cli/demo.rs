@@ -60,7 +60,8 @@ const SEGMENT: &str = "00000000000000000000.log";
                   seglog demo --scenario collision-same-epoch --no-barrier /tmp/c1\n\n\
                   Scenarios: active-passive, failback, fan-out, fan-in, chain (KIP-1279's topologies); \
                   collision-same-epoch, collision-epochs, collision-transactions (the three PID \
-                  collision scenarios, with a downstream mirror C). Each leaves DIR/<cluster>/<topic>-<partition>/.\n\n\
+                  collision scenarios, with a downstream mirror C); open-txn-at-stop (a transaction open \
+                  at the stop, under each stop policy). Each leaves DIR/<cluster>/<topic>-<partition>/.\n\n\
                   Exit status: 0 the demo ran; 2 DIR is unusable or a file operation failed."
 )]
 pub struct DemoArgs {
@@ -182,6 +183,9 @@ impl EpochEndOffsets for Recording<'_> {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         self.log.end_offset_for_epoch(requested)
     }
+    fn last_mirror_epoch(&self) -> Option<recovery::LastMirrorEpoch> {
+        self.log.last_mirror_epoch()
+    }
 }
 
 impl MirrorLog for Recording<'_> {
@@ -198,8 +202,14 @@ impl MirrorLog for Recording<'_> {
     fn latest_epoch(&self) -> Option<i32> {
         MirrorLog::latest_epoch(&*self.log)
     }
+    fn high_watermark_known(&self) -> bool {
+        self.log.high_watermark_known()
+    }
     fn truncate_to(&mut self, offset: i64) -> Result<(), PartitionLogError> {
         MirrorLog::truncate_to(&mut *self.log, offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), PartitionLogError> {
+        MirrorLog::truncate_fully_and_start_at(&mut *self.log, offset)
     }
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), PartitionLogError> {
         self.log.assign_epoch(epoch, start_offset)
@@ -207,11 +217,17 @@ impl MirrorLog for Recording<'_> {
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, PartitionLogError> {
         self.log.find_barrier_from(from)
     }
+    fn max_batch_epoch(&self) -> Result<Option<i32>, PartitionLogError> {
+        self.log.max_batch_epoch()
+    }
     fn append_barrier(&mut self, source: &str, epoch: i32) -> Result<i64, PartitionLogError> {
         self.log.append_barrier(source, epoch)
     }
     fn flush(&mut self) -> Result<(), PartitionLogError> {
         self.log.flush()
+    }
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, PartitionLogError> {
+        self.log.abort_open_transactions(leader_epoch)
     }
 }
 

@@ -33,17 +33,18 @@ fn demo_prints_every_step_and_exits_0() {
     for needle in [
         "B/orders-0/00000000000000000000.log is byte-identical to A/orders-0/00000000000000000000.log",
         "B: a client append (pid 9) is rejected: partition is read-only for clients in mirror state MIRRORING",
-        "B: mirror-state -> STOPPING step=FEED_STOPPED source=cluster-A lso=9",
-        "B: mirror-state -> STOPPING step=TRUNCATED source=cluster-A lso=9 last_mirrored_offset=9",
-        "B: mirror-state -> STOPPING step=EPOCH_BUMPED source=cluster-A lso=9 last_mirrored_offset=9 last_mirrored_epoch=0 leader_epoch=1",
-        "B: mirror-state -> STOPPED barrier_offset=9",
-        // The barrier opens the new leader epoch (the mirrored batches are in epoch 0).
-        "baseOffset: 9 lastOffset: 9 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 1 ",
+        "B: mirror-state -> STOPPING step=FEED_STOPPED source=cluster-A lso=9 policy=TRUNCATE_TO_LAST_STABLE leader_epoch=10",
+        "B: mirror-state -> STOPPING step=TRUNCATED source=cluster-A lso=9 policy=TRUNCATE_TO_LAST_STABLE last_mirrored_offset=9",
+        "B: mirror-state -> STOPPING step=EPOCH_BUMPED source=cluster-A lso=9 policy=TRUNCATE_TO_LAST_STABLE last_mirrored_offset=9 last_mirrored_epoch=0 leader_epoch=10",
+        "B: mirror-state -> STOPPED barrier_offset=9 last_mirror_epoch=0",
+        // The barrier opens the new leader epoch, MIRROR_EPOCH_FENCE (10) above the mirrored
+        // batches' epoch 0.
+        "baseOffset: 9 lastOffset: 9 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 partitionLeaderEpoch: 10 ",
         r#"MirrorPidReset {"version":0,"sourceClusterId":"cluster-A"}"#,
         "B: pid 5 epoch 0 seq 0..1 -> written at offsets 10..11",
         "silently dropped as a duplicate of offset 0",
         "identical to the torn write",
-        "B: mirror-state is STOPPED barrier_offset=9",
+        "B: mirror-state is STOPPED barrier_offset=9 last_mirror_epoch=0",
     ] {
         assert!(stdout.contains(needle), "missing {needle:?} in\n{stdout}");
     }
@@ -87,21 +88,21 @@ type Scenario = (
     &'static [&'static str],
 );
 
-const SCENARIOS: [Scenario; 8] = [
+const SCENARIOS: [Scenario; 9] = [
     (
         "active-passive",
         &["A/orders-0", "B/orders-0"],
         &["B/orders-0"],
-        &["B/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 1"],
+        &["B/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 10"],
     ),
     (
         "failback",
         &["A/orders-0", "B/orders-0"],
         &["A/orders-0", "B/orders-0"],
         &[
-            "B/orders-0: MIRROR_PID_RESET barrier at offset 10 in leader epoch 1",
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 10 in leader epoch 10",
             "A/orders-0: start mirroring B/orders-0, truncated 11 -> 10 (aligned by leader epoch)",
-            "A/orders-0: MIRROR_PID_RESET barrier at offset 19 in leader epoch 2",
+            "A/orders-0: MIRROR_PID_RESET barrier at offset 19 in leader epoch 20",
         ],
     ),
     (
@@ -109,8 +110,8 @@ const SCENARIOS: [Scenario; 8] = [
         &["A/orders-0", "B/orders-0", "C/orders-0"],
         &["B/orders-0", "C/orders-0"],
         &[
-            "B/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 1",
-            "C/orders-0: MIRROR_PID_RESET barrier at offset 16 in leader epoch 1",
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 10",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 16 in leader epoch 10",
         ],
     ),
     (
@@ -118,8 +119,8 @@ const SCENARIOS: [Scenario; 8] = [
         &["A/orders-0", "B/payments-0", "C/orders-0", "C/payments-0"],
         &["C/orders-0", "C/payments-0"],
         &[
-            "C/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 1",
-            "C/payments-0: MIRROR_PID_RESET barrier at offset 16 in leader epoch 1",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 10",
+            "C/payments-0: MIRROR_PID_RESET barrier at offset 16 in leader epoch 10",
         ],
     ),
     (
@@ -127,16 +128,16 @@ const SCENARIOS: [Scenario; 8] = [
         &["A/orders-0", "B/orders-0", "C/orders-0"],
         &["B/orders-0", "C/orders-0"],
         &[
-            "B/orders-0: MIRROR_PID_RESET barrier at offset 10 in leader epoch 1",
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 10 in leader epoch 10",
             "C/orders-0: B/orders-0's log diverged: truncated to 10 (leader-epoch exchange)",
-            "C/orders-0: MIRROR_PID_RESET barrier at offset 19 in leader epoch 2",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 19 in leader epoch 20",
         ],
     ),
     (
         "collision-same-epoch",
         &["A/orders-0", "B/orders-0", "C/orders-0"],
         &["B/orders-0", "C/orders-0"],
-        &["B/orders-0: pid 5 epoch 0 idempotent seq 0..9 -> offsets 31..40 (leader epoch 1)"],
+        &["B/orders-0: pid 5 epoch 0 idempotent seq 0..9 -> offsets 31..40 (leader epoch 10)"],
     ),
     (
         "collision-epochs",
@@ -149,6 +150,22 @@ const SCENARIOS: [Scenario; 8] = [
         &["A/orders-0", "B/orders-0", "C/orders-0"],
         &["B/orders-0", "C/orders-0"],
         &["C: a read_committed consumer sees 0 record(s) of A's unfinished transaction"],
+    ),
+    (
+        // Under TruncateToLastStable the committed records after pid 7's open transaction
+        // (offsets 4..6) are cut and offset 3, read before by a read_uncommitted consumer, is
+        // reused by a local record; under AbortOpenTransactions nothing read changes and
+        // read_committed still sees pid 9's committed records, not pid 7's aborted ones.
+        "open-txn-at-stop",
+        &["A/orders-0", "B/orders-0", "C/orders-0"],
+        &[],
+        &[
+            "B/orders-0: MIRROR_PID_RESET barrier at offset 2 in leader epoch 10",
+            "3 held A-7-1, now B-20-0",
+            "C/orders-0: MIRROR_PID_RESET barrier at offset 8 in leader epoch 10",
+            "  read_committed:   0:A-5-0 1:A-5-1 4:A-9-0 5:A-9-1 6:A-9-2 9:C-20-0 10:C-20-1",
+            "  offsets read before the stop that changed: none",
+        ],
     ),
 ];
 

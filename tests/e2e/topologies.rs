@@ -286,10 +286,11 @@ fn failback() {
     assert!(a.leo() > b.leo());
     assert_eq!(a.log().leader_epoch_cache().latest_epoch(), Some(0));
 
-    // Failover to B: B's barrier opens epoch 1 at the stop point.
+    // Failover to B: B's barrier opens epoch 10 (MIRROR_EPOCH_FENCE above A's epoch 0) at the
+    // stop point.
     let b_barrier = b.stop();
     assert_eq!(b_barrier, open);
-    assert_eq!(b.leader_epoch(), 1);
+    assert_eq!(b.leader_epoch(), 10);
     assert_eq!(b.log().end_offset_for_epoch(0), (0, b_barrier));
     let mut pb = Producers::new("b", 0);
     let mut pb12 = Producers::new("b", 2);
@@ -321,11 +322,12 @@ fn failback() {
     pb.send(&mut b, 9, 2, false);
 
     // Failback: A stops mirroring (truncating B's open transaction away, then its own barrier in
-    // epoch 2); B becomes A's mirror, aligns to A's end of epoch 1 (A's barrier) and receives
+    // epoch 20, ten above B's 10); B becomes A's mirror, aligns to A's end of epoch 10 (A's
+    // barrier) and receives
     // A's barrier, which clears B's producers, pid 12 included.
     let a_barrier = a.stop();
     assert_eq!(a_barrier, b_open);
-    assert_eq!(a.leader_epoch(), 2);
+    assert_eq!(a.leader_epoch(), 20);
     assert!(assert_model(&a).is_empty());
     let mut pa2 = Producers::new("A", 0);
     pa2.round(&mut a);

@@ -16,6 +16,7 @@
 //! | [`Duplicate`](AuditFinding::Duplicate) | same epoch and sequences as one of the last five batches (the client path would answer it as a duplicate *without writing it*) | error |
 //! | [`TxnClosedByLowerEpoch`](AuditFinding::TxnClosedByLowerEpoch) | a COMMIT/ABORT with an epoch below the epoch that opened the transaction it closes | error |
 //! | [`NonTransactionalInTxn`](AuditFinding::NonTransactionalInTxn) | a non-transactional batch while the id's transaction is open | error |
+//! | [`NewEpochInOpenTxn`](AuditFinding::NewEpochInOpenTxn) | a transactional batch with a higher epoch while a transaction opened in a lower epoch is open, no marker or barrier in between (the PSM merges them: the new epoch's marker closes both) | error |
 //! | [`MarkerWithoutOpenTxn`](AuditFinding::MarkerWithoutOpenTxn) | a COMMIT/ABORT for a known id with no open transaction | warning (legal if the transaction added the partition but wrote nothing to it) |
 //! | [`OpenTxnAtBarrier`](AuditFinding::OpenTxnAtBarrier) | a transaction still open at a `MIRROR_PID_RESET` barrier (the barrier aborts it) | warning |
 //! | [`PidReusedAcrossBarrier`](AuditFinding::PidReusedAcrossBarrier) | an id seen before a barrier appears again after it: the situation the barrier makes safe | info |
@@ -160,6 +161,24 @@ pub enum AuditFinding {
         /// First offset of the open transaction.
         txn_first_offset: i64,
     },
+    /// A transactional batch with a higher epoch than the one that opened the producer's still
+    /// open transaction, with no marker or barrier in between. Kafka's PSM accepts a higher
+    /// epoch for replicated batches and keeps the open transaction's first offset, so the two
+    /// become one transaction and the new epoch's COMMIT/ABORT decides the old epoch's records
+    /// too (KIP-1279 PID collision scenario 3 with a higher local epoch). A correct producer
+    /// never does this: an epoch bump ends the open transaction with a marker first.
+    NewEpochInOpenTxn {
+        /// Batch offset.
+        offset: i64,
+        /// Producer id.
+        producer_id: i64,
+        /// The batch's epoch.
+        epoch: i16,
+        /// First offset of the open transaction.
+        txn_first_offset: i64,
+        /// Epoch of the batch that opened it.
+        txn_epoch: i16,
+    },
     /// A COMMIT/ABORT for a producer with no open transaction.
     MarkerWithoutOpenTxn {
         /// Marker offset.
@@ -206,6 +225,7 @@ impl AuditFinding {
             | Self::Duplicate { offset, .. }
             | Self::TxnClosedByLowerEpoch { offset, .. }
             | Self::NonTransactionalInTxn { offset, .. }
+            | Self::NewEpochInOpenTxn { offset, .. }
             | Self::MarkerWithoutOpenTxn { offset, .. }
             | Self::OpenTxnAtBarrier { offset, .. }
             | Self::PidReusedAcrossBarrier { offset, .. } => *offset,
@@ -222,6 +242,7 @@ impl AuditFinding {
             | Self::Duplicate { producer_id, .. }
             | Self::TxnClosedByLowerEpoch { producer_id, .. }
             | Self::NonTransactionalInTxn { producer_id, .. }
+            | Self::NewEpochInOpenTxn { producer_id, .. }
             | Self::MarkerWithoutOpenTxn { producer_id, .. }
             | Self::OpenTxnAtBarrier { producer_id, .. }
             | Self::PidReusedAcrossBarrier { producer_id, .. } => *producer_id,
@@ -267,6 +288,7 @@ impl fmt::Display for AuditFinding {
             | Self::Duplicate { .. } => self.fmt_sequence_finding(f),
             Self::TxnClosedByLowerEpoch { .. }
             | Self::NonTransactionalInTxn { .. }
+            | Self::NewEpochInOpenTxn { .. }
             | Self::MarkerWithoutOpenTxn { .. }
             | Self::OpenTxnAtBarrier { .. }
             | Self::PidReusedAcrossBarrier { .. } => self.fmt_txn_finding(f),
@@ -357,6 +379,16 @@ impl AuditFinding {
                 f,
                 "non-transactional batch inside its transaction open since offset \
                  {txn_first_offset}"
+            ),
+            Self::NewEpochInOpenTxn {
+                epoch,
+                txn_first_offset,
+                txn_epoch,
+                ..
+            } => write!(
+                f,
+                "epoch {epoch} writes into the transaction opened at offset {txn_first_offset} \
+                 with epoch {txn_epoch}, no marker in between"
             ),
             Self::MarkerWithoutOpenTxn {
                 epoch,
@@ -611,6 +643,15 @@ impl ProducerAudit {
                     offset,
                     producer_id,
                     txn_first_offset,
+                })
+            }
+            Some((txn_first_offset, txn_epoch)) if epoch > txn_epoch => {
+                Some(AuditFinding::NewEpochInOpenTxn {
+                    offset,
+                    producer_id,
+                    epoch,
+                    txn_first_offset,
+                    txn_epoch,
                 })
             }
             _ => None,

@@ -93,9 +93,9 @@ pub use log::{
     PartitionLog, PartitionLogConfig, PartitionLogError,
 };
 pub use mirror::{
-    alignment_point, EpochEndOffsets, MirrorError, MirrorLog, MirrorPartition,
+    alignment_point, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog, MirrorPartition,
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
-    MirroredLog, StoppingStep,
+    MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
 };
 pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{

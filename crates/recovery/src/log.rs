@@ -30,6 +30,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use record_format::batch::{set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time};
@@ -113,6 +114,15 @@ pub enum PartitionLogError {
     },
     /// A negative truncation target.
     NegativeOffset(i64),
+    /// A leader append in an epoch below the partition's current leader epoch (the latest of
+    /// the leader-epoch cache: after a mirror stop, the epoch the library chose). Nothing was
+    /// written.
+    StaleLeaderEpoch {
+        /// The epoch asked for.
+        requested: i32,
+        /// The current leader epoch.
+        current: i32,
+    },
     /// A read outside `[log start, log end]`.
     OffsetOutOfRange {
         /// The offset.
@@ -210,6 +220,10 @@ impl fmt::Display for PartitionLogError {
                 "offset {offset} is outside the log [{log_start_offset}, {log_end_offset}]"
             ),
             Self::Io { path, op, source } => write!(f, "{op} {}: {source}", path.display()),
+            Self::StaleLeaderEpoch { requested, current } => write!(
+                f,
+                "leader epoch {requested} is below the partition's leader epoch {current}"
+            ),
             Self::ReadOnly { state } => write!(
                 f,
                 "partition is read-only for clients in mirror state {state}"
@@ -532,6 +546,27 @@ pub struct PartitionLog {
     pub(crate) io: StorageIo,
     /// The KIP-1279 mirror state, as persisted in the `mirror-state` file.
     pub(crate) mirror: MirrorPartitionState,
+    /// The high watermark as others may observe it, and whether it is known.
+    pub(crate) hw_state: HighWatermarkState,
+}
+
+/// The high watermark's published copy (read by a checkpoint timer on another thread) and
+/// whether it is known: after an unclean restart a high watermark owned by the caller
+/// (replication) comes from a checkpoint that may be stale or missing, and a mirror stop must
+/// not take a stop point from it.
+#[derive(Debug, Clone)]
+pub(crate) struct HighWatermarkState {
+    published: Arc<AtomicI64>,
+    known: bool,
+}
+
+impl Default for HighWatermarkState {
+    fn default() -> Self {
+        Self {
+            published: Arc::new(AtomicI64::new(0)),
+            known: true,
+        }
+    }
 }
 
 impl PartitionLog {
@@ -596,9 +631,36 @@ impl PartitionLog {
         let hw = high_watermark
             .min(self.log_end_offset())
             .max(self.log_start_offset());
-        self.high_watermark = hw;
+        self.store_high_watermark(hw);
+        self.hw_state.known = true;
         self.psm.on_high_watermark_updated(hw);
         hw
+    }
+
+    fn store_high_watermark(&mut self, hw: i64) {
+        self.high_watermark = hw;
+        self.hw_state.published.store(hw, Ordering::Release);
+    }
+
+    /// The high watermark as another thread sees it: a shared cell the log updates whenever
+    /// its high watermark changes (what a periodic `replication-offset-checkpoint` writer
+    /// reads without holding the log).
+    pub fn high_watermark_cell(&self) -> Arc<AtomicI64> {
+        Arc::clone(&self.hw_state.published)
+    }
+
+    /// Marks the high watermark as not known: after an unclean restart, a high watermark the
+    /// caller owns (replication) comes from a checkpoint that may be stale or missing. Until
+    /// [`set_high_watermark`](Self::set_high_watermark) is called, a mirror stop refuses to
+    /// take its stop point ([`MirrorError::HighWatermarkUnknown`]).
+    pub fn mark_high_watermark_unknown(&mut self) {
+        self.hw_state.known = false;
+    }
+
+    /// Whether the high watermark is known (see
+    /// [`mark_high_watermark_unknown`](Self::mark_high_watermark_unknown)).
+    pub fn high_watermark_known(&self) -> bool {
+        self.hw_state.known
     }
 
     /// The partition's last stable offset: `min(first unstable offset, high watermark)`.
@@ -610,7 +672,9 @@ impl PartitionLog {
     /// Kafka `appendAsLeader`. See the module docs. `origin` is `Client` for produce requests
     /// (control batches refused, duplicates detected) or `Coordinator` (markers, barriers).
     /// Refused with [`PartitionLogError::ReadOnly`] while the partition is `Mirroring` or
-    /// `Stopping` (KIP-1279): nothing local may enter a mirrored log.
+    /// `Stopping` (KIP-1279): nothing local may enter a mirrored log; and with
+    /// [`PartitionLogError::StaleLeaderEpoch`] in an epoch below the current one
+    /// ([`leader_epoch`](Self::leader_epoch), after a mirror stop the epoch the stop chose).
     pub fn append_as_leader(
         &mut self,
         records: &[u8],
@@ -621,6 +685,14 @@ impl PartitionLog {
             return Err(PartitionLogError::ReadOnly {
                 state: self.mirror.kind(),
             });
+        }
+        if let Some(current) = self.epochs.latest_epoch() {
+            if leader_epoch < current {
+                return Err(PartitionLogError::StaleLeaderEpoch {
+                    requested: leader_epoch,
+                    current,
+                });
+            }
         }
         self.append_as_leader_unchecked(records, leader_epoch, origin)
     }
@@ -679,6 +751,12 @@ impl PartitionLog {
             });
         }
         let point = crate::mirror::alignment_point(self, source);
+        if point < self.log_start_offset() {
+            // Retention passed the point where the logs diverge: start over there.
+            self.truncate_fully_and_start_at(point)?;
+            self.flush()?;
+            return Ok(Some(point));
+        }
         if point < self.log_end_offset() && self.truncate_to(point)? {
             self.flush()?;
             return Ok(Some(point));
@@ -686,14 +764,20 @@ impl PartitionLog {
         Ok(None)
     }
 
-    /// Kafka `appendAsFollower` (intra-cluster replication, allowed in every mirror state): the
-    /// batches keep their offsets, leader epochs and bytes; their first offset must be at or
-    /// above the log end offset and offsets must increase. Producer state applies `Replication`
-    /// rules.
+    /// Kafka `appendAsFollower` (intra-cluster replication): the batches keep their offsets,
+    /// leader epochs and bytes; their first offset must be at or above the log end offset and
+    /// offsets must increase. Producer state applies `Replication` rules. Allowed in every
+    /// mirror state but `Stopping` ([`PartitionLogError::ReadOnly`]): from the persisted stop
+    /// point until the barrier is written, nothing but the barrier may land in the log.
     pub fn append_as_follower(
         &mut self,
         records: &[u8],
     ) -> Result<LogAppendInfo, PartitionLogError> {
+        if matches!(self.mirror, MirrorPartitionState::Stopping { .. }) {
+            return Err(PartitionLogError::ReadOnly {
+                state: self.mirror.kind(),
+            });
+        }
         let spans = validate_batches(records, true)?;
         if let Some(first) = spans.first() {
             let first_offset = batch_at(records, *first)?.base_offset();
@@ -894,7 +978,7 @@ impl PartitionLog {
         }
         self.local.truncate_to(target)?;
         self.epochs.truncate_from_end(target)?;
-        self.high_watermark = self.high_watermark.min(target);
+        self.store_high_watermark(self.high_watermark.min(target));
         self.rebuild_producer_state(target)?;
         Ok(true)
     }
@@ -912,7 +996,7 @@ impl PartitionLog {
         self.epochs.clear()?;
         self.psm.truncate_fully_and_start_at(new_offset);
         delete_snapshots_above_with(&self.io, &self.dir, -1)?;
-        self.high_watermark = new_offset;
+        self.store_high_watermark(new_offset);
         Ok(())
     }
 
@@ -960,6 +1044,35 @@ impl PartitionLog {
             }
         }
         Ok(None)
+    }
+
+    /// The largest partition leader epoch of any batch in the log (`None`: no batch carries
+    /// one). Reads every batch header from the log start: the leader-epoch cache may have lost
+    /// entries (a lost or stale `leader-epoch-checkpoint`; segments loaded without recovery are
+    /// not scanned for epochs), so it cannot answer this alone.
+    pub fn max_batch_epoch(&self) -> Result<Option<i32>, PartitionLogError> {
+        let end = self.log_end_offset();
+        let mut offset = self.log_start_offset();
+        let mut max: Option<i32> = None;
+        while offset < end {
+            let data = self.local.read(offset, READ_CHUNK, true)?;
+            let mut next = None;
+            for entry in Batches::new(&data.records, 0) {
+                let LogEntry::V2(batch) = entry? else {
+                    continue;
+                };
+                let epoch = batch.partition_leader_epoch();
+                if epoch >= 0 && max.is_none_or(|m| epoch > m) {
+                    max = Some(epoch);
+                }
+                next = Some(batch.next_offset());
+            }
+            match next {
+                Some(n) if n > offset => offset = n,
+                _ => break,
+            }
+        }
+        Ok(max)
     }
 
     /// Kafka `UnifiedLog.roll`: flushes the log up to its end, seals the active segment and
@@ -1036,7 +1149,7 @@ impl PartitionLog {
         self.epochs.truncate_from_start(start)?;
         self.psm
             .on_log_start_offset_incremented_with(&self.io, &self.dir, start, oldest_base)?;
-        self.high_watermark = self.high_watermark.max(start);
+        self.store_high_watermark(self.high_watermark.max(start));
         Ok(())
     }
 
@@ -1157,6 +1270,11 @@ impl EpochEndOffsets for PartitionLog {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         self.epochs.end_offset_for(requested, self.log_end_offset())
     }
+
+    /// The LME persisted by this log's stop, while it is `Stopped`.
+    fn last_mirror_epoch(&self) -> Option<crate::mirror::LastMirrorEpoch> {
+        crate::mirror::last_mirror_epoch_of(&self.mirror, self, self.epochs.latest_epoch())
+    }
 }
 
 impl MirrorLog for PartitionLog {
@@ -1178,6 +1296,10 @@ impl MirrorLog for PartitionLog {
         self.epochs.latest_epoch()
     }
 
+    fn high_watermark_known(&self) -> bool {
+        PartitionLog::high_watermark_known(self)
+    }
+
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error> {
         if self.epochs.latest_epoch() != Some(epoch) {
             self.epochs.assign(epoch, start_offset)?;
@@ -1189,8 +1311,16 @@ impl MirrorLog for PartitionLog {
         PartitionLog::truncate_to(self, offset).map(|_| ())
     }
 
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Self::Error> {
+        PartitionLog::truncate_fully_and_start_at(self, offset)
+    }
+
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {
         PartitionLog::find_barrier_from(self, from)
+    }
+
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Self::Error> {
+        PartitionLog::max_batch_epoch(self)
     }
 
     fn append_barrier(
@@ -1206,6 +1336,36 @@ impl MirrorLog for PartitionLog {
 
     fn flush(&mut self) -> Result<(), Self::Error> {
         PartitionLog::flush(self)
+    }
+
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, Self::Error> {
+        // In first-offset order; each producer id has at most one open transaction.
+        let open: Vec<(i64, i16, i32)> = self
+            .psm
+            .ongoing_txns()
+            .values()
+            .map(|txn| {
+                let entry = self.psm.last_entry(txn.producer_id);
+                (
+                    txn.producer_id,
+                    entry.map_or(0, |e| e.producer_epoch()),
+                    entry.map_or(-1, |e| e.coordinator_epoch()),
+                )
+            })
+            .collect();
+        for &(producer_id, producer_epoch, coordinator_epoch) in &open {
+            let bytes = record_format::end_txn_marker_batch(
+                0,
+                self.clock.now_ms(),
+                leader_epoch,
+                producer_id,
+                producer_epoch,
+                ControlRecordType::Abort,
+                coordinator_epoch,
+            );
+            self.append_as_leader_unchecked(&bytes, leader_epoch, AppendOrigin::Coordinator)?;
+        }
+        Ok(open.len())
     }
 }
 
@@ -1237,6 +1397,15 @@ impl PartitionLog {
     /// [`MirroredLog::stop_mirroring`]: the `Stopping` steps; returns the barrier's offset.
     pub fn stop_mirroring(&mut self) -> Result<i64, MirrorError<PartitionLogError>> {
         MirroredLog::stop_mirroring(self)
+    }
+
+    /// [`MirroredLog::stop_mirroring_with`]: the `Stopping` steps under `policy`; returns the
+    /// barrier's offset.
+    pub fn stop_mirroring_with(
+        &mut self,
+        policy: crate::mirror::StopPolicy,
+    ) -> Result<i64, MirrorError<PartitionLogError>> {
+        MirroredLog::stop_mirroring_with(self, policy)
     }
 
     /// [`MirroredLog::resume_mirror_stop`]: finishes an interrupted stop.

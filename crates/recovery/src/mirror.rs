@@ -17,21 +17,25 @@
 //! * `Stopping`: a sequence of durable steps, each persisted before the next one starts, so that a
 //!   crash at any point resumes where it left off ([`MirroredLog::resume_mirror_stop`]):
 //!   1. the caller has removed the fetcher; the log's last stable offset (the stop point) is
-//!      computed, the log flushed (so the stop point survives any crash), and
-//!      `Stopping{step: FeedStopped, lso}` persisted. A resume truncates to this persisted
+//!      computed, with the new leader epoch ([`MIRROR_EPOCH_FENCE`] above every epoch in the
+//!      log's batches and leader-epoch cache, before truncation), the log flushed (so the stop
+//!      point survives any crash), and `Stopping{step: FeedStopped, lso, leader_epoch}`
+//!      persisted. A resume truncates to this persisted
 //!      point, never to a recomputed LSO (after an unclean restart the high watermark, and with
 //!      it the LSO, can be stale);
 //!   2. truncate the log to the stop point, fsync, persist `Stopping{step: Truncated,
 //!      last_mirrored_offset, last_mirrored_epoch}` (the new log end and the leader epoch of the
 //!      last batch kept);
-//!   3. choose the new leader epoch (one more than every epoch in the log), persist
-//!      `Stopping{step: EpochBumped, leader_epoch}`, then record it in the leader-epoch cache
+//!   3. persist `Stopping{step: EpochBumped, leader_epoch}` (the epoch of step 1), then record
+//!      it in the leader-epoch cache
 //!      (`leader-epoch-checkpoint`, written atomically) as starting at the stop point;
 //!   4. unless a barrier already exists at or after the stop point (one from an interrupted
 //!      attempt), append the `MIRROR_PID_RESET` barrier with the source cluster id, **in the new
 //!      leader epoch**;
 //!   5. fsync the log;
-//!   6. persist `Stopped{barrier_offset}`.
+//!   6. persist `Stopped{barrier_offset, last_mirror_epoch}` (the Last Mirror Epoch: the epoch
+//!      of the last batch kept; its end offset is the stop point, where the stop's epoch
+//!      starts).
 //! * `Stopped`: writable. `Local`: never mirrored (no `mirror-state` file), writable.
 //!
 //! Because the barrier opens a leader epoch no earlier batch has, a node that aligns to this log
@@ -45,9 +49,10 @@
 //!
 //! Differences from the KIP-1279 forks: they skip the barrier when the source cluster id is
 //! unknown; we refuse to start mirroring without one, so every stop writes a barrier. They abort
-//! open transactions with ABORT markers before the barrier; truncating to the LSO removes every
-//! open transaction's data first, so none is open at the barrier (and if one were, the barrier
-//! itself aborts it, see [`crate::barrier`]).
+//! open transactions with ABORT markers before the barrier ([`StopPolicy::AbortOpenTransactions`]
+//! here); the default [`StopPolicy::TruncateToLastStable`] removes every open transaction's data
+//! first. Either way none is open at the barrier (and if one were, the barrier itself aborts it,
+//! see [`crate::barrier`]).
 //!
 //! # The `mirror-state` file
 //! A small UTF-8 text file in the partition directory, written atomically (temporary file, fsync,
@@ -57,13 +62,19 @@
 //! is everything after the first `=`):
 //!
 //! ```text
-//! 1                         version (only 1 is read; version 0 had no epochs)
+//! 2                         version (2 is written; 1 and 2 are read; version 0 had no epochs)
 //! MIRRORING                 source=<id>
 //! STOPPING                  step=FEED_STOPPED|TRUNCATED|EPOCH_BUMPED, source=<id>, lso=<i64>,
+//!                           policy=TRUNCATE_TO_LAST_STABLE|ABORT_OPEN_TRANSACTIONS
+//!                                                        (version 2 only),
 //!                           last_mirrored_offset=<i64>, last_mirrored_epoch=<i32>
 //!                                                        (from step=TRUNCATED on),
-//!                           leader_epoch=<i32>           (only when step=EPOCH_BUMPED)
-//! STOPPED                   barrier_offset=<i64>
+//!                           leader_epoch=<i32>           (version 2: from step=FEED_STOPPED
+//!                                                         on, optional before EPOCH_BUMPED;
+//!                                                         version 1: only when EPOCH_BUMPED)
+//! STOPPED                   barrier_offset=<i64>,
+//!                           last_mirror_epoch=<i32>      (version 2 only; a version-1 file
+//!                                                         reads as -1, unknown)
 //! LOCAL                     (no fields; a missing file also means LOCAL)
 //! ```
 //! Offsets are non-negative decimal integers; `last_mirrored_epoch` is `-1` (no epoch: an empty
@@ -81,8 +92,21 @@ use crate::snapshot::{SnapshotIo, StdIo};
 
 /// Name of the state file in the partition directory.
 pub const MIRROR_STATE_FILE: &str = "mirror-state";
-/// The only version of the `mirror-state` format.
-pub const MIRROR_STATE_VERSION: u32 = 1;
+/// The version of the `mirror-state` format written (version 1 is read too).
+pub const MIRROR_STATE_VERSION: u32 = 2;
+
+/// How far above every leader epoch a mirroring partition has seen its stop's new epoch goes.
+///
+/// The destination's barrier, and every local batch after it, must carry an epoch that no
+/// batch of the source can have, or a node aligning by leader epoch (failback, chain) finds
+/// the epoch in both logs and keeps its own batches where the other has the barrier. The
+/// destination only sees the source epochs it mirrored; the source may have had elections
+/// since. The KIP-1279 prototype keeps the destination's epoch at least 4 above the source's
+/// (it bumps by 10 when the source comes within 3). Ours is stricter: the stop's epoch is
+/// always this much above every epoch the destination's log held when the feed stopped (its
+/// batches and its leader-epoch cache, before truncation), so up to 9 source elections the
+/// destination never saw cannot reach it.
+pub const MIRROR_EPOCH_FENCE: i32 = 10;
 
 /// A partition's mirror state (KIP-1279 `MirrorPartitionState`, reduced to what the log needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,16 +132,56 @@ pub enum MirrorPartitionState {
         /// [`StoppingStep::Truncated`] on.
         last_mirrored_epoch: Option<i32>,
         /// The new leader epoch the barrier is written in; set from
-        /// [`StoppingStep::EpochBumped`] on.
+        /// [`StoppingStep::EpochBumped`] on (from [`StoppingStep::FeedStopped`] on for a stop
+        /// that started with this version).
         leader_epoch: Option<i32>,
+        /// What the stop does with open transactions (a version-1 state: the default).
+        policy: StopPolicy,
     },
     /// Mirroring stopped; the barrier at `barrier_offset` is durable; writable.
     Stopped {
-        /// Base offset of the barrier this stop wrote (or found).
+        /// Base offset of the barrier this stop wrote (or found). Under
+        /// [`StopPolicy::TruncateToLastStable`] also the end offset of the Last Mirror Epoch
+        /// (under [`StopPolicy::AbortOpenTransactions`] that is the first ABORT marker's
+        /// offset, where the stop's epoch starts).
         barrier_offset: i64,
+        /// The Last Mirror Epoch (LME): the leader epoch of the last mirrored batch kept by the
+        /// stop (−1: none, or unknown for a state written by version 1). A node that aligns to
+        /// this log (failback, chain) truncates to the smaller of its own end offset for this
+        /// epoch and `barrier_offset`.
+        last_mirror_epoch: i32,
     },
     /// Never mirrored; writable.
     Local,
+}
+
+/// What a mirror stop does with the source's transactions still open at the stop.
+///
+/// `docs/barrier.md` ("Open transactions at stop") states the trade-off with what
+/// `read_committed` and `read_uncommitted` consumers see under each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum StopPolicy {
+    /// The KIP-1279 design text: the stop point is the last stable offset; the log is truncated
+    /// there, so an open transaction's records go, and with them every later record, committed
+    /// ones included (a `read_uncommitted` consumer may have read them; their offsets are
+    /// reused by local writes). The default.
+    #[default]
+    TruncateToLastStable,
+    /// The KIP-1279 prototype: nothing is truncated (the stop point is the log end); an ABORT
+    /// marker is written for every open transaction (its producer id and epoch as the log last
+    /// shows them, the coordinator epoch from producer state or −1, in the stop's new leader
+    /// epoch), then the barrier.
+    AbortOpenTransactions,
+}
+
+impl StopPolicy {
+    /// The name used in the `mirror-state` file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::TruncateToLastStable => "TRUNCATE_TO_LAST_STABLE",
+            Self::AbortOpenTransactions => "ABORT_OPEN_TRANSACTIONS",
+        }
+    }
 }
 
 /// The durable steps of [`MirrorPartitionState::Stopping`].
@@ -240,6 +304,8 @@ pub enum MalformedReason {
     UnknownState(String),
     /// Unknown stopping step.
     UnknownStep(String),
+    /// Unknown stop policy.
+    UnknownPolicy(String),
     /// The line is not `<expected>=…`.
     ExpectedKey {
         /// The key that must come here.
@@ -280,6 +346,7 @@ impl fmt::Display for MirrorStateError {
                     }
                     MalformedReason::UnknownState(s) => write!(f, "unknown state {s:?}"),
                     MalformedReason::UnknownStep(s) => write!(f, "unknown stopping step {s:?}"),
+                    MalformedReason::UnknownPolicy(s) => write!(f, "unknown stop policy {s:?}"),
                     MalformedReason::ExpectedKey { expected, found } => {
                         write!(f, "expected {expected}=…, found {found:?}")
                     }
@@ -330,6 +397,7 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
             last_mirrored_offset,
             last_mirrored_epoch,
             leader_epoch,
+            policy,
         } => {
             let values_ok = *lso >= 0
                 && last_mirrored_offset.is_none_or(|o| o >= 0)
@@ -342,13 +410,14 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
             };
             let shape_ok = last_mirrored_offset.is_some() == truncated
                 && last_mirrored_epoch.is_some() == truncated
-                && leader_epoch.is_some() == bumped;
+                && (leader_epoch.is_some() || !bumped);
             if !is_valid_source_cluster_id(source_cluster_id) || !values_ok || !shape_ok {
                 return Err(bad());
             }
             out.push_str(&format!(
-                "step={}\nsource={source_cluster_id}\nlso={lso}\n",
-                step.as_str()
+                "step={}\nsource={source_cluster_id}\nlso={lso}\npolicy={}\n",
+                step.as_str(),
+                policy.as_str()
             ));
             if let (Some(o), Some(e)) = (last_mirrored_offset, last_mirrored_epoch) {
                 out.push_str(&format!(
@@ -359,11 +428,16 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
                 out.push_str(&format!("leader_epoch={e}\n"));
             }
         }
-        MirrorPartitionState::Stopped { barrier_offset } => {
-            if *barrier_offset < 0 {
+        MirrorPartitionState::Stopped {
+            barrier_offset,
+            last_mirror_epoch,
+        } => {
+            if *barrier_offset < 0 || *last_mirror_epoch < -1 {
                 return Err(bad());
             }
-            out.push_str(&format!("barrier_offset={barrier_offset}\n"));
+            out.push_str(&format!(
+                "barrier_offset={barrier_offset}\nlast_mirror_epoch={last_mirror_epoch}\n"
+            ));
         }
         MirrorPartitionState::Local => {}
     }
@@ -387,6 +461,14 @@ impl<'a> Lines<'a> {
             }
             None => Err((self.line, MalformedReason::MissingLine(what))),
         }
+    }
+
+    /// Whether the next line is `key=…`.
+    fn next_is(&self, key: &str) -> bool {
+        self.rest
+            .split_once('\n')
+            .and_then(|(l, _)| l.split_once('='))
+            .is_some_and(|(k, _)| k == key)
     }
 
     fn field(&mut self, key: &'static str) -> Result<(usize, &'a str), (usize, MalformedReason)> {
@@ -475,9 +557,11 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
         line: 0,
     };
     let (n, version) = lines.next("version")?;
-    if version != MIRROR_STATE_VERSION.to_string() {
-        return Err((n, MalformedReason::UnsupportedVersion(version.to_owned())));
-    }
+    let v2 = match version {
+        "1" => false,
+        "2" => true,
+        _ => return Err((n, MalformedReason::UnsupportedVersion(version.to_owned()))),
+    };
     let (n, name) = lines.next("state")?;
     let state = match name {
         "MIRRORING" => MirrorPartitionState::Mirroring {
@@ -493,6 +577,16 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
             };
             let source_cluster_id = lines.source()?;
             let lso = lines.offset("lso")?;
+            let policy = if v2 {
+                let (n, v) = lines.field("policy")?;
+                match v {
+                    "TRUNCATE_TO_LAST_STABLE" => StopPolicy::TruncateToLastStable,
+                    "ABORT_OPEN_TRANSACTIONS" => StopPolicy::AbortOpenTransactions,
+                    other => return Err((n, MalformedReason::UnknownPolicy(other.to_owned()))),
+                }
+            } else {
+                StopPolicy::TruncateToLastStable
+            };
             let (last_mirrored_offset, last_mirrored_epoch) = match step {
                 StoppingStep::FeedStopped => (None, None),
                 StoppingStep::Truncated | StoppingStep::EpochBumped => (
@@ -502,6 +596,7 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
             };
             let leader_epoch = match step {
                 StoppingStep::EpochBumped => Some(lines.epoch("leader_epoch", 0)?),
+                _ if v2 && lines.next_is("leader_epoch") => Some(lines.epoch("leader_epoch", 0)?),
                 _ => None,
             };
             MirrorPartitionState::Stopping {
@@ -511,10 +606,16 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
                 last_mirrored_offset,
                 last_mirrored_epoch,
                 leader_epoch,
+                policy,
             }
         }
         "STOPPED" => MirrorPartitionState::Stopped {
             barrier_offset: lines.offset("barrier_offset")?,
+            last_mirror_epoch: if v2 {
+                lines.epoch("last_mirror_epoch", -1)?
+            } else {
+                UNDEFINED_EPOCH
+            },
         },
         "LOCAL" => MirrorPartitionState::Local,
         other => return Err((n, MalformedReason::UnknownState(other.to_owned()))),
@@ -608,12 +709,46 @@ impl<I: SnapshotIo> MirrorStateStore for MirrorStateFile<I> {
 pub trait EpochEndOffsets {
     /// See the trait docs.
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64);
+
+    /// The Last Mirror Epoch this log persisted when it stopped mirroring, while it is
+    /// `Stopped` (what the promoted side tells the old source at failback); `None` otherwise.
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        None
+    }
 }
 
 impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         (**self).end_offset_for_epoch(requested)
     }
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        (**self).last_mirror_epoch()
+    }
+}
+
+/// What a completed mirror stop did: [`MirroredLog::stop_mirroring_outcome`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct StopOutcome {
+    /// The barrier's offset.
+    pub barrier_offset: i64,
+    /// The leader epoch the stop chose (the barrier's).
+    pub leader_epoch: i32,
+}
+
+/// The Last Mirror Epoch of a stopped destination (KIP-1279 LOG_ALIGNMENT): the leader epoch
+/// of the last mirrored batch its stop kept, that epoch's end offset in its log (where the
+/// stop's epoch starts: the barrier, or the first ABORT marker of an
+/// [`StopPolicy::AbortOpenTransactions`] stop), the barrier's offset, and the stop's epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct LastMirrorEpoch {
+    /// The last source epoch kept (−1: none).
+    pub epoch: i32,
+    /// Its end offset in the stopped log.
+    pub end_offset: i64,
+    /// The barrier's offset.
+    pub barrier_offset: i64,
+    /// The leader epoch of the barrier (the stop's new epoch).
+    pub stop_epoch: i32,
 }
 
 /// Where a log must be truncated so that everything it keeps is what `source` holds at the same
@@ -631,7 +766,46 @@ impl<T: EpochEndOffsets + ?Sized> EpochEndOffsets for &T {
 /// aligns to its log start offset (nothing kept); when the source has no epoch as high as ours
 /// (Kafka's `UNDEFINED_EPOCH_OFFSET` answer), our data from that epoch on cannot be in it, so we
 /// cut where that epoch starts and ask about the epoch below. An empty log is already aligned.
+///
+/// When the source is a stopped destination that tells its Last Mirror Epoch
+/// ([`EpochEndOffsets::last_mirror_epoch`]) and this log does not hold its barrier yet
+/// (failback, or a chain node that has not received it), the result is also at most
+/// `min(our end offset for the LME, the LME's end offset)`, the prototype's rule, which does
+/// not depend on the two clusters' epoch numbers (it holds when a source election reached the
+/// stop's epoch number, which [`MIRROR_EPOCH_FENCE`] makes unlikely, not impossible).
+///
+/// The result can be below `local`'s log start offset (retention passed the point where the
+/// logs diverge): the caller then truncates fully and starts the log there, as Kafka does.
 pub fn alignment_point<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOffsets) -> i64 {
+    let by_epoch = alignment_by_epoch(local, source);
+    let Some(lme) = source.last_mirror_epoch() else {
+        return by_epoch;
+    };
+    let end = local.log_end_offset();
+    if end <= local.log_start_offset() {
+        return by_epoch;
+    }
+    // A log that holds the barrier at the LME's end offset received it already (a chain node
+    // past it): the epochs say where it stands. A read error counts as "not held" (the cut is
+    // then deeper than needed, never shallower).
+    if matches!(local.find_barrier_from(lme.barrier_offset), Ok(Some(at)) if at == lme.barrier_offset)
+    {
+        return by_epoch;
+    }
+    let ours = if lme.epoch == UNDEFINED_EPOCH {
+        UNDEFINED_EPOCH_OFFSET
+    } else {
+        local.end_offset_for_epoch(lme.epoch).1
+    };
+    let by_lme = if ours == UNDEFINED_EPOCH_OFFSET {
+        lme.end_offset
+    } else {
+        ours.min(lme.end_offset)
+    };
+    by_epoch.min(by_lme).min(end)
+}
+
+fn alignment_by_epoch<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOffsets) -> i64 {
     let log_start = local.log_start_offset();
     let mut end = local.log_end_offset();
     if end <= log_start {
@@ -658,14 +832,15 @@ pub fn alignment_point<L: MirrorLog + ?Sized>(local: &L, source: &dyn EpochEndOf
             continue;
         }
         if leader_epoch == UNDEFINED_EPOCH {
-            return leader_end.min(end).max(log_start);
+            return leader_end.min(end);
         }
         let (follower_epoch, follower_end) = local.end_offset_for_epoch(leader_epoch);
         if follower_epoch == UNDEFINED_EPOCH || follower_end == UNDEFINED_EPOCH_OFFSET {
-            return leader_end.min(end).max(log_start);
+            // Below our log start the source's end can be: retention passed it.
+            return leader_end.min(end);
         }
         if follower_epoch == leader_epoch {
-            return follower_end.min(leader_end).min(end).max(log_start);
+            return follower_end.min(leader_end).min(end);
         }
         // We do not know the source's epoch: keep what we have up to our end of the largest
         // epoch below it, then ask again about that one.
@@ -694,15 +869,27 @@ pub trait MirrorLog: EpochEndOffsets {
     fn log_end_offset(&self) -> i64;
     /// The latest leader epoch of the leader-epoch cache, if any.
     fn latest_epoch(&self) -> Option<i32>;
+    /// Whether the high watermark (which bounds the last stable offset) is known. After an
+    /// unclean restart a high watermark the caller owns comes from a checkpoint that may be
+    /// stale or missing; a stop refuses to take its stop point until it is set again.
+    fn high_watermark_known(&self) -> bool;
     /// Removes every batch at or above `offset` (a no-op when `offset >= log_end_offset`) and
     /// rebuilds producer state. Durable after the next [`flush`](MirrorLog::flush).
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error>;
+    /// Removes every batch and starts the log empty at `offset` (Kafka
+    /// `truncateFullyAndStartAt`): alignment to a point below the log start offset. Durable
+    /// after the next [`flush`](MirrorLog::flush).
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Self::Error>;
     /// Records in the leader-epoch cache, durably (the checkpoint is written atomically), that
     /// `epoch` starts at `start_offset` (Kafka `assign`, as a new leader does at its log end); a
     /// no-op when `epoch` is already the latest.
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error>;
     /// Finds a `MIRROR_PID_RESET` batch at offset `>= from`; returns its offset.
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error>;
+    /// The largest partition leader epoch carried by any batch in the log, `None` when no batch
+    /// carries one. Read from the batches, not from the leader-epoch cache, which can have lost
+    /// entries (a lost checkpoint).
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Self::Error>;
     /// Appends the barrier in `leader_epoch` (COORDINATOR origin, past any read-only check) and
     /// returns its offset; must apply it to producer state. Durable after the next
     /// [`flush`](MirrorLog::flush).
@@ -713,6 +900,11 @@ pub trait MirrorLog: EpochEndOffsets {
     ) -> Result<i64, Self::Error>;
     /// Makes every earlier append and truncation durable (fsync).
     fn flush(&mut self) -> Result<(), Self::Error>;
+    /// Appends an ABORT marker for every open transaction, in `leader_epoch` (COORDINATOR
+    /// origin, past any read-only check): its producer id and producer epoch as the log last
+    /// shows them, the coordinator epoch from producer state (−1 when unknown). Returns how
+    /// many it wrote. Durable after the next [`flush`](MirrorLog::flush).
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, Self::Error>;
 }
 
 /// An operation the mirror state driver was asked for.
@@ -758,6 +950,10 @@ pub enum MirrorError<E> {
     },
     /// No leader epoch above the log's: its latest epoch is `i32::MAX`.
     EpochExhausted,
+    /// A stop was asked for while the high watermark is not known (an unclean restart with a
+    /// high watermark the caller owns, not set since): the stop point, the last stable offset
+    /// bounded by the high watermark, could cut committed data. Set the high watermark first.
+    HighWatermarkUnknown,
     /// The partition log failed.
     Log(E),
     /// Persisting or loading the state failed.
@@ -794,6 +990,10 @@ impl<E: fmt::Display> fmt::Display for MirrorError<E> {
                  {last_mirrored_offset}"
             ),
             Self::EpochExhausted => f.write_str("no leader epoch left above the log's"),
+            Self::HighWatermarkUnknown => f.write_str(
+                "the high watermark is not known since an unclean restart: set it before \
+                 stopping mirroring",
+            ),
             Self::Log(e) => write!(f, "partition log: {e}"),
             Self::State(e) => e.fmt(f),
         }
@@ -853,11 +1053,14 @@ pub trait MirroredLog: MirrorLog {
         matches!(self.mirror_state(), MirrorPartitionState::Mirroring { .. })
     }
 
-    /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): the
-    /// KIP's log alignment — truncates the log to [`alignment_point`] against `source` (the
-    /// source partition's `OffsetsForLeaderEpoch` answers), fsyncs, then persists `Mirroring`.
-    /// A crash before the state is persisted leaves the old writable state with a truncated log;
-    /// calling again aligns again. Idempotent when already mirroring from the same source.
+    /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): persists
+    /// `Mirroring` first (read-only for clients from then on), then the KIP's log alignment —
+    /// truncates the log to [`alignment_point`] against `source` (the source partition's
+    /// `OffsetsForLeaderEpoch` answers; below the log start: truncates fully and starts there)
+    /// and fsyncs. No client write can therefore be accepted between a truncation and the state
+    /// that forbids it: a crash before the state is persisted leaves the log untouched and
+    /// writable; one after it leaves it read-only, and calling again (already `Mirroring` from
+    /// the same source) aligns again, a no-op when the log is aligned.
     fn start_mirroring(
         &mut self,
         source_cluster_id: &str,
@@ -873,14 +1076,14 @@ pub trait MirroredLog: MirrorLog {
             MirrorPartitionState::Mirroring {
                 source_cluster_id: current,
             } => {
-                return if current == source_cluster_id {
-                    Ok(())
-                } else {
-                    Err(MirrorError::SourceMismatch {
+                if current != source_cluster_id {
+                    return Err(MirrorError::SourceMismatch {
                         current: current.clone(),
                         requested: source_cluster_id.to_owned(),
-                    })
-                };
+                    });
+                }
+                // A start interrupted after its state was persisted may not have truncated.
+                return align(self, source);
             }
             MirrorPartitionState::Stopping { .. } => {
                 return Err(MirrorError::InvalidTransition {
@@ -889,13 +1092,10 @@ pub trait MirroredLog: MirrorLog {
                 })
             }
         }
-        let point = alignment_point(self, source);
-        self.truncate_to(point).map_err(MirrorError::Log)?;
-        self.flush().map_err(MirrorError::Log)?;
         self.persist_mirror_state(MirrorPartitionState::Mirroring {
             source_cluster_id: source_cluster_id.to_owned(),
         })?;
-        Ok(())
+        align(self, source)
     }
 
     /// Stops mirroring: runs the `Stopping` steps (module docs) and returns the barrier's
@@ -903,10 +1103,29 @@ pub trait MirroredLog: MirrorLog {
     /// ([`resume_mirror_stop`](Self::resume_mirror_stop)); from `Stopped` it returns the
     /// existing barrier's offset.
     fn stop_mirroring(&mut self) -> Result<i64, MirrorError<Self::Error>> {
+        self.stop_mirroring_with(StopPolicy::default())
+    }
+
+    /// [`stop_mirroring`](Self::stop_mirroring) under `policy` (a stop already under way
+    /// continues under the policy it started with).
+    fn stop_mirroring_with(&mut self, policy: StopPolicy) -> Result<i64, MirrorError<Self::Error>> {
         match self.mirror_state().clone() {
             MirrorPartitionState::Mirroring { source_cluster_id } => {
-                // Step 1: the stop point, durable in the log before it is persisted.
-                let lso = self.last_stable_offset();
+                // Step 1: the stop point, durable in the log before it is persisted, and the
+                // new leader epoch, fenced from every epoch the log holds before truncation.
+                let lso = match policy {
+                    StopPolicy::TruncateToLastStable => {
+                        // The LSO, bounded by the high watermark: never from one that an unclean
+                        // restart left stale or missing (it would cut committed data).
+                        if !self.high_watermark_known() {
+                            return Err(MirrorError::HighWatermarkUnknown);
+                        }
+                        self.last_stable_offset()
+                    }
+                    // Nothing is truncated.
+                    StopPolicy::AbortOpenTransactions => self.log_end_offset(),
+                };
+                let leader_epoch = fenced_stop_epoch(self)?;
                 self.flush().map_err(MirrorError::Log)?;
                 self.persist_mirror_state(MirrorPartitionState::Stopping {
                     step: StoppingStep::FeedStopped,
@@ -914,17 +1133,37 @@ pub trait MirroredLog: MirrorLog {
                     lso,
                     last_mirrored_offset: None,
                     last_mirrored_epoch: None,
-                    leader_epoch: None,
+                    leader_epoch: Some(leader_epoch),
+                    policy,
                 })?;
                 continue_stopping(self)
             }
             MirrorPartitionState::Stopping { .. } => continue_stopping(self),
-            MirrorPartitionState::Stopped { barrier_offset } => Ok(barrier_offset),
+            MirrorPartitionState::Stopped { barrier_offset, .. } => Ok(barrier_offset),
             MirrorPartitionState::Local => Err(MirrorError::InvalidTransition {
                 from: MirrorStateKind::Local,
                 op: MirrorOp::Stop,
             }),
         }
+    }
+
+    /// [`stop_mirroring_with`](Self::stop_mirroring_with), returning the barrier's offset and
+    /// the leader epoch the library chose for the stop (the barrier's; local appends continue
+    /// in it, and a lower one is refused, so the caller's metadata follows it).
+    fn stop_mirroring_outcome(
+        &mut self,
+        policy: StopPolicy,
+    ) -> Result<StopOutcome, MirrorError<Self::Error>>
+    where
+        Self: Sized,
+    {
+        let barrier_offset = self.stop_mirroring_with(policy)?;
+        let leader_epoch = last_mirror_epoch_of(self.mirror_state(), self, self.latest_epoch())
+            .map_or(UNDEFINED_EPOCH, |lme| lme.stop_epoch);
+        Ok(StopOutcome {
+            barrier_offset,
+            leader_epoch,
+        })
     }
 
     /// Continues an interrupted stop from its persisted step (after reopening, or after an error
@@ -942,6 +1181,37 @@ pub trait MirroredLog: MirrorLog {
     }
 }
 
+/// Truncates `p` to [`alignment_point`] against `source` (fully, starting there, when it is
+/// below the log start) and fsyncs; nothing when the log is aligned already.
+fn align<P: MirroredLog + ?Sized>(
+    p: &mut P,
+    source: &dyn EpochEndOffsets,
+) -> Result<(), MirrorError<P::Error>> {
+    let point = alignment_point(p, source);
+    if point < p.log_start_offset() {
+        p.truncate_fully_and_start_at(point)
+            .map_err(MirrorError::Log)?;
+    } else if point < p.log_end_offset() {
+        p.truncate_to(point).map_err(MirrorError::Log)?;
+    } else {
+        return Ok(());
+    }
+    p.flush().map_err(MirrorError::Log)
+}
+
+/// The new leader epoch of a stop: [`MIRROR_EPOCH_FENCE`] above every epoch in the log's
+/// batches and its leader-epoch cache.
+fn fenced_stop_epoch<P: MirroredLog + ?Sized>(p: &P) -> Result<i32, MirrorError<P::Error>> {
+    let in_batches = p.max_batch_epoch().map_err(MirrorError::Log)?;
+    let seen = p
+        .latest_epoch()
+        .unwrap_or(UNDEFINED_EPOCH)
+        .max(in_batches.unwrap_or(UNDEFINED_EPOCH))
+        .max(0);
+    seen.checked_add(MIRROR_EPOCH_FENCE)
+        .ok_or(MirrorError::EpochExhausted)
+}
+
 /// Steps 2–6 from whatever step is persisted.
 fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorError<P::Error>> {
     let MirrorPartitionState::Stopping {
@@ -951,6 +1221,7 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
         last_mirrored_offset,
         last_mirrored_epoch,
         leader_epoch,
+        policy,
     } = p.mirror_state().clone()
     else {
         return Err(MirrorError::InvalidTransition {
@@ -962,6 +1233,19 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     // it unless storage lost fsynced data; then the log end is the most that is left.
     let (point, last_epoch) = match (step, last_mirrored_offset, last_mirrored_epoch) {
         (StoppingStep::Truncated | StoppingStep::EpochBumped, Some(point), Some(epoch)) => {
+            // Repeated: nothing may have landed past the stop point but our own barrier (every
+            // append is refused while stopping; a log written by an older version accepted
+            // follower appends here). Keep the barrier if it is there, cut anything else.
+            // Under AbortOpenTransactions the stop's own ABORT markers lie between the stop
+            // point and the barrier: nothing else can, so there is nothing to cut.
+            let keep = match p.find_barrier_from(point).map_err(MirrorError::Log)? {
+                Some(at) if at == point => point.saturating_add(1),
+                _ => point,
+            };
+            if policy == StopPolicy::TruncateToLastStable && p.log_end_offset() > keep {
+                p.truncate_to(keep).map_err(MirrorError::Log)?;
+                p.flush().map_err(MirrorError::Log)?;
+            }
             (point, epoch)
         }
         _ => {
@@ -975,17 +1259,22 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
                 lso,
                 last_mirrored_offset: Some(point),
                 last_mirrored_epoch: Some(epoch),
-                leader_epoch: None,
+                leader_epoch,
+                policy,
             })?;
             (point, epoch)
         }
     };
-    // Step 3: the new epoch is chosen and persisted before it is used, so a resume uses the same.
+    // Step 3: the new epoch, chosen at step 1 (before truncation removed any epoch) and
+    // persisted before it is used, so a resume uses the same. A state written by version 1
+    // has none before this step: then it is fenced from what the truncated log holds.
     let epoch = match (step, leader_epoch) {
         (StoppingStep::EpochBumped, Some(epoch)) => epoch,
         _ => {
-            let above = last_epoch.max(p.latest_epoch().unwrap_or(UNDEFINED_EPOCH));
-            let epoch = above.checked_add(1).ok_or(MirrorError::EpochExhausted)?;
+            let epoch = match leader_epoch {
+                Some(epoch) => epoch,
+                None => fenced_stop_epoch(p)?.max(last_epoch.saturating_add(MIRROR_EPOCH_FENCE)),
+            };
             p.persist_mirror_state(MirrorPartitionState::Stopping {
                 step: StoppingStep::EpochBumped,
                 source_cluster_id: source_cluster_id.clone(),
@@ -993,6 +1282,7 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
                 last_mirrored_offset: Some(point),
                 last_mirrored_epoch: Some(last_epoch),
                 leader_epoch: Some(epoch),
+                policy,
             })?;
             epoch
         }
@@ -1003,9 +1293,16 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     // may have survived a crash.
     let barrier_offset = match p.find_barrier_from(point).map_err(MirrorError::Log)? {
         Some(offset) => offset,
-        None => p
-            .append_barrier(&source_cluster_id, epoch)
-            .map_err(MirrorError::Log)?,
+        None => {
+            // Step 3b (AbortOpenTransactions): an ABORT marker for every transaction still
+            // open, in the new epoch. Recomputed from producer state on a resume, so markers
+            // that survived a crash are not written twice.
+            if policy == StopPolicy::AbortOpenTransactions {
+                p.abort_open_transactions(epoch).map_err(MirrorError::Log)?;
+            }
+            p.append_barrier(&source_cluster_id, epoch)
+                .map_err(MirrorError::Log)?
+        }
     };
     if barrier_offset < point {
         return Err(MirrorError::BarrierBeforeTruncationPoint {
@@ -1016,7 +1313,10 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
     // Step 5, also when the barrier was found: it may be in the log but not yet durable.
     p.flush().map_err(MirrorError::Log)?;
     // Step 6.
-    p.persist_mirror_state(MirrorPartitionState::Stopped { barrier_offset })?;
+    p.persist_mirror_state(MirrorPartitionState::Stopped {
+        barrier_offset,
+        last_mirror_epoch: last_epoch,
+    })?;
     Ok(barrier_offset)
 }
 
@@ -1073,6 +1373,51 @@ impl<L: MirrorLog, S> EpochEndOffsets for MirrorPartition<L, S> {
     fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
         self.log.end_offset_for_epoch(requested)
     }
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        last_mirror_epoch_of(&self.state, &self.log, self.log.latest_epoch())
+    }
+}
+
+/// The Last Mirror Epoch of a log in `state` whose latest leader epoch is `latest_epoch` (only
+/// `Stopped` has one): the stop epoch is the epoch whose range holds the barrier.
+pub fn last_mirror_epoch_of(
+    state: &MirrorPartitionState,
+    log: &dyn EpochEndOffsets,
+    latest_epoch: Option<i32>,
+) -> Option<LastMirrorEpoch> {
+    let MirrorPartitionState::Stopped {
+        barrier_offset,
+        last_mirror_epoch,
+    } = *state
+    else {
+        return None;
+    };
+    // The stop's epoch is the one whose range contains the barrier, found by walking down from
+    // the latest.
+    let mut epoch = latest_epoch?;
+    for _ in 0..=u16::MAX {
+        if epoch == UNDEFINED_EPOCH {
+            return None;
+        }
+        let below = epoch.checked_sub(1)?;
+        let (lower, start) = log.end_offset_for_epoch(below);
+        // `start` is where `epoch` starts (the end of the largest epoch below it).
+        if lower == UNDEFINED_EPOCH || start <= barrier_offset {
+            let end_offset = if lower == UNDEFINED_EPOCH {
+                barrier_offset
+            } else {
+                start.min(barrier_offset)
+            };
+            return Some(LastMirrorEpoch {
+                epoch: last_mirror_epoch,
+                end_offset,
+                barrier_offset,
+                stop_epoch: epoch,
+            });
+        }
+        epoch = lower;
+    }
+    None
 }
 
 impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
@@ -1089,14 +1434,23 @@ impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
     fn latest_epoch(&self) -> Option<i32> {
         self.log.latest_epoch()
     }
+    fn high_watermark_known(&self) -> bool {
+        self.log.high_watermark_known()
+    }
     fn truncate_to(&mut self, offset: i64) -> Result<(), Self::Error> {
         self.log.truncate_to(offset)
+    }
+    fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), Self::Error> {
+        self.log.truncate_fully_and_start_at(offset)
     }
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Self::Error> {
         self.log.assign_epoch(epoch, start_offset)
     }
     fn find_barrier_from(&self, from: i64) -> Result<Option<i64>, Self::Error> {
         self.log.find_barrier_from(from)
+    }
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Self::Error> {
+        self.log.max_batch_epoch()
     }
     fn append_barrier(
         &mut self,
@@ -1107,6 +1461,9 @@ impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
     }
     fn flush(&mut self) -> Result<(), Self::Error> {
         self.log.flush()
+    }
+    fn abort_open_transactions(&mut self, leader_epoch: i32) -> Result<usize, Self::Error> {
+        self.log.abort_open_transactions(leader_epoch)
     }
 }
 
@@ -1148,6 +1505,7 @@ mod tests {
             last_mirrored_offset: None,
             last_mirrored_epoch: None,
             leader_epoch: None,
+            policy: StopPolicy::TruncateToLastStable,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::Truncated,
@@ -1156,6 +1514,7 @@ mod tests {
             last_mirrored_offset: Some(7),
             last_mirrored_epoch: Some(-1),
             leader_epoch: None,
+            policy: StopPolicy::TruncateToLastStable,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::EpochBumped,
@@ -1164,8 +1523,16 @@ mod tests {
             last_mirrored_offset: Some(7),
             last_mirrored_epoch: Some(i32::MAX - 1),
             leader_epoch: Some(i32::MAX),
+            policy: StopPolicy::TruncateToLastStable,
         });
-        roundtrip(MirrorPartitionState::Stopped { barrier_offset: 42 });
+        roundtrip(MirrorPartitionState::Stopped {
+            barrier_offset: 42,
+            last_mirror_epoch: 3,
+        });
+        roundtrip(MirrorPartitionState::Stopped {
+            barrier_offset: 42,
+            last_mirror_epoch: -1,
+        });
     }
 
     #[test]
@@ -1177,7 +1544,14 @@ mod tests {
             MirrorPartitionState::Mirroring {
                 source_cluster_id: "a\nb".into(),
             },
-            MirrorPartitionState::Stopped { barrier_offset: -1 },
+            MirrorPartitionState::Stopped {
+                barrier_offset: -1,
+                last_mirror_epoch: 0,
+            },
+            MirrorPartitionState::Stopped {
+                barrier_offset: 1,
+                last_mirror_epoch: -2,
+            },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::FeedStopped,
                 source_cluster_id: "A".into(),
@@ -1185,6 +1559,7 @@ mod tests {
                 last_mirrored_offset: Some(3),
                 last_mirrored_epoch: Some(0),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
@@ -1193,6 +1568,7 @@ mod tests {
                 last_mirrored_offset: None,
                 last_mirrored_epoch: None,
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
@@ -1201,6 +1577,7 @@ mod tests {
                 last_mirrored_offset: Some(3),
                 last_mirrored_epoch: Some(-2),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
             MirrorPartitionState::Stopping {
                 step: StoppingStep::EpochBumped,
@@ -1209,6 +1586,7 @@ mod tests {
                 last_mirrored_offset: Some(3),
                 last_mirrored_epoch: Some(0),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
         ] {
             let r = encode_mirror_state(&state);

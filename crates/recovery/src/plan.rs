@@ -2601,6 +2601,7 @@ fn apply_with(
         clock: Arc::clone(&env.clock),
         io: io.clone(),
         mirror: MirrorStateFile::with_io(&dir, io.clone()).load()?,
+        hw_state: Default::default(),
     };
     log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
     Ok((log, report))

@@ -311,22 +311,29 @@ impl<W: Write> Child<'_, W> {
     ) -> R<()> {
         self.truncating(point)?;
         let log = self.log(ld)?;
-        // The barrier opens a new epoch: one above the latest left after truncating to `point`
-        // (unless a resumed stop already chose it).
-        let epoch = chosen_epoch.unwrap_or_else(|| {
-            log.leader_epoch_cache()
-                .entries()
-                .iter()
-                .rfind(|e| e.start_offset < point)
-                .map_or(0, |e| e.epoch + 1)
-        });
+        // The barrier opens a new epoch: MIRROR_EPOCH_FENCE above every epoch of the log's
+        // batches and leader-epoch cache before truncation (unless a resumed stop already chose
+        // it).
+        let epoch = match chosen_epoch {
+            Some(e) => e,
+            None => {
+                let in_batches = log.max_batch_epoch().map_err(|e| e.to_string())?;
+                let seen = log
+                    .leader_epoch_cache()
+                    .latest_epoch()
+                    .unwrap_or(-1)
+                    .max(in_batches.unwrap_or(-1))
+                    .max(0);
+                seen + recovery::MIRROR_EPOCH_FENCE
+            }
+        };
         let mut barrier = mirror_pid_reset_batch(0, TIMESTAMP, epoch, SOURCE_CLUSTER);
         set_base_offset_and_leader_epoch(&mut barrier, point, epoch).map_err(|e| e.to_string())?;
         self.line(format!("W {point} {}", hex(&barrier)))?;
         let log = self.log(ld)?;
         let at = if resume {
             match log.resume_mirror_stop().map_err(|e| e.to_string())? {
-                MirrorPartitionState::Stopped { barrier_offset } => *barrier_offset,
+                MirrorPartitionState::Stopped { barrier_offset, .. } => *barrier_offset,
                 other => return Err(format!("resume ended in {:?}", other.kind())),
             }
         } else {

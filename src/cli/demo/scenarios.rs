@@ -22,7 +22,7 @@ use clap::ValueEnum;
 use record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
 use recovery::{
     AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorLog, MirrorPartitionState,
-    MirroredLog, PartitionLog,
+    MirroredLog, PartitionLog, StopPolicy,
 };
 use segment_store::{Clock, LogEnv};
 use testkit::ManualClock;
@@ -48,6 +48,9 @@ pub enum Scenario {
     CollisionEpochs,
     /// Seed scenario 3: a local transaction interleaved with the mirrored one.
     CollisionTransactions,
+    /// A transaction open at the stop: B stops with TruncateToLastStable, C with
+    /// AbortOpenTransactions; what consumers read on each.
+    OpenTxnAtStop,
 }
 
 impl Scenario {
@@ -62,6 +65,7 @@ impl Scenario {
             Self::CollisionSameEpoch => "collision-same-epoch",
             Self::CollisionEpochs => "collision-epochs",
             Self::CollisionTransactions => "collision-transactions",
+            Self::OpenTxnAtStop => "open-txn-at-stop",
         }
     }
 }
@@ -269,6 +273,11 @@ impl<W: Write> Sim<'_, W> {
     /// A failover of the mirror `p`: `stop_mirroring`, or with `--no-barrier` the failover of
     /// a system without the barrier (module docs; `truncate` to the LSO or not).
     fn failover(&mut self, p: Part, truncate: bool) -> DemoResult<()> {
+        self.failover_with(p, truncate, StopPolicy::default())
+    }
+
+    /// [`failover`](Self::failover) with the stop policy `policy` (with the barrier).
+    fn failover_with(&mut self, p: Part, truncate: bool, policy: StopPolicy) -> DemoResult<()> {
         self.tick();
         self.seqs.retain(|(q, _, _), _| *q != p);
         if self.barrier {
@@ -278,7 +287,7 @@ impl<W: Write> Sim<'_, W> {
                 persisted: Vec::new(),
             };
             let barrier = rec
-                .stop_mirroring()
+                .stop_mirroring_with(policy)
                 .map_err(|e| format!("{}: stop mirroring: {e}", name(p)))?;
             let steps: Vec<String> = rec.persisted.iter().map(state_line).collect();
             let epoch = rec.log.leader_epoch();
@@ -421,6 +430,7 @@ pub fn run(
         Scenario::CollisionSameEpoch => collision_same_epoch(&mut sim)?,
         Scenario::CollisionEpochs => collision_epochs(&mut sim)?,
         Scenario::CollisionTransactions => collision_transactions(&mut sim)?,
+        Scenario::OpenTxnAtStop => open_txn_at_stop(&mut sim)?,
     }
     sim.finish()
 }
@@ -602,4 +612,95 @@ fn collision_transactions<W: Write>(sim: &mut Sim<'_, W>) -> DemoResult<()> {
     sim.say(format!(
         "C: a read_committed consumer sees {unfinished} record(s) of A's unfinished transaction"
     ))
+}
+
+/// What a consumer reads at `isolation` from the log start, fetch after fetch, with Kafka's
+/// fetch algorithm (`recovery::consume`): `(offset, value)`.
+fn read_all(log: &PartitionLog, isolation: IsolationLevel) -> DemoResult<Vec<(i64, String)>> {
+    let bound = match isolation {
+        IsolationLevel::ReadUncommitted => log.high_watermark(),
+        IsolationLevel::ReadCommitted => log.last_stable_offset(),
+    };
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    while offset < bound {
+        let fetch = log.read(offset, 1 << 20, isolation).map_err(io("read"))?;
+        let Some(next) = record_format::Batches::new(&fetch.records, 0)
+            .filter_map(Result::ok)
+            .map(|b| b.last_offset() + 1)
+            .last()
+        else {
+            break;
+        };
+        for r in recovery::consume(&fetch).map_err(io("consume"))? {
+            let v = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
+            out.push((r.offset, v));
+        }
+        offset = next;
+    }
+    Ok(out)
+}
+
+fn show(records: &[(i64, String)]) -> String {
+    records
+        .iter()
+        .map(|(o, v)| format!("{o}:{v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A transaction open at the stop, under each stop policy (`docs/barrier.md`, "Open
+/// transactions at stop").
+fn open_txn_at_stop<W: Write>(sim: &mut Sim<'_, W>) -> DemoResult<()> {
+    sim.step("A: pid 5 writes, pid 7 opens a transaction, pid 9 writes after it; A is lost")?;
+    sim.produce(A, 5, 0, 2, false)?;
+    sim.produce(A, 7, 0, 2, true)?;
+    sim.produce(A, 9, 0, 3, false)?;
+    sim.step("B and C mirror A")?;
+    for p in [B, C] {
+        sim.start_mirroring(p, A)?;
+        sim.mirror(p, A)?;
+    }
+    let before = read_all(sim.log(B)?, IsolationLevel::ReadUncommitted)?;
+    sim.say(format!(
+        "B, C: a read_uncommitted consumer has read {}",
+        show(&before)
+    ))?;
+    sim.step("B fails over with TruncateToLastStable, C with AbortOpenTransactions")?;
+    sim.failover_with(B, true, StopPolicy::TruncateToLastStable)?;
+    sim.failover_with(C, true, StopPolicy::AbortOpenTransactions)?;
+    sim.step("local producers write on B and C; what consumers read")?;
+    for (p, policy) in [
+        (B, StopPolicy::TruncateToLastStable),
+        (C, StopPolicy::AbortOpenTransactions),
+    ] {
+        sim.produce(p, 20, 0, 2, false)?;
+        let log = sim.log(p)?;
+        let committed = read_all(log, IsolationLevel::ReadCommitted)?;
+        let uncommitted = read_all(log, IsolationLevel::ReadUncommitted)?;
+        let reused: Vec<String> = before
+            .iter()
+            .filter_map(|(o, v)| {
+                let now = uncommitted.iter().find(|(q, _)| q == o).map(|(_, w)| w);
+                (now != Some(v)).then(|| {
+                    format!(
+                        "{o} held {v}, now {}",
+                        now.map_or("nothing (a control batch or cut)", String::as_str)
+                    )
+                })
+            })
+            .collect();
+        sim.say(format!("{} ({}):", name(p), policy.as_str()))?;
+        sim.say(format!("  read_committed:   {}", show(&committed)))?;
+        sim.say(format!("  read_uncommitted: {}", show(&uncommitted)))?;
+        sim.say(format!(
+            "  offsets read before the stop that changed: {}",
+            if reused.is_empty() {
+                "none".to_owned()
+            } else {
+                reused.join("; ")
+            }
+        ))?;
+    }
+    Ok(())
 }

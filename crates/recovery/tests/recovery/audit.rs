@@ -467,6 +467,60 @@ fn non_transactional_batch_inside_a_transaction() {
     );
 }
 
+/// KIP-1279 scenario 3 with a higher local epoch: A (pid 5, epoch 0) has a mirrored transaction
+/// open at offsets 0..=1; after a failover without truncation or barrier, B (pid 5 too, epoch 3)
+/// writes a transaction and commits it. Kafka's PSM takes the higher epoch and keeps the open
+/// transaction's first offset, so B's COMMIT commits A's unfinished records.
+#[test]
+fn a_higher_epoch_writing_into_an_open_transaction_is_reported() {
+    let log = [
+        txn(5, 0, 0, 0, 1),
+        txn(5, 0, 1, 1, 1),
+        txn(5, 3, 0, 2, 2),
+        marker(5, 3, 4, COMMIT, 0),
+    ];
+    let expected = [NewEpochInOpenTxn {
+        offset: 2,
+        producer_id: 5,
+        epoch: 3,
+        txn_first_offset: 0,
+        txn_epoch: 0,
+    }];
+    assert_findings(&log, &expected);
+    assert_eq!(
+        expected[0].to_string(),
+        "offset 2: producerId 5 epoch 3 writes into the transaction opened at offset 0 with \
+         epoch 0, no marker in between"
+    );
+    assert_eq!(expected[0].severity(), Severity::Error);
+    // With the marker (TV2: it bumps the epoch) or a barrier in between there is nothing to
+    // report but the reuse across the barrier.
+    assert_findings(
+        &[
+            txn(5, 0, 0, 0, 1),
+            marker(5, 1, 1, ABORT, 0),
+            txn(5, 1, 0, 2, 2),
+            marker(5, 2, 4, COMMIT, 0),
+        ],
+        &[],
+    );
+    assert_findings(
+        &[
+            txn(5, 0, 0, 0, 1),
+            marker(5, 0, 1, ABORT, 0),
+            barrier(2),
+            txn(5, 3, 0, 3, 2),
+            marker(5, 3, 5, COMMIT, 0),
+        ],
+        &[PidReusedAcrossBarrier {
+            offset: 3,
+            producer_id: 5,
+            barrier_offset: 2,
+            previous_offset: 1,
+        }],
+    );
+}
+
 #[test]
 fn a_marker_with_a_lower_epoch_reports_the_epoch_only() {
     let log = [txn(5, 2, 0, 0, 1), marker(5, 1, 1, ABORT, 0)];

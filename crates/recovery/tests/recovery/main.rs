@@ -13,6 +13,8 @@ mod log;
 mod log_dir_close;
 mod mirror;
 mod mirror_crash;
+mod mirror_epochs;
+mod mirror_policies;
 mod plan;
 mod prop;
 mod retention;

@@ -27,7 +27,7 @@ use recovery::mirror::{
 use recovery::{
     EpochEndOffsets, EpochHistory, MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState,
     MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog, SnapshotIo,
-    StdIo, StoppingStep, UNDEFINED_EPOCH,
+    StdIo, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE, UNDEFINED_EPOCH,
 };
 use segment_store::EpochEntry;
 
@@ -37,6 +37,8 @@ enum Batch {
     Data { stable: bool },
     /// A `MIRROR_PID_RESET` barrier with its source cluster id.
     Barrier(String),
+    /// An ABORT marker closing every open transaction before it (the fake has one producer).
+    Abort,
 }
 
 use Batch::{Barrier, Data};
@@ -171,10 +173,12 @@ impl MirrorLog for FakeLog {
 
     fn last_stable_offset(&self) -> i64 {
         let w = self.0.borrow();
+        let closed = w.live.iter().rposition(|b| *b == Batch::Abort);
         offset(
             w.live
                 .iter()
-                .position(|b| *b == OPEN)
+                .enumerate()
+                .position(|(i, b)| *b == OPEN && closed.is_none_or(|c| i > c))
                 .unwrap_or(w.live.len()),
         )
         .min(w.high_watermark)
@@ -192,6 +196,10 @@ impl MirrorLog for FakeLog {
         self.0.borrow().latest_epoch()
     }
 
+    fn high_watermark_known(&self) -> bool {
+        true
+    }
+
     fn truncate_to(&mut self, to: i64) -> Result<(), Crash> {
         let mut w = self.0.borrow_mut();
         w.op("truncate")?;
@@ -199,6 +207,12 @@ impl MirrorLog for FakeLog {
         let end = offset(w.live.len());
         w.epochs.retain(|&(_, start)| start < end);
         Ok(())
+    }
+
+    fn truncate_fully_and_start_at(&mut self, to: i64) -> Result<(), Crash> {
+        // The fake's log always starts at 0: only a start at 0 is possible.
+        assert_eq!(to, 0, "the fake log starts at 0");
+        self.truncate_to(0)
     }
 
     fn assign_epoch(&mut self, epoch: i32, start_offset: i64) -> Result<(), Crash> {
@@ -221,6 +235,11 @@ impl MirrorLog for FakeLog {
             .map(|(i, _)| offset(i)))
     }
 
+    fn max_batch_epoch(&self) -> Result<Option<i32>, Crash> {
+        // The fake's batches carry the epochs of its leader-epoch cache.
+        Ok(self.0.borrow().latest_epoch())
+    }
+
     fn append_barrier(&mut self, source_cluster_id: &str, epoch: i32) -> Result<i64, Crash> {
         let mut w = self.0.borrow_mut();
         w.op("append barrier")?;
@@ -238,6 +257,22 @@ impl MirrorLog for FakeLog {
         w.op("flush")?;
         w.durable = w.live.clone();
         Ok(())
+    }
+
+    fn abort_open_transactions(&mut self, _leader_epoch: i32) -> Result<usize, Crash> {
+        let open = self.last_stable_offset() < self.log_end_offset();
+        let mut w = self.0.borrow_mut();
+        if !open
+            || w.live
+                .iter()
+                .skip_while(|b| **b != OPEN)
+                .any(|b| *b == Batch::Abort)
+        {
+            return Ok(0);
+        }
+        w.op("append abort marker")?;
+        w.live.push(Batch::Abort);
+        Ok(1)
     }
 }
 
@@ -258,7 +293,7 @@ impl MirrorStateStore for FakeStore {
             source: io::Error::other(c),
         })?;
         match state {
-            MirrorPartitionState::Stopped { barrier_offset } => {
+            MirrorPartitionState::Stopped { barrier_offset, .. } => {
                 let at = usize::try_from(*barrier_offset).unwrap();
                 assert!(
                     matches!(w.durable.get(at), Some(Barrier(_))),
@@ -337,7 +372,10 @@ fn expected_after_stop() -> Vec<Batch> {
 fn assert_stopped_cleanly(w: &Shared, p: &MirrorPartition<FakeLog, FakeStore>, ctx: &str) {
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 6 },
+        MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        },
         "{ctx}"
     );
     assert!(p.accepts_client_appends(), "{ctx}");
@@ -345,11 +383,19 @@ fn assert_stopped_cleanly(w: &Shared, p: &MirrorPartition<FakeLog, FakeStore>, c
     assert_eq!(w.live, expected_after_stop(), "{ctx}");
     assert_eq!(w.durable, w.live, "{ctx}: not durable");
     assert_eq!(barriers(&w.durable, "A"), 1, "{ctx}");
-    assert_eq!(w.state, MirrorPartitionState::Stopped { barrier_offset: 6 });
-    // The barrier opens epoch 2, above every epoch of the log, from its own offset.
-    assert_eq!(w.epochs, [(0, 0), (1, 2), (2, 6)], "{ctx}");
-    assert_eq!(w.barrier_appends.last(), Some(&2), "{ctx}: barrier epoch");
-    assert!(w.barrier_appends.iter().all(|&e| e == 2), "{ctx}");
+    assert_eq!(
+        w.state,
+        MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        }
+    );
+    // The barrier opens epoch 11, MIRROR_EPOCH_FENCE above every epoch of the log, from its
+    // own offset.
+    assert_eq!(MIRROR_EPOCH_FENCE, 10);
+    assert_eq!(w.epochs, [(0, 0), (1, 2), (11, 6)], "{ctx}");
+    assert_eq!(w.barrier_appends.last(), Some(&11), "{ctx}: barrier epoch");
+    assert!(w.barrier_appends.iter().all(|&e| e == 11), "{ctx}");
 }
 
 /// Number of mutating operations of an uninterrupted stop of [`mirrored_log`].
@@ -368,7 +414,8 @@ fn clean_stop_performs_the_steps_in_order() {
     // epoch, append, flush, store Stopped.
     assert_eq!(clean_stop_ops(), 10);
     // Every intermediate state, as persisted (a stop interrupted right after each store): the
-    // stop point, then the last mirrored offset and epoch, then the new epoch.
+    // stop point and the new epoch (chosen before truncation), then the last mirrored offset
+    // and epoch.
     let mut seen = Vec::new();
     for crash_at in [3, 6, 7] {
         let w = world(mirrored_log(), mirroring("A"));
@@ -383,13 +430,14 @@ fn clean_stop_performs_the_steps_in_order() {
         last_mirrored_offset: last.map(|l| l.0),
         last_mirrored_epoch: last.map(|l| l.1),
         leader_epoch,
+        policy: StopPolicy::TruncateToLastStable,
     };
     assert_eq!(
         seen,
         [
-            stopping(StoppingStep::FeedStopped, None, None),
-            stopping(StoppingStep::Truncated, Some((6, 1)), None),
-            stopping(StoppingStep::EpochBumped, Some((6, 1)), Some(2)),
+            stopping(StoppingStep::FeedStopped, None, Some(11)),
+            stopping(StoppingStep::Truncated, Some((6, 1)), Some(11)),
+            stopping(StoppingStep::EpochBumped, Some((6, 1)), Some(11)),
         ]
     );
 }
@@ -400,7 +448,7 @@ fn assert_read_only_unless_stopped(w: &Shared, p: &MirrorPartition<FakeLog, Fake
     let persisted = w.borrow().state.clone();
     assert_eq!(*p.state(), persisted);
     match persisted {
-        MirrorPartitionState::Stopped { barrier_offset } => {
+        MirrorPartitionState::Stopped { barrier_offset, .. } => {
             let at = usize::try_from(barrier_offset).unwrap();
             assert!(matches!(w.borrow().durable.get(at), Some(Barrier(_))));
             assert!(p.accepts_client_appends());
@@ -544,7 +592,8 @@ fn resume_truncates_to_the_persisted_stop_point_not_a_recomputed_lso() {
             lso: 10,
             last_mirrored_offset: None,
             last_mirrored_epoch: None,
-            leader_epoch: None,
+            leader_epoch: Some(11),
+            policy: StopPolicy::TruncateToLastStable,
         }
     );
     w.borrow_mut().crash(CrashImage::Durable);
@@ -553,12 +602,15 @@ fn resume_truncates_to_the_persisted_stop_point_not_a_recomputed_lso() {
     p.resume().unwrap();
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 10 }
+        MirrorPartitionState::Stopped {
+            barrier_offset: 10,
+            last_mirror_epoch: 1,
+        }
     );
     let mut expected = vec![STABLE; 10];
     expected.push(Barrier("A".into()));
     assert_eq!(w.borrow().durable, expected);
-    assert_eq!(w.borrow().epochs, [(0, 0), (1, 2), (2, 10)]);
+    assert_eq!(w.borrow().epochs, [(0, 0), (1, 2), (11, 10)]);
 }
 
 #[test]
@@ -580,7 +632,10 @@ fn stop_is_idempotent_once_stopped() {
     assert_eq!(p.stop().unwrap(), 6);
     assert_eq!(
         p.resume().unwrap(),
-        &MirrorPartitionState::Stopped { barrier_offset: 6 }
+        &MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        }
     );
     assert_eq!(w.borrow().ops, ops, "no further writes");
 }
@@ -712,19 +767,90 @@ fn alignment_follows_kafkas_offsets_for_leader_epoch_rule() {
     assert_eq!(point(&local(&[], 3), &source(&[(0, 0)], 9)), 0);
 }
 
+/// Defect: `start_mirroring` truncated while the partition was still writable and persisted
+/// `Mirroring` afterwards: a crash in between left a writable partition with a truncated log, so
+/// a write acknowledged after the restart was cut by the retry. Now the read-only state is
+/// persisted first: after a crash at any operation the partition is either writable with its
+/// log untouched or read-only, and the retry aligns it.
 #[test]
-fn start_mirroring_crash_before_the_state_is_persisted_stays_writable() {
-    for crash_at in 1..=2 {
-        let w = world(vec![STABLE, OPEN], MirrorPartitionState::Local);
+fn start_mirroring_is_read_only_before_it_truncates() {
+    let original = vec![STABLE, STABLE, OPEN];
+    let clean_ops = {
+        let w = world(original.clone(), MirrorPartitionState::Local);
+        open(&w)
+            .start_mirroring("A", &source(&[(0, 0)], 1))
+            .unwrap();
+        assert_eq!(w.borrow().durable, vec![STABLE]);
+        let ops = w.borrow().ops;
+        ops
+    };
+    assert_eq!(clean_ops, 3, "store, truncate, flush");
+    for crash_at in 1..=clean_ops {
+        let w = world(original.clone(), MirrorPartitionState::Local);
         w.borrow_mut().crash_at = Some(crash_at);
         let mut p = open(&w);
         p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap_err();
-        assert_eq!(*p.state(), MirrorPartitionState::Local);
-        w.borrow_mut().crash(CrashImage::Durable);
+        for image in [CrashImage::Durable, CrashImage::Live] {
+            let w2 = Rc::new(RefCell::new(World {
+                live: w.borrow().live.clone(),
+                durable: w.borrow().durable.clone(),
+                epochs: w.borrow().epochs.clone(),
+                high_watermark: 0,
+                state: w.borrow().state.clone(),
+                ops: 0,
+                crash_at: None,
+                crashed: false,
+                barrier_appends: Vec::new(),
+            }));
+            w2.borrow_mut().crash(image);
+            let mut p = open(&w2);
+            if p.accepts_client_appends() {
+                assert_eq!(
+                    w2.borrow().durable,
+                    original,
+                    "crash at {crash_at}: writable with a truncated log"
+                );
+            }
+            p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap();
+            assert_eq!(w2.borrow().durable, vec![STABLE], "crash at {crash_at}");
+            assert!(!p.accepts_client_appends());
+        }
+    }
+}
+
+/// Defect: a stop resumed from `TRUNCATED` or `EPOCH_BUMPED` did not repeat the truncation, so
+/// a batch that landed past the stop point after it (a follower append, accepted while
+/// stopping) stayed, and the barrier went after it. The resume now cuts everything past the
+/// stop point but its own barrier.
+#[test]
+fn a_resumed_stop_repeats_the_truncation() {
+    for step in [StoppingStep::Truncated, StoppingStep::EpochBumped] {
+        let mut log = mirrored_log();
+        log.truncate(6);
+        log.extend([STABLE, STABLE]); // landed after the truncation
+        let w = world(
+            log,
+            MirrorPartitionState::Stopping {
+                step,
+                source_cluster_id: "A".into(),
+                lso: 6,
+                last_mirrored_offset: Some(6),
+                last_mirrored_epoch: Some(1),
+                leader_epoch: Some(11),
+                policy: StopPolicy::TruncateToLastStable,
+            },
+        );
         let mut p = open(&w);
-        assert!(p.accepts_client_appends());
-        p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap();
-        assert_eq!(w.borrow().durable, vec![STABLE]);
+        p.resume().unwrap();
+        assert_eq!(
+            *p.state(),
+            MirrorPartitionState::Stopped {
+                barrier_offset: 6,
+                last_mirror_epoch: 1,
+            },
+            "{step:?}"
+        );
+        assert_eq!(w.borrow().durable, expected_after_stop(), "{step:?}");
     }
 }
 
@@ -768,9 +894,9 @@ fn start_mirroring_transitions() {
 
 #[test]
 fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
-    // B mirrors A, fails over (barrier "A" in epoch 2), takes local writes in epoch 2; later B
-    // mirrors again from the promoted side, which holds B's history up to offset 4 (B's own
-    // open transaction at 4 never reached it), and stops again (barrier "A" in epoch 3).
+    // B mirrors A, fails over (barrier "A" in epoch 11), takes local writes in epoch 11; later
+    // B mirrors again from the promoted side, which holds B's history up to offset 4 (B's own
+    // open transaction at 4 never reached it), and stops again (barrier "A" in epoch 21).
     let w = world(vec![], MirrorPartitionState::Local);
     let mut p = open(&w);
     p.start_mirroring("A", &source(&[], 0)).unwrap();
@@ -778,9 +904,9 @@ fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
     w.borrow_mut().epochs = vec![(0, 0), (1, 1)];
     assert_eq!(p.stop().unwrap(), 2);
     assert!(p.accepts_client_appends());
-    assert_eq!(w.borrow().epochs, [(0, 0), (1, 1), (2, 2)]);
-    w.borrow_mut().live.extend([STABLE, OPEN]); // local writes after failover, epoch 2
-    p.start_mirroring("A", &source(&[(0, 0), (1, 1), (2, 2)], 4))
+    assert_eq!(w.borrow().epochs, [(0, 0), (1, 1), (11, 2)]);
+    w.borrow_mut().live.extend([STABLE, OPEN]); // local writes after failover, epoch 11
+    p.start_mirroring("A", &source(&[(0, 0), (1, 1), (11, 2)], 4))
         .unwrap();
     assert_eq!(w.borrow().durable.len(), 4, "aligned to the source's end");
     w.borrow_mut().live.extend([STABLE]);
@@ -797,19 +923,44 @@ fn failback_cycle_writes_one_barrier_per_stop_each_in_a_new_epoch() {
             Barrier("A".into())
         ]
     );
-    assert_eq!(w.barrier_appends, [2, 3]);
-    assert_eq!(w.epochs, [(0, 0), (1, 1), (2, 2), (3, 5)]);
+    assert_eq!(w.barrier_appends, [11, 21]);
+    assert_eq!(w.epochs, [(0, 0), (1, 1), (11, 2), (21, 5)]);
 }
 
 // ------------------------------------------------------------------------------------------------
 // The mirror-state file
 // ------------------------------------------------------------------------------------------------
 
+/// Version 1 files (no LME, no early leader epoch) are still read.
+#[test]
+fn version_1_files_are_read() {
+    assert_eq!(
+        decode_mirror_state(b"1\nSTOPPED\nbarrier_offset=5\n"),
+        Ok(MirrorPartitionState::Stopped {
+            barrier_offset: 5,
+            last_mirror_epoch: UNDEFINED_EPOCH,
+        })
+    );
+    assert_eq!(
+        decode_mirror_state(b"1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=3\n"),
+        Ok(MirrorPartitionState::Stopping {
+            step: StoppingStep::FeedStopped,
+            source_cluster_id: "A".into(),
+            lso: 3,
+            last_mirrored_offset: None,
+            last_mirrored_epoch: None,
+            leader_epoch: None,
+            policy: StopPolicy::TruncateToLastStable,
+        })
+    );
+    assert!(decode_mirror_state(b"2\nSTOPPED\nbarrier_offset=5\n").is_err());
+}
+
 #[test]
 fn file_golden_bytes() {
     let cases = [
-        (MirrorPartitionState::Local, "1\nLOCAL\n"),
-        (mirroring("lkc-9x8Q"), "1\nMIRRORING\nsource=lkc-9x8Q\n"),
+        (MirrorPartitionState::Local, "2\nLOCAL\n"),
+        (mirroring("lkc-9x8Q"), "2\nMIRRORING\nsource=lkc-9x8Q\n"),
         (
             MirrorPartitionState::Stopping {
                 step: StoppingStep::FeedStopped,
@@ -818,8 +969,21 @@ fn file_golden_bytes() {
                 last_mirrored_offset: None,
                 last_mirrored_epoch: None,
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
-            "1\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\n",
+            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\npolicy=TRUNCATE_TO_LAST_STABLE\n",
+        ),
+        (
+            MirrorPartitionState::Stopping {
+                step: StoppingStep::FeedStopped,
+                source_cluster_id: "A".into(),
+                lso: 120,
+                last_mirrored_offset: None,
+                last_mirrored_epoch: None,
+                leader_epoch: Some(14),
+                policy: StopPolicy::AbortOpenTransactions,
+            },
+            "2\nSTOPPING\nstep=FEED_STOPPED\nsource=A\nlso=120\npolicy=ABORT_OPEN_TRANSACTIONS\nleader_epoch=14\n",
         ),
         (
             MirrorPartitionState::Stopping {
@@ -829,8 +993,9 @@ fn file_golden_bytes() {
                 last_mirrored_offset: Some(118),
                 last_mirrored_epoch: Some(-1),
                 leader_epoch: None,
+                policy: StopPolicy::TruncateToLastStable,
             },
-            "1\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+            "2\nSTOPPING\nstep=TRUNCATED\nsource=A\nlso=120\npolicy=TRUNCATE_TO_LAST_STABLE\nlast_mirrored_offset=118\n\
              last_mirrored_epoch=-1\n",
         ),
         (
@@ -841,15 +1006,17 @@ fn file_golden_bytes() {
                 last_mirrored_offset: Some(118),
                 last_mirrored_epoch: Some(4),
                 leader_epoch: Some(5),
+                policy: StopPolicy::TruncateToLastStable,
             },
-            "1\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\nlast_mirrored_offset=118\n\
+            "2\nSTOPPING\nstep=EPOCH_BUMPED\nsource=A\nlso=120\npolicy=TRUNCATE_TO_LAST_STABLE\nlast_mirrored_offset=118\n\
              last_mirrored_epoch=4\nleader_epoch=5\n",
         ),
         (
             MirrorPartitionState::Stopped {
                 barrier_offset: 118,
+                last_mirror_epoch: 4,
             },
-            "1\nSTOPPED\nbarrier_offset=118\n",
+            "2\nSTOPPED\nbarrier_offset=118\nlast_mirror_epoch=4\n",
         ),
     ];
     let dir = tempfile::tempdir().unwrap();
@@ -886,7 +1053,7 @@ fn malformed_files_report_the_line() {
         (b"", 1, MissingLine("version")),
         (b"1", 1, MissingLine("version")),
         (b"0\nLOCAL\n", 1, UnsupportedVersion("0".into())),
-        (b"2\nLOCAL\n", 1, UnsupportedVersion("2".into())),
+        (b"3\nLOCAL\n", 1, UnsupportedVersion("3".into())),
         (b"00\nLOCAL\n", 1, UnsupportedVersion("00".into())),
         (b"1\n", 2, MissingLine("state")),
         (b"1\nPAUSED\n", 2, UnknownState("PAUSED".into())),
@@ -1085,17 +1252,20 @@ fn stop_through_the_real_file_and_reopen() {
     p.start_mirroring("A", &same_history(&w)).unwrap();
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "1\nMIRRORING\nsource=A\n"
+        "2\nMIRRORING\nsource=A\n"
     );
     assert_eq!(p.stop().unwrap(), 6);
     let (log, _) = p.into_parts();
     let p = MirrorPartition::open(log, MirrorStateFile::in_dir(dir.path())).unwrap();
     assert_eq!(
         *p.state(),
-        MirrorPartitionState::Stopped { barrier_offset: 6 }
+        MirrorPartitionState::Stopped {
+            barrier_offset: 6,
+            last_mirror_epoch: 1,
+        }
     );
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "1\nSTOPPED\nbarrier_offset=6\n"
+        "2\nSTOPPED\nbarrier_offset=6\nlast_mirror_epoch=1\n"
     );
 }

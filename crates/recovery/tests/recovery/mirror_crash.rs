@@ -16,7 +16,7 @@ use std::sync::Arc;
 use record_format::{Batches, LogEntry, RecordBatchBuilder};
 use recovery::{
     EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog, PartitionLog,
-    PartitionLogConfig,
+    PartitionLogConfig, StopPolicy, MIRROR_EPOCH_FENCE,
 };
 use segment_store::{LogConfig, LogEnv};
 use testkit::crash_test::{fresh_dir, materialize};
@@ -167,7 +167,8 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
         assert_eq!(
             log.mirror_state(),
             &MirrorPartitionState::Stopped {
-                barrier_offset: STOP_POINT
+                barrier_offset: STOP_POINT,
+                last_mirror_epoch: SOURCE_EPOCH,
             },
             "I/O point {n}"
         );
@@ -180,14 +181,14 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
         let barriers: Vec<(i64, i32)> = all.iter().filter(|b| b.2).map(|b| (b.0, b.1)).collect();
         assert_eq!(
             barriers,
-            [(STOP_POINT, SOURCE_EPOCH + 1)],
+            [(STOP_POINT, SOURCE_EPOCH + MIRROR_EPOCH_FENCE)],
             "I/O point {n}: one barrier, in the new epoch"
         );
         assert_eq!(
             std::fs::read_to_string(disk.join("leader-epoch-checkpoint")).unwrap(),
             format!(
                 "0\n2\n{SOURCE_EPOCH} 0\n{} {STOP_POINT}\n",
-                SOURCE_EPOCH + 1
+                SOURCE_EPOCH + MIRROR_EPOCH_FENCE
             ),
             "I/O point {n}"
         );
@@ -199,4 +200,229 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
         );
     }
     assert!(resumed_from_stopping > 3, "{resumed_from_stopping} resumes");
+}
+
+/// Defect: the barrier's epoch came from the leader-epoch cache alone. With the
+/// `leader-epoch-checkpoint` lost (a clean open does not scan segments for epochs) the cache is
+/// empty and the barrier went into epoch 0, below the mirrored batches' epoch: a node aligning
+/// by leader epoch would not see it open a new epoch. The epoch is now above every epoch in the
+/// log's batches as well.
+#[test]
+fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_lost() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    std::fs::create_dir(&dir).unwrap();
+    let env = || LogEnv {
+        storage: Arc::new(segment_store::StdFs),
+        clock: Arc::new(ManualClock::new(T0)),
+    };
+    let mut log = open(&dir, env());
+    log.start_mirroring("cluster-A", &EpochHistory::of(&log))
+        .unwrap();
+    for b in source_batches() {
+        log.append_as_mirror(&b).unwrap();
+    }
+    log.close().unwrap();
+    std::fs::remove_file(dir.join("leader-epoch-checkpoint")).unwrap();
+
+    let opts = LoadOptions {
+        config: config(),
+        env: env(),
+        had_clean_shutdown: true,
+        recovery_point: 13,
+        high_watermark: Some(13),
+        ..LoadOptions::default()
+    };
+    let mut log = LogLoader::load(&dir, &opts).unwrap().0;
+    assert_eq!(log.leader_epoch_cache().latest_epoch(), None, "lost");
+    assert_eq!(log.stop_mirroring().unwrap(), STOP_POINT);
+    let barriers: Vec<(i64, i32)> = batches(&log)
+        .iter()
+        .filter(|b| b.2)
+        .map(|b| (b.0, b.1))
+        .collect();
+    assert_eq!(barriers, [(STOP_POINT, SOURCE_EPOCH + MIRROR_EPOCH_FENCE)]);
+    assert_eq!(
+        log.leader_epoch_cache().latest_epoch(),
+        Some(SOURCE_EPOCH + MIRROR_EPOCH_FENCE)
+    );
+}
+
+/// The `AbortOpenTransactions` stop crashed at every I/O point, reopened without a
+/// high-watermark checkpoint and resumed: nothing is cut, exactly one ABORT marker (producer 12,
+/// epoch 0, in the new epoch) right at the old log end and exactly one barrier after it, every
+/// mirrored batch byte for byte, no transaction open.
+#[test]
+fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
+    let scratch = tempfile::tempdir().unwrap();
+    let expected_data: Vec<Vec<u8>> = source_batches();
+    let end = STOP_POINT + 1;
+    let total = {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "clean").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut log = mirrored(&sim, &dir);
+        let before = sim.stats().io_points;
+        assert_eq!(
+            log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+                .unwrap(),
+            end + 1
+        );
+        sim.stats().io_points - before
+    };
+    assert!(total > 8, "{total} I/O points");
+    let new_epoch = SOURCE_EPOCH + MIRROR_EPOCH_FENCE;
+    for n in 0..total {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "run").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut log = mirrored(&sim, &dir);
+        sim.fail_after(n);
+        assert!(
+            log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+                .is_err(),
+            "I/O point {n} did not fail"
+        );
+        drop(log);
+        let image = sim.crash(TornWrite::None);
+        let disk = fresh_dir(scratch.path(), "disk").unwrap();
+        materialize(&image, &dir, &disk).unwrap();
+        let mut log = open(&disk, LogEnv::default());
+        match log.mirror_state().clone() {
+            MirrorPartitionState::Stopping { policy, .. } => {
+                assert_eq!(policy, StopPolicy::AbortOpenTransactions, "I/O point {n}");
+                log.resume_mirror_stop().unwrap();
+            }
+            MirrorPartitionState::Mirroring { .. } => {
+                log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+                    .unwrap();
+            }
+            other => panic!("I/O point {n}: {other:?} after the crash"),
+        }
+        assert_eq!(
+            log.mirror_state(),
+            &MirrorPartitionState::Stopped {
+                barrier_offset: end + 1,
+                last_mirror_epoch: SOURCE_EPOCH,
+            },
+            "I/O point {n}"
+        );
+        let all = batches(&log);
+        let data: Vec<Vec<u8>> = all
+            .iter()
+            .filter(|b| b.0 < end)
+            .map(|b| b.3.clone())
+            .collect();
+        assert_eq!(data, expected_data, "I/O point {n}: every mirrored batch");
+        let tail: Vec<(i64, i32, bool)> = all
+            .iter()
+            .filter(|b| b.0 >= end)
+            .map(|b| (b.0, b.1, b.2))
+            .collect();
+        assert_eq!(
+            tail,
+            [(end, new_epoch, false), (end + 1, new_epoch, true)],
+            "I/O point {n}: one marker, one barrier"
+        );
+        assert!(
+            log.producer_state().ongoing_txns().is_empty(),
+            "I/O point {n}"
+        );
+        let aborted = log.collect_aborted_transactions(0, end + 2).unwrap();
+        assert_eq!(
+            aborted
+                .iter()
+                .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+                .collect::<Vec<_>>(),
+            [(12, STOP_POINT, end)],
+            "I/O point {n}"
+        );
+    }
+}
+
+/// A's own history for a failback: the source batches it wrote itself (offsets 0..12, epoch 2,
+/// the same bytes B mirrored), then, after an election B never saw, its own batches in epoch 3
+/// at 12..16; flushed, local.
+fn old_source(sim: &SimulatedFs, dir: &Path) -> PartitionLog {
+    let env = LogEnv {
+        storage: Arc::new(sim.clone()),
+        clock: Arc::new(ManualClock::new(T0)),
+    };
+    let mut log = open(dir, env);
+    for b in source_batches().into_iter().take(6) {
+        log.append_as_follower(&b).unwrap();
+    }
+    for i in 0..2 {
+        let mut b = RecordBatchBuilder::new(0).producer(40, 0, i * 2);
+        b.append(T0, Some(b"k"), Some(b"own"), &[]).unwrap();
+        b.append(T0, Some(b"k"), Some(b"own"), &[]).unwrap();
+        log.append_as_leader(&b.build(), SOURCE_EPOCH + 1, recovery::AppendOrigin::Client)
+            .unwrap();
+    }
+    log.flush().unwrap();
+    assert_eq!(log.log_end_offset(), 16);
+    log
+}
+
+/// Failback alignment crashed at every I/O point: the old source A starts mirroring the
+/// promoted B. After any crash A is either writable with its log untouched (nothing was cut
+/// while it could accept writes) or read-only (`Mirroring`), and then calling
+/// `start_mirroring` again aligns it to B's barrier, which its next fetch brings.
+#[test]
+fn failback_alignment_crashed_at_every_io_point() {
+    let scratch = tempfile::tempdir().unwrap();
+    let b_dir = scratch.path().join("b-0");
+    std::fs::create_dir(&b_dir).unwrap();
+    let mut b = open(&b_dir, LogEnv::default());
+    b.start_mirroring("cluster-A", &EpochHistory::of(&b))
+        .unwrap();
+    for batch in source_batches() {
+        b.append_as_mirror(&batch).unwrap();
+    }
+    b.set_high_watermark(b.log_end_offset());
+    assert_eq!(b.stop_mirroring().unwrap(), STOP_POINT);
+
+    let total = {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "clean").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut a = old_source(&sim, &dir);
+        let before = sim.stats().io_points;
+        a.start_mirroring("cluster-B", &b).unwrap();
+        assert_eq!(a.log_end_offset(), STOP_POINT);
+        sim.stats().io_points - before
+    };
+    assert!(total >= 3, "{total} I/O points");
+    for n in 0..total {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "run").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut a = old_source(&sim, &dir);
+        let original = batches(&a);
+        sim.fail_after(n);
+        assert!(
+            a.start_mirroring("cluster-B", &b).is_err(),
+            "I/O point {n} did not fail"
+        );
+        drop(a);
+        let image = sim.crash(TornWrite::None);
+        let disk = fresh_dir(scratch.path(), "disk").unwrap();
+        materialize(&image, &dir, &disk).unwrap();
+        let mut a = open(&disk, LogEnv::default());
+        if a.accepts_client_appends() {
+            assert_eq!(batches(&a), original, "I/O point {n}: cut while writable");
+        }
+        a.start_mirroring("cluster-B", &b).unwrap();
+        assert!(!a.accepts_client_appends(), "I/O point {n}");
+        assert_eq!(a.log_end_offset(), STOP_POINT, "I/O point {n}");
+        for (_, _, _, bytes) in batches(&b).into_iter().filter(|x| x.0 >= STOP_POINT) {
+            a.append_as_mirror(&bytes).unwrap();
+        }
+        assert_eq!(
+            a.find_barrier_from(0).unwrap(),
+            Some(STOP_POINT),
+            "I/O point {n}"
+        );
+        assert_eq!(batches(&a), batches(&b), "I/O point {n}");
+    }
 }

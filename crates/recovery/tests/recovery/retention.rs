@@ -187,7 +187,10 @@ fn snapshots_mirror_state_and_quarantine_exist_only_behind_the_seam_and_survive_
     let explicit = log.take_producer_snapshot().unwrap().unwrap();
     let mut state = log.mirror_state_file();
     state
-        .store(&MirrorPartitionState::Stopped { barrier_offset: 1 })
+        .store(&MirrorPartitionState::Stopped {
+            barrier_offset: 1,
+            last_mirror_epoch: 0,
+        })
         .unwrap();
     let live = sim.live_image();
     assert!(live.contains_key(&explicit));
@@ -202,7 +205,10 @@ fn snapshots_mirror_state_and_quarantine_exist_only_behind_the_seam_and_survive_
     assert!(image.contains_key(&dir.join("mirror-state")));
     assert_eq!(
         state.load().unwrap(),
-        MirrorPartitionState::Stopped { barrier_offset: 1 }
+        MirrorPartitionState::Stopped {
+            barrier_offset: 1,
+            last_mirror_epoch: 0,
+        }
     );
 
     // Damage the first segment's tail: recovery quarantines it, durably, inside the simulation.
