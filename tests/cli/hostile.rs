@@ -294,3 +294,91 @@ fn corrupt_and_out_of_range_snapshots_go_to_quarantine_not_away() {
         out.stdout
     );
 }
+
+/// Runs the real binary; fails the test (killing the child) if it has not exited within 20 s.
+fn seglog_bounded(args: &[&std::ffi::OsStr]) -> (i32, String) {
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_seglog"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run seglog");
+    let started = Instant::now();
+    while child.try_wait().expect("wait").is_none() {
+        if started.elapsed() > Duration::from_secs(20) {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("seglog {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = child.wait_with_output().expect("output");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.code().expect("exit code"), text)
+}
+
+/// A FIFO renamed over a segment and back, again and again, while `verify` runs: whichever it
+/// meets, a listing that says "file" and an open that finds a FIFO, or the other way round, it
+/// never blocks (the open is non-blocking and the handle is checked after it).
+#[test]
+fn a_fifo_swapped_in_during_a_scan_never_blocks_verify() {
+    let (_root, logs, outside) = setup();
+    let p0 = logs.join("orders-0");
+    let (_, seg) = files(&p0, ".log").into_iter().next().unwrap();
+    let regular = outside.join("regular");
+    let fifo = outside.join("fifo");
+    std::fs::copy(&seg, &regular).unwrap();
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &fifo,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+    // The swapping files must be on the same file system as the segment: link them in.
+    let (fifo_in, regular_in) = (p0.join("fifo"), p0.join("regular"));
+    std::fs::rename(&fifo, &fifo_in).unwrap();
+    std::fs::rename(&regular, &regular_in).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let swapper = {
+        let (stop, seg) = (stop.clone(), seg.clone());
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // FIFO in, then the regular file back in (each rename atomic).
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &fifo_in,
+                    rustix::fs::CWD,
+                    &seg,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                rustix::fs::renameat_with(
+                    rustix::fs::CWD,
+                    &fifo_in,
+                    rustix::fs::CWD,
+                    &seg,
+                    rustix::fs::RenameFlags::EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let mut statuses = BTreeMap::new();
+    for _ in 0..40 {
+        let (code, text) = seglog_bounded(&["verify".as_ref(), p0.as_os_str()]);
+        assert!(code == 0 || code == 1, "{code}: {text}");
+        *statuses.entry(code).or_insert(0) += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(swapper.join().unwrap() > 0);
+    assert!(!statuses.is_empty());
+}
