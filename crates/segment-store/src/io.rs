@@ -377,22 +377,14 @@ impl FileHandle for StdFile {
     }
 }
 
-/// Refuses a path that exists and is not a regular file (a directory, FIFO, device or socket):
-/// opening or reading a FIFO blocks until a writer comes, which may be never. A check of the path
-/// only, for messages; opening goes through [`crate::nofollow::open_file`], which checks the
-/// handle it opened.
-pub fn refuse_non_regular(path: &Path) -> Result<()> {
-    match fs::metadata(path) {
-        Ok(m) if !m.is_file() => Err(SegmentError::io(
-            path,
-            "open",
-            io::Error::new(io::ErrorKind::InvalidInput, nofollow::NOT_REGULAR),
-        )),
-        _ => Ok(()),
-    }
-}
-
 impl StdFs {
+    /// Opens a file a user named on the command line for reading: symlinks are followed (the
+    /// name is the user's), the open does not block (a FIFO would wait for a writer) and the
+    /// handle is refused unless it is a regular file. The error's message says which.
+    pub fn open_named(path: &Path) -> io::Result<fs::File> {
+        nofollow::open_named(path)
+    }
+
     /// Opens `path` as [`Storage::open`] does, as a `std::fs::File`: no symlink followed on the
     /// path, refused unless it is a regular file (checked on the handle, after the open).
     pub fn open_std(path: &Path, mode: OpenMode) -> Result<fs::File> {

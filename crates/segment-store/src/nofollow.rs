@@ -210,6 +210,29 @@ mod imp {
         Ok(fs::File::from(fd))
     }
 
+    /// A file a user named (symlinks followed), read only, opened without blocking and
+    /// refused unless the handle is a regular file.
+    pub fn open_named(path: &Path) -> io::Result<fs::File> {
+        let fd = rustix::fs::open(
+            path,
+            OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rustix::fs::fstat(&fd).map_err(io::Error::from)?;
+        match FileType::from_raw_mode(st.st_mode) {
+            FileType::RegularFile => {}
+            FileType::Directory => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "a directory, not a file",
+                ))
+            }
+            _ => return Err(not_regular()),
+        }
+        rustix::fs::fcntl_setfl(&fd, rustix::fs::fcntl_getfl(&fd)? - OFlags::NONBLOCK)?;
+        Ok(fs::File::from(fd))
+    }
+
     pub fn entry_type(path: &Path) -> io::Result<Option<EntryType>> {
         let (parent, name) = split(path)?;
         let dir = open_dir(parent)?;
@@ -347,6 +370,14 @@ mod imp {
             .create_new(how.create_new)
             .truncate(how.truncate);
         o.open(path)
+    }
+
+    pub fn open_named(path: &Path) -> io::Result<fs::File> {
+        let m = fs::metadata(path)?;
+        if !m.is_file() {
+            return Err(not_regular());
+        }
+        fs::File::open(path)
     }
 
     pub fn entry_type(path: &Path) -> io::Result<Option<EntryType>> {

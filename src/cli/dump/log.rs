@@ -347,7 +347,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             }
         }
         let limit = u64::try_from(self.args.max_bytes).unwrap_or(0);
-        let file = match File::open(path) {
+        let file = match segment_store::StdFs::open_named(path) {
             Ok(f) => f,
             Err(e) => return self.read_failed(path, &e),
         };

@@ -28,7 +28,6 @@ pub mod stream;
 
 use std::cmp::Reverse;
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
@@ -342,17 +341,13 @@ pub fn run(args: &DumpArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
 
 fn check_readable(path: &Path) -> Result<(), String> {
     let shown = path.display();
-    let meta =
-        std::fs::metadata(path).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
-    if meta.is_dir() {
-        return Err(format!("{shown} is a directory, not a file"));
+    // Opened first, checked on the handle: a FIFO, device or socket (which could block a read
+    // forever) is refused even if it replaced a file after a check of the path.
+    match segment_store::StdFs::open_named(path) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::InvalidInput => Err(format!("{shown} is {e}")),
+        Err(e) => Err(format!("cannot open {shown}: {}", io_msg(&e))),
     }
-    if !meta.is_file() {
-        // A FIFO, device or socket: opening or reading it could block forever.
-        return Err(format!("{shown} is not a regular file"));
-    }
-    File::open(path).map_err(|e| format!("cannot open {shown}: {}", io_msg(&e)))?;
-    Ok(())
 }
 
 /// An I/O error without Rust's ` (os error N)` tail.
