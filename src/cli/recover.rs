@@ -375,7 +375,13 @@ fn print(
     writeln!(
         out,
         "recovered {} partition(s): {bytes_cut} byte(s) cut, {moved} file(s) moved to quarantine, \
-         {set_aside} corrupt snapshot(s) set aside; closed cleanly",
-        reports.len()
+         {set_aside} corrupt snapshot(s) set aside; {}",
+        reports.len(),
+        if offline.is_empty() {
+            "closed cleanly"
+        } else {
+            "closed (the refused partitions keep their checkpoint entries; the directory is marked \
+             cleanly shut down only if it was before)"
+        }
     )
 }

@@ -134,6 +134,13 @@ fn a_partition_dir_symlinked_out_of_the_log_dir_is_offline_and_untouched() {
     let moved = outside.join("orders-0");
     std::fs::rename(logs.join("orders-0"), &moved).unwrap();
     symlink(&moved, logs.join("orders-0")).unwrap();
+    for name in [
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ] {
+        std::fs::write(logs.join(name), "0\n2\norders 0 7\norders 1 0\n").unwrap();
+    }
     let before = image(&outside);
 
     let out = recover(&[logs.as_os_str()]);
@@ -145,6 +152,17 @@ fn a_partition_dir_symlinked_out_of_the_log_dir_is_offline_and_untouched() {
         out.stdout
     );
     assert_eq!(image(&outside), before, "written outside (.lock, indexes)");
+    // The offline partition keeps its checkpoint entries, and the directory gets no
+    // clean-shutdown marker: the partition still needs the recovery it was refused.
+    for name in [
+        "recovery-point-offset-checkpoint",
+        "log-start-offset-checkpoint",
+        "replication-offset-checkpoint",
+    ] {
+        let text = std::fs::read_to_string(logs.join(name)).unwrap();
+        assert!(text.contains("orders 0 7\n"), "{name}: {text}");
+    }
+    assert!(!logs.join(".kafka_cleanshutdown").exists());
 
     // The library: the partition is offline with its reason, and is not created again.
     let mut dir = seglog::LogDir::open(&logs, seglog::Config::default()).unwrap();

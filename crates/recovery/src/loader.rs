@@ -361,6 +361,10 @@ pub struct LogDir {
     /// here only the partition is): a symlink or an entry of the wrong type where seglog reads
     /// or writes. Never recreated: [`LogDir`]'s users refuse to create them again.
     pub offline: Vec<OfflinePartition>,
+    /// The offline partitions' entries of the three checkpoints as they were read at load
+    /// (`(checkpoint file name, partition, offset)`): written back unchanged, since the
+    /// partitions are untouched.
+    offline_entries: Vec<(&'static str, TopicPartition, i64)>,
     env: LogEnv,
     threads: usize,
     close_sync: CloseSync,
@@ -413,6 +417,21 @@ fn refuse_log_dir_entries(
         }
     }
     Ok(())
+}
+
+/// `entries` of the checkpoint `name`, with the offline partitions' entries as they were read.
+fn with_offline(
+    offline: &[(&'static str, TopicPartition, i64)],
+    name: &str,
+    mut entries: Vec<(TopicPartition, i64)>,
+) -> Vec<(TopicPartition, i64)> {
+    entries.extend(
+        offline
+            .iter()
+            .filter(|(n, _, _)| *n == name)
+            .map(|(_, tp, v)| (tp.clone(), *v)),
+    );
+    entries
 }
 
 /// Whether a partition's load error takes only that partition offline (its files untouched)
@@ -555,6 +574,18 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
             }
         }
     }
+    let mut offline_entries = Vec::new();
+    for tp in offline.iter().filter_map(|o| o.partition.as_ref()) {
+        for (name, map) in [
+            (RECOVERY_POINT_CHECKPOINT_FILE, &recovery_points),
+            (LOG_START_OFFSET_CHECKPOINT_FILE, &log_starts),
+            (REPLICATION_OFFSET_CHECKPOINT_FILE, &hws),
+        ] {
+            if let Some(&v) = map.get(tp) {
+                offline_entries.push((name, tp.clone(), v));
+            }
+        }
+    }
     Ok(LogDir {
         dir: dir.to_path_buf(),
         had_clean_shutdown,
@@ -562,6 +593,7 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         reports,
         skipped,
         offline,
+        offline_entries,
         env: env.clone(),
         threads: opts.threads.max(1),
         close_sync: opts.close_sync,
@@ -577,8 +609,9 @@ impl LogDir {
         name: &str,
         entries: &[(TopicPartition, i64)],
     ) -> Result<(), PartitionLogError> {
+        let entries = with_offline(&self.offline_entries, name, entries.to_vec());
         OffsetCheckpointFile::new(Arc::clone(&self.env.storage), &self.dir.join(name))
-            .write(entries)?;
+            .write(&entries)?;
         Ok(())
     }
 
@@ -657,12 +690,18 @@ impl LogDir {
             (LOG_START_OFFSET_CHECKPOINT_FILE, starts),
             (REPLICATION_OFFSET_CHECKPOINT_FILE, hws),
         ] {
+            let entries = with_offline(&self.offline_entries, name, entries);
             // A checkpoint that already holds these entries (read back whole) stays as it is:
             // its atomic write made it durable.
             let file = OffsetCheckpointFile::new(Arc::clone(&env.storage), &self.dir.join(name));
             if file.read().ok().as_ref() != Some(&entries) {
                 file.write(&entries)?;
             }
+        }
+        // An offline partition was left as it was: after an unclean shutdown it still needs its
+        // recovery, which a clean-shutdown marker would skip.
+        if !self.offline.is_empty() && !self.had_clean_shutdown {
+            return Ok(());
         }
         let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
         let h = env.storage.open(&marker, OpenMode::CreateTruncate)?;
