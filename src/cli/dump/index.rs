@@ -159,7 +159,7 @@ pub struct TimeIndexErrors {
     /// what Kafka 2.x wrote (the offset of the batch's max-timestamp record). Kafka 4's tool
     /// reports them as not found; they are not damage.
     pub legacy_entries: usize,
-    /// Problems past the first [`KEPT_PROBLEMS`] of their kind: counted, not kept.
+    /// Problems past the first `KEPT_PROBLEMS` of their kind: counted, not kept.
     pub omitted: u64,
     /// Whether one of them was damage (not a Kafka 2.x entry).
     pub omitted_damage: bool,
