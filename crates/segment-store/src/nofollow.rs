@@ -235,7 +235,12 @@ mod imp {
 
     pub fn entry_type(path: &Path) -> io::Result<Option<EntryType>> {
         let (parent, name) = split(path)?;
-        let dir = open_dir(parent)?;
+        // A missing parent means a missing entry, as `lstat` says (`ENOENT`).
+        let dir = match open_dir(parent) {
+            Ok(dir) => dir,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
         match rustix::fs::statat(&dir, name, AtFlags::SYMLINK_NOFOLLOW) {
             Ok(st) => Ok(Some(match FileType::from_raw_mode(st.st_mode) {
                 FileType::RegularFile => EntryType::File,
@@ -488,6 +493,12 @@ mod tests {
             Some(EntryType::File)
         );
         assert_eq!(entry_type(&inside.join("none")).unwrap(), None);
+        // Below a missing folder there is nothing either (`Log::open` of a new path asks).
+        assert_eq!(entry_type(&inside.join("none/deeper")).unwrap(), None);
+        // Below a symlinked folder the answer is a refusal, not "nothing".
+        assert!(is_symlink_refusal(
+            &entry_type(&inside.join("sub/victim")).unwrap_err()
+        ));
     }
 
     #[test]
