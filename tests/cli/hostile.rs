@@ -294,3 +294,62 @@ fn corrupt_and_out_of_range_snapshots_go_to_quarantine_not_away() {
         out.stdout
     );
 }
+
+/// A stray `.log.swap` (one CRC-valid batch, the segment's first, short of the segment's other
+/// offsets): `verify` reports it as recover's action, `recover` moves it to quarantine (reported),
+/// keeps the segment it would have replaced and the log end with it.
+#[test]
+fn a_stray_swap_is_quarantined_and_the_log_it_would_replace_stays() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    let segs = files(&p0, ".log");
+    assert!(segs.len() > 1, "{segs:?}");
+    let (_, seg) = &segs[0];
+    let seg_bytes = std::fs::read(seg).unwrap();
+    // The segment's first batch: its length is at bytes 8..12, after the 8-byte base offset.
+    let len = u32::from_be_bytes(seg_bytes[8..12].try_into().unwrap()) as usize;
+    assert!(
+        12 + len < seg_bytes.len(),
+        "the segment holds more than one batch"
+    );
+    let swap_bytes = seg_bytes[..12 + len].to_vec();
+    let mut swap = seg.clone().into_os_string();
+    swap.push(".swap");
+    let swap = PathBuf::from(swap);
+    let before = verify(&[p0.as_os_str()]);
+    std::fs::write(&swap, &swap_bytes).unwrap();
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    assert!(
+        v.stdout.contains("stray swap") && v.stdout.contains("recovery moves it to quarantine"),
+        "{}",
+        v.stdout
+    );
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    assert_eq!(std::fs::read(seg).unwrap(), seg_bytes, "the segment stays");
+    assert!(!swap.exists());
+    assert!(
+        contents_anywhere(&p0).contains(&swap_bytes),
+        "the swap was deleted: {}",
+        out.stdout
+    );
+    let swap_name = swap.file_name().unwrap().to_str().unwrap();
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.contains("moved to quarantine") && l.contains(swap_name)),
+        "not reported: {}",
+        out.stdout
+    );
+    // The log end is what it was before the swap was planted.
+    let after = verify(&[p0.as_os_str()]);
+    assert_eq!(after.status, Status::Success, "{after:?}");
+    let end = |s: &str| {
+        s.lines()
+            .find_map(|l| l.split("log end offset ").nth(1).map(str::to_owned))
+    };
+    assert!(end(&after.stdout).is_some(), "{}", after.stdout);
+    assert_eq!(end(&after.stdout), end(&before.stdout), "{}", before.stdout);
+}
