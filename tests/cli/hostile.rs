@@ -353,3 +353,75 @@ fn a_stray_swap_is_quarantined_and_the_log_it_would_replace_stays() {
     assert!(end(&after.stdout).is_some(), "{}", after.stdout);
     assert_eq!(end(&after.stdout), end(&before.stdout), "{}", before.stdout);
 }
+
+/// A 1 GiB sparse `.index` (more than `segment.index.bytes`) on the first and on the active
+/// segment: `verify` reports each as a finding recovery acts on, `recover` rebuilds them
+/// (exit 0) instead of failing to resize them, and the log end is what it was.
+#[test]
+fn an_oversized_index_is_a_finding_and_recover_rebuilds_it() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    let indexes = files(&p0, ".index");
+    assert!(indexes.len() > 1, "{indexes:?}");
+    let before = verify(&[p0.as_os_str()]);
+    assert_eq!(before.status, Status::Success, "{before:?}");
+    const GIB: u64 = 1 << 30;
+    for (_, path) in [&indexes[0], &indexes[indexes.len() - 1]] {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(GIB).unwrap();
+    }
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    let found = v
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&GIB.to_string()) && l.contains("recovery rebuilds"))
+        .count();
+    assert_eq!(found, 2, "{}", v.stdout);
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    for (_, path) in [&indexes[0], &indexes[indexes.len() - 1]] {
+        let len = std::fs::metadata(path).unwrap().len();
+        assert!(len <= 10 << 20, "{}: {len} bytes", path.display());
+    }
+    let after = verify(&[p0.as_os_str()]);
+    assert_eq!(after.status, Status::Success, "{after:?}");
+    let end = |s: &str| {
+        s.lines()
+            .find_map(|l| l.split("log end offset ").nth(1).map(str::to_owned))
+    };
+    assert_eq!(end(&after.stdout), end(&before.stdout), "{}", after.stdout);
+}
+
+/// A segment's `.index` and `.timeindex` deleted after a clean shutdown: `verify` reports both as
+/// findings recovery acts on, and after `recover` both are back and `verify` says ok.
+#[test]
+fn missing_indexes_are_findings_and_recover_rebuilds_them() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    // A clean shutdown first: recovery is skipped unless an index fails its checks.
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    std::fs::write(logs.join(".kafka_cleanshutdown"), b"").unwrap();
+    let (_, index) = &files(&p0, ".index")[0];
+    let (_, time) = &files(&p0, ".timeindex")[0];
+    let (index_bytes, time_bytes) = (std::fs::read(index).unwrap(), std::fs::read(time).unwrap());
+    std::fs::remove_file(index).unwrap();
+    std::fs::remove_file(time).unwrap();
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    let found = v
+        .stdout
+        .lines()
+        .filter(|l| l.contains("missing") && l.contains("recovery rebuilds"))
+        .count();
+    assert_eq!(found, 2, "{}", v.stdout);
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    assert_eq!(std::fs::read(index).unwrap(), index_bytes);
+    assert_eq!(std::fs::read(time).unwrap(), time_bytes);
+    let after = verify(&[p0.as_os_str()]);
+    assert_eq!(after.status, Status::Success, "{after:?}");
+}

@@ -100,7 +100,7 @@ fn search_by<T>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeftoverAction {
     /// Deleted (`.deleted`, `.cleaned`, a `.swap` of an interrupted split, a segment replaced by
-    /// a swap, an orphan index).
+    /// a cleaner's completed swap, an orphan index).
     Remove {
         /// The file.
         path: PathBuf,
@@ -116,10 +116,11 @@ pub enum LeftoverAction {
         /// Its kind.
         kind: FileKind,
     },
-    /// A live segment file a `.swap` is renamed over although the swap does not cover its
-    /// offsets (a swap without a valid batch: Kafka's rename replaces the file): moved into the
-    /// quarantine folder first as `<its name>.replaced` (the segment the swap becomes may be
-    /// quarantined under the plain name), never overwritten.
+    /// A live segment file a completed `.swap` is renamed over although the swap's range does
+    /// not cover its base offset (kept as a guard: a completed `.log.swap` covers its own base,
+    /// and its index swaps go with it): moved into the quarantine folder first as
+    /// `<its name>.replaced` (the segment the swap becomes may be quarantined under the plain
+    /// name), never overwritten.
     SetAside {
         /// The live file.
         path: PathBuf,
@@ -1717,15 +1718,36 @@ fn check_indexes(
         None => Ok(ReadOnlyBytes::Owned(Vec::new())),
     };
     let mut index_findings = Vec::new();
+    // Beyond Kafka's sanity checks: the offset and time index of a segment holding batches must
+    // be there (Kafka throws `NoSuchFileException` for a missing offset index and recovers the
+    // segment; a missing time index it recreates empty, seglog rebuilds it too), and no longer
+    // than `segment.index.bytes` (opening the active segment's would fail to resize it).
+    let max = opts.config.log.max_index_size;
+    let presence = |path: &Option<PathBuf>, len: usize| {
+        if path.is_none() && size > 0 {
+            Err(IndexCorruption::Missing)
+        } else if len as u64 > max {
+            Err(IndexCorruption::LargerThanMax {
+                len: len as u64,
+                max,
+            })
+        } else {
+            Ok(())
+        }
+    };
     let index = read(&index_path, FileKind::Index)?;
-    if let Err(problem) = OffsetIndexView::new(base, index.bytes()).sanity_check() {
+    if let Err(problem) = presence(&index_path, index.bytes().len())
+        .and_then(|()| OffsetIndexView::new(base, index.bytes()).sanity_check())
+    {
         index_findings.push(IndexFinding {
             kind: FileKind::Index,
             problem: IndexProblem::Sanity(problem),
         });
     }
     let time = read(&time_path, FileKind::TimeIndex)?;
-    if let Err(problem) = TimeIndexView::new(base, time.bytes()).sanity_check() {
+    if let Err(problem) = presence(&time_path, time.bytes().len())
+        .and_then(|()| TimeIndexView::new(base, time.bytes()).sanity_check())
+    {
         index_findings.push(IndexFinding {
             kind: FileKind::TimeIndex,
             problem: IndexProblem::Sanity(problem),

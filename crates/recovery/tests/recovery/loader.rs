@@ -592,3 +592,57 @@ fn a_quarantine_folder_that_appeared_since_the_plan_is_not_written_into() {
         assert!(moved.starts_with(&qdir) && moved.exists(), "{moved:?}");
     }
 }
+
+/// A segment's `.index` and `.timeindex` deleted after a clean shutdown: the planner finds both
+/// missing (Kafka's `LogSegment.sanityCheck` throws `NoSuchFileException` for the offset index
+/// and the segment is recovered) and recovery rebuilds them, byte for byte what the live log
+/// wrote, although the segment is below the recovery point; offset-for-timestamp then answers as
+/// it did before the files went.
+#[test]
+fn missing_indexes_of_a_segment_are_rebuilt_after_a_clean_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path());
+    let segments = log.local_log().segments();
+    assert!(segments.len() > 2);
+    let want = log
+        .local_log()
+        .fetch_offset_by_timestamp(ts())
+        .unwrap()
+        .map(|t| t.offset);
+    assert_eq!(want, Some(0));
+    log.close().unwrap();
+    let p = |name: String| dir.path().join(name);
+    let index = p(format!("{:020}.index", 0));
+    let time = p(format!("{:020}.timeindex", 0));
+    let (index_bytes, time_bytes) = (
+        std::fs::read(&index).unwrap(),
+        std::fs::read(&time).unwrap(),
+    );
+    assert!(!index_bytes.is_empty() && !time_bytes.is_empty());
+    std::fs::remove_file(&index).unwrap();
+    std::fs::remove_file(&time).unwrap();
+
+    let plan = LogLoader::plan(dir.path(), &options(true)).unwrap();
+    let findings: Vec<String> = plan.segments[0]
+        .index_findings
+        .iter()
+        .map(|f| format!("{:?} {:?}", f.kind, f.problem))
+        .collect();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert!(
+        findings.iter().all(|f| f.contains("Missing")),
+        "{findings:?}"
+    );
+
+    let (log, report) = load(dir.path(), true);
+    assert_eq!(report.recovered_from, Some(0), "{report:?}");
+    assert_eq!(std::fs::read(&index).unwrap(), index_bytes);
+    assert_eq!(std::fs::read(&time).unwrap(), time_bytes);
+    let got = log
+        .local_log()
+        .fetch_offset_by_timestamp(ts())
+        .unwrap()
+        .map(|t| t.offset);
+    assert_eq!(got, want);
+    log.close().unwrap();
+}
