@@ -28,6 +28,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
+use recovery::plan::LeftoverAction;
 use recovery::{
     IndexFinding, IndexProblem, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity,
     SnapshotFate,
@@ -240,9 +241,63 @@ fn fate_words(fate: SnapshotFate) -> &'static str {
     }
 }
 
+/// The findings about `.swap` files: a cleaner's completed output, the segment files it replaces,
+/// a stray one.
+fn swap_findings(plan: &RecoveryPlan, findings: &mut Vec<Finding>) {
+    let completed = plan
+        .leftovers
+        .iter()
+        .any(|a| matches!(a, LeftoverAction::Rename { .. }));
+    for a in &plan.leftovers {
+        let name = file_name(a.path());
+        match a {
+            LeftoverAction::Rename { to, .. } => findings.push(finding(
+                "swapCompleted",
+                &name,
+                format!(
+                    "a cleaner's completed output: recovery renames it into place as {}",
+                    file_name(to)
+                ),
+                json!({"to": file_name(to)}),
+            )),
+            // A live segment file (no temporary suffix) removed: replaced by the completed swap.
+            LeftoverAction::Remove { path, .. } if completed && is_live_segment_file(path) => {
+                findings.push(finding(
+                    "swapReplaced",
+                    &name,
+                    "replaced by a cleaner's completed output: recovery removes it".to_owned(),
+                    json!({}),
+                ))
+            }
+            LeftoverAction::Quarantine { .. } => findings.push(finding(
+                "straySwap",
+                &name,
+                "stray swap (not CRC-valid throughout, or short of the offsets of the segments it \
+                 would replace): recovery moves it to quarantine and keeps the log"
+                    .to_owned(),
+                json!({}),
+            )),
+            LeftoverAction::SetAside { .. } => findings.push(finding(
+                "swapReplaced",
+                &name,
+                "a swap is renamed over it: recovery moves it to quarantine first".to_owned(),
+                json!({}),
+            )),
+            _ => {}
+        }
+    }
+}
+
+/// Whether `path` is named as a live segment file (a `.log` or an index, no temporary suffix).
+fn is_live_segment_file(path: &Path) -> bool {
+    segment_store::file_name::parse_file_name(path.file_name().unwrap_or_default())
+        .is_ok_and(|p| p.temp.is_none() && p.kind != FileKind::Snapshot)
+}
+
 /// The findings of a plan, in check order.
 fn plan_findings(plan: &RecoveryPlan) -> Vec<Finding> {
     let mut findings = Vec::new();
+    swap_findings(plan, &mut findings);
     let cuts = plan.cuts();
     for seg in &plan.segments {
         let name = file_name(&seg.path);

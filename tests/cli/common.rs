@@ -136,3 +136,47 @@ pub fn sample_log(base: i64, batches: usize) -> (Vec<u8>, Vec<(usize, i64)>) {
 pub fn tempdir() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
+
+/// Runs `cmd` (its stdout and stderr captured, stdin empty) and returns what it printed; fails
+/// the test, killing the child, if it has not exited within `limit`. The output is read while the
+/// child runs, so a child that prints more than a pipe holds does not stall.
+pub fn run_bounded(
+    cmd: &mut std::process::Command,
+    limit: std::time::Duration,
+) -> std::process::Output {
+    use std::io::Read;
+    use std::process::Stdio;
+    use std::time::Instant;
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            r.read_to_end(&mut buf).expect("read child output");
+            buf
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().expect("stdout")));
+    let err = drain(Box::new(child.stderr.take().expect("stderr")));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > limit {
+            child.kill().ok();
+            child.wait().ok();
+            panic!("{cmd:?} did not finish in {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    std::process::Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}

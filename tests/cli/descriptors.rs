@@ -10,8 +10,8 @@
 //!   partition and for a log directory — and a recovery that fits runs.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use recovery::plan::tree_image;
 
@@ -27,27 +27,15 @@ fn scratch() -> tempfile::TempDir {
 
 /// `seglog <args>` with `ulimit -n <nofile>`; fails the test (killing the child) after 120 s.
 fn seglog_limited(nofile: u32, args: &[&str], dir: &Path) -> (i32, String, String) {
-    let mut child = Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
-        .arg(env!("CARGO_BIN_EXE_seglog"))
-        .args(args)
-        .arg(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run seglog");
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > Duration::from_secs(120) {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("seglog {args:?} under ulimit -n {nofile} did not finish in 120 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out = super::common::run_bounded(
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("ulimit -n {nofile} && exec \"$0\" \"$@\""))
+            .arg(env!("CARGO_BIN_EXE_seglog"))
+            .args(args)
+            .arg(dir),
+        Duration::from_secs(120),
+    );
     (
         out.status.code().expect("exit code"),
         String::from_utf8(out.stdout).expect("UTF-8"),

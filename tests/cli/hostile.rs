@@ -315,25 +315,10 @@ fn corrupt_and_out_of_range_snapshots_go_to_quarantine_not_away() {
 
 /// Runs the real binary; fails the test (killing the child) if it has not exited within 20 s.
 fn seglog_bounded(args: &[&std::ffi::OsStr]) -> (i32, String) {
-    use std::process::{Command, Stdio};
-    use std::time::{Duration, Instant};
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seglog"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run seglog");
-    let started = Instant::now();
-    while child.try_wait().expect("wait").is_none() {
-        if started.elapsed() > Duration::from_secs(20) {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("seglog {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out = super::common::run_bounded(
+        std::process::Command::new(env!("CARGO_BIN_EXE_seglog")).args(args),
+        std::time::Duration::from_secs(20),
+    );
     let text =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     (out.status.code().expect("exit code"), text)
@@ -399,4 +384,135 @@ fn a_fifo_swapped_in_during_a_scan_never_blocks_verify() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     assert!(swapper.join().unwrap() > 0);
     assert!(!statuses.is_empty());
+}
+
+/// A stray `.log.swap` (one CRC-valid batch, the segment's first, short of the segment's other
+/// offsets): `verify` reports it as recover's action, `recover` moves it to quarantine (reported),
+/// keeps the segment it would have replaced and the log end with it.
+#[test]
+fn a_stray_swap_is_quarantined_and_the_log_it_would_replace_stays() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    let segs = files(&p0, ".log");
+    assert!(segs.len() > 1, "{segs:?}");
+    let (_, seg) = &segs[0];
+    let seg_bytes = std::fs::read(seg).unwrap();
+    // The segment's first batch: its length is at bytes 8..12, after the 8-byte base offset.
+    let len = u32::from_be_bytes(seg_bytes[8..12].try_into().unwrap()) as usize;
+    assert!(
+        12 + len < seg_bytes.len(),
+        "the segment holds more than one batch"
+    );
+    let swap_bytes = seg_bytes[..12 + len].to_vec();
+    let mut swap = seg.clone().into_os_string();
+    swap.push(".swap");
+    let swap = PathBuf::from(swap);
+    let before = verify(&[p0.as_os_str()]);
+    std::fs::write(&swap, &swap_bytes).unwrap();
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    assert!(
+        v.stdout.contains("stray swap") && v.stdout.contains("recovery moves it to quarantine"),
+        "{}",
+        v.stdout
+    );
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    assert_eq!(std::fs::read(seg).unwrap(), seg_bytes, "the segment stays");
+    assert!(!swap.exists());
+    assert!(
+        contents_anywhere(&p0).contains(&swap_bytes),
+        "the swap was deleted: {}",
+        out.stdout
+    );
+    let swap_name = swap.file_name().unwrap().to_str().unwrap();
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.contains("moved to quarantine") && l.contains(swap_name)),
+        "not reported: {}",
+        out.stdout
+    );
+    // The log end is what it was before the swap was planted.
+    let after = verify(&[p0.as_os_str()]);
+    assert_eq!(after.status, Status::Success, "{after:?}");
+    let end = |s: &str| {
+        s.lines()
+            .find_map(|l| l.split("log end offset ").nth(1).map(str::to_owned))
+    };
+    assert!(end(&after.stdout).is_some(), "{}", after.stdout);
+    assert_eq!(end(&after.stdout), end(&before.stdout), "{}", before.stdout);
+}
+
+/// A 1 GiB sparse `.index` (more than `segment.index.bytes`) on the first and on the active
+/// segment: `verify` reports each as a finding recovery acts on, `recover` rebuilds them
+/// (exit 0) instead of failing to resize them, and the log end is what it was.
+#[test]
+fn an_oversized_index_is_a_finding_and_recover_rebuilds_it() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    let indexes = files(&p0, ".index");
+    assert!(indexes.len() > 1, "{indexes:?}");
+    let before = verify(&[p0.as_os_str()]);
+    assert_eq!(before.status, Status::Success, "{before:?}");
+    const GIB: u64 = 1 << 30;
+    for (_, path) in [&indexes[0], &indexes[indexes.len() - 1]] {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(GIB).unwrap();
+    }
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    let found = v
+        .stdout
+        .lines()
+        .filter(|l| l.contains(&GIB.to_string()) && l.contains("recovery rebuilds"))
+        .count();
+    assert_eq!(found, 2, "{}", v.stdout);
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    for (_, path) in [&indexes[0], &indexes[indexes.len() - 1]] {
+        let len = std::fs::metadata(path).unwrap().len();
+        assert!(len <= 10 << 20, "{}: {len} bytes", path.display());
+    }
+    let after = verify(&[p0.as_os_str()]);
+    assert_eq!(after.status, Status::Success, "{after:?}");
+    let end = |s: &str| {
+        s.lines()
+            .find_map(|l| l.split("log end offset ").nth(1).map(str::to_owned))
+    };
+    assert_eq!(end(&after.stdout), end(&before.stdout), "{}", after.stdout);
+}
+
+/// A segment's `.index` and `.timeindex` deleted after a clean shutdown: `verify` reports both as
+/// findings recovery acts on, and after `recover` both are back and `verify` says ok.
+#[test]
+fn missing_indexes_are_findings_and_recover_rebuilds_them() {
+    let (_root, logs, _) = setup();
+    let p0 = logs.join("orders-0");
+    // A clean shutdown first: recovery is skipped unless an index fails its checks.
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    std::fs::write(logs.join(".kafka_cleanshutdown"), b"").unwrap();
+    let (_, index) = &files(&p0, ".index")[0];
+    let (_, time) = &files(&p0, ".timeindex")[0];
+    let (index_bytes, time_bytes) = (std::fs::read(index).unwrap(), std::fs::read(time).unwrap());
+    std::fs::remove_file(index).unwrap();
+    std::fs::remove_file(time).unwrap();
+
+    let v = verify(&[p0.as_os_str()]);
+    assert_eq!(v.status, Status::Damaged, "{v:?}");
+    let found = v
+        .stdout
+        .lines()
+        .filter(|l| l.contains("missing") && l.contains("recovery rebuilds"))
+        .count();
+    assert_eq!(found, 2, "{}", v.stdout);
+    let out = recover(&[logs.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{out:?}");
+    assert_eq!(std::fs::read(index).unwrap(), index_bytes);
+    assert_eq!(std::fs::read(time).unwrap(), time_bytes);
+    let after = verify(&[p0.as_os_str()]);
+    assert_eq!(after.status, Status::Success, "{after:?}");
 }

@@ -5,8 +5,8 @@
 //! never opened or read, so nothing hangs on it.
 
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use seglog::cli::Status;
 
@@ -100,26 +100,10 @@ fn an_unreadable_partition_is_its_own_finding_and_the_rest_is_checked() {
 
 /// Runs the real binary; fails the test (killing the child) if it has not exited within 20 s.
 fn seglog_bounded(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_seglog"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run seglog");
-    let started = Instant::now();
-    loop {
-        if child.try_wait().expect("wait").is_some() {
-            break;
-        }
-        if started.elapsed() > Duration::from_secs(20) {
-            child.kill().ok();
-            child.wait().ok();
-            panic!("seglog {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
+    let out = super::common::run_bounded(
+        Command::new(env!("CARGO_BIN_EXE_seglog")).args(args),
+        Duration::from_secs(20),
+    );
     (
         out.status.code().expect("exit code"),
         String::from_utf8(out.stdout).expect("UTF-8"),

@@ -292,6 +292,10 @@ pub fn collision_log(root: &Path, scenario: Scenario, barrier: bool) -> PathBuf 
         }
     }
     std::fs::write(dir.join("00000000000000000000.log"), log).unwrap();
+    // Empty indexes, as a broker leaves them for a few small batches (a missing one is a
+    // finding of its own).
+    std::fs::write(dir.join("00000000000000000000.index"), []).unwrap();
+    std::fs::write(dir.join("00000000000000000000.timeindex"), []).unwrap();
     dir
 }
 

@@ -11,11 +11,14 @@
 //! then [`LogLoader::apply`] (exactly those changes), under one directory lock: see
 //! [`crate::plan`]. The steps it plans, for one partition directory:
 //! 1. delete `*.deleted`; delete `*.cleaned` and any `*.swap` at or above the smallest cleaned
-//!    base offset (an interrupted split); for the remaining `.log.swap` segments delete the
-//!    originals in the swapped range, then rename the swaps into place; delete orphan indexes;
+//!    base offset (an interrupted split); when the remaining `.log.swap` segments are a cleaner's
+//!    completed output (CRC-valid throughout, covering the segments they replace) delete the
+//!    originals in the swapped range and rename the swaps into place, otherwise move them into
+//!    quarantine; delete orphan indexes;
 //! 2. open the segments as they are (the active one's next offset from its last index entry);
 //! 3. unless the shutdown was clean, recover every segment from the one containing the recovery
-//!    point on (any segment whose indexes fail the sanity check too, or whose tail does not
+//!    point on (any segment whose indexes are missing, longer than `segment.index.bytes` or
+//!    fail the sanity check too, or whose tail does not
 //!    parse): CRC-validate every batch, rebuild the offset/time/transaction indexes, apply each
 //!    batch to producer state (`Replication` origin, barriers included, snapshot at each segment
 //!    boundary), and stop at the first invalid batch (quarantine as above); CRCs are checked on

@@ -100,7 +100,7 @@ fn search_by<T>(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LeftoverAction {
     /// Deleted (`.deleted`, `.cleaned`, a `.swap` of an interrupted split, a segment replaced by
-    /// a swap, an orphan index).
+    /// a cleaner's completed swap, an orphan index).
     Remove {
         /// The file.
         path: PathBuf,
@@ -116,12 +116,22 @@ pub enum LeftoverAction {
         /// Its kind.
         kind: FileKind,
     },
-    /// A live segment file a `.swap` is renamed over although the swap does not cover its
-    /// offsets (a swap without a valid batch: Kafka's rename replaces the file): moved into the
-    /// quarantine folder first as `<its name>.replaced` (the segment the swap becomes may be
-    /// quarantined under the plain name), never overwritten.
+    /// A live segment file a completed `.swap` is renamed over although the swap's range does
+    /// not cover its base offset (kept as a guard: a completed `.log.swap` covers its own base,
+    /// and its index swaps go with it): moved into the quarantine folder first as
+    /// `<its name>.replaced` (the segment the swap becomes may be quarantined under the plain
+    /// name), never overwritten.
     SetAside {
         /// The live file.
+        path: PathBuf,
+        /// Its kind.
+        kind: FileKind,
+    },
+    /// A stray `.swap` (not a cleaner's completed output: not CRC-valid throughout, or short of
+    /// the offsets of the segments it would replace): moved into the quarantine folder under its
+    /// own name, the log kept as it is.
+    Quarantine {
+        /// The `.swap` file.
         path: PathBuf,
         /// Its kind.
         kind: FileKind,
@@ -143,15 +153,20 @@ impl LeftoverAction {
     /// The leftover file.
     pub fn path(&self) -> &Path {
         match self {
-            LeftoverAction::Remove { path, .. } | LeftoverAction::SetAside { path, .. } => path,
+            LeftoverAction::Remove { path, .. }
+            | LeftoverAction::SetAside { path, .. }
+            | LeftoverAction::Quarantine { path, .. } => path,
             LeftoverAction::Rename { from, .. } => from,
         }
     }
 
-    /// Where a [`LeftoverAction::SetAside`] moves its file, in the quarantine folder `qdir`.
+    /// Where a [`LeftoverAction::SetAside`] or [`LeftoverAction::Quarantine`] moves its file, in the quarantine folder `qdir`.
     fn set_aside_to(&self, qdir: &Path) -> Option<PathBuf> {
         match self {
             LeftoverAction::SetAside { path, .. } => Some(replaced_path(qdir, path)),
+            LeftoverAction::Quarantine { path, .. } => {
+                Some(qdir.join(path.file_name().unwrap_or_default()))
+            }
             _ => None,
         }
     }
@@ -159,7 +174,10 @@ impl LeftoverAction {
     /// Whether it handles a leftover of an interrupted operation (a file set aside is a live
     /// one, reported with the quarantined files instead).
     fn is_temp(&self) -> bool {
-        !matches!(self, LeftoverAction::SetAside { .. })
+        !matches!(
+            self,
+            LeftoverAction::SetAside { .. } | LeftoverAction::Quarantine { .. }
+        )
     }
 }
 
@@ -860,7 +878,13 @@ fn plan_leftovers(
             }),
         }
     }
-    if let Some((lo, hi)) = swapped_range(opts, &swaps)? {
+    // A cleaner's completed output is renamed into place and replaces the segments in its range
+    // (Kafka's swap completion); any other `.swap` is stray and moves to quarantine.
+    let (complete, stray) = classify_swaps(opts, swaps, &live)?;
+    for (path, p) in stray {
+        actions.push(LeftoverAction::Quarantine { path, kind: p.kind });
+    }
+    if let Some((lo, hi)) = complete.range {
         for f in &live {
             let p = &f.parsed;
             if p.kind != FileKind::Snapshot && p.base_offset >= lo && p.base_offset < hi {
@@ -875,27 +899,35 @@ fn plan_leftovers(
             p.kind == FileKind::Snapshot || p.base_offset < lo || p.base_offset >= hi
         });
     }
-    for (path, p) in &swaps {
+    let live_paths: FxHashSet<PathBuf> = live.iter().map(|f| f.path.clone()).collect();
+    let mut replaced = FxHashSet::default();
+    let mut renamed = Vec::with_capacity(complete.swaps.len());
+    for (path, p) in &complete.swaps {
         let to = segment_file_path(dir, p.base_offset, p.kind);
-        if let Some(i) = live.iter().position(|f| f.path == to) {
+        work::probe(1);
+        if live_paths.contains(&to) {
             // Not covered by the swapped range, yet the rename would replace it.
-            let replaced = live.remove(i);
             actions.push(LeftoverAction::SetAside {
-                path: replaced.path,
-                kind: replaced.parsed.kind,
+                path: to.clone(),
+                kind: p.kind,
             });
+            replaced.insert(to.clone());
         }
         actions.push(LeftoverAction::Rename {
             from: path.clone(),
             to: to.clone(),
             kind: p.kind,
         });
-        live.push(LiveFile {
+        renamed.push(LiveFile {
             path: to,
             source: path.clone(),
             parsed: ParsedName { temp: None, ..*p },
         });
     }
+    if !replaced.is_empty() {
+        live.retain(|f| !replaced.contains(&f.path));
+    }
+    live.extend(renamed);
     // Orphan indexes (no `.log`).
     let logs: std::collections::BTreeSet<i64> = live
         .iter()
@@ -962,25 +994,114 @@ fn refuse_hostile_entries(
     Ok(())
 }
 
-/// The offset range the valid `.log.swap` segments among `swaps` cover, if any.
-fn swapped_range(
+/// The `.swap` files a cleaner completed, and the offset range their `.log.swap`s cover.
+#[derive(Default)]
+struct CompleteSwaps {
+    swaps: Vec<(PathBuf, ParsedName)>,
+    range: Option<(i64, i64)>,
+}
+
+/// The offset range `[base, next)` of a `.log.swap` that is CRC-valid throughout (every byte in a
+/// batch whose CRC matches, at least one batch); `None` for any other.
+fn valid_swap_range(
     opts: &LoadOptions,
-    swaps: &[(PathBuf, ParsedName)],
+    path: &Path,
+    base: i64,
 ) -> Result<Option<(i64, i64)>, PartitionLogError> {
-    let mut range: Option<(i64, i64)> = None;
-    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
-        // Mapped when large, never read whole into memory (a `.swap` is a segment's size).
-        let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
-        let mut next = p.base_offset;
-        for entry in Batches::new(bytes.bytes(), 0).flatten() {
-            next = next.max(entry.last_offset().saturating_add(1));
+    // Mapped when large, never read whole into memory (a `.swap` is a segment's size).
+    let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
+    let bytes = bytes.bytes();
+    let mut batches = Batches::new(bytes, 0).validate_crc(true);
+    let mut next = None;
+    for entry in batches.by_ref() {
+        match entry {
+            Ok(e) if e.last_offset() >= base => {
+                next = Some(next.unwrap_or(base).max(e.last_offset().saturating_add(1)))
+            }
+            _ => return Ok(None),
         }
+    }
+    Ok(next
+        .filter(|_| batches.valid_prefix_end() == bytes.len() as u64)
+        .map(|n| (base, n)))
+}
+
+/// The next offset of the live `.log` at `path` (its base when it holds no batch): the end of its
+/// valid batches.
+fn live_log_next_offset(
+    opts: &LoadOptions,
+    path: &Path,
+    base: i64,
+) -> Result<i64, PartitionLogError> {
+    let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
+    let mut next = base;
+    for entry in Batches::new(bytes.bytes(), 0).flatten() {
+        next = next.max(entry.last_offset().saturating_add(1));
+    }
+    Ok(next)
+}
+
+/// Splits `swaps` into a cleaner's completed output and stray files. The `.log.swap`s are
+/// complete when each is CRC-valid throughout and together they cover exactly the live segments
+/// they replace (those whose base offset lies in their range): the range ends at or after the
+/// last offset of the last segment replaced, so no offset the log holds is lost. A `.index`,
+/// `.timeindex` or `.txnindex` swap is complete when its `.log.swap` is. Everything else is stray
+/// (renaming it into place would replace a live file, or drop offsets the log holds).
+fn classify_swaps(
+    opts: &LoadOptions,
+    swaps: Vec<(PathBuf, ParsedName)>,
+    live: &[LiveFile],
+) -> Result<(CompleteSwaps, Vec<(PathBuf, ParsedName)>), PartitionLogError> {
+    let mut valid_logs = BTreeMap::new();
+    let mut any_invalid = false;
+    for (path, p) in swaps.iter().filter(|(_, p)| p.kind == FileKind::Log) {
+        match valid_swap_range(opts, path, p.base_offset)? {
+            Some(r) => {
+                valid_logs.insert(p.base_offset, r);
+            }
+            None => any_invalid = true,
+        }
+    }
+    let mut range: Option<(i64, i64)> = None;
+    for &(lo, hi) in valid_logs.values() {
         range = Some(match range {
-            None => (p.base_offset, next),
-            Some((lo, hi)) => (lo.min(p.base_offset), hi.max(next)),
+            None => (lo, hi),
+            Some((a, b)) => (a.min(lo), b.max(hi)),
         });
     }
-    Ok(range)
+    // The last live segment the range replaces must end inside it.
+    let covers = match range {
+        None => false,
+        Some((lo, hi)) => {
+            let last = live
+                .iter()
+                .filter(|f| {
+                    f.parsed.kind == FileKind::Log
+                        && f.parsed.base_offset >= lo
+                        && f.parsed.base_offset < hi
+                })
+                .max_by_key(|f| f.parsed.base_offset);
+            match last {
+                None => true,
+                Some(f) => live_log_next_offset(opts, &f.source, f.parsed.base_offset)? <= hi,
+            }
+        }
+    };
+    // One stray `.log.swap` among them: the group is not a cleaner's output as found.
+    let complete = covers && !any_invalid;
+    let mut out = CompleteSwaps::default();
+    let mut stray = Vec::new();
+    for (path, p) in swaps {
+        if complete && valid_logs.contains_key(&p.base_offset) {
+            out.swaps.push((path, p));
+        } else {
+            stray.push((path, p));
+        }
+    }
+    if complete {
+        out.range = range;
+    }
+    Ok((out, stray))
 }
 
 /// Reads an index file that may be missing. Offset and time indexes live on the real file system
@@ -1597,15 +1718,36 @@ fn check_indexes(
         None => Ok(ReadOnlyBytes::Owned(Vec::new())),
     };
     let mut index_findings = Vec::new();
+    // Beyond Kafka's sanity checks: the offset and time index of a segment holding batches must
+    // be there (Kafka throws `NoSuchFileException` for a missing offset index and recovers the
+    // segment; a missing time index it recreates empty, seglog rebuilds it too), and no longer
+    // than `segment.index.bytes` (opening the active segment's would fail to resize it).
+    let max = opts.config.log.max_index_size;
+    let presence = |path: &Option<PathBuf>, len: usize| {
+        if path.is_none() && size > 0 {
+            Err(IndexCorruption::Missing)
+        } else if len as u64 > max {
+            Err(IndexCorruption::LargerThanMax {
+                len: len as u64,
+                max,
+            })
+        } else {
+            Ok(())
+        }
+    };
     let index = read(&index_path, FileKind::Index)?;
-    if let Err(problem) = OffsetIndexView::new(base, index.bytes()).sanity_check() {
+    if let Err(problem) = presence(&index_path, index.bytes().len())
+        .and_then(|()| OffsetIndexView::new(base, index.bytes()).sanity_check())
+    {
         index_findings.push(IndexFinding {
             kind: FileKind::Index,
             problem: IndexProblem::Sanity(problem),
         });
     }
     let time = read(&time_path, FileKind::TimeIndex)?;
-    if let Err(problem) = TimeIndexView::new(base, time.bytes()).sanity_check() {
+    if let Err(problem) = presence(&time_path, time.bytes().len())
+        .and_then(|()| TimeIndexView::new(base, time.bytes()).sanity_check())
+    {
         index_findings.push(IndexFinding {
             kind: FileKind::TimeIndex,
             problem: IndexProblem::Sanity(problem),
@@ -2413,8 +2555,10 @@ fn apply_moves(plan: &mut RecoveryPlan) -> Result<(Vec<PathBuf>, bool), Partitio
         match a {
             LeftoverAction::Remove { path, kind } => remove_segment_file(env, path, *kind)?,
             LeftoverAction::Rename { from, to, kind } => rename_segment_file(env, from, to, *kind)?,
-            LeftoverAction::SetAside { path, kind } => {
-                let to = replaced_path(&plan.quarantine_dir, path);
+            LeftoverAction::SetAside { path, kind } | LeftoverAction::Quarantine { path, kind } => {
+                let to = a
+                    .set_aside_to(&plan.quarantine_dir)
+                    .unwrap_or_else(|| replaced_path(&plan.quarantine_dir, path));
                 rename_segment_file(env, path, &to, *kind)?;
                 quarantined.push(to);
             }

@@ -226,6 +226,16 @@ pub enum IndexCorruption {
         /// Byte position of the entry.
         position: u64,
     },
+    /// The index file of a segment that holds batches is missing (Kafka's `LogSegment.sanityCheck`
+    /// throws `NoSuchFileException` for a missing offset index).
+    Missing,
+    /// The file is longer than an index may be (`segment.index.bytes`).
+    LargerThanMax {
+        /// File length in bytes.
+        len: u64,
+        /// The largest size an index may have (`segment.index.bytes`).
+        max: u64,
+    },
     /// An aborted-transaction entry whose last offset is below the segment's base offset.
     TxnBelowStart {
         /// The entry's last offset.
@@ -303,6 +313,12 @@ impl fmt::Display for IndexCorruption {
             IndexCorruption::UnsupportedTxnVersion { version, position } => write!(
                 f,
                 "aborted transaction entry at byte {position} has version {version}, expected 0"
+            ),
+            IndexCorruption::Missing => write!(f, "the file is missing"),
+            IndexCorruption::LargerThanMax { len, max } => write!(
+                f,
+                "length {len} bytes is more than the largest an index may be, {max} bytes \
+                 (segment.index.bytes)"
             ),
             IndexCorruption::TxnBelowStart {
                 last_offset,
@@ -417,7 +433,7 @@ impl SegmentError {
                 minimum,
             } => write!(
                 f,
-                "invalid size {requested} bytes for index {} (minimum {minimum})",
+                "index {} cannot be sized to {requested} bytes: it needs at least {minimum} bytes",
                 path.display()
             ),
             // `Display::fmt` sends only the variants above here.

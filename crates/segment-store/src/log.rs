@@ -362,6 +362,15 @@ impl LocalLog {
         let last_base = segments.keys().next_back().copied().unwrap_or(0);
         for (&base, seg) in segments.iter_mut() {
             if base == last_base {
+                // Indexes longer than `segment.index.bytes` (garbage: the log never makes one)
+                // cannot be resized to it with their entries: emptied here, the segment is
+                // insane and recovery rebuilds them (the planner reports it so).
+                if seg.indexes_oversized(config.max_index_size) {
+                    seg.reset_offset_and_time_indexes()?;
+                    if !insane.contains(&base) {
+                        insane.push(base);
+                    }
+                }
                 seg.resize_indexes(config.max_index_size)?;
                 log_end_offset = match known_log_end.map_or_else(|| seg.read_next_offset(), Ok) {
                     Ok(next) => next,

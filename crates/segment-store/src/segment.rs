@@ -576,6 +576,19 @@ impl LogSegment {
         Ok(())
     }
 
+    /// Whether an offset or time index file is longer than `max` (`segment.index.bytes`): its
+    /// entries could not fit when it is resized to `max`.
+    pub(crate) fn indexes_oversized(&self, max: u64) -> bool {
+        self.offset_index.length() > max || self.time_index.length() > max
+    }
+
+    /// Removes every offset and time index entry (Kafka's `reset` of both, as recovery does
+    /// before rebuilding them): for indexes that cannot be resized as they are.
+    pub(crate) fn reset_offset_and_time_indexes(&mut self) -> Result<()> {
+        self.offset_index.reset()?;
+        self.time_index.reset()
+    }
+
     /// Resizes both mapped indexes (e.g. back to `max_index_size` when a segment becomes the
     /// active one again after loading).
     pub fn resize_indexes(&mut self, size: u64) -> Result<()> {

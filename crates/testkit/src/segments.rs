@@ -14,8 +14,9 @@ pub const TINY_SEGMENT_PRODUCER: i64 = 1;
 /// Writes `count` segments into the partition directory `dir` (created if missing): segment `i`
 /// has base offset `i` and holds one v2 batch of one 8-byte record at offset `i` (idempotent
 /// producer [`TINY_SEGMENT_PRODUCER`], epoch 0, sequence `i`, timestamp `1_700_000_000_000 +
-/// i`), about 80 bytes. No index files: recovery finds empty indexes, as after a crash that
-/// lost them. Returns the log end offset (`count`).
+/// i`), about 80 bytes, with an empty `.index` and `.timeindex` beside it (what a Kafka broker
+/// leaves for a segment of one small batch: no entry before `index.interval.bytes`; a missing
+/// index is a finding recovery rebuilds). Returns the log end offset (`count`).
 pub fn write_tiny_segments(dir: &Path, count: u32) -> io::Result<i64> {
     std::fs::create_dir_all(dir)?;
     for i in 0..count {
@@ -33,6 +34,8 @@ pub fn write_tiny_segments(dir: &Path, count: u32) -> io::Result<i64> {
         )
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
         std::fs::write(segment_file_path(dir, offset, FileKind::Log), b.build())?;
+        std::fs::write(segment_file_path(dir, offset, FileKind::Index), [])?;
+        std::fs::write(segment_file_path(dir, offset, FileKind::TimeIndex), [])?;
     }
     Ok(i64::from(count))
 }

@@ -418,39 +418,59 @@ fn log_start_above_the_log_end_quarantines_every_segment_instead_of_deleting_it(
     log.close().unwrap();
 }
 
-/// A `.log.swap` without a single valid batch covers no offsets, so no segment is replaced by it
-/// under Kafka's rule, yet renaming it into place would overwrite the live `.log` of the same
-/// base: that `.log` is moved into the quarantine folder first (as `<name>.replaced`), byte for
-/// byte, and reported.
+/// A stray `.log.swap` (not a cleaner's completed output) is moved into the quarantine folder
+/// under its own name, byte for byte, and reported; the live `.log` it would replace stays, and
+/// the log end with it. Two strays: one without a single valid batch, and one CRC-valid batch
+/// (the segment's first) that falls short of the segment's offsets, which Kafka's rule would
+/// rename over the segment, dropping its later records.
 #[test]
-fn a_swap_renamed_over_a_live_log_it_does_not_cover_sets_the_log_aside() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = build_log(dir.path());
-    log.close().unwrap();
-    let logs = logs_in(dir.path());
-    assert!(logs.len() > 2, "{logs:?}");
-    let live = logs[1].clone();
-    let original = std::fs::read(&live).unwrap();
-    let mut swap = live.clone().into_os_string();
-    swap.push(".swap");
-    std::fs::write(&swap, [0u8, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 7]).unwrap();
+fn a_stray_swap_moves_to_quarantine_and_the_log_it_would_replace_stays() {
+    for valid_batch in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = build_log(dir.path());
+        let end = log.log_end_offset();
+        let segments = log.local_log().segments();
+        let batches = all_batches(&log);
+        log.close().unwrap();
+        let logs = logs_in(dir.path());
+        assert!(logs.len() > 2, "{logs:?}");
+        let live = logs[1].clone();
+        let original = std::fs::read(&live).unwrap();
+        let (b1, b2) = (segments[1].base_offset, segments[2].base_offset);
+        let mut swap = live.clone().into_os_string();
+        swap.push(".swap");
+        let swap_bytes = if valid_batch {
+            let first = batches.iter().find(|(l, _)| *l >= b1).unwrap();
+            assert!(
+                first.0 + 1 < b2,
+                "the segment holds more than its first batch"
+            );
+            first.1.clone()
+        } else {
+            vec![0u8, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 0, 7]
+        };
+        std::fs::write(&swap, &swap_bytes).unwrap();
 
-    let (log, report) = load(dir.path(), false);
-    let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
-    let mut name = live.file_name().unwrap().to_os_string();
-    name.push(".replaced");
-    let moved = qdir.join(name);
-    assert!(
-        report.quarantined_segments.contains(&moved),
-        "{moved:?} not reported: {report:?}"
-    );
-    assert!(
-        std::fs::read(&moved).unwrap() == original,
-        "set aside changed"
-    );
-    assert_eq!(report.temp_files_handled, [PathBuf::from(&swap)]);
-    assert!(!std::path::Path::new(&swap).exists());
-    log.close().unwrap();
+        let (log, report) = load(dir.path(), false);
+        let qdir = report.quarantine_dir.clone().expect("a quarantine folder");
+        let moved = qdir.join(std::path::Path::new(&swap).file_name().unwrap());
+        assert_eq!(
+            report.quarantined_segments,
+            std::slice::from_ref(&moved),
+            "{report:?}"
+        );
+        assert_eq!(std::fs::read(&moved).unwrap(), swap_bytes);
+        assert!(report.temp_files_handled.is_empty(), "{report:?}");
+        assert!(!std::path::Path::new(&swap).exists());
+        assert_eq!(
+            std::fs::read(&live).unwrap(),
+            original,
+            "the live log stays"
+        );
+        assert_eq!(log.log_end_offset(), end);
+        assert_eq!(report.log_end_offset, end);
+        log.close().unwrap();
+    }
 }
 
 /// A full recovery writes the snapshot Kafka takes after each recovered segment (named after the
@@ -571,4 +591,58 @@ fn a_quarantine_folder_that_appeared_since_the_plan_is_not_written_into() {
     for moved in &report.quarantined_segments {
         assert!(moved.starts_with(&qdir) && moved.exists(), "{moved:?}");
     }
+}
+
+/// A segment's `.index` and `.timeindex` deleted after a clean shutdown: the planner finds both
+/// missing (Kafka's `LogSegment.sanityCheck` throws `NoSuchFileException` for the offset index
+/// and the segment is recovered) and recovery rebuilds them, byte for byte what the live log
+/// wrote, although the segment is below the recovery point; offset-for-timestamp then answers as
+/// it did before the files went.
+#[test]
+fn missing_indexes_of_a_segment_are_rebuilt_after_a_clean_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = build_log(dir.path());
+    let segments = log.local_log().segments();
+    assert!(segments.len() > 2);
+    let want = log
+        .local_log()
+        .fetch_offset_by_timestamp(ts())
+        .unwrap()
+        .map(|t| t.offset);
+    assert_eq!(want, Some(0));
+    log.close().unwrap();
+    let p = |name: String| dir.path().join(name);
+    let index = p(format!("{:020}.index", 0));
+    let time = p(format!("{:020}.timeindex", 0));
+    let (index_bytes, time_bytes) = (
+        std::fs::read(&index).unwrap(),
+        std::fs::read(&time).unwrap(),
+    );
+    assert!(!index_bytes.is_empty() && !time_bytes.is_empty());
+    std::fs::remove_file(&index).unwrap();
+    std::fs::remove_file(&time).unwrap();
+
+    let plan = LogLoader::plan(dir.path(), &options(true)).unwrap();
+    let findings: Vec<String> = plan.segments[0]
+        .index_findings
+        .iter()
+        .map(|f| format!("{:?} {:?}", f.kind, f.problem))
+        .collect();
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert!(
+        findings.iter().all(|f| f.contains("Missing")),
+        "{findings:?}"
+    );
+
+    let (log, report) = load(dir.path(), true);
+    assert_eq!(report.recovered_from, Some(0), "{report:?}");
+    assert_eq!(std::fs::read(&index).unwrap(), index_bytes);
+    assert_eq!(std::fs::read(&time).unwrap(), time_bytes);
+    let got = log
+        .local_log()
+        .fetch_offset_by_timestamp(ts())
+        .unwrap()
+        .map(|t| t.offset);
+    assert_eq!(got, want);
+    log.close().unwrap();
 }
