@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use recovery::{MirrorError, PartitionLogError};
-use segment_store::{SegmentError, TopicPartition};
+use segment_store::{InvalidTopicPartition, SegmentError, TopicPartition};
 
 /// Why a [`Log`](crate::Log) or [`LogDir`](crate::LogDir) operation failed.
 #[derive(Debug)]
@@ -44,6 +44,16 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A topic-partition Kafka could not have created (see
+    /// [`TopicPartition::try_new`](segment_store::TopicPartition::try_new)): an empty, `.`,
+    /// `..`, over-long topic or one with a character other than `[a-zA-Z0-9._-]`, or a negative
+    /// partition. Refused before any folder is created.
+    InvalidPartition {
+        /// The topic-partition as given.
+        partition: TopicPartition,
+        /// What is wrong with it.
+        reason: InvalidTopicPartition,
+    },
 }
 
 impl fmt::Display for Error {
@@ -75,6 +85,11 @@ impl fmt::Display for Error {
             Error::PartitionOffline { partition, reason } => {
                 write!(f, "partition {partition} is offline: {reason}")
             }
+            Error::InvalidPartition { partition, reason } => write!(
+                f,
+                "topic {:?} partition {} is not a valid Kafka topic-partition: {reason}",
+                partition.topic, partition.partition
+            ),
         }
     }
 }

@@ -383,7 +383,16 @@ fn partition_of(dir: &Path) -> Result<TopicPartition> {
     };
     let name = dir.file_name().ok_or_else(not_a_partition)?;
     match parse_partition_dir_name(name) {
-        Ok(p) if p.kind == PartitionDirKind::Live => Ok(TopicPartition::new(p.topic, p.partition)),
+        Ok(p) if p.kind == PartitionDirKind::Live => {
+            let tp = TopicPartition::new(p.topic, p.partition);
+            match tp.validate() {
+                Ok(()) => Ok(tp),
+                Err(reason) => Err(Error::InvalidPartition {
+                    partition: tp,
+                    reason,
+                }),
+            }
+        }
         _ => Err(not_a_partition()),
     }
 }

@@ -106,10 +106,23 @@ impl LogDir {
     }
 
     /// The partitions refused at open and left untouched, each with its reason (a symlink, or
-    /// a FIFO or device, where seglog reads or writes). They are not loaded, not recreated by
+    /// a FIFO or device, where seglog reads or writes; a folder whose name cannot be a
+    /// partition; two folders naming the same partition). They are not loaded, not recreated by
     /// [`Self::create_partition`] (an error), and not in the checkpoints this directory writes.
     pub fn offline_partitions(&self) -> &[recovery::OfflinePartition] {
         &self.inner.offline
+    }
+
+    /// Partitions loaded from a folder whose name is not the one Kafka gives them
+    /// (`orders-00` for `orders-0`): loaded as Kafka parses the name, listed here as a warning.
+    pub fn non_canonical_partitions(&self) -> &[recovery::NonCanonicalDir] {
+        &self.inner.non_canonical
+    }
+
+    /// The log-directory checkpoints that could not be read and were ignored, each with the
+    /// line (or size) that makes it unreadable and what recovery did instead.
+    pub fn checkpoint_warnings(&self) -> &[recovery::CheckpointWarning] {
+        &self.inner.checkpoint_warnings
     }
 
     /// The directory.
@@ -160,7 +173,15 @@ impl LogDir {
 
     /// Creates the partition `tp` (its `<topic>-<partition>` folder and an empty active
     /// segment) and returns its log. [`Error::PartitionExists`] if it is loaded already.
+    /// [`Error::InvalidPartition`] for a topic-partition Kafka could not have created (nothing is
+    /// created: its folder would not be a partition's, or not inside the log directory).
     pub fn create_partition(&mut self, tp: TopicPartition) -> Result<&mut PartitionLog> {
+        if let Err(reason) = tp.validate() {
+            return Err(Error::InvalidPartition {
+                partition: tp,
+                reason,
+            });
+        }
         if self.inner.partitions.contains_key(&tp) {
             return Err(Error::PartitionExists(tp));
         }

@@ -15,6 +15,8 @@
 //! * `demo`: `seglog demo` as README's first command runs it.
 //! * `crash_test`: `seglog crash-test`, a short randomized run (summary line, exit 0).
 //! * `descriptors`: `verify` and `recover` under a low `RLIMIT_NOFILE` (child processes).
+//! * `names`: partition folder names as Kafka parses them, topic names refused at create, and
+//!   unreadable log-directory checkpoints.
 //! * `run`: running the real executable.
 //! * `logs`: partitions on real files built with the library, the damages, in-process runners.
 //! * `verify`, `recover`, `producers`: the directory subcommands on clean and damaged partitions
@@ -53,6 +55,8 @@ mod internal_topics;
 mod log_dir;
 #[path = "cli/logs.rs"]
 mod logs;
+#[path = "cli/names.rs"]
+mod names;
 #[path = "cli/producers.rs"]
 mod producers;
 #[path = "cli/recover.rs"]

@@ -5,12 +5,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use recovery::SnapshotEntry;
+use recovery::{CheckpointWarning, NonCanonicalDir, RefusalKind, RefusedDir, SnapshotEntry};
 use segment_store::file_name::{
     parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
+use segment_store::EntryType;
 
 use crate::cli::dump::io_msg;
 use crate::cli::Status;
@@ -35,7 +36,112 @@ pub enum Target {
         dir: PathBuf,
         /// Its live partition directories.
         partitions: Vec<PathBuf>,
+        /// Folders refused for their names (not a partition's, or two for one partition):
+        /// findings, never loaded.
+        refused: Vec<RefusedDir>,
+        /// Partitions whose folder name is not the canonical one: loaded, with a warning.
+        non_canonical: Vec<NonCanonicalDir>,
     },
+}
+
+/// A finding about a log directory itself (not one partition's): a folder refused for its
+/// name, a non-canonical partition folder name, an unreadable checkpoint. `verify` prints each
+/// as a finding; `recover` prints the same from the loaded `LogDir`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogDirFinding {
+    /// `badPartitionDir`, `duplicatePartitionDir`, `symlinkedPartitionDir`,
+    /// `nonCanonicalPartitionDir`, `unreadableCheckpoint`.
+    pub kind: &'static str,
+    /// The folder or file concerned (name only).
+    pub file: String,
+    /// What is wrong and what recovery does, in words.
+    pub message: String,
+    /// The 1-based line of an unreadable checkpoint's problem.
+    pub line: Option<usize>,
+}
+
+fn name_of(p: &Path) -> String {
+    p.file_name().map_or_else(
+        || p.display().to_string(),
+        |n| n.to_string_lossy().into_owned(),
+    )
+}
+
+/// The finding for a refused folder.
+pub fn refused_finding(r: &RefusedDir) -> LogDirFinding {
+    let kind = match r.kind {
+        RefusalKind::Symlink => "symlinkedPartitionDir",
+        RefusalKind::BadName => "badPartitionDir",
+        RefusalKind::Duplicate => "duplicatePartitionDir",
+    };
+    LogDirFinding {
+        kind,
+        file: name_of(&r.offline.dir),
+        message: format!("refused, left untouched: {}", r.offline.reason),
+        line: None,
+    }
+}
+
+/// The finding for a partition loaded from a non-canonical folder name.
+pub fn non_canonical_finding(n: &NonCanonicalDir) -> LogDirFinding {
+    LogDirFinding {
+        kind: "nonCanonicalPartitionDir",
+        file: name_of(&n.dir),
+        message: n.to_string(),
+        line: None,
+    }
+}
+
+/// The finding for an unreadable log-directory checkpoint.
+pub fn checkpoint_finding(w: &CheckpointWarning) -> LogDirFinding {
+    LogDirFinding {
+        kind: "unreadableCheckpoint",
+        file: name_of(&w.path),
+        message: w.to_string(),
+        line: w.line,
+    }
+}
+
+/// The log-directory findings of a target, read-only (what `recover` would warn about or
+/// refuse): for a log directory its refused and non-canonical folders and its unreadable
+/// checkpoints; for a partition directory the unreadable checkpoints of its parent that
+/// recovery reads for it (see `recovery::LoadOptions::for_partition_dir`).
+pub fn log_dir_findings(target: &Target) -> Vec<LogDirFinding> {
+    let env = segment_store::LogEnv::default();
+    match target {
+        Target::LogDir {
+            dir,
+            refused,
+            non_canonical,
+            ..
+        } => refused
+            .iter()
+            .map(refused_finding)
+            .chain(non_canonical.iter().map(non_canonical_finding))
+            .chain(
+                recovery::read_log_dir_checkpoints(&env, dir)
+                    .warnings
+                    .iter()
+                    .map(checkpoint_finding),
+            )
+            .collect(),
+        Target::Partition(dir) => partition_checkpoint_warnings(dir)
+            .iter()
+            .map(checkpoint_finding)
+            .collect(),
+    }
+}
+
+/// The unreadable checkpoints of the log directory holding the partition directory `dir`, when
+/// recovery reads them for it (its name is a partition's).
+pub fn partition_checkpoint_warnings(dir: &Path) -> Vec<CheckpointWarning> {
+    let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
+        return Vec::new();
+    };
+    if parse_partition_dir_name(name).is_err() {
+        return Vec::new();
+    }
+    recovery::read_log_dir_checkpoints(&segment_store::LogEnv::default(), parent).warnings
 }
 
 /// [`detect`] for a subcommand: on error the message goes to `err` as `error: …` and the
@@ -66,28 +172,46 @@ pub fn detect(dir: &Path) -> Result<Target, String> {
     let entries =
         std::fs::read_dir(dir).map_err(|e| format!("cannot read {shown}: {}", io_msg(&e)))?;
     let mut has_log = false;
-    let mut partitions = Vec::new();
+    let mut typed = Vec::new();
     for e in entries {
         let e = e.map_err(|e| format!("cannot read {shown}: {}", io_msg(&e)))?;
         let name = e.file_name();
-        let path = e.path();
-        if path.is_dir() {
-            if parse_partition_dir_name(&name).is_ok_and(|p| p.kind == PartitionDirKind::Live) {
-                partitions.push(path);
-            }
-        } else if parse_file_name(&name).is_ok_and(|p| p.kind == FileKind::Log && p.temp.is_none())
+        // The entry itself, not followed.
+        let found = match e.file_type() {
+            Ok(t) if t.is_symlink() => EntryType::Symlink,
+            Ok(t) if t.is_dir() => EntryType::Dir,
+            Ok(t) if t.is_file() => EntryType::File,
+            _ => EntryType::Other,
+        };
+        if !e.path().is_dir()
+            && parse_file_name(&name).is_ok_and(|p| p.kind == FileKind::Log && p.temp.is_none())
         {
             has_log = true;
         }
+        typed.push((name, found));
     }
     if has_log {
         return Ok(Target::Partition(dir.to_path_buf()));
     }
-    if !partitions.is_empty() {
+    // The names as loading reads them (`recovery::scan_log_dir`); a partition directory that
+    // is a symlink is still checked (its own check refuses it).
+    let scan = recovery::scan_log_dir(dir, &typed);
+    let mut partitions: Vec<PathBuf> = scan.partitions.into_iter().map(|(_, p)| p).collect();
+    let mut refused = Vec::new();
+    for r in scan.refused {
+        if r.kind == RefusalKind::Symlink && r.offline.dir.is_dir() {
+            partitions.push(r.offline.dir);
+        } else {
+            refused.push(r);
+        }
+    }
+    if !partitions.is_empty() || refused.iter().any(|r| r.kind == RefusalKind::Duplicate) {
         partitions.sort();
         return Ok(Target::LogDir {
             dir: dir.to_path_buf(),
             partitions,
+            refused,
+            non_canonical: scan.non_canonical,
         });
     }
     let own = dir.file_name().unwrap_or_default();
@@ -100,6 +224,8 @@ pub fn detect(dir: &Path) -> Result<Target, String> {
         return Ok(Target::LogDir {
             dir: dir.to_path_buf(),
             partitions,
+            refused,
+            non_canonical: scan.non_canonical,
         });
     }
     Err(format!(

@@ -112,13 +112,20 @@ fn spinner(what: String) -> Option<ProgressBar> {
     Some(pb)
 }
 
+/// The reports, the partitions refused, and the warnings about the log directory itself.
+type Recovered = (
+    Vec<RecoveryReport>,
+    Vec<OfflinePartition>,
+    Vec<partition::LogDirFinding>,
+);
+
 /// Loads and closes the target; returns the reports.
 fn recover(
     target: &Target,
     full: bool,
     now_ms: Option<i64>,
     threads: usize,
-) -> Result<(Vec<RecoveryReport>, Vec<OfflinePartition>), crate::Error> {
+) -> Result<Recovered, crate::Error> {
     let clock = partition::clock(now_ms);
     match target {
         Target::Partition(dir) => {
@@ -126,9 +133,13 @@ fn recover(
             // its log directory's marker and checkpoints as they are.
             let mut opts = LoadOptions::for_partition_dir(dir, full);
             opts.env.clock = clock;
+            let warnings = partition::partition_checkpoint_warnings(dir)
+                .iter()
+                .map(partition::checkpoint_finding)
+                .collect();
             let (log, report) = LogLoader::load(dir, &opts)?;
             log.close()?;
-            Ok((vec![report], Vec::new()))
+            Ok((vec![report], Vec::new(), warnings))
         }
         Target::LogDir { dir, .. } => {
             let mut config = crate::Config::default()
@@ -139,8 +150,19 @@ fn recover(
             let loaded = crate::LogDir::open(dir, config)?;
             let reports = loaded.recovery_reports().to_vec();
             let offline = loaded.offline_partitions().to_vec();
+            let warnings = loaded
+                .non_canonical_partitions()
+                .iter()
+                .map(partition::non_canonical_finding)
+                .chain(
+                    loaded
+                        .checkpoint_warnings()
+                        .iter()
+                        .map(partition::checkpoint_finding),
+                )
+                .collect();
             loaded.close()?;
-            Ok((reports, offline))
+            Ok((reports, offline, warnings))
         }
     }
 }
@@ -163,7 +185,7 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
     if let Some(pb) = bar {
         pb.finish_and_clear();
     }
-    let (reports, offline) = match result {
+    let (reports, offline, warnings) = match result {
         Ok(r) => r,
         Err(e) => {
             let _ = writeln!(err, "error: cannot recover {}: {e}", args.dir.display());
@@ -180,7 +202,7 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
         .filter(|(p, stamp)| before.get(*p) != Some(*stamp))
         .map(|(p, _)| p)
         .collect();
-    match print(args, &reports, &offline, &written, out) {
+    match print(args, &reports, &offline, &warnings, &written, out) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             let _ = writeln!(err, "error: cannot write output: {e}");
             Status::Usage
@@ -278,10 +300,21 @@ fn print(
     args: &RecoverArgs,
     reports: &[RecoveryReport],
     offline: &[OfflinePartition],
+    warnings: &[partition::LogDirFinding],
     written: &[&PathBuf],
     out: &mut impl Write,
 ) -> io::Result<()> {
     let base = &std::fs::canonicalize(&args.dir).unwrap_or_else(|_| args.dir.clone());
+    for w in warnings {
+        if args.json {
+            emit(
+                out,
+                &json!({"type": "warning", "kind": w.kind, "file": w.file, "message": w.message, "line": w.line}),
+            )?;
+        } else {
+            writeln!(out, "warning: {}: {}", w.file, w.message)?;
+        }
+    }
     for o in offline {
         let name = o
             .dir

@@ -519,12 +519,19 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
     let mut total = 0;
     let dirs = partition::partitions(&target);
     let threads = crate::cli::recover::threads(args.threads);
-    let printed = in_order(&dirs, threads, check_or_refuse, |check| {
-        if !check.findings.is_empty() {
-            status = Status::Damaged;
-        }
-        total += check.findings.len();
-        print(args, &check, out)
+    let log_dir = partition::log_dir_findings(&target);
+    if !log_dir.is_empty() {
+        status = Status::Damaged;
+        total += log_dir.len();
+    }
+    let printed = print_log_dir(args, &log_dir, out).and_then(|()| {
+        in_order(&dirs, threads, check_or_refuse, |check| {
+            if !check.findings.is_empty() {
+                status = Status::Damaged;
+            }
+            total += check.findings.len();
+            print(args, &check, out)
+        })
     });
     match printed {
         Ok(()) => {}
@@ -555,6 +562,33 @@ pub fn run(args: &VerifyArgs, out: &mut impl Write, err: &mut impl Write) -> Sta
         }
     }
     status
+}
+
+/// The findings about the log directory itself, before the partitions': text `<name>:
+/// <message>`, JSON `finding` objects with `partition: null`.
+fn print_log_dir(
+    args: &VerifyArgs,
+    findings: &[partition::LogDirFinding],
+    out: &mut impl Write,
+) -> io::Result<()> {
+    for f in findings {
+        if args.json {
+            emit(
+                out,
+                &json!({
+                    "type": "finding",
+                    "partition": null,
+                    "kind": f.kind,
+                    "file": f.file,
+                    "message": f.message,
+                    "detail": {"line": f.line},
+                }),
+            )?;
+        } else {
+            writeln!(out, "{}: {}", f.file, f.message)?;
+        }
+    }
+    Ok(())
 }
 
 fn print(args: &VerifyArgs, c: &PartitionCheck, out: &mut impl Write) -> io::Result<()> {

@@ -85,8 +85,9 @@ pub use leader_epoch::{
     EpochHistory, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use loader::{
-    load_log_dir, CloseSync, CutInfo, LoadOptions, LogDir, LogDirOptions, LogLoader,
-    OfflinePartition, RecoveryReport,
+    load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CloseSync, CutInfo,
+    LoadOptions, LogDir, LogDirCheckpoints, LogDirOptions, LogDirScan, LogLoader, NonCanonicalDir,
+    OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, IsolationLevel, LogAppendInfo,

@@ -45,12 +45,13 @@ use std::sync::{Arc, Mutex};
 
 use record_format::FormatError;
 use segment_store::file_name::{
-    parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
-    LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
-    REPLICATION_OFFSET_CHECKPOINT_FILE,
+    parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind,
+    CLEANER_OFFSET_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
+    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use segment_store::{
-    DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, StdFs, Storage, TopicPartition,
+    DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, SegmentError, StdFs, Storage,
+    TopicPartition,
 };
 
 use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
@@ -101,10 +102,10 @@ impl LoadOptions {
             .storage
             .exists(&parent.join(CLEAN_SHUTDOWN_FILE))
             .unwrap_or(false);
-        let get = |name: &str| checkpoint_map(env, &parent.join(name)).get(&tp).copied();
-        opts.recovery_point = get(RECOVERY_POINT_CHECKPOINT_FILE).unwrap_or(0);
-        opts.log_start_offset = get(LOG_START_OFFSET_CHECKPOINT_FILE).unwrap_or(0);
-        opts.high_watermark = get(REPLICATION_OFFSET_CHECKPOINT_FILE);
+        let checkpoints = read_log_dir_checkpoints(env, parent);
+        opts.recovery_point = checkpoints.recovery_points.get(&tp).copied().unwrap_or(0);
+        opts.log_start_offset = checkpoints.log_start_offsets.get(&tp).copied().unwrap_or(0);
+        opts.high_watermark = checkpoints.high_watermarks.get(&tp).copied();
         opts
     }
 }
@@ -368,6 +369,12 @@ pub struct LogDir {
     /// (`(checkpoint file name, partition, offset)`): written back unchanged, since the
     /// partitions are untouched.
     offline_entries: Vec<(&'static str, TopicPartition, i64)>,
+    /// Partitions loaded from a folder whose name is not the one Kafka gives them (see
+    /// [`scan_log_dir`]).
+    pub non_canonical: Vec<NonCanonicalDir>,
+    /// Log-directory checkpoints that could not be read and were ignored (see
+    /// [`read_log_dir_checkpoints`]).
+    pub checkpoint_warnings: Vec<CheckpointWarning>,
     env: LogEnv,
     threads: usize,
     close_sync: CloseSync,
@@ -443,10 +450,265 @@ fn takes_partition_offline(e: &PartitionLogError) -> bool {
     matches!(e, PartitionLogError::Refused { .. })
 }
 
-fn checkpoint_map(env: &LogEnv, path: &Path) -> BTreeMap<TopicPartition, i64> {
-    // Kafka logs read errors of these checkpoints and treats them as empty.
-    let file = OffsetCheckpointFile::new(Arc::clone(&env.storage), path);
-    file.read().unwrap_or_default().into_iter().collect()
+/// The folder of a log directory Kafka keeps for remote-storage index caches
+/// (`RemoteIndexCache.DIR_NAME`); `LogManager` does not load it as a partition.
+pub const REMOTE_LOG_INDEX_CACHE_DIR: &str = "remote-log-index-cache";
+
+/// Why a folder of a log directory is refused rather than loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// A partition directory that is a symlink: its files would be written outside.
+    Symlink,
+    /// A folder whose name cannot be a partition Kafka created: not `<topic>-<partition>`, an
+    /// empty or illegal topic, a negative partition.
+    BadName,
+    /// One of two or more folders that name the same partition (`orders-0` and `orders-00`).
+    Duplicate,
+}
+
+/// A folder of a log directory refused by [`scan_log_dir`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedDir {
+    /// Why.
+    pub kind: RefusalKind,
+    /// The folder as taken offline.
+    pub offline: OfflinePartition,
+}
+
+/// A folder of a log directory loaded under another name than Kafka would give it
+/// (`orders-00` is partition 0 of `orders`, whose folder Kafka names `orders-0`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NonCanonicalDir {
+    /// The folder.
+    pub dir: PathBuf,
+    /// The partition it is loaded as, as Kafka parses the name.
+    pub partition: TopicPartition,
+}
+
+impl fmt::Display for NonCanonicalDir {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the folder name is not the one Kafka gives partition {tp} ({tp}): loaded as {tp}, \
+             as Kafka parses the name",
+            tp = self.partition
+        )
+    }
+}
+
+/// What the folders of a log directory are, by name and type (Kafka `LogManager.loadLogs` and
+/// `UnifiedLog.parseTopicPartitionName`). The one reading of a log directory's names: loading,
+/// `verify` and `recover` use it alike.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogDirScan {
+    /// The live partitions to load, one folder each, in name order.
+    pub partitions: Vec<(TopicPartition, PathBuf)>,
+    /// `-delete`, `-future` and `-stray` folders: Kafka's, not loaded, not findings.
+    pub skipped: Vec<PathBuf>,
+    /// Folders refused: never loaded, never changed.
+    pub refused: Vec<RefusedDir>,
+    /// Partitions loaded from a folder whose name is not the canonical `<topic>-<partition>`.
+    pub non_canonical: Vec<NonCanonicalDir>,
+}
+
+/// Reads the entries of the log directory `dir` (names and types, not followed): every folder
+/// is a live partition, a folder Kafka keeps (`-delete`/`-future`/`-stray`,
+/// [`REMOTE_LOG_INDEX_CACHE_DIR`]), or refused. Files are not folders of partitions and are
+/// left to their own readers.
+pub fn scan_log_dir(dir: &Path, entries: &[(std::ffi::OsString, EntryType)]) -> LogDirScan {
+    let mut scan = LogDirScan::default();
+    let mut live: BTreeMap<TopicPartition, Vec<(PathBuf, EntryType)>> = BTreeMap::new();
+    let mut sorted: Vec<&(std::ffi::OsString, EntryType)> = entries.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, found) in sorted {
+        if !matches!(found, EntryType::Dir | EntryType::Symlink) {
+            continue;
+        }
+        let path = dir.join(name);
+        let refuse = |kind, partition, reason: String| RefusedDir {
+            kind,
+            offline: OfflinePartition {
+                dir: path.clone(),
+                partition,
+                reason,
+            },
+        };
+        if name == REMOTE_LOG_INDEX_CACHE_DIR {
+            continue;
+        }
+        let parsed = match parse_partition_dir_name(name) {
+            Ok(p) => p,
+            // A symlink elsewhere is not a partition: nothing reads or writes through it.
+            Err(_) if *found == EntryType::Symlink => continue,
+            Err(e) => {
+                scan.refused.push(refuse(
+                    RefusalKind::BadName,
+                    None,
+                    format!("{e}: never loaded"),
+                ));
+                continue;
+            }
+        };
+        let tp = TopicPartition::new(parsed.topic, parsed.partition);
+        if let Err(e) = tp.validate() {
+            scan.refused.push(refuse(
+                RefusalKind::BadName,
+                None,
+                format!("{name:?} cannot be a partition directory ({e}): never loaded"),
+            ));
+            continue;
+        }
+        if *found == EntryType::Symlink {
+            let e = PartitionLogError::Refused {
+                path: path.clone(),
+                found: *found,
+            };
+            scan.refused
+                .push(refuse(RefusalKind::Symlink, Some(tp), e.to_string()));
+            continue;
+        }
+        if parsed.kind != PartitionDirKind::Live {
+            scan.skipped.push(path);
+            continue;
+        }
+        live.entry(tp).or_default().push((path, *found));
+    }
+    for (tp, dirs) in live {
+        if let [(path, _)] = dirs.as_slice() {
+            if path.file_name() != Some(OsStr::new(&tp.to_string())) {
+                scan.non_canonical.push(NonCanonicalDir {
+                    dir: path.clone(),
+                    partition: tp.clone(),
+                });
+            }
+            scan.partitions.push((tp, path.clone()));
+            continue;
+        }
+        let names: Vec<String> = dirs
+            .iter()
+            .map(|(p, _)| {
+                p.file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned())
+            })
+            .collect();
+        for (path, _) in dirs {
+            scan.refused.push(RefusedDir {
+                kind: RefusalKind::Duplicate,
+                offline: OfflinePartition {
+                    dir: path,
+                    partition: Some(tp.clone()),
+                    reason: format!(
+                        "{} folders name partition {tp} ({}); Kafka refuses such a log \
+                         directory: neither is loaded nor changed",
+                        names.len(),
+                        names.join(", ")
+                    ),
+                },
+            });
+        }
+    }
+    scan.refused
+        .sort_by(|a, b| a.offline.dir.cmp(&b.offline.dir));
+    scan
+}
+
+/// A log-directory checkpoint that could not be read, and what recovery does instead.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointWarning {
+    /// The checkpoint file.
+    pub path: PathBuf,
+    /// The 1-based line of the problem, when it is one line's.
+    pub line: Option<usize>,
+    /// What is wrong with it.
+    pub problem: String,
+    /// What recovery does instead.
+    pub consequence: &'static str,
+}
+
+impl fmt::Display for CheckpointWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unreadable (")?;
+        if let Some(line) = self.line {
+            write!(f, "line {line}: ")?;
+        }
+        write!(f, "{}): {}", self.problem, self.consequence)
+    }
+}
+
+/// The checkpoints of a log directory as loading uses them, and those it could not read.
+#[derive(Debug, Clone, Default)]
+pub struct LogDirCheckpoints {
+    /// `recovery-point-offset-checkpoint`.
+    pub recovery_points: BTreeMap<TopicPartition, i64>,
+    /// `log-start-offset-checkpoint`.
+    pub log_start_offsets: BTreeMap<TopicPartition, i64>,
+    /// `replication-offset-checkpoint`.
+    pub high_watermarks: BTreeMap<TopicPartition, i64>,
+    /// Each checkpoint present that could not be read (a missing one is not a problem).
+    pub warnings: Vec<CheckpointWarning>,
+}
+
+/// The log-directory checkpoints with what recovery does when one cannot be read.
+const LOG_DIR_CHECKPOINTS: [(&str, &str); 4] = [
+    (
+        RECOVERY_POINT_CHECKPOINT_FILE,
+        "recovery ignores it, as Kafka does, and after an unclean shutdown recovers every \
+         partition from offset 0",
+    ),
+    (
+        LOG_START_OFFSET_CHECKPOINT_FILE,
+        "recovery ignores it, as Kafka does, and starts each log at its first segment's base \
+         offset",
+    ),
+    (
+        REPLICATION_OFFSET_CHECKPOINT_FILE,
+        "recovery ignores it and starts each partition's high watermark at its log start offset",
+    ),
+    (
+        CLEANER_OFFSET_CHECKPOINT_FILE,
+        "recovery does not use it; Kafka's log cleaner ignores it and cleans each compacted \
+         log from its start",
+    ),
+];
+
+/// Reads the checkpoints of the log directory `dir` (never changing them). An unreadable one
+/// counts as empty, as Kafka's `LogManager` logs and ignores it, and is listed with the line or
+/// size that makes it unreadable. The one reading of them: loading, `verify` and `recover` use
+/// it alike.
+pub fn read_log_dir_checkpoints(env: &LogEnv, dir: &Path) -> LogDirCheckpoints {
+    let mut out = LogDirCheckpoints::default();
+    for (name, consequence) in LOG_DIR_CHECKPOINTS {
+        let path = dir.join(name);
+        if !env.storage.exists(&path).unwrap_or(false) {
+            continue;
+        }
+        let file = OffsetCheckpointFile::new(Arc::clone(&env.storage), &path);
+        let map: BTreeMap<TopicPartition, i64> = match file.read() {
+            Ok(entries) => entries.into_iter().collect(),
+            Err(e) => {
+                let (line, problem) = match &e {
+                    SegmentError::MalformedCheckpoint { line, reason, .. } => {
+                        (Some(*line), reason.to_string())
+                    }
+                    other => (None, other.to_string()),
+                };
+                out.warnings.push(CheckpointWarning {
+                    path,
+                    line,
+                    problem,
+                    consequence,
+                });
+                continue;
+            }
+        };
+        match name {
+            RECOVERY_POINT_CHECKPOINT_FILE => out.recovery_points = map,
+            LOG_START_OFFSET_CHECKPOINT_FILE => out.log_start_offsets = map,
+            REPLICATION_OFFSET_CHECKPOINT_FILE => out.high_watermarks = map,
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Runs `f` on the job of every partition on `threads` threads (each taking the next job when it
@@ -487,47 +749,19 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
     let lock = DirLock::acquire(dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     let had_clean_shutdown = env.storage.exists(&marker)?;
-    let recovery_points = checkpoint_map(env, &dir.join(RECOVERY_POINT_CHECKPOINT_FILE));
-    let log_starts = checkpoint_map(env, &dir.join(LOG_START_OFFSET_CHECKPOINT_FILE));
-    let hws = checkpoint_map(env, &dir.join(REPLICATION_OFFSET_CHECKPOINT_FILE));
-
+    let checkpoints = read_log_dir_checkpoints(env, dir);
+    let scan = scan_log_dir(dir, &entries);
+    let skipped = scan.skipped;
+    let mut offline: Vec<OfflinePartition> = scan.refused.into_iter().map(|r| r.offline).collect();
     let mut jobs = Vec::new();
-    let mut skipped = Vec::new();
-    let mut offline = Vec::new();
-    for (name, found) in entries {
-        let path = dir.join(&name);
-        let Ok(parsed) = parse_partition_dir_name(OsStr::new(&name)) else {
-            continue;
-        };
-        let tp = TopicPartition::new(parsed.topic, parsed.partition);
-        match found {
-            EntryType::Dir => {}
-            // A partition directory that is a symlink: its files would be written outside.
-            EntryType::Symlink => {
-                let e = PartitionLogError::Refused {
-                    path: path.clone(),
-                    found,
-                };
-                offline.push(OfflinePartition {
-                    dir: path,
-                    partition: Some(tp),
-                    reason: e.to_string(),
-                });
-                continue;
-            }
-            EntryType::File | EntryType::Other => continue,
-        }
-        if parsed.kind != PartitionDirKind::Live {
-            skipped.push(path);
-            continue;
-        }
+    for (tp, path) in scan.partitions {
         let load = LoadOptions {
             config: opts.config.clone(),
             env: env.clone(),
             had_clean_shutdown,
-            recovery_point: recovery_points.get(&tp).copied().unwrap_or(0),
-            log_start_offset: log_starts.get(&tp).copied().unwrap_or(0),
-            high_watermark: hws.get(&tp).copied(),
+            recovery_point: checkpoints.recovery_points.get(&tp).copied().unwrap_or(0),
+            log_start_offset: checkpoints.log_start_offsets.get(&tp).copied().unwrap_or(0),
+            high_watermark: checkpoints.high_watermarks.get(&tp).copied(),
             full: opts.full,
         };
         jobs.push((tp, (path, load)));
@@ -580,9 +814,15 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
     let mut offline_entries = Vec::new();
     for tp in offline.iter().filter_map(|o| o.partition.as_ref()) {
         for (name, map) in [
-            (RECOVERY_POINT_CHECKPOINT_FILE, &recovery_points),
-            (LOG_START_OFFSET_CHECKPOINT_FILE, &log_starts),
-            (REPLICATION_OFFSET_CHECKPOINT_FILE, &hws),
+            (RECOVERY_POINT_CHECKPOINT_FILE, &checkpoints.recovery_points),
+            (
+                LOG_START_OFFSET_CHECKPOINT_FILE,
+                &checkpoints.log_start_offsets,
+            ),
+            (
+                REPLICATION_OFFSET_CHECKPOINT_FILE,
+                &checkpoints.high_watermarks,
+            ),
         ] {
             if let Some(&v) = map.get(tp) {
                 offline_entries.push((name, tp.clone(), v));
@@ -597,6 +837,8 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         skipped,
         offline,
         offline_entries,
+        non_canonical: scan.non_canonical,
+        checkpoint_warnings: checkpoints.warnings,
         env: env.clone(),
         threads: opts.threads.max(1),
         close_sync: opts.close_sync,

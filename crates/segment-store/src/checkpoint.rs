@@ -43,13 +43,110 @@ pub struct TopicPartition {
 }
 
 impl TopicPartition {
-    /// Builds a topic-partition.
+    /// Builds a topic-partition, unchecked (names from outside: [`TopicPartition::try_new`]).
     pub fn new(topic: impl Into<String>, partition: i32) -> Self {
         TopicPartition {
             topic: topic.into(),
             partition,
         }
     }
+}
+
+impl TopicPartition {
+    /// Builds a topic-partition Kafka could have created: the topic passes [`validate_topic`]
+    /// and the partition is not negative. Use this for names that come from outside (a partition
+    /// directory created from it stays inside its log directory).
+    pub fn try_new(
+        topic: impl Into<String>,
+        partition: i32,
+    ) -> std::result::Result<Self, InvalidTopicPartition> {
+        let tp = TopicPartition::new(topic, partition);
+        tp.validate()?;
+        Ok(tp)
+    }
+
+    /// Whether Kafka could have created this topic-partition (see [`TopicPartition::try_new`]).
+    pub fn validate(&self) -> std::result::Result<(), InvalidTopicPartition> {
+        validate_topic(&self.topic)?;
+        if self.partition < 0 {
+            return Err(InvalidTopicPartition::NegativePartition(self.partition));
+        }
+        Ok(())
+    }
+}
+
+/// The longest topic name Kafka accepts (`Topic.MAX_NAME_LENGTH`): 249 characters, so that
+/// `<topic>-<partition>.<id>-delete` folder names fit 255 bytes.
+pub const MAX_TOPIC_NAME_LENGTH: usize = 249;
+
+/// Why a topic-partition is not one Kafka could have created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InvalidTopicPartition {
+    /// The topic is empty.
+    EmptyTopic,
+    /// The topic is `.` or `..`.
+    DotTopic(String),
+    /// The topic has more than [`MAX_TOPIC_NAME_LENGTH`] characters.
+    TopicTooLong(usize),
+    /// The topic holds a character other than ASCII alphanumerics, `.`, `_` and `-`; the byte
+    /// position of the first one.
+    IllegalCharacter {
+        /// The topic.
+        topic: String,
+        /// Byte position of the first illegal character.
+        position: usize,
+    },
+    /// The partition is negative.
+    NegativePartition(i32),
+}
+
+impl fmt::Display for InvalidTopicPartition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InvalidTopicPartition::EmptyTopic => write!(f, "the topic name is empty"),
+            InvalidTopicPartition::DotTopic(t) => {
+                write!(f, "the topic name cannot be \".\" or \"..\" (it is {t:?})")
+            }
+            InvalidTopicPartition::TopicTooLong(n) => write!(
+                f,
+                "the topic name has {n} characters, more than {MAX_TOPIC_NAME_LENGTH}"
+            ),
+            InvalidTopicPartition::IllegalCharacter { topic, position } => write!(
+                f,
+                "the topic name {topic:?} has a character other than ASCII alphanumerics, '.', \
+                 '_' and '-' at byte {position}"
+            ),
+            InvalidTopicPartition::NegativePartition(p) => {
+                write!(f, "the partition {p} is negative")
+            }
+        }
+    }
+}
+
+impl std::error::Error for InvalidTopicPartition {}
+
+/// Kafka's `Topic.validate`: not empty, not `.` or `..`, at most [`MAX_TOPIC_NAME_LENGTH`]
+/// characters, only `[a-zA-Z0-9._-]`.
+pub fn validate_topic(topic: &str) -> std::result::Result<(), InvalidTopicPartition> {
+    if topic.is_empty() {
+        return Err(InvalidTopicPartition::EmptyTopic);
+    }
+    if topic == "." || topic == ".." {
+        return Err(InvalidTopicPartition::DotTopic(topic.to_owned()));
+    }
+    if let Some(position) = topic
+        .bytes()
+        .position(|b| !(b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')))
+    {
+        return Err(InvalidTopicPartition::IllegalCharacter {
+            topic: topic.to_owned(),
+            position,
+        });
+    }
+    if topic.len() > MAX_TOPIC_NAME_LENGTH {
+        return Err(InvalidTopicPartition::TopicTooLong(topic.len()));
+    }
+    Ok(())
 }
 
 impl fmt::Display for TopicPartition {
@@ -290,6 +387,43 @@ pub fn decode<E: CheckpointEntry>(path: &Path, version: i32, bytes: &[u8]) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_names_follow_kafkas_rules() {
+        for ok in ["orders", "a", "A.b_c-9", &"x".repeat(249)] {
+            assert_eq!(TopicPartition::try_new(ok, 0).map(|_| ()), Ok(()), "{ok}");
+        }
+        let bad: [(&str, i32, InvalidTopicPartition); 7] = [
+            ("", 0, InvalidTopicPartition::EmptyTopic),
+            (".", 0, InvalidTopicPartition::DotTopic(".".into())),
+            ("..", 0, InvalidTopicPartition::DotTopic("..".into())),
+            (
+                "../escape",
+                0,
+                InvalidTopicPartition::IllegalCharacter {
+                    topic: "../escape".into(),
+                    position: 2,
+                },
+            ),
+            (
+                "a b",
+                0,
+                InvalidTopicPartition::IllegalCharacter {
+                    topic: "a b".into(),
+                    position: 1,
+                },
+            ),
+            ("neg", -1, InvalidTopicPartition::NegativePartition(-1)),
+            (
+                &"x".repeat(250),
+                0,
+                InvalidTopicPartition::TopicTooLong(250),
+            ),
+        ];
+        for (topic, partition, want) in bad {
+            assert_eq!(TopicPartition::try_new(topic, partition), Err(want));
+        }
+    }
 
     #[test]
     fn java_line_and_split_rules() {

@@ -58,7 +58,10 @@ pub mod mmap;
 mod nofollow;
 pub mod segment;
 
-pub use checkpoint::{EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile, TopicPartition};
+pub use checkpoint::{
+    validate_topic, EpochEntry, InvalidTopicPartition, LeaderEpochCheckpointFile,
+    OffsetCheckpointFile, TopicPartition,
+};
 pub use error::{CheckpointProblem, IndexCorruption, Result, SegmentError};
 pub use file_name::{FileKind, ParsedName, TempSuffix};
 pub use file_records::{FileRecords, HeaderIter, ReadOnlyBytes};
