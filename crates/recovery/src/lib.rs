@@ -89,8 +89,8 @@ pub use loader::{
     OfflinePartition, RecoveryReport,
 };
 pub use log::{
-    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, IsolationLevel, LogAppendInfo,
-    PartitionLog, PartitionLogConfig, PartitionLogError,
+    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, HighWatermark, IsolationLevel,
+    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError,
 };
 pub use mirror::{
     alignment_point, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog, MirrorPartition,

@@ -550,6 +550,32 @@ pub struct PartitionLog {
     pub(crate) hw_state: HighWatermarkState,
 }
 
+/// Who moves the high watermark, the end of what readers may see, and what an open after an
+/// unclean shutdown re-establishes ([`PartitionLog::reestablish_high_watermark`], which
+/// [`load_log_dir`](crate::load_log_dir) applies to every partition it recovers).
+///
+/// Kafka's leader moves it as followers acknowledge; a storage engine embedded in a single
+/// process has no followers, so it can let the high watermark follow the log end itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HighWatermark {
+    /// Follows the flushed log end (the recovery point): after every flush, roll and at open,
+    /// the high watermark is set to the offset below which everything is on disk. Readers see
+    /// only data that survives a crash. After an unclean open: the recovered log end, once
+    /// fsynced. The default.
+    #[default]
+    FlushedLogEnd,
+    /// Follows the log end after every append: everything appended is readable at once, before
+    /// it is durable (a crash can lose what a reader has seen). After an unclean open: the log
+    /// end.
+    LogEnd,
+    /// Kafka's replication: nothing moves it but
+    /// [`PartitionLog::set_high_watermark`] (and, at open, the
+    /// `replication-offset-checkpoint`). Until then reads return nothing. After an unclean
+    /// open the checkpoint's value may be stale or missing: it is marked unknown and a mirror
+    /// stop refuses until the caller sets it ([`MirrorError::HighWatermarkUnknown`]).
+    Manual,
+}
+
 /// The high watermark's published copy (read by a checkpoint timer on another thread) and
 /// whether it is known: after an unclean restart a high watermark owned by the caller
 /// (replication) comes from a checkpoint that may be stale or missing, and a mirror stop must
@@ -655,6 +681,49 @@ impl PartitionLog {
     /// take its stop point ([`MirrorError::HighWatermarkUnknown`]).
     pub fn mark_high_watermark_unknown(&mut self) {
         self.hw_state.known = false;
+    }
+
+    /// After an unclean shutdown, the high watermark as `policy` re-establishes it (see
+    /// [`HighWatermark`]): the recovered log end once fsynced, the log end, or (`Manual`)
+    /// nothing: the loaded value is marked unknown until the caller sets it. The one place
+    /// this rule lives; [`load_log_dir`](crate::load_log_dir) applies it to every partition
+    /// after an unclean shutdown.
+    pub fn reestablish_high_watermark(
+        &mut self,
+        policy: HighWatermark,
+    ) -> Result<(), PartitionLogError> {
+        match policy {
+            HighWatermark::FlushedLogEnd => {
+                // The recovered log end, once it is durable.
+                self.flush()?;
+                let end = self.log_end_offset();
+                self.set_high_watermark(end);
+            }
+            HighWatermark::LogEnd => {
+                let end = self.log_end_offset();
+                self.set_high_watermark(end);
+            }
+            HighWatermark::Manual => self.mark_high_watermark_unknown(),
+        }
+        Ok(())
+    }
+
+    /// Moves the high watermark as `policy` says, after a load, flush or append: up to the
+    /// recovery point (`FlushedLogEnd`), to the log end (`LogEnd`), or not at all (`Manual`).
+    pub fn follow_high_watermark_policy(&mut self, policy: HighWatermark) {
+        match policy {
+            HighWatermark::FlushedLogEnd => {
+                let flushed = self.recovery_point();
+                if flushed > self.high_watermark() {
+                    self.set_high_watermark(flushed);
+                }
+            }
+            HighWatermark::LogEnd => {
+                let end = self.log_end_offset();
+                self.set_high_watermark(end);
+            }
+            HighWatermark::Manual => {}
+        }
     }
 
     /// Whether the high watermark is known (see
