@@ -93,9 +93,10 @@ pub use log::{
     LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError,
 };
 pub use mirror::{
-    alignment_point, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog, MirrorPartition,
-    MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
-    MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
+    alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,
+    MirrorPartition, MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind,
+    MirrorStateStore, MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
+    MIRROR_EPOCH_MARGIN,
 };
 pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{

@@ -44,8 +44,9 @@ use crate::barrier::BarrierOutcome;
 use crate::error::{ProducerStateError, SnapshotError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::mirror::{
-    EpochEndOffsets, MirrorError, MirrorLog, MirrorPartitionState, MirrorStateError,
-    MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog,
+    fenced_mirror_epoch, EpochEndOffsets, MirrorError, MirrorLog, MirrorPartitionState,
+    MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog,
+    MIRROR_EPOCH_FENCE,
 };
 use crate::producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, ProducerStateManager,
@@ -123,6 +124,9 @@ pub enum PartitionLogError {
         /// The current leader epoch.
         current: i32,
     },
+    /// A mirrored batch's leader epoch leaves no destination epoch above it (`i32::MAX`
+    /// reached). Nothing was written.
+    MirrorEpochExhausted,
     /// A read outside `[log start, log end]`.
     OffsetOutOfRange {
         /// The offset.
@@ -228,6 +232,9 @@ impl fmt::Display for PartitionLogError {
                 f,
                 "partition is read-only for clients in mirror state {state}"
             ),
+            Self::MirrorEpochExhausted => {
+                f.write_str("no destination leader epoch left above the mirrored batch's")
+            }
             Self::NotMirroring { state } => {
                 write!(f, "mirrored batches are refused in mirror state {state}")
             }
@@ -629,10 +636,56 @@ impl PartitionLog {
     pub fn mirror_state(&self) -> &MirrorPartitionState {
         &self.mirror
     }
-    /// The current leader epoch: the latest of the leader-epoch cache (after a mirror stop, the
-    /// bumped one), or 0 for a log that has none.
+    /// The current leader epoch. While `Mirroring`: the destination's own epoch, which the
+    /// library keeps above every source epoch it mirrors (persisted in the `mirror-state`
+    /// file; the mirrored batches, and the leader-epoch cache, keep the source's epochs).
+    /// Otherwise the latest of the leader-epoch cache (after a mirror stop, the epoch the stop
+    /// chose), or 0 for a log that has none. The caller's metadata follows it.
     pub fn leader_epoch(&self) -> i32 {
-        self.epochs.latest_epoch().unwrap_or(0).max(0)
+        let cached = self.epochs.latest_epoch().unwrap_or(0).max(0);
+        match self.mirror {
+            MirrorPartitionState::Mirroring { leader_epoch, .. } if leader_epoch >= 0 => {
+                leader_epoch
+            }
+            // A mirror-state file from before the destination's epoch was kept: fenced from
+            // the cache until the next mirrored append persists one.
+            MirrorPartitionState::Mirroring { .. } => cached.saturating_add(MIRROR_EPOCH_FENCE),
+            _ => cached,
+        }
+    }
+
+    /// The caller's leader epoch for a `Mirroring` partition (its metadata changed, e.g. a
+    /// leader election on the destination cluster): one below [`leader_epoch`](Self::leader_epoch)
+    /// is refused ([`PartitionLogError::StaleLeaderEpoch`]); a higher one is persisted in the
+    /// `mirror-state` file and used from then on (the library still bumps it when a source
+    /// epoch comes near). Returns the epoch in use. [`PartitionLogError::NotMirroring`] in
+    /// other states (there, [`append_as_leader`](Self::append_as_leader) refuses a lower
+    /// epoch).
+    pub fn set_mirror_leader_epoch(&mut self, requested: i32) -> Result<i32, PartitionLogError> {
+        let MirrorPartitionState::Mirroring {
+            source_cluster_id, ..
+        } = &self.mirror
+        else {
+            return Err(PartitionLogError::NotMirroring {
+                state: self.mirror.kind(),
+            });
+        };
+        let current = self.leader_epoch();
+        if requested < current {
+            return Err(PartitionLogError::StaleLeaderEpoch { requested, current });
+        }
+        if requested > current || !self.mirror_epoch_persisted() {
+            let next = MirrorPartitionState::Mirroring {
+                source_cluster_id: source_cluster_id.clone(),
+                leader_epoch: requested,
+            };
+            self.persist_mirror_state(next)?;
+        }
+        Ok(requested)
+    }
+
+    fn mirror_epoch_persisted(&self) -> bool {
+        matches!(self.mirror, MirrorPartitionState::Mirroring { leader_epoch, .. } if leader_epoch >= 0)
     }
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
@@ -797,11 +850,40 @@ impl PartitionLog {
     /// (the source's batches keep their offsets, leader epochs and bytes), but only while the
     /// partition is `Mirroring` ([`PartitionLogError::NotMirroring`] otherwise: once `Stopping`
     /// began, nothing may land above the stop point).
+    ///
+    /// Before the batches are appended, the destination's own leader epoch
+    /// ([`leader_epoch`](Self::leader_epoch)) is bumped and persisted if their source epoch
+    /// comes within [`MIRROR_EPOCH_MARGIN`](crate::mirror::MIRROR_EPOCH_MARGIN) of it
+    /// ([`fenced_mirror_epoch`]): the destination's epoch stays above every source epoch it
+    /// has mirrored, even across a crash right after the append.
     pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo, PartitionLogError> {
-        if !matches!(self.mirror, MirrorPartitionState::Mirroring { .. }) {
+        let MirrorPartitionState::Mirroring {
+            source_cluster_id, ..
+        } = &self.mirror
+        else {
             return Err(PartitionLogError::NotMirroring {
                 state: self.mirror.kind(),
             });
+        };
+        // The batches' largest epoch, from their headers; a malformed input is refused below by
+        // the append's own validation.
+        let source_epoch = Batches::new(records, 0)
+            .filter_map(|e| match e {
+                Ok(LogEntry::V2(b)) => Some(b.partition_leader_epoch()),
+                _ => None,
+            })
+            .max();
+        if let Some(source_epoch) = source_epoch {
+            let current = self.leader_epoch();
+            let next = fenced_mirror_epoch(current, source_epoch)
+                .ok_or(PartitionLogError::MirrorEpochExhausted)?;
+            if next != current || !self.mirror_epoch_persisted() {
+                let state = MirrorPartitionState::Mirroring {
+                    source_cluster_id: source_cluster_id.clone(),
+                    leader_epoch: next,
+                };
+                self.persist_mirror_state(state)?;
+            }
         }
         self.append_as_follower(records)
     }
