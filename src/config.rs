@@ -3,29 +3,9 @@
 
 use std::sync::Arc;
 
+pub use recovery::HighWatermark;
 use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig, StopPolicy};
 use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
-
-/// Who moves the high watermark, the end of what readers may see.
-///
-/// Kafka's leader moves it as followers acknowledge; a storage engine embedded in a single
-/// process has no followers, so it can let the high watermark follow the log end itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HighWatermark {
-    /// Follows the flushed log end (the recovery point): after every
-    /// [`flush`](crate::Log::flush), [`roll`](crate::Log::roll) and at open, the high watermark
-    /// is set to the offset below which everything is on disk. Readers see only data that
-    /// survives a crash. The default.
-    #[default]
-    FlushedLogEnd,
-    /// Follows the log end after every append: everything appended is readable at once, before
-    /// it is durable (a crash can lose what a reader has seen).
-    LogEnd,
-    /// Kafka's replication: nothing moves it but
-    /// [`set_high_watermark`](crate::Log::set_high_watermark) (and, at open, the
-    /// `replication-offset-checkpoint`). Until then reads return nothing.
-    Manual,
-}
 
 /// How to open a [`Log`](crate::Log) or a [`LogDir`](crate::LogDir).
 ///

@@ -255,6 +255,15 @@ impl Log {
         Ok(outcome)
     }
 
+    /// The partition's leader epoch ([`PartitionLog::leader_epoch`]): while mirroring, the
+    /// destination's own epoch, which the library keeps above every mirrored source epoch
+    /// (a lower one from the caller is refused by
+    /// [`PartitionLog::set_mirror_leader_epoch`]); after a stop, the stop's. The caller's
+    /// metadata follows it.
+    pub fn leader_epoch(&self) -> i32 {
+        self.log().leader_epoch()
+    }
+
     /// The offsets a read at `isolation` can return now: from the log start offset to the high
     /// watermark (`ReadUncommitted`) or the last stable offset (`ReadCommitted`).
     pub fn readable_range(&self, isolation: IsolationLevel) -> Range<i64> {

@@ -70,6 +70,7 @@ impl LogDir {
             env: config.env(),
             high_watermark_checkpoint_interval_ms: config.high_watermark_checkpoint_interval_ms,
             close_sync: config.close_sync,
+            high_watermark: config.high_watermark,
         };
         let inner = load_log_dir(dir.as_ref(), &opts)?;
         let hw_timer = HwCheckpointTimer::start(
@@ -91,12 +92,10 @@ impl LogDir {
             config,
             deleted: 0,
         };
-        let clean = log_dir.inner.had_clean_shutdown;
+        // After an unclean shutdown the engine re-established the high watermarks
+        // (`PartitionLog::reestablish_high_watermark`).
         let policy = log_dir.config.high_watermark;
         for (tp, log) in &mut log_dir.inner.partitions {
-            if !clean {
-                reestablish_high_watermark(log, policy)?;
-            }
             follow_policy(log, policy);
             log_dir
                 .hw_timer
@@ -305,38 +304,7 @@ impl LogDir {
     }
 }
 
-/// After an unclean shutdown: the high watermark as `policy` re-establishes it (type docs of
-/// [`LogDir`]).
-fn reestablish_high_watermark(log: &mut PartitionLog, policy: HighWatermark) -> Result<()> {
-    match policy {
-        HighWatermark::FlushedLogEnd => {
-            // The recovered log end, once it is durable.
-            log.flush()?;
-            let end = log.log_end_offset();
-            log.set_high_watermark(end);
-        }
-        HighWatermark::LogEnd => {
-            let end = log.log_end_offset();
-            log.set_high_watermark(end);
-        }
-        HighWatermark::Manual => log.mark_high_watermark_unknown(),
-    }
-    Ok(())
-}
-
 /// Moves the high watermark as `policy` says, after a load, flush or append.
 pub(crate) fn follow_policy(log: &mut PartitionLog, policy: HighWatermark) {
-    match policy {
-        HighWatermark::FlushedLogEnd => {
-            let flushed = log.recovery_point();
-            if flushed > log.high_watermark() {
-                log.set_high_watermark(flushed);
-            }
-        }
-        HighWatermark::LogEnd => {
-            let end = log.log_end_offset();
-            log.set_high_watermark(end);
-        }
-        HighWatermark::Manual => {}
-    }
+    log.follow_high_watermark_policy(policy);
 }

@@ -90,13 +90,14 @@ pub use loader::{
     OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
-    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, IsolationLevel, LogAppendInfo,
-    PartitionLog, PartitionLogConfig, PartitionLogError,
+    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, HighWatermark, IsolationLevel,
+    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError,
 };
 pub use mirror::{
-    alignment_point, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog, MirrorPartition,
-    MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
-    MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
+    alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,
+    MirrorPartition, MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind,
+    MirrorStateStore, MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
+    MIRROR_EPOCH_MARGIN,
 };
 pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{

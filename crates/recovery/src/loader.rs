@@ -54,7 +54,7 @@ use segment_store::{
     TopicPartition,
 };
 
-use crate::log::{PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::log::{HighWatermark, PartitionLog, PartitionLogConfig, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
 
 /// Name of the quarantine folder inside a partition directory.
@@ -333,6 +333,10 @@ pub struct LogDirOptions {
     pub high_watermark_checkpoint_interval_ms: i64,
     /// How [`LogDir::close`] makes the partitions durable.
     pub close_sync: CloseSync,
+    /// Who owns the high watermark: after an unclean shutdown every partition's high
+    /// watermark is re-established as [`PartitionLog::reestablish_high_watermark`] says
+    /// before [`load_log_dir`] returns (default: the recovered log end, once fsynced).
+    pub high_watermark: HighWatermark,
 }
 
 impl Default for LogDirOptions {
@@ -344,6 +348,7 @@ impl Default for LogDirOptions {
             env: LogEnv::default(),
             high_watermark_checkpoint_interval_ms: 5_000,
             close_sync: CloseSync::default(),
+            high_watermark: HighWatermark::default(),
         }
     }
 }
@@ -786,8 +791,15 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         env.storage.sync_dir(dir)?;
     }
 
+    let policy = opts.high_watermark;
     let results = per_partition(opts.threads, jobs, |(path, load)| {
-        let r = LogLoader::load(&path, &load);
+        let r = LogLoader::load(&path, &load).and_then(|(mut log, report)| {
+            if !had_clean_shutdown {
+                // The checkpointed high watermark may be stale or missing.
+                log.reestablish_high_watermark(policy)?;
+            }
+            Ok((log, report))
+        });
         (r, path)
     });
     let mut partitions = BTreeMap::new();

@@ -44,8 +44,9 @@ use crate::barrier::BarrierOutcome;
 use crate::error::{ProducerStateError, SnapshotError};
 use crate::leader_epoch::LeaderEpochFileCache;
 use crate::mirror::{
-    EpochEndOffsets, MirrorError, MirrorLog, MirrorPartitionState, MirrorStateError,
-    MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog,
+    fenced_mirror_epoch, EpochEndOffsets, MirrorError, MirrorLog, MirrorPartitionState,
+    MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog,
+    MIRROR_EPOCH_FENCE,
 };
 use crate::producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, ProducerStateManager,
@@ -123,6 +124,9 @@ pub enum PartitionLogError {
         /// The current leader epoch.
         current: i32,
     },
+    /// A mirrored batch's leader epoch leaves no destination epoch above it (`i32::MAX`
+    /// reached). Nothing was written.
+    MirrorEpochExhausted,
     /// A read outside `[log start, log end]`.
     OffsetOutOfRange {
         /// The offset.
@@ -228,6 +232,9 @@ impl fmt::Display for PartitionLogError {
                 f,
                 "partition is read-only for clients in mirror state {state}"
             ),
+            Self::MirrorEpochExhausted => {
+                f.write_str("no destination leader epoch left above the mirrored batch's")
+            }
             Self::NotMirroring { state } => {
                 write!(f, "mirrored batches are refused in mirror state {state}")
             }
@@ -550,6 +557,32 @@ pub struct PartitionLog {
     pub(crate) hw_state: HighWatermarkState,
 }
 
+/// Who moves the high watermark, the end of what readers may see, and what an open after an
+/// unclean shutdown re-establishes ([`PartitionLog::reestablish_high_watermark`], which
+/// [`load_log_dir`](crate::load_log_dir) applies to every partition it recovers).
+///
+/// Kafka's leader moves it as followers acknowledge; a storage engine embedded in a single
+/// process has no followers, so it can let the high watermark follow the log end itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HighWatermark {
+    /// Follows the flushed log end (the recovery point): after every flush, roll and at open,
+    /// the high watermark is set to the offset below which everything is on disk. Readers see
+    /// only data that survives a crash. After an unclean open: the recovered log end, once
+    /// fsynced. The default.
+    #[default]
+    FlushedLogEnd,
+    /// Follows the log end after every append: everything appended is readable at once, before
+    /// it is durable (a crash can lose what a reader has seen). After an unclean open: the log
+    /// end.
+    LogEnd,
+    /// Kafka's replication: nothing moves it but
+    /// [`PartitionLog::set_high_watermark`] (and, at open, the
+    /// `replication-offset-checkpoint`). Until then reads return nothing. After an unclean
+    /// open the checkpoint's value may be stale or missing: it is marked unknown and a mirror
+    /// stop refuses until the caller sets it ([`MirrorError::HighWatermarkUnknown`]).
+    Manual,
+}
+
 /// The high watermark's published copy (read by a checkpoint timer on another thread) and
 /// whether it is known: after an unclean restart a high watermark owned by the caller
 /// (replication) comes from a checkpoint that may be stale or missing, and a mirror stop must
@@ -603,10 +636,56 @@ impl PartitionLog {
     pub fn mirror_state(&self) -> &MirrorPartitionState {
         &self.mirror
     }
-    /// The current leader epoch: the latest of the leader-epoch cache (after a mirror stop, the
-    /// bumped one), or 0 for a log that has none.
+    /// The current leader epoch. While `Mirroring`: the destination's own epoch, which the
+    /// library keeps above every source epoch it mirrors (persisted in the `mirror-state`
+    /// file; the mirrored batches, and the leader-epoch cache, keep the source's epochs).
+    /// Otherwise the latest of the leader-epoch cache (after a mirror stop, the epoch the stop
+    /// chose), or 0 for a log that has none. The caller's metadata follows it.
     pub fn leader_epoch(&self) -> i32 {
-        self.epochs.latest_epoch().unwrap_or(0).max(0)
+        let cached = self.epochs.latest_epoch().unwrap_or(0).max(0);
+        match self.mirror {
+            MirrorPartitionState::Mirroring { leader_epoch, .. } if leader_epoch >= 0 => {
+                leader_epoch
+            }
+            // A mirror-state file from before the destination's epoch was kept: fenced from
+            // the cache until the next mirrored append persists one.
+            MirrorPartitionState::Mirroring { .. } => cached.saturating_add(MIRROR_EPOCH_FENCE),
+            _ => cached,
+        }
+    }
+
+    /// The caller's leader epoch for a `Mirroring` partition (its metadata changed, e.g. a
+    /// leader election on the destination cluster): one below [`leader_epoch`](Self::leader_epoch)
+    /// is refused ([`PartitionLogError::StaleLeaderEpoch`]); a higher one is persisted in the
+    /// `mirror-state` file and used from then on (the library still bumps it when a source
+    /// epoch comes near). Returns the epoch in use. [`PartitionLogError::NotMirroring`] in
+    /// other states (there, [`append_as_leader`](Self::append_as_leader) refuses a lower
+    /// epoch).
+    pub fn set_mirror_leader_epoch(&mut self, requested: i32) -> Result<i32, PartitionLogError> {
+        let MirrorPartitionState::Mirroring {
+            source_cluster_id, ..
+        } = &self.mirror
+        else {
+            return Err(PartitionLogError::NotMirroring {
+                state: self.mirror.kind(),
+            });
+        };
+        let current = self.leader_epoch();
+        if requested < current {
+            return Err(PartitionLogError::StaleLeaderEpoch { requested, current });
+        }
+        if requested > current || !self.mirror_epoch_persisted() {
+            let next = MirrorPartitionState::Mirroring {
+                source_cluster_id: source_cluster_id.clone(),
+                leader_epoch: requested,
+            };
+            self.persist_mirror_state(next)?;
+        }
+        Ok(requested)
+    }
+
+    fn mirror_epoch_persisted(&self) -> bool {
+        matches!(self.mirror, MirrorPartitionState::Mirroring { leader_epoch, .. } if leader_epoch >= 0)
     }
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
@@ -655,6 +734,49 @@ impl PartitionLog {
     /// take its stop point ([`MirrorError::HighWatermarkUnknown`]).
     pub fn mark_high_watermark_unknown(&mut self) {
         self.hw_state.known = false;
+    }
+
+    /// After an unclean shutdown, the high watermark as `policy` re-establishes it (see
+    /// [`HighWatermark`]): the recovered log end once fsynced, the log end, or (`Manual`)
+    /// nothing: the loaded value is marked unknown until the caller sets it. The one place
+    /// this rule lives; [`load_log_dir`](crate::load_log_dir) applies it to every partition
+    /// after an unclean shutdown.
+    pub fn reestablish_high_watermark(
+        &mut self,
+        policy: HighWatermark,
+    ) -> Result<(), PartitionLogError> {
+        match policy {
+            HighWatermark::FlushedLogEnd => {
+                // The recovered log end, once it is durable.
+                self.flush()?;
+                let end = self.log_end_offset();
+                self.set_high_watermark(end);
+            }
+            HighWatermark::LogEnd => {
+                let end = self.log_end_offset();
+                self.set_high_watermark(end);
+            }
+            HighWatermark::Manual => self.mark_high_watermark_unknown(),
+        }
+        Ok(())
+    }
+
+    /// Moves the high watermark as `policy` says, after a load, flush or append: up to the
+    /// recovery point (`FlushedLogEnd`), to the log end (`LogEnd`), or not at all (`Manual`).
+    pub fn follow_high_watermark_policy(&mut self, policy: HighWatermark) {
+        match policy {
+            HighWatermark::FlushedLogEnd => {
+                let flushed = self.recovery_point();
+                if flushed > self.high_watermark() {
+                    self.set_high_watermark(flushed);
+                }
+            }
+            HighWatermark::LogEnd => {
+                let end = self.log_end_offset();
+                self.set_high_watermark(end);
+            }
+            HighWatermark::Manual => {}
+        }
     }
 
     /// Whether the high watermark is known (see
@@ -728,11 +850,40 @@ impl PartitionLog {
     /// (the source's batches keep their offsets, leader epochs and bytes), but only while the
     /// partition is `Mirroring` ([`PartitionLogError::NotMirroring`] otherwise: once `Stopping`
     /// began, nothing may land above the stop point).
+    ///
+    /// Before the batches are appended, the destination's own leader epoch
+    /// ([`leader_epoch`](Self::leader_epoch)) is bumped and persisted if their source epoch
+    /// comes within [`MIRROR_EPOCH_MARGIN`](crate::mirror::MIRROR_EPOCH_MARGIN) of it
+    /// ([`fenced_mirror_epoch`]): the destination's epoch stays above every source epoch it
+    /// has mirrored, even across a crash right after the append.
     pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo, PartitionLogError> {
-        if !matches!(self.mirror, MirrorPartitionState::Mirroring { .. }) {
+        let MirrorPartitionState::Mirroring {
+            source_cluster_id, ..
+        } = &self.mirror
+        else {
             return Err(PartitionLogError::NotMirroring {
                 state: self.mirror.kind(),
             });
+        };
+        // The batches' largest epoch, from their headers; a malformed input is refused below by
+        // the append's own validation.
+        let source_epoch = Batches::new(records, 0)
+            .filter_map(|e| match e {
+                Ok(LogEntry::V2(b)) => Some(b.partition_leader_epoch()),
+                _ => None,
+            })
+            .max();
+        if let Some(source_epoch) = source_epoch {
+            let current = self.leader_epoch();
+            let next = fenced_mirror_epoch(current, source_epoch)
+                .ok_or(PartitionLogError::MirrorEpochExhausted)?;
+            if next != current || !self.mirror_epoch_persisted() {
+                let state = MirrorPartitionState::Mirroring {
+                    source_cluster_id: source_cluster_id.clone(),
+                    leader_epoch: next,
+                };
+                self.persist_mirror_state(state)?;
+            }
         }
         self.append_as_follower(records)
     }

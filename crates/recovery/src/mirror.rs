@@ -14,6 +14,9 @@
 //!   so that everything it keeps is byte for byte what the source holds at the same offsets and
 //!   the next fetch starts where they diverged (a barrier the source wrote there arrives next).
 //! * `Mirroring`: the fetcher appends the source's batches as they are; clients may not write.
+//!   The destination's own leader epoch (chosen at start, [`MIRROR_EPOCH_FENCE`] above every
+//!   epoch the log holds) is persisted in the state and bumped before a mirrored batch whose
+//!   epoch comes within [`MIRROR_EPOCH_MARGIN`] of it ([`fenced_mirror_epoch`]).
 //! * `Stopping`: a sequence of durable steps, each persisted before the next one starts, so that a
 //!   crash at any point resumes where it left off ([`MirroredLog::resume_mirror_stop`]):
 //!   1. the caller has removed the fetcher; the log's last stable offset (the stop point) is
@@ -63,7 +66,10 @@
 //!
 //! ```text
 //! 2                         version (2 is written; 1 and 2 are read; version 0 had no epochs)
-//! MIRRORING                 source=<id>
+//! MIRRORING                 source=<id>,
+//!                           leader_epoch=<i32>           (version 2, optional: the
+//!                                                         destination's own epoch; absent
+//!                                                         reads as -1, not chosen)
 //! STOPPING                  step=FEED_STOPPED|TRUNCATED|EPOCH_BUMPED, source=<id>, lso=<i64>,
 //!                           policy=TRUNCATE_TO_LAST_STABLE|ABORT_OPEN_TRANSACTIONS
 //!                                                        (version 2 only),
@@ -105,8 +111,31 @@ pub const MIRROR_STATE_VERSION: u32 = 2;
 /// (it bumps by 10 when the source comes within 3). Ours is stricter: the stop's epoch is
 /// always this much above every epoch the destination's log held when the feed stopped (its
 /// batches and its leader-epoch cache, before truncation), so up to 9 source elections the
-/// destination never saw cannot reach it.
+/// destination never saw cannot reach it. While mirroring, the destination's own epoch is kept
+/// above the source's by the same distance ([`fenced_mirror_epoch`]), and the stop's epoch is
+/// never below it.
 pub const MIRROR_EPOCH_FENCE: i32 = 10;
+
+/// While mirroring, the destination's own leader epoch stays more than this far above every
+/// source epoch it mirrors: a mirrored batch whose epoch comes within this distance makes the
+/// destination bump ([`fenced_mirror_epoch`]). The KIP-1279 prototype's `EPOCH_FENCING` uses
+/// the same margin (3).
+pub const MIRROR_EPOCH_MARGIN: i32 = 3;
+
+/// The destination's leader epoch after mirroring a batch of `source_epoch` while its epoch is
+/// `current`: unchanged while the source stays more than [`MIRROR_EPOCH_MARGIN`] below it,
+/// otherwise [`MIRROR_EPOCH_FENCE`] above the larger of the two. The KIP-1279 prototype bumps
+/// by 10 from the destination's epoch when the source comes within 3; this is the same when the
+/// source is below the destination and stricter when a source election jumped past it (the
+/// prototype's `current + 10` could still be at or below the source's epoch). `None` when the
+/// epoch would overflow. A `current` below 0 (not chosen yet) counts as 0.
+pub fn fenced_mirror_epoch(current: i32, source_epoch: i32) -> Option<i32> {
+    let current = current.max(0);
+    if source_epoch < current.saturating_sub(MIRROR_EPOCH_MARGIN) {
+        return Some(current);
+    }
+    current.max(source_epoch).checked_add(MIRROR_EPOCH_FENCE)
+}
 
 /// A partition's mirror state (KIP-1279 `MirrorPartitionState`, reduced to what the log needs).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +144,13 @@ pub enum MirrorPartitionState {
     Mirroring {
         /// The source cluster's id (written into the barrier at stop).
         source_cluster_id: String,
+        /// The destination's own leader epoch while mirroring, chosen by the library: at start
+        /// [`MIRROR_EPOCH_FENCE`] above every epoch the log holds, then kept above every
+        /// mirrored source epoch by [`fenced_mirror_epoch`] (persisted before the batch that
+        /// needs it is appended). The caller's metadata follows it; a lower epoch from the
+        /// caller is refused. The mirrored batches keep the source's epochs, and so does the
+        /// leader-epoch cache. −1: not chosen (a file written before epochs were kept here).
+        leader_epoch: i32,
     },
     /// Stopping, at `step`; read-only for clients and for the mirror feed.
     Stopping {
@@ -384,11 +420,17 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
     let bad = || MirrorStateError::Unrepresentable(state.clone());
     let mut out = format!("{MIRROR_STATE_VERSION}\n{}\n", state.kind());
     match state {
-        MirrorPartitionState::Mirroring { source_cluster_id } => {
-            if !is_valid_source_cluster_id(source_cluster_id) {
+        MirrorPartitionState::Mirroring {
+            source_cluster_id,
+            leader_epoch,
+        } => {
+            if !is_valid_source_cluster_id(source_cluster_id) || *leader_epoch < -1 {
                 return Err(bad());
             }
             out.push_str(&format!("source={source_cluster_id}\n"));
+            if *leader_epoch >= 0 {
+                out.push_str(&format!("leader_epoch={leader_epoch}\n"));
+            }
         }
         MirrorPartitionState::Stopping {
             step,
@@ -566,6 +608,11 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
     let state = match name {
         "MIRRORING" => MirrorPartitionState::Mirroring {
             source_cluster_id: lines.source()?,
+            leader_epoch: if v2 && lines.next_is("leader_epoch") {
+                lines.epoch("leader_epoch", 0)?
+            } else {
+                UNDEFINED_EPOCH
+            },
         },
         "STOPPING" => {
             let (n, step) = lines.field("step")?;
@@ -1075,6 +1122,7 @@ pub trait MirroredLog: MirrorLog {
             MirrorPartitionState::Local | MirrorPartitionState::Stopped { .. } => {}
             MirrorPartitionState::Mirroring {
                 source_cluster_id: current,
+                ..
             } => {
                 if current != source_cluster_id {
                     return Err(MirrorError::SourceMismatch {
@@ -1092,8 +1140,12 @@ pub trait MirroredLog: MirrorLog {
                 })
             }
         }
+        // The destination's own epoch, above everything the log holds (its local epochs too);
+        // chosen before alignment removes any epoch.
+        let leader_epoch = fenced_stop_epoch(self)?;
         self.persist_mirror_state(MirrorPartitionState::Mirroring {
             source_cluster_id: source_cluster_id.to_owned(),
+            leader_epoch,
         })?;
         align(self, source)
     }
@@ -1110,7 +1162,10 @@ pub trait MirroredLog: MirrorLog {
     /// continues under the policy it started with).
     fn stop_mirroring_with(&mut self, policy: StopPolicy) -> Result<i64, MirrorError<Self::Error>> {
         match self.mirror_state().clone() {
-            MirrorPartitionState::Mirroring { source_cluster_id } => {
+            MirrorPartitionState::Mirroring {
+                source_cluster_id,
+                leader_epoch: mirroring_epoch,
+            } => {
                 // Step 1: the stop point, durable in the log before it is persisted, and the
                 // new leader epoch, fenced from every epoch the log holds before truncation.
                 let lso = match policy {
@@ -1125,7 +1180,9 @@ pub trait MirroredLog: MirrorLog {
                     // Nothing is truncated.
                     StopPolicy::AbortOpenTransactions => self.log_end_offset(),
                 };
-                let leader_epoch = fenced_stop_epoch(self)?;
+                // Never below the epoch the destination used while mirroring (the caller's
+                // metadata holds it).
+                let leader_epoch = fenced_stop_epoch(self)?.max(mirroring_epoch);
                 self.flush().map_err(MirrorError::Log)?;
                 self.persist_mirror_state(MirrorPartitionState::Stopping {
                     step: StoppingStep::FeedStopped,
@@ -1497,6 +1554,11 @@ mod tests {
         roundtrip(MirrorPartitionState::Local);
         roundtrip(MirrorPartitionState::Mirroring {
             source_cluster_id: "a=b c".into(),
+            leader_epoch: 14,
+        });
+        roundtrip(MirrorPartitionState::Mirroring {
+            source_cluster_id: "A".into(),
+            leader_epoch: -1,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::FeedStopped,
@@ -1540,9 +1602,15 @@ mod tests {
         for state in [
             MirrorPartitionState::Mirroring {
                 source_cluster_id: String::new(),
+                leader_epoch: 0,
             },
             MirrorPartitionState::Mirroring {
                 source_cluster_id: "a\nb".into(),
+                leader_epoch: 0,
+            },
+            MirrorPartitionState::Mirroring {
+                source_cluster_id: "A".into(),
+                leader_epoch: -2,
             },
             MirrorPartitionState::Stopped {
                 barrier_offset: -1,

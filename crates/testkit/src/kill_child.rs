@@ -312,8 +312,8 @@ impl<W: Write> Child<'_, W> {
         self.truncating(point)?;
         let log = self.log(ld)?;
         // The barrier opens a new epoch: MIRROR_EPOCH_FENCE above every epoch of the log's
-        // batches and leader-epoch cache before truncation (unless a resumed stop already chose
-        // it).
+        // batches and leader-epoch cache before truncation, and not below the destination's
+        // epoch while mirroring (unless a resumed stop already chose it).
         let epoch = match chosen_epoch {
             Some(e) => e,
             None => {
@@ -324,7 +324,12 @@ impl<W: Write> Child<'_, W> {
                     .unwrap_or(-1)
                     .max(in_batches.unwrap_or(-1))
                     .max(0);
-                seen + recovery::MIRROR_EPOCH_FENCE
+                // Never below the destination's own epoch while it was mirroring.
+                let mirroring = match log.mirror_state() {
+                    MirrorPartitionState::Mirroring { leader_epoch, .. } => *leader_epoch,
+                    _ => -1,
+                };
+                (seen + recovery::MIRROR_EPOCH_FENCE).max(mirroring)
             }
         };
         let mut barrier = mirror_pid_reset_batch(0, TIMESTAMP, epoch, SOURCE_CLUSTER);

@@ -9,7 +9,7 @@ use recovery::{load_log_dir, AppendOrigin, LogDirOptions};
 use segment_store::{LogEnv, StdFs, TopicPartition};
 use testkit::ManualClock;
 
-use super::log::batch;
+use super::log::{batch, batch_at};
 
 const T0: i64 = 1_700_000_000_000;
 
@@ -68,4 +68,66 @@ fn high_watermarks_are_checkpointed_periodically_and_at_flush() {
     assert!(!ld.had_clean_shutdown);
     let log = &ld.partitions[&tp];
     assert_eq!((log.log_end_offset(), log.high_watermark()), (6, 6));
+}
+
+/// A mirroring partition of a log directory with 12 mirrored records (6 batches of 2, offsets
+/// 0..12) made durable by the partition, with no `replication-offset-checkpoint`; then a crash.
+fn mirrored_then_crashed(root: &std::path::Path, opts: &LogDirOptions) {
+    std::fs::create_dir(root.join("t-0")).unwrap();
+    let mut ld = load_log_dir(root, opts).unwrap();
+    let log = ld.partitions.get_mut(&TopicPartition::new("t", 0)).unwrap();
+    log.start_mirroring("cluster-A", &recovery::EpochHistory::of(log))
+        .unwrap();
+    for i in 0..6 {
+        let b = batch_at(i64::from(i) * 2, 5, 0, i * 2, 2, false, 0);
+        log.append_as_mirror(&b).unwrap();
+    }
+    log.flush().unwrap();
+    assert!(!root.join("replication-offset-checkpoint").exists());
+    drop(ld);
+}
+
+/// The engine, not only the `seglog::LogDir` facade, re-establishes the high watermark after
+/// an unclean open. Default (the flushed log end): the recovered log end, so a stop right after
+/// the restart keeps the 12 committed mirrored records (before: the missing checkpoint made the
+/// high watermark, and the stop point, 0).
+#[test]
+fn an_unclean_load_log_dir_takes_the_recovered_log_end_as_high_watermark() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = LogDirOptions::default();
+    mirrored_then_crashed(root.path(), &opts);
+    let mut ld = load_log_dir(root.path(), &opts).unwrap();
+    assert!(!ld.had_clean_shutdown);
+    let log = ld.partitions.get_mut(&TopicPartition::new("t", 0)).unwrap();
+    assert_eq!((log.log_end_offset(), log.high_watermark()), (12, 12));
+    assert!(log.high_watermark_known());
+    assert_eq!(
+        log.stop_mirroring().unwrap(),
+        12,
+        "nothing committed is cut"
+    );
+}
+
+/// With a caller-owned high watermark, `load_log_dir` after an unclean shutdown marks it
+/// unknown: the stop refuses (cutting nothing) until the caller sets it.
+#[test]
+fn an_unclean_load_log_dir_marks_a_caller_owned_high_watermark_unknown() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = LogDirOptions {
+        high_watermark: recovery::HighWatermark::Manual,
+        ..LogDirOptions::default()
+    };
+    mirrored_then_crashed(root.path(), &opts);
+    let mut ld = load_log_dir(root.path(), &opts).unwrap();
+    assert!(!ld.had_clean_shutdown);
+    let log = ld.partitions.get_mut(&TopicPartition::new("t", 0)).unwrap();
+    assert!(!log.high_watermark_known());
+    let refused = log.stop_mirroring();
+    assert!(
+        matches!(refused, Err(recovery::MirrorError::HighWatermarkUnknown)),
+        "{refused:?}"
+    );
+    assert_eq!(log.log_end_offset(), 12, "the refused stop cut nothing");
+    log.set_high_watermark(12);
+    assert_eq!(log.stop_mirroring().unwrap(), 12);
 }

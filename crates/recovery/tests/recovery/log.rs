@@ -649,7 +649,10 @@ fn partition_log_enforces_its_mirror_state_and_stops_in_a_new_epoch() {
     assert_eq!(
         log.mirror_state(),
         &MirrorPartitionState::Mirroring {
-            source_cluster_id: "source-cluster".into()
+            source_cluster_id: "source-cluster".into(),
+            // Chosen at start: 10 above the empty log's epoch 0; the source's epoch 3 stays
+            // more than 3 below it.
+            leader_epoch: 10,
         }
     );
     let r = log.append_as_leader(&batch(9, 0, 0, 1, false), 3, AppendOrigin::Client);

@@ -354,9 +354,20 @@ fn mirrored_log() -> Vec<Batch> {
     ]
 }
 
+/// `Mirroring` with the destination's epoch the start chose.
+fn mirroring_in(source: &str, leader_epoch: i32) -> MirrorPartitionState {
+    MirrorPartitionState::Mirroring {
+        source_cluster_id: source.into(),
+        leader_epoch,
+    }
+}
+
 fn mirroring(source: &str) -> MirrorPartitionState {
     MirrorPartitionState::Mirroring {
         source_cluster_id: source.into(),
+        // Not chosen (a state written before the destination's epoch was kept): the stop
+        // fences from the log alone.
+        leader_epoch: -1,
     }
 }
 
@@ -718,13 +729,14 @@ fn start_mirroring_aligns_by_leader_epoch() {
     let mut p = open(&w);
     p.start_mirroring("A", &source(&[(0, 0), (2, 3)], 9))
         .unwrap();
-    assert_eq!(*p.state(), mirroring("A"));
+    // The destination's own epoch: 10 above the largest epoch the log held (1).
+    assert_eq!(*p.state(), mirroring_in("A", 11));
     assert!(!p.accepts_client_appends());
     assert!(p.accepts_mirrored_appends());
     let w = w.borrow();
     assert_eq!(w.durable, vec![STABLE, STABLE]);
     assert_eq!(w.epochs, [(0, 0)]);
-    assert_eq!(w.state, mirroring("A"));
+    assert_eq!(w.state, mirroring_in("A", 11));
 }
 
 #[test]
@@ -1252,7 +1264,7 @@ fn stop_through_the_real_file_and_reopen() {
     p.start_mirroring("A", &same_history(&w)).unwrap();
     assert_eq!(
         std::fs::read_to_string(dir.path().join(MIRROR_STATE_FILE)).unwrap(),
-        "2\nMIRRORING\nsource=A\n"
+        "2\nMIRRORING\nsource=A\nleader_epoch=11\n"
     );
     assert_eq!(p.stop().unwrap(), 6);
     let (log, _) = p.into_parts();

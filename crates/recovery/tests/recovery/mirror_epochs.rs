@@ -233,3 +233,109 @@ fn failback_uses_the_last_mirror_epoch_when_the_epochs_collide() {
     fetch(&mut a, &b);
     assert_same_log(&a, &b, "failback across colliding epochs");
 }
+
+/// While mirroring, the destination's own leader epoch stays above every source epoch it
+/// mirrors: a source election whose epoch comes within 3 of it makes it bump, to 10 above the
+/// larger of the two, persisted before the batch lands. The mirrored batches and the
+/// leader-epoch cache keep the source's epochs (what OffsetsForLeaderEpoch answers from).
+#[test]
+fn a_source_election_while_mirroring_bumps_the_destinations_epoch() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = source_a(&new_dir(tmp.path(), "a-0"));
+    let b_dir = new_dir(tmp.path(), "b-0");
+    let mut b = open(&b_dir);
+    b.start_mirroring("cluster-A", &EpochHistory::of(&b))
+        .unwrap();
+    assert_eq!(b.leader_epoch(), 10, "10 above the empty log's epoch 0");
+    fetch(&mut b, &a);
+    assert_eq!(b.leader_epoch(), 10, "source epoch 0 is far below");
+    // Elections on A: epoch 6 stays more than 3 below B's 10; epoch 7 comes within 3.
+    leader_append(&mut a, 1, 10, 2, false, 6);
+    fetch(&mut b, &a);
+    assert_eq!(b.leader_epoch(), 10);
+    leader_append(&mut a, 1, 12, 2, false, 7);
+    fetch(&mut b, &a);
+    assert_eq!(b.leader_epoch(), 20, "bumped: 10 above B's 10");
+    assert_eq!(b.leader_epoch_cache().latest_epoch(), Some(7));
+    // An election on A that jumps past B's epoch: B goes 10 above the source's.
+    leader_append(&mut a, 1, 14, 2, false, 25);
+    fetch(&mut b, &a);
+    assert_eq!(b.leader_epoch(), 35);
+    assert_eq!(b.leader_epoch_cache().latest_epoch(), Some(25));
+    assert_eq!(
+        b.mirror_state(),
+        &MirrorPartitionState::Mirroring {
+            source_cluster_id: "cluster-A".into(),
+            leader_epoch: 35
+        }
+    );
+    assert_same_log(&a, &b, "mirrored as they are");
+    // The stop's epoch is never below the one the caller's metadata holds.
+    let end = b.log_end_offset();
+    b.set_high_watermark(end);
+    let outcome = MirroredLog::stop_mirroring_outcome(&mut b, StopPolicy::default()).unwrap();
+    assert_eq!(outcome.leader_epoch, 35);
+    assert_eq!(b.leader_epoch(), 35);
+}
+
+/// The caller's metadata follows the destination's epoch: a lower epoch from the caller is
+/// refused while mirroring, a higher one (a leader election on the destination) is taken and
+/// persisted.
+#[test]
+fn a_lower_leader_epoch_from_the_caller_is_refused_while_mirroring() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = source_a(&new_dir(tmp.path(), "a-0"));
+    let b_dir = new_dir(tmp.path(), "b-0");
+    let mut b = open(&b_dir);
+    b.start_mirroring("cluster-A", &EpochHistory::of(&b))
+        .unwrap();
+    fetch(&mut b, &a);
+    let stale = b.set_mirror_leader_epoch(3);
+    assert!(
+        matches!(
+            stale,
+            Err(PartitionLogError::StaleLeaderEpoch {
+                requested: 3,
+                current: 10
+            })
+        ),
+        "{stale:?}"
+    );
+    assert_eq!(b.leader_epoch(), 10, "unchanged");
+    assert_eq!(b.set_mirror_leader_epoch(10).unwrap(), 10);
+    assert_eq!(b.set_mirror_leader_epoch(12).unwrap(), 12);
+    drop(b);
+    let mut b = open(&b_dir);
+    assert_eq!(b.leader_epoch(), 12, "persisted");
+    assert!(b.set_mirror_leader_epoch(11).is_err());
+}
+
+/// The destination's epoch is in the `mirror-state` file: a reopen (clean or not) keeps it, and
+/// the stop after it is not below it. (Before, the epoch was the cache's latest, the source's.)
+#[test]
+fn the_destinations_mirroring_epoch_survives_a_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut a = source_a(&new_dir(tmp.path(), "a-0"));
+    let b_dir = new_dir(tmp.path(), "b-0");
+    let mut b = open(&b_dir);
+    b.start_mirroring("cluster-A", &EpochHistory::of(&b))
+        .unwrap();
+    leader_append(&mut a, 1, 10, 2, false, 8);
+    fetch(&mut b, &a);
+    assert_eq!(b.leader_epoch(), 20);
+    b.flush().unwrap();
+    drop(b); // no clean close
+    let mut b = open(&b_dir);
+    assert_eq!(b.leader_epoch(), 20);
+    assert!(std::fs::read_to_string(b_dir.join("mirror-state"))
+        .unwrap()
+        .contains("\nleader_epoch=20\n"));
+    // A's next election (9) stays more than 3 below 20: no bump.
+    leader_append(&mut a, 1, 12, 2, false, 9);
+    fetch(&mut b, &a);
+    assert_eq!(b.leader_epoch(), 20);
+    let end = b.log_end_offset();
+    b.set_high_watermark(end);
+    let outcome = MirroredLog::stop_mirroring_outcome(&mut b, StopPolicy::default()).unwrap();
+    assert_eq!(outcome.leader_epoch, 20, "max(9 + 10, 20)");
+}
