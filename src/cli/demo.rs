@@ -364,10 +364,17 @@ impl<W: Write> Demo<'_, W> {
         let a_dir = self.root.join("A").join("orders-0");
         let b_dir = self.root.join("B").join("orders-0");
         let scratch_dir = self.root.join("B-without-barrier").join("orders-0");
-        self.say(format!(
-            "seglog demo: KIP-1279 failover with the MIRROR_PID_RESET barrier, in {}",
-            self.root.display()
-        ))?;
+        self.say("seglog demo: the problem KIP-1279 solves.")?;
+        for line in [
+            "Cluster B mirrors cluster A's partition byte for byte, producer ids included. When B",
+            "fails over and takes local writes, a producer B hands an id A already used is judged",
+            "against A's sequence numbers: its first batch is dropped as a duplicate or refused.",
+            "The MIRROR_PID_RESET barrier (control batch type 7) B writes at the failover tells",
+            "every reader of the log to forget all producer state there. Below, on real files:",
+        ] {
+            self.say(line)?;
+        }
+        self.say(format!("Files: {} (left in place)", self.root.display()))?;
         let a = self.produce_on_a(&a_dir)?;
         let mut b = self.mirror_a_to_b(&a, &a_dir, &b_dir)?;
         let barrier = self.fail_over(&mut b, &b_dir, &scratch_dir)?;
@@ -379,8 +386,12 @@ impl<W: Write> Demo<'_, W> {
         a.close().map_err(io("close A"))?;
 
         self.say("")?;
+        let exe = std::env::current_exe()
+            .map(|p| p.display().to_string())
+            .unwrap_or_else(|_| "seglog".to_owned());
         self.say(format!(
-            "done. Files are in {}; try: seglog verify {}",
+            "done. The demo leaves its files in {} (delete the folder when done). Check them:\n  \
+             {exe} verify {}",
             self.root.display(),
             b_dir.display()
         ))

@@ -58,12 +58,26 @@ fn demo_prints_every_step_and_exits_0() {
 fn demo_without_dir_uses_a_fresh_temp_dir_and_prints_it() {
     let (code, stdout, stderr) = seglog(&["demo".as_ref()]);
     assert_eq!(code, 0, "{stderr}");
-    let first = stdout.lines().next().expect("a first line");
-    let root = first.rsplit(", in ").next().expect("the directory");
+    let first = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("Files: "))
+        .expect("a line naming the files");
+    let root = first
+        .strip_suffix(" (left in place)")
+        .expect("says it is kept");
     let root = std::path::Path::new(root);
     assert!(
         root.join("B/orders-0/00000000000000000000.log").is_file(),
         "{first}"
+    );
+    // The last lines say the folder stays and how to check it with this very binary.
+    assert!(
+        stdout.contains(&format!(
+            "{} verify {}",
+            env!("CARGO_BIN_EXE_seglog"),
+            root.join("B/orders-0").display()
+        )),
+        "{stdout}"
     );
     std::fs::remove_dir_all(root).expect("clean up the demo dir");
 }
