@@ -264,6 +264,15 @@ fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_
         log.leader_epoch_cache().latest_epoch(),
         Some(SOURCE_EPOCH + MIRROR_EPOCH_FENCE)
     );
+    // The Last Mirror Epoch is the epoch of the last mirrored batch kept, not "unknown" (-1)
+    // because the cache lost it.
+    assert_eq!(
+        log.mirror_state(),
+        &MirrorPartitionState::Stopped {
+            barrier_offset: STOP_POINT,
+            last_mirror_epoch: SOURCE_EPOCH,
+        }
+    );
 }
 
 /// The `AbortOpenTransactions` stop crashed at every I/O point, reopened without a
