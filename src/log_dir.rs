@@ -214,6 +214,12 @@ impl LogDir {
             })
         })?;
         self.config.storage.sync_dir(&self.inner.dir)?;
+        if !log.high_watermark_known() {
+            // A folder that was there already was recovered: its high watermark is
+            // re-established as after an unclean open of the directory.
+            log.reestablish_high_watermark(self.config.high_watermark)
+                .map_err(Error::Log)?;
+        }
         follow_policy(&mut log, self.config.high_watermark);
         self.hw_timer.watch(tp.clone(), log.high_watermark_cell());
         self.inner.reports.push(report);

@@ -183,3 +183,32 @@ fn a_clean_close_does_not_launder_a_caller_owned_high_watermark_it_does_not_know
     assert!(log.high_watermark_known());
     assert_eq!(log.stop_mirroring().unwrap(), 12);
 }
+
+/// The engine's own single-partition load (`LogLoader::load`, not through `load_log_dir`)
+/// after an unclean shutdown does not take the checkpoint's high watermark (stale, 4) or its
+/// absence (the log start) as known: the stop refuses instead of cutting the committed mirrored
+/// records down to it. Before: the stop cut to 4, or everything.
+#[test]
+fn an_unclean_partition_load_does_not_trust_a_stale_or_missing_high_watermark() {
+    for stale in [None, Some(4)] {
+        let root = tempfile::tempdir().unwrap();
+        let opts = LogDirOptions::default();
+        mirrored_then_crashed(root.path(), &opts);
+        let dir = root.path().join("t-0");
+        let load = recovery::LoadOptions {
+            high_watermark: stale,
+            ..recovery::LoadOptions::default()
+        };
+        let (mut log, _) = recovery::LogLoader::load(&dir, &load).unwrap();
+        assert_eq!(log.log_end_offset(), 12);
+        assert!(!log.high_watermark_known(), "{stale:?}");
+        let refused = log.stop_mirroring();
+        assert!(
+            matches!(refused, Err(recovery::MirrorError::HighWatermarkUnknown)),
+            "{stale:?}: {refused:?}"
+        );
+        assert_eq!(log.log_end_offset(), 12, "{stale:?}: nothing cut");
+        log.set_high_watermark(12);
+        assert_eq!(log.stop_mirroring().unwrap(), 12, "{stale:?}");
+    }
+}
