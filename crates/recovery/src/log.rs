@@ -581,8 +581,9 @@ pub enum HighWatermark {
     /// Kafka's replication: nothing moves it but
     /// [`PartitionLog::set_high_watermark`] (and, at open, the
     /// `replication-offset-checkpoint`). Until then reads return nothing. After an unclean
-    /// open the checkpoint's value may be stale or missing: it is marked unknown and a mirror
-    /// stop refuses until the caller sets it ([`MirrorError::HighWatermarkUnknown`]).
+    /// open the checkpoint's value may be stale or missing (and after a clean one an entry may
+    /// be missing): it is marked unknown, a mirror stop refuses until the caller sets it
+    /// ([`MirrorError::HighWatermarkUnknown`]), and no checkpoint gets an entry for it.
     Manual,
 }
 
