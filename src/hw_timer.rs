@@ -81,6 +81,9 @@ impl HwCheckpointTimer {
             });
         }
         let poll = Duration::from_millis(u64::try_from(interval_ms).unwrap_or(1)).min(MAX_POLL);
+        // The interval counts from now, not from when the thread first runs (a busy machine
+        // may schedule it after the clock moved).
+        let started_ms = clock.now_ms();
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("highwatermark-checkpoint".into())
@@ -91,6 +94,7 @@ impl HwCheckpointTimer {
                     storage,
                     clock.as_ref(),
                     interval_ms,
+                    started_ms,
                     poll,
                 )
             })?;
@@ -144,10 +148,11 @@ fn run(
     storage: Arc<dyn Storage>,
     clock: &dyn Clock,
     interval_ms: i64,
+    started_ms: i64,
     poll: Duration,
 ) {
     let file = OffsetCheckpointFile::new(storage, path);
-    let mut last_ms = clock.now_ms();
+    let mut last_ms = started_ms;
     loop {
         let entries = {
             let state = lock(&shared.state);
@@ -170,6 +175,9 @@ fn run(
                 .cells
                 .iter()
                 .map(|(tp, cell)| (tp.clone(), cell.load(Ordering::Acquire)))
+                // A high watermark that is not known gets no entry (see
+                // `PartitionLog::checkpointable_high_watermark`).
+                .filter(|&(_, hw)| hw != recovery::UNKNOWN_HIGH_WATERMARK)
                 .collect();
             if state.written.as_ref() == Some(&entries) {
                 continue;

@@ -28,7 +28,10 @@ use crate::hw_timer::HwCheckpointTimer;
 /// [`HighWatermark::LogEnd`] takes the log end, and with [`HighWatermark::Manual`] (the caller
 /// owns it, as replication does) the loaded value is only the checkpoint's, which may be stale
 /// or missing: it is marked unknown and a mirror stop refuses to take its stop point until the
-/// caller sets it ([`recovery::MirrorError::HighWatermarkUnknown`]). The directory runs
+/// caller sets it ([`recovery::MirrorError::HighWatermarkUnknown`]). A high watermark that is not
+/// known gets no entry in `replication-offset-checkpoint` (timer, flush or close), and an open
+/// that finds no entry for a partition with data re-establishes it as after an unclean
+/// shutdown, so a clean close never turns it into a trusted value. The directory runs
 /// Kafka's `highwatermark-checkpoint` task itself on a thread of its own: every
 /// [`Config::high_watermark_checkpoint_interval_ms`] it writes `replication-offset-checkpoint`
 /// if a high watermark changed, with no call needed.
@@ -211,6 +214,12 @@ impl LogDir {
             })
         })?;
         self.config.storage.sync_dir(&self.inner.dir)?;
+        if !log.high_watermark_known() {
+            // A folder that was there already was recovered: its high watermark is
+            // re-established as after an unclean open of the directory.
+            log.reestablish_high_watermark(self.config.high_watermark)
+                .map_err(Error::Log)?;
+        }
         follow_policy(&mut log, self.config.high_watermark);
         self.hw_timer.watch(tp.clone(), log.high_watermark_cell());
         self.inner.reports.push(report);

@@ -316,6 +316,85 @@ fn a_stop_after_an_unclean_restart_waits_for_a_caller_owned_high_watermark() {
     }
 }
 
+/// A `Log` closed after an unclean open, before the caller set its (caller-owned) high
+/// watermark, leaves it out of `replication-offset-checkpoint`: the close writes the
+/// clean-shutdown marker, so a stale entry would be trusted by the next open. Before: the close
+/// wrote the stale 4 and the next open's stop cut the committed records 4..12.
+#[test]
+fn a_close_after_an_unclean_open_does_not_launder_a_caller_owned_high_watermark() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let dir = data.join("mirror-0");
+    let config = config().0.with_high_watermark(HighWatermark::Manual);
+    let mut log = Log::open(&dir, config.clone()).unwrap();
+    mirror_twelve(&mut log);
+    log.set_high_watermark(12);
+    log.flush().unwrap();
+    drop(log); // an unclean shutdown
+    let checkpoint = data.join("replication-offset-checkpoint");
+    std::fs::write(&checkpoint, "0\n1\nmirror 0 4\n").unwrap();
+
+    let log = Log::open(&dir, config.clone()).unwrap();
+    assert!(!log.recovery_report().had_clean_shutdown);
+    log.close().unwrap();
+    assert!(data.join(".kafka_cleanshutdown").exists());
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n0\n");
+
+    let mut log = Log::open(&dir, config).unwrap();
+    assert!(log.recovery_report().had_clean_shutdown);
+    let refused = log.stop_mirroring();
+    assert!(
+        matches!(
+            refused,
+            Err(Error::Mirror(
+                seglog::recovery::MirrorError::HighWatermarkUnknown
+            ))
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(log.log_end_offset(), 12, "nothing cut");
+}
+
+/// The directory's own checkpoint timer does not write a caller-owned high watermark an
+/// unclean open could not re-establish either: it writes the partition whose high watermark the
+/// caller set, and leaves the other one out (before: it wrote the stale 4 back).
+#[test]
+fn the_checkpoint_timer_leaves_out_a_high_watermark_that_is_not_known() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (config, clock) = config();
+    let config = config.with_high_watermark(HighWatermark::Manual);
+    let mut log = Log::open(data.join("mirror-0"), config.clone()).unwrap();
+    mirror_twelve(&mut log);
+    log.flush().unwrap();
+    drop(log); // an unclean shutdown
+    let checkpoint = data.join("replication-offset-checkpoint");
+    std::fs::write(&checkpoint, "0\n1\nmirror 0 4\n").unwrap();
+    std::fs::create_dir(data.join("other-0")).unwrap();
+
+    let mut dir = LogDir::open(&data, config).unwrap();
+    assert!(!dir.had_clean_shutdown());
+    dir.partition_mut(&TopicPartition::new("other", 0))
+        .unwrap()
+        .set_high_watermark(0);
+    clock.set(T0 + 5_000);
+    let mut text = String::new();
+    for _ in 0..600 {
+        text = std::fs::read_to_string(&checkpoint).unwrap();
+        if text.contains("other") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        text,
+        "0\n1\nother 0 0\n",
+        "{:?}",
+        dir.high_watermark_checkpoint_error()
+    );
+    drop(dir);
+}
+
 /// Defect: with the high watermark following the flushed log end, an unclean open set it to
 /// the recovery point of the checkpoint (missing here: the log start), so a stop taken on the
 /// partition log right after the open cut every committed mirrored record. The open now fsyncs

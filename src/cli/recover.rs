@@ -3,6 +3,10 @@
 //!
 //! * A log directory goes through `load_log_dir` exactly as a broker's `LogManager` would: its
 //!   `.kafka_cleanshutdown` marker and checkpoints are honoured (and written again on close).
+//!   The high watermarks are the caller's (`HighWatermark::Manual`): after an unclean shutdown
+//!   `recover` cannot know them, so it leaves those partitions out of
+//!   `replication-offset-checkpoint` (the next open re-establishes them) rather than write back
+//!   a value that may be stale as if it were known.
 //! * A single partition directory goes through `LogLoader::load`, with the clean-shutdown
 //!   marker and the checkpoints of its parent directory if it has them (read, never changed), so
 //!   a partition that was closed cleanly is not rescanned; otherwise everything is recovered.

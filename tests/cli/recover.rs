@@ -347,3 +347,74 @@ fn dump_verify_and_recover_agree_on_the_damaged_batch() {
         }
     }
 }
+
+/// Twelve committed records mirrored into `<data>/mirror-0` (the log directory owned by the
+/// caller's replication: `HighWatermark::Manual`), durable, then an unclean shutdown with a
+/// stale `replication-offset-checkpoint` (4).
+fn mirrored_with_a_stale_high_watermark(data: &Path) -> seglog::Config {
+    use seglog::record_format::RecordBatchBuilder;
+    let clock = std::sync::Arc::new(testkit::ManualClock::new(super::logs::T));
+    let config = seglog::Config::default()
+        .with_clock(clock)
+        .with_high_watermark(seglog::HighWatermark::Manual);
+    let mut log = seglog::Log::open(data.join("mirror-0"), config.clone()).unwrap();
+    let source = seglog::recovery::EpochHistory::of(log.partition());
+    log.start_mirroring("cluster-A", &source).unwrap();
+    for i in 0..6_i64 {
+        let mut b = RecordBatchBuilder::new(i * 2)
+            .partition_leader_epoch(2)
+            .producer(11, 0, i32::try_from(i * 2).unwrap());
+        b.append(super::logs::T, None, Some(b"m1"), &[]).unwrap();
+        b.append(super::logs::T, None, Some(b"m2"), &[]).unwrap();
+        log.append_as_mirror(&b.build()).unwrap();
+    }
+    log.set_high_watermark(12);
+    log.flush().unwrap();
+    drop(log); // an unclean shutdown
+    std::fs::write(
+        data.join("replication-offset-checkpoint"),
+        "0\n1\nmirror 0 4\n",
+    )
+    .unwrap();
+    config
+}
+
+/// `seglog recover` of a log directory re-establishes no caller-owned high watermark (it
+/// cannot know the caller's), so it must not write the stale one it loaded as if it were known:
+/// it leaves the partition out of `replication-offset-checkpoint` while writing the
+/// clean-shutdown marker, and the next open still does not know it, so a mirror stop refuses
+/// instead of cutting the committed mirrored records 4..12. Before: `recover` wrote `mirror 0 4`
+/// and the marker, the next open trusted 4 and the stop cut eight committed records.
+#[test]
+fn recover_does_not_launder_a_stale_caller_owned_high_watermark() {
+    let root = tempdir();
+    let data = root.path().join("data");
+    let config = mirrored_with_a_stale_high_watermark(&data);
+
+    let out = recover(&[data.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    assert!(data.join(".kafka_cleanshutdown").exists());
+    assert_eq!(
+        std::fs::read_to_string(data.join("replication-offset-checkpoint")).unwrap(),
+        "0\n0\n",
+        "no entry for a high watermark nobody re-established"
+    );
+
+    let mut dir = seglog::LogDir::open(&data, config).unwrap();
+    assert!(dir.had_clean_shutdown());
+    let log = dir
+        .partition_mut(&seglog::TopicPartition::new("mirror", 0))
+        .unwrap();
+    assert!(!log.high_watermark_known());
+    let refused = log.stop_mirroring();
+    assert!(
+        matches!(
+            refused,
+            Err(seglog::recovery::MirrorError::HighWatermarkUnknown)
+        ),
+        "{refused:?}"
+    );
+    assert_eq!(log.log_end_offset(), 12, "nothing cut");
+    log.set_high_watermark(12);
+    assert_eq!(log.stop_mirroring().unwrap(), 12);
+}

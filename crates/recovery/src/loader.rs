@@ -794,8 +794,13 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
     let policy = opts.high_watermark;
     let results = per_partition(opts.threads, jobs, |(path, load)| {
         let r = LogLoader::load(&path, &load).and_then(|(mut log, report)| {
-            if !had_clean_shutdown {
-                // The checkpointed high watermark may be stale or missing.
+            // After an unclean shutdown the checkpointed high watermark may be stale or
+            // missing. A missing entry after a clean one is a high watermark that was not
+            // known when the directory closed (a caller-owned one not set since an unclean
+            // restart): still unknown, never the log start offset (an empty log has no other).
+            let missing =
+                load.high_watermark.is_none() && log.log_end_offset() > log.log_start_offset();
+            if !had_clean_shutdown || missing {
                 log.reestablish_high_watermark(policy)?;
             }
             Ok((log, report))
@@ -879,7 +884,7 @@ impl LogDir {
         let hws: Vec<(TopicPartition, i64)> = self
             .partitions
             .iter()
-            .map(|(tp, log)| (tp.clone(), log.high_watermark()))
+            .filter_map(|(tp, log)| Some((tp.clone(), log.checkpointable_high_watermark()?)))
             .collect();
         self.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, &hws)?;
         self.last_hw_checkpoint_ms = self.env.clock.now_ms();
@@ -936,7 +941,9 @@ impl LogDir {
             let closed = r?;
             recovery.push((tp.clone(), closed.log_end_offset));
             starts.push((tp.clone(), closed.log_start_offset));
-            hws.push((tp, closed.high_watermark));
+            if let Some(hw) = closed.high_watermark {
+                hws.push((tp, hw));
+            }
         }
         if unsynced {
             // Everything the partitions wrote is durable before any checkpoint says so.

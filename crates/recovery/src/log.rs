@@ -539,6 +539,9 @@ fn batch_at(bytes: &[u8], span: Span) -> Result<RecordBatch<'_>, PartitionLogErr
     Ok(RecordBatch::new(slice, span.position)?)
 }
 
+/// The value [`PartitionLog::high_watermark_cell`] holds while the high watermark is not known.
+pub const UNKNOWN_HIGH_WATERMARK: i64 = -1;
+
 /// The partition log. See the module docs.
 #[derive(Debug)]
 pub struct PartitionLog {
@@ -578,8 +581,9 @@ pub enum HighWatermark {
     /// Kafka's replication: nothing moves it but
     /// [`PartitionLog::set_high_watermark`] (and, at open, the
     /// `replication-offset-checkpoint`). Until then reads return nothing. After an unclean
-    /// open the checkpoint's value may be stale or missing: it is marked unknown and a mirror
-    /// stop refuses until the caller sets it ([`MirrorError::HighWatermarkUnknown`]).
+    /// open the checkpoint's value may be stale or missing (and after a clean one an entry may
+    /// be missing): it is marked unknown, a mirror stop refuses until the caller sets it
+    /// ([`MirrorError::HighWatermarkUnknown`]), and no checkpoint gets an entry for it.
     Manual,
 }
 
@@ -710,30 +714,47 @@ impl PartitionLog {
         let hw = high_watermark
             .min(self.log_end_offset())
             .max(self.log_start_offset());
-        self.store_high_watermark(hw);
         self.hw_state.known = true;
+        self.store_high_watermark(hw);
         self.psm.on_high_watermark_updated(hw);
         hw
     }
 
     fn store_high_watermark(&mut self, hw: i64) {
         self.high_watermark = hw;
-        self.hw_state.published.store(hw, Ordering::Release);
+        let published = if self.hw_state.known {
+            hw
+        } else {
+            UNKNOWN_HIGH_WATERMARK
+        };
+        self.hw_state.published.store(published, Ordering::Release);
     }
 
     /// The high watermark as another thread sees it: a shared cell the log updates whenever
     /// its high watermark changes (what a periodic `replication-offset-checkpoint` writer
-    /// reads without holding the log).
+    /// reads without holding the log). It holds [`UNKNOWN_HIGH_WATERMARK`] (−1) while the
+    /// high watermark is not known: such a value must not be checkpointed.
     pub fn high_watermark_cell(&self) -> Arc<AtomicI64> {
         Arc::clone(&self.hw_state.published)
+    }
+
+    /// The high watermark to write in `replication-offset-checkpoint`: `None` while it is not
+    /// known (see [`mark_high_watermark_unknown`](Self::mark_high_watermark_unknown)), so that
+    /// a stale or missing value is never written as if it were re-established (the entry is
+    /// left out, and a load that finds no entry re-establishes it, see
+    /// [`load_log_dir`](crate::load_log_dir)).
+    pub fn checkpointable_high_watermark(&self) -> Option<i64> {
+        self.hw_state.known.then_some(self.high_watermark)
     }
 
     /// Marks the high watermark as not known: after an unclean restart, a high watermark the
     /// caller owns (replication) comes from a checkpoint that may be stale or missing. Until
     /// [`set_high_watermark`](Self::set_high_watermark) is called, a mirror stop refuses to
-    /// take its stop point ([`MirrorError::HighWatermarkUnknown`]).
+    /// take its stop point ([`MirrorError::HighWatermarkUnknown`]), and no checkpoint of the
+    /// log directory holds an entry for it.
     pub fn mark_high_watermark_unknown(&mut self) {
         self.hw_state.known = false;
+        self.store_high_watermark(self.high_watermark);
     }
 
     /// After an unclean shutdown, the high watermark as `policy` re-establishes it (see
@@ -1147,6 +1168,8 @@ impl PartitionLog {
         self.epochs.clear()?;
         self.psm.truncate_fully_and_start_at(new_offset);
         delete_snapshots_above_with(&self.io, &self.dir, -1)?;
+        // An empty log has only one possible high watermark.
+        self.hw_state.known = true;
         self.store_high_watermark(new_offset);
         Ok(())
     }
@@ -1333,7 +1356,7 @@ impl PartitionLog {
             dir: self.dir.clone(),
             log_start_offset: self.log_start_offset(),
             log_end_offset: end,
-            high_watermark: self.high_watermark,
+            high_watermark: self.checkpointable_high_watermark(),
         };
         if sync {
             self.local.close()?;
@@ -1353,8 +1376,9 @@ pub struct ClosedLog {
     pub log_start_offset: i64,
     /// Log end offset (also the recovery point: everything was flushed).
     pub log_end_offset: i64,
-    /// High watermark.
-    pub high_watermark: i64,
+    /// High watermark; `None` when it is not known (a caller-owned high watermark after an
+    /// unclean restart that the caller has not set): it gets no checkpoint entry.
+    pub high_watermark: Option<i64>,
 }
 
 /// Transaction-index entries for `aborted`, in order. Barrier aborts share the barrier's offset

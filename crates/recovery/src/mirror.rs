@@ -1309,7 +1309,10 @@ fn continue_stopping<P: MirroredLog + ?Sized>(p: &mut P) -> Result<i64, MirrorEr
             let point = lso.min(p.log_end_offset());
             p.truncate_to(point).map_err(MirrorError::Log)?;
             p.flush().map_err(MirrorError::Log)?;
-            let epoch = p.latest_epoch().unwrap_or(UNDEFINED_EPOCH);
+            // The Last Mirror Epoch: the epoch of the last batch kept, from the batches as well
+            // as the cache (a lost or stale `leader-epoch-checkpoint` leaves the cache short).
+            let in_batches = p.max_batch_epoch().map_err(MirrorError::Log)?;
+            let epoch = p.latest_epoch().max(in_batches).unwrap_or(UNDEFINED_EPOCH);
             p.persist_mirror_state(MirrorPartitionState::Stopping {
                 step: StoppingStep::Truncated,
                 source_cluster_id: source_cluster_id.clone(),

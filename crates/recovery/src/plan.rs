@@ -2748,6 +2748,15 @@ fn apply_with(
         hw_state: Default::default(),
     };
     log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
+    // Only a checkpoint written before a clean shutdown is the high watermark; after an unclean
+    // one it may be stale, and a missing entry says nothing. Until it is re-established
+    // (`load_log_dir`: `PartitionLog::reestablish_high_watermark`) or set by the caller, it is
+    // not known: a mirror stop refuses instead of cutting committed data below the log end.
+    if (!opts.had_clean_shutdown || opts.high_watermark.is_none())
+        && log.log_end_offset() > log.high_watermark()
+    {
+        log.mark_high_watermark_unknown();
+    }
     Ok((log, report))
 }
 

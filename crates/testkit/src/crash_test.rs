@@ -37,7 +37,7 @@ use record_format::{
 use recovery::leader_epoch::EpochHistory;
 use recovery::{
     AppendOrigin, BatchSummary, LoadOptions, LogLoader, PartitionLog, PartitionLogConfig,
-    ProducerStateManager,
+    ProducerStateManager, StopPolicy,
 };
 use segment_store::file_name::{
     DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOCK_FILE_NAME, TIME_INDEX_FILE_SUFFIX,
@@ -147,6 +147,12 @@ pub enum Op {
     /// A KIP-1279 failover: start mirroring, replicate two source batches of [`SOURCE_PID`],
     /// stop (Stopping → barrier → Stopped), then a local append reusing [`SOURCE_PID`].
     Failover,
+    /// [`Op::Failover`] under `StopPolicy::AbortOpenTransactions`: the second source batch
+    /// opens a transaction of [`SOURCE_PID`] that is still open at the stop, which truncates
+    /// nothing and writes its ABORT marker, then the barrier. Not drawn by
+    /// [`Workload::generate`] (whose seeds keep their workloads); see
+    /// [`Workload::small_aborting`].
+    FailoverAbort,
 }
 
 /// A workload: the steps and the log configuration.
@@ -207,6 +213,18 @@ impl Workload {
             ops,
             segment_bytes: 300,
         }
+    }
+
+    /// [`Workload::small`] with its failover under `StopPolicy::AbortOpenTransactions`
+    /// ([`Op::FailoverAbort`]).
+    pub fn small_aborting() -> Workload {
+        let mut w = Workload::small();
+        for op in &mut w.ops {
+            if *op == Op::Failover {
+                *op = Op::FailoverAbort;
+            }
+        }
+        w
     }
 
     /// A small fixed workload with every kind of step: idempotent and transactional appends,
@@ -581,11 +599,16 @@ fn run_ops(
                 let opts = load_opts(w, env.clone(), true, closed.log_end_offset);
                 log = LogLoader::load(dir, &opts).map_err(|e| s(&e))?.0;
             }
-            Op::Failover if !failed_over => {
+            Op::Failover | Op::FailoverAbort if !failed_over => {
                 failed_over = true;
-                epoch = run_failover(&mut log, exp, sim, epoch, now)?;
+                let policy = if *op == Op::FailoverAbort {
+                    StopPolicy::AbortOpenTransactions
+                } else {
+                    StopPolicy::TruncateToLastStable
+                };
+                epoch = run_failover(&mut log, exp, sim, epoch, now, policy)?;
             }
-            Op::Failover => {}
+            Op::Failover | Op::FailoverAbort => {}
         }
         exp.resync(&log)?;
         exp.note_recovery_point(&log);
@@ -639,6 +662,7 @@ fn run_failover(
     sim: Option<&SimulatedFs>,
     epoch: i32,
     now: i64,
+    policy: StopPolicy,
 ) -> Result<i32, String> {
     let s = |e: &dyn fmt::Display| e.to_string();
     log.set_high_watermark(i64::MAX);
@@ -650,7 +674,18 @@ fn run_failover(
     let source = EpochHistory::of(log);
     log.start_mirroring("source", &source).map_err(|e| s(&e))?;
     for seq in [0, 2] {
-        let b = replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?;
+        let b = if seq == 2 && policy == StopPolicy::AbortOpenTransactions {
+            // A transaction of the source, still open when the feed stops.
+            let mut b = RecordBatchBuilder::new(log.log_end_offset())
+                .partition_leader_epoch(epoch)
+                .producer(SOURCE_PID, 0, seq)
+                .transactional(true);
+            b.append(now, Some(b"k"), Some(b"open"), &[])
+                .map_err(|e| e.to_string())?;
+            b.build()
+        } else {
+            replica_batch_at(log.log_end_offset(), SOURCE_PID, seq, 2, epoch, now)?
+        };
         log.append_as_mirror(&b).map_err(|e| s(&e))?;
     }
     // The stop may truncate them away again within this step, after a roll made
@@ -661,9 +696,12 @@ fn run_failover(
     log.set_high_watermark(i64::MAX);
     // The stop truncates to the LSO again, and it can be lower now: truncating to
     // the first LSO may have removed the marker that closed an earlier transaction.
-    let lso = log.last_stable_offset();
-    exp.truncating_to(lso);
-    let barrier = log.stop_mirroring().map_err(|e| s(&e))?;
+    // (Under AbortOpenTransactions nothing is truncated.)
+    if policy == StopPolicy::TruncateToLastStable {
+        let lso = log.last_stable_offset();
+        exp.truncating_to(lso);
+    }
+    let barrier = log.stop_mirroring_with(policy).map_err(|e| s(&e))?;
     exp.resync(log)?;
     exp.mark_durable(log);
     exp.stopped_barrier = Some(barrier);

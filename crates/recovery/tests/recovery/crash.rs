@@ -313,3 +313,46 @@ fn a_garbage_checkpoint_is_a_typed_error_or_ignored_never_a_panic() {
     // No data was touched either way.
     assert!(std::fs::read(&cp).is_ok());
 }
+
+/// The small workload with its failover under `AbortOpenTransactions` (a source transaction
+/// open at the stop: an ABORT marker, then the barrier, nothing truncated), crashed at every
+/// I/O point with torn prefixes of the write in flight: every durable batch, the marker and the
+/// barrier included once the stop returned, survives, and producer state matches the log.
+#[test]
+fn the_small_workload_with_an_aborting_failover_recovers_at_every_crash_point() {
+    let tmp = scratch();
+    let w = Workload::small_aborting();
+    // The uncrashed run: right below the barrier, the stop's ABORT marker of the source's
+    // producer, and the source's open transaction kept below it.
+    let run = testkit::crash_test::run_crashed(&w, tmp.path(), None).unwrap();
+    let exp = &run.expectation;
+    let barrier = exp.stopped_barrier.expect("stopped");
+    let control = |offset: i64| {
+        let bytes = &exp.durable[&offset];
+        let b = record_format::RecordBatch::new(bytes, 0).unwrap();
+        (b.is_control(), b.is_transactional(), b.producer_id())
+    };
+    let source = testkit::crash_test::SOURCE_PID;
+    assert_eq!(
+        control(barrier - 1),
+        (true, true, source),
+        "the ABORT marker"
+    );
+    assert_eq!(
+        control(barrier - 2),
+        (false, true, source),
+        "the open transaction"
+    );
+    let sum = crash_test(
+        &w,
+        &CrashOptions {
+            scratch: tmp.path().to_path_buf(),
+            torn: TornMode::Sample(3),
+            stride: 1,
+        },
+    );
+    assert!(sum.violations.is_empty(), "{:#?}", sum.violations);
+    assert_eq!(sum.durable_batches_lost, 0);
+    assert!(sum.crash_points > 50, "{sum}");
+    assert!(sum.batches_verified > 0);
+}

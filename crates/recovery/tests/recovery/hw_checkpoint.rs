@@ -131,3 +131,84 @@ fn an_unclean_load_log_dir_marks_a_caller_owned_high_watermark_unknown() {
     log.set_high_watermark(12);
     assert_eq!(log.stop_mirroring().unwrap(), 12);
 }
+
+/// A caller-owned high watermark that an unclean open could not re-establish is not laundered
+/// by a clean close: the close leaves it out of `replication-offset-checkpoint` (with the
+/// clean-shutdown marker written), so the next, clean, open still does not know it and the stop
+/// still refuses. Before: the close wrote the stale checkpoint value (4) and the marker, the
+/// next open trusted it and the stop cut the committed mirrored records 4..12.
+#[test]
+fn a_clean_close_does_not_launder_a_caller_owned_high_watermark_it_does_not_know() {
+    let root = tempfile::tempdir().unwrap();
+    let opts = LogDirOptions {
+        high_watermark: recovery::HighWatermark::Manual,
+        ..LogDirOptions::default()
+    };
+    mirrored_then_crashed(root.path(), &opts);
+    let checkpoint = root.path().join("replication-offset-checkpoint");
+    // A stale checkpoint: the high watermark was 4 when it was written.
+    std::fs::write(&checkpoint, "0\n1\nt 0 4\n").unwrap();
+    let tp = TopicPartition::new("t", 0);
+
+    let mut ld = load_log_dir(root.path(), &opts).unwrap();
+    assert!(!ld.had_clean_shutdown);
+    assert!(!ld.partitions[&tp].high_watermark_known());
+    // Neither a flush nor a checkpoint writes the value it does not know.
+    ld.flush().unwrap();
+    ld.checkpoint_high_watermarks().unwrap();
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n0\n");
+    ld.close().unwrap();
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n0\n");
+
+    let mut ld = load_log_dir(root.path(), &opts).unwrap();
+    assert!(ld.had_clean_shutdown);
+    let log = ld.partitions.get_mut(&tp).unwrap();
+    assert!(!log.high_watermark_known(), "no entry: still unknown");
+    let refused = log.stop_mirroring();
+    assert!(
+        matches!(refused, Err(recovery::MirrorError::HighWatermarkUnknown)),
+        "{refused:?}"
+    );
+    assert_eq!(log.log_end_offset(), 12, "the refused stop cut nothing");
+
+    // Once the caller sets it, it is checkpointed and the next clean open knows it.
+    log.set_high_watermark(12);
+    ld.close().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&checkpoint).unwrap(),
+        "0\n1\nt 0 12\n"
+    );
+    let mut ld = load_log_dir(root.path(), &opts).unwrap();
+    let log = ld.partitions.get_mut(&tp).unwrap();
+    assert!(log.high_watermark_known());
+    assert_eq!(log.stop_mirroring().unwrap(), 12);
+}
+
+/// The engine's own single-partition load (`LogLoader::load`, not through `load_log_dir`)
+/// after an unclean shutdown does not take the checkpoint's high watermark (stale, 4) or its
+/// absence (the log start) as known: the stop refuses instead of cutting the committed mirrored
+/// records down to it. Before: the stop cut to 4, or everything.
+#[test]
+fn an_unclean_partition_load_does_not_trust_a_stale_or_missing_high_watermark() {
+    for stale in [None, Some(4)] {
+        let root = tempfile::tempdir().unwrap();
+        let opts = LogDirOptions::default();
+        mirrored_then_crashed(root.path(), &opts);
+        let dir = root.path().join("t-0");
+        let load = recovery::LoadOptions {
+            high_watermark: stale,
+            ..recovery::LoadOptions::default()
+        };
+        let (mut log, _) = recovery::LogLoader::load(&dir, &load).unwrap();
+        assert_eq!(log.log_end_offset(), 12);
+        assert!(!log.high_watermark_known(), "{stale:?}");
+        let refused = log.stop_mirroring();
+        assert!(
+            matches!(refused, Err(recovery::MirrorError::HighWatermarkUnknown)),
+            "{stale:?}: {refused:?}"
+        );
+        assert_eq!(log.log_end_offset(), 12, "{stale:?}: nothing cut");
+        log.set_high_watermark(12);
+        assert_eq!(log.stop_mirroring().unwrap(), 12, "{stale:?}");
+    }
+}

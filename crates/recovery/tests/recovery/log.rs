@@ -299,7 +299,7 @@ fn barrier_in_a_follower_append_clears_state_in_log_order() {
     assert_eq!(log.find_barrier_from(2).unwrap(), None);
 }
 
-fn txn_index_entries(path: &Path) -> Vec<AbortedTxn> {
+pub fn txn_index_entries(path: &Path) -> Vec<AbortedTxn> {
     let bytes = std::fs::read(path).unwrap_or_default();
     bytes
         .chunks_exact(34)
@@ -726,8 +726,9 @@ fn partition_log_enforces_its_mirror_state_and_stops_in_a_new_epoch() {
 }
 
 /// Intra-cluster follower appends (a replica of a mirrored partition following its leader) work
-/// while `Mirroring`; from the persisted stop point until the barrier, every append is refused:
-/// the mirror feed, clients, and (defect: it was accepted and landed past the stop point, where
+/// while `Mirroring`; from the persisted stop point until the barrier (every `Stopping` step,
+/// under both policies), every append is refused: the mirror feed, clients, the coordinator,
+/// and (defect: it was accepted and landed past the stop point, where
 /// only the barrier may go) followers.
 #[test]
 fn follower_appends_are_refused_while_stopping() {
@@ -736,40 +737,67 @@ fn follower_appends_are_refused_while_stopping() {
     log.start_mirroring("src", &EpochHistory::of(&log)).unwrap();
     log.append_as_follower(&batch_at(0, 5, 0, 0, 1, false, 0))
         .unwrap();
-    log.persist_mirror_state(MirrorPartitionState::Stopping {
-        step: recovery::StoppingStep::FeedStopped,
-        source_cluster_id: "src".into(),
-        lso: 1,
-        last_mirrored_offset: None,
-        last_mirrored_epoch: None,
-        leader_epoch: None,
-        policy: recovery::StopPolicy::TruncateToLastStable,
-    })
-    .unwrap();
-    let r = log.append_as_mirror(&batch_at(1, 5, 0, 1, 1, false, 0));
-    assert!(
-        matches!(
-            r,
-            Err(PartitionLogError::NotMirroring {
-                state: MirrorStateKind::Stopping
+    // Every step from the persisted stop point until the barrier, under both policies.
+    for step in [
+        recovery::StoppingStep::FeedStopped,
+        recovery::StoppingStep::Truncated,
+        recovery::StoppingStep::EpochBumped,
+    ] {
+        for policy in [
+            recovery::StopPolicy::TruncateToLastStable,
+            recovery::StopPolicy::AbortOpenTransactions,
+        ] {
+            let after_step_1 = step != recovery::StoppingStep::FeedStopped;
+            log.persist_mirror_state(MirrorPartitionState::Stopping {
+                step,
+                source_cluster_id: "src".into(),
+                lso: 1,
+                last_mirrored_offset: after_step_1.then_some(1),
+                last_mirrored_epoch: after_step_1.then_some(0),
+                leader_epoch: Some(10),
+                policy,
             })
-        ),
-        "{r:?}"
-    );
-    let r = log.append_as_leader(&batch(7, 0, 0, 1, false), 0, AppendOrigin::Client);
-    assert!(
-        matches!(r, Err(PartitionLogError::ReadOnly { .. })),
-        "{r:?}"
-    );
-    let r = log.append_as_follower(&batch_at(1, 5, 0, 1, 1, false, 0));
-    assert!(
-        matches!(
-            r,
-            Err(PartitionLogError::ReadOnly {
-                state: MirrorStateKind::Stopping
-            })
-        ),
-        "{r:?}"
-    );
-    assert_eq!(log.log_end_offset(), 1);
+            .unwrap();
+            let ctx = format!("{step:?} {policy:?}");
+            let r = log.append_as_mirror(&batch_at(1, 5, 0, 1, 1, false, 0));
+            assert!(
+                matches!(
+                    r,
+                    Err(PartitionLogError::NotMirroring {
+                        state: MirrorStateKind::Stopping
+                    })
+                ),
+                "{ctx}: {r:?}"
+            );
+            for (origin, bytes) in [
+                (AppendOrigin::Client, batch(7, 0, 0, 1, false)),
+                (
+                    AppendOrigin::Coordinator,
+                    end_txn_marker_batch(0, ts(), 10, 5, 0, ControlRecordType::Abort, 0),
+                ),
+            ] {
+                let r = log.append_as_leader(&bytes, 10, origin);
+                assert!(
+                    matches!(
+                        r,
+                        Err(PartitionLogError::ReadOnly {
+                            state: MirrorStateKind::Stopping
+                        })
+                    ),
+                    "{ctx} {origin:?}: {r:?}"
+                );
+            }
+            let r = log.append_as_follower(&batch_at(1, 5, 0, 1, 1, false, 0));
+            assert!(
+                matches!(
+                    r,
+                    Err(PartitionLogError::ReadOnly {
+                        state: MirrorStateKind::Stopping
+                    })
+                ),
+                "{ctx}: {r:?}"
+            );
+            assert_eq!(log.log_end_offset(), 1, "{ctx}");
+        }
+    }
 }

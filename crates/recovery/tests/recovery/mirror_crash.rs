@@ -1,6 +1,7 @@
-//! A real `PartitionLog` crashed at every I/O point of a mirror stop, through the storage seam
-//! (`SimulatedFs`: only fsynced bytes and names survive), reopened **without a high-watermark
-//! checkpoint** and resumed.
+//! A real `PartitionLog` crashed at every I/O point of a mirror stop (under both policies) and of
+//! a failback alignment, through the storage seam (`SimulatedFs`: only fsynced bytes and names
+//! survive, and with them nothing, or a torn prefix of 7 B, 40 B or 1 MiB, of the last unsynced
+//! write), reopened **without a high-watermark checkpoint** and resumed.
 //!
 //! Bug this guards against: the resumed stop recomputed its truncation point as the LSO bounded
 //! by the high watermark, which after an unclean restart is the log start (no checkpoint) or a
@@ -25,6 +26,20 @@ use testkit::{ManualClock, SimulatedFs, TornWrite};
 const T0: i64 = 1_700_000_000_000;
 /// The mirrored data's leader epoch.
 const SOURCE_EPOCH: i32 = 2;
+
+/// Every I/O point, each with what survives of the last unsynced write: nothing, or a torn
+/// prefix of 7 B, 40 B or 1 MiB (all of it).
+fn crash_points(total: u64) -> impl Iterator<Item = (u64, TornWrite)> {
+    (0..total).flat_map(|n| {
+        [
+            TornWrite::None,
+            TornWrite::Prefix(7),
+            TornWrite::Prefix(40),
+            TornWrite::Prefix(1 << 20),
+        ]
+        .map(move |torn| (n, torn))
+    })
+}
 
 fn config() -> PartitionLogConfig {
     PartitionLogConfig {
@@ -134,15 +149,18 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
     assert!(total > 8, "{total} I/O points");
 
     let mut resumed_from_stopping = 0;
-    for n in 0..total {
+    for (n, torn) in crash_points(total) {
         let sim = SimulatedFs::new();
         let dir = fresh_dir(scratch.path(), "run").unwrap();
         sim.create_durable_dir_all(&dir);
         let mut log = mirrored(&sim, &dir);
         sim.fail_after(n);
-        assert!(log.stop_mirroring().is_err(), "I/O point {n} did not fail");
+        assert!(
+            log.stop_mirroring().is_err(),
+            "I/O point {n} ({torn:?}) did not fail"
+        );
         drop(log);
-        let image = sim.crash(TornWrite::None);
+        let image = sim.crash(torn);
 
         // Reopen the surviving files from disk, with no high-watermark checkpoint.
         let disk = fresh_dir(scratch.path(), "disk").unwrap();
@@ -151,7 +169,7 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
         assert_eq!(log.high_watermark(), 0, "no high-watermark checkpoint");
         match log.mirror_state().clone() {
             MirrorPartitionState::Stopping { lso, .. } => {
-                assert_eq!(lso, STOP_POINT, "I/O point {n}");
+                assert_eq!(lso, STOP_POINT, "I/O point {n} ({torn:?})");
                 resumed_from_stopping += 1;
                 log.resume_mirror_stop().unwrap();
             }
@@ -162,7 +180,7 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
                 log.set_high_watermark(log.log_end_offset());
                 log.stop_mirroring().unwrap();
             }
-            other => panic!("I/O point {n}: {other:?} after the crash"),
+            other => panic!("I/O point {n} ({torn:?}): {other:?} after the crash"),
         }
         assert_eq!(
             log.mirror_state(),
@@ -170,19 +188,19 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
                 barrier_offset: STOP_POINT,
                 last_mirror_epoch: SOURCE_EPOCH,
             },
-            "I/O point {n}"
+            "I/O point {n} ({torn:?})"
         );
         let all = batches(&log);
         let data: Vec<Vec<u8>> = all.iter().filter(|b| !b.2).map(|b| b.3.clone()).collect();
         assert_eq!(
             data, expected_data,
-            "I/O point {n}: committed mirrored batches"
+            "I/O point {n} ({torn:?}): committed mirrored batches"
         );
         let barriers: Vec<(i64, i32)> = all.iter().filter(|b| b.2).map(|b| (b.0, b.1)).collect();
         assert_eq!(
             barriers,
             [(STOP_POINT, SOURCE_EPOCH + MIRROR_EPOCH_FENCE)],
-            "I/O point {n}: one barrier, in the new epoch"
+            "I/O point {n} ({torn:?}): one barrier, in the new epoch"
         );
         assert_eq!(
             std::fs::read_to_string(disk.join("leader-epoch-checkpoint")).unwrap(),
@@ -190,7 +208,7 @@ fn a_stop_crashed_at_every_io_point_resumes_without_losing_a_committed_batch() {
                 "0\n2\n{SOURCE_EPOCH} 0\n{} {STOP_POINT}\n",
                 SOURCE_EPOCH + MIRROR_EPOCH_FENCE
             ),
-            "I/O point {n}"
+            "I/O point {n} ({torn:?})"
         );
         assert!(log.producer_state().active_producers().is_empty());
         assert_eq!(
@@ -246,6 +264,15 @@ fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_
         log.leader_epoch_cache().latest_epoch(),
         Some(SOURCE_EPOCH + MIRROR_EPOCH_FENCE)
     );
+    // The Last Mirror Epoch is the epoch of the last mirrored batch kept, not "unknown" (-1)
+    // because the cache lost it.
+    assert_eq!(
+        log.mirror_state(),
+        &MirrorPartitionState::Stopped {
+            barrier_offset: STOP_POINT,
+            last_mirror_epoch: SOURCE_EPOCH,
+        }
+    );
 }
 
 /// The `AbortOpenTransactions` stop crashed at every I/O point, reopened without a
@@ -272,7 +299,7 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
     };
     assert!(total > 8, "{total} I/O points");
     let new_epoch = SOURCE_EPOCH + MIRROR_EPOCH_FENCE;
-    for n in 0..total {
+    for (n, torn) in crash_points(total) {
         let sim = SimulatedFs::new();
         let dir = fresh_dir(scratch.path(), "run").unwrap();
         sim.create_durable_dir_all(&dir);
@@ -281,23 +308,27 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
         assert!(
             log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
                 .is_err(),
-            "I/O point {n} did not fail"
+            "I/O point {n} ({torn:?}) did not fail"
         );
         drop(log);
-        let image = sim.crash(TornWrite::None);
+        let image = sim.crash(torn);
         let disk = fresh_dir(scratch.path(), "disk").unwrap();
         materialize(&image, &dir, &disk).unwrap();
         let mut log = open(&disk, LogEnv::default());
         match log.mirror_state().clone() {
             MirrorPartitionState::Stopping { policy, .. } => {
-                assert_eq!(policy, StopPolicy::AbortOpenTransactions, "I/O point {n}");
+                assert_eq!(
+                    policy,
+                    StopPolicy::AbortOpenTransactions,
+                    "I/O point {n} ({torn:?})"
+                );
                 log.resume_mirror_stop().unwrap();
             }
             MirrorPartitionState::Mirroring { .. } => {
                 log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
                     .unwrap();
             }
-            other => panic!("I/O point {n}: {other:?} after the crash"),
+            other => panic!("I/O point {n} ({torn:?}): {other:?} after the crash"),
         }
         assert_eq!(
             log.mirror_state(),
@@ -305,7 +336,7 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
                 barrier_offset: end + 1,
                 last_mirror_epoch: SOURCE_EPOCH,
             },
-            "I/O point {n}"
+            "I/O point {n} ({torn:?})"
         );
         let all = batches(&log);
         let data: Vec<Vec<u8>> = all
@@ -313,7 +344,10 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
             .filter(|b| b.0 < end)
             .map(|b| b.3.clone())
             .collect();
-        assert_eq!(data, expected_data, "I/O point {n}: every mirrored batch");
+        assert_eq!(
+            data, expected_data,
+            "I/O point {n} ({torn:?}): every mirrored batch"
+        );
         let tail: Vec<(i64, i32, bool)> = all
             .iter()
             .filter(|b| b.0 >= end)
@@ -322,11 +356,11 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
         assert_eq!(
             tail,
             [(end, new_epoch, false), (end + 1, new_epoch, true)],
-            "I/O point {n}: one marker, one barrier"
+            "I/O point {n} ({torn:?}): one marker, one barrier"
         );
         assert!(
             log.producer_state().ongoing_txns().is_empty(),
-            "I/O point {n}"
+            "I/O point {n} ({torn:?})"
         );
         let aborted = log.collect_aborted_transactions(0, end + 2).unwrap();
         assert_eq!(
@@ -335,7 +369,7 @@ fn an_abort_stop_crashed_at_every_io_point_writes_one_marker_and_one_barrier() {
                 .map(|a| (a.producer_id, a.first_offset, a.last_offset))
                 .collect::<Vec<_>>(),
             [(12, STOP_POINT, end)],
-            "I/O point {n}"
+            "I/O point {n} ({torn:?})"
         );
     }
 }
@@ -393,7 +427,7 @@ fn failback_alignment_crashed_at_every_io_point() {
         sim.stats().io_points - before
     };
     assert!(total >= 3, "{total} I/O points");
-    for n in 0..total {
+    for (n, torn) in crash_points(total) {
         let sim = SimulatedFs::new();
         let dir = fresh_dir(scratch.path(), "run").unwrap();
         sim.create_durable_dir_all(&dir);
@@ -402,27 +436,31 @@ fn failback_alignment_crashed_at_every_io_point() {
         sim.fail_after(n);
         assert!(
             a.start_mirroring("cluster-B", &b).is_err(),
-            "I/O point {n} did not fail"
+            "I/O point {n} ({torn:?}) did not fail"
         );
         drop(a);
-        let image = sim.crash(TornWrite::None);
+        let image = sim.crash(torn);
         let disk = fresh_dir(scratch.path(), "disk").unwrap();
         materialize(&image, &dir, &disk).unwrap();
         let mut a = open(&disk, LogEnv::default());
         if a.accepts_client_appends() {
-            assert_eq!(batches(&a), original, "I/O point {n}: cut while writable");
+            assert_eq!(
+                batches(&a),
+                original,
+                "I/O point {n} ({torn:?}): cut while writable"
+            );
         }
         a.start_mirroring("cluster-B", &b).unwrap();
-        assert!(!a.accepts_client_appends(), "I/O point {n}");
-        assert_eq!(a.log_end_offset(), STOP_POINT, "I/O point {n}");
+        assert!(!a.accepts_client_appends(), "I/O point {n} ({torn:?})");
+        assert_eq!(a.log_end_offset(), STOP_POINT, "I/O point {n} ({torn:?})");
         for (_, _, _, bytes) in batches(&b).into_iter().filter(|x| x.0 >= STOP_POINT) {
             a.append_as_mirror(&bytes).unwrap();
         }
         assert_eq!(
             a.find_barrier_from(0).unwrap(),
             Some(STOP_POINT),
-            "I/O point {n}"
+            "I/O point {n} ({torn:?})"
         );
-        assert_eq!(batches(&a), batches(&b), "I/O point {n}");
+        assert_eq!(batches(&a), batches(&b), "I/O point {n} ({torn:?})");
     }
 }

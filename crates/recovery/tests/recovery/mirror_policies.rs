@@ -217,3 +217,121 @@ fn abort_open_transactions_keeps_every_record_and_aborts_the_open_transaction() 
     assert_eq!(read(&log, IsolationLevel::ReadUncommitted), before);
     assert!(log.producer_state().ongoing_txns().is_empty());
 }
+
+/// A transactional batch of one record from `pid` in producer epoch `epoch`.
+fn txn_in(base: i64, pid: i64, epoch: i16, seq: i32, value: &str) -> Vec<u8> {
+    let mut b = RecordBatchBuilder::new(base)
+        .partition_leader_epoch(0)
+        .producer(pid, epoch, seq)
+        .transactional(true);
+    b.append(T0, None, Some(value.as_bytes()), &[]).unwrap();
+    b.build()
+}
+
+/// Two transactions open at an `AbortOpenTransactions` stop: pid 21 in producer epoch 3 that
+/// never had a marker (coordinator epoch unknown), pid 22 in producer epoch 7 whose earlier
+/// transaction was committed by coordinator epoch 4. Each gets its own ABORT marker, in
+/// first-offset order: the producer id and epoch as the log last shows them, the coordinator
+/// epoch from producer state (-1 for pid 21), the stop's leader epoch; the `.txnindex` gets one
+/// entry per aborted transaction with strictly increasing last offsets, and the LSO moves past
+/// the markers and the barrier.
+#[test]
+fn abort_open_transactions_writes_one_marker_per_transaction_as_the_log_shows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    log.start_mirroring("cluster-A", &EpochHistory::of(&log))
+        .unwrap();
+    log.append_as_mirror(&txn_in(0, 22, 7, 0, "c0")).unwrap();
+    log.append_as_mirror(&end_txn_marker_batch(
+        1,
+        T0,
+        0,
+        22,
+        7,
+        ControlRecordType::Commit,
+        4,
+    ))
+    .unwrap();
+    log.append_as_mirror(&txn_in(2, 21, 3, 0, "open-21"))
+        .unwrap();
+    log.append_as_mirror(&txn_in(3, 22, 7, 1, "open-22"))
+        .unwrap();
+    log.append_as_mirror(&txn_in(4, 21, 3, 1, "open-21b"))
+        .unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    assert_eq!((log.last_stable_offset(), end), (2, 5));
+
+    assert_eq!(
+        log.stop_mirroring_with(StopPolicy::AbortOpenTransactions)
+            .unwrap(),
+        7,
+        "markers at 5 and 6, the barrier at 7"
+    );
+    let epoch = log.leader_epoch();
+    assert_eq!(epoch, MIRROR_EPOCH_FENCE);
+    assert_eq!(
+        control_batches(&log),
+        [
+            (1, 22, 7, 0),
+            (5, 21, 3, epoch),
+            (6, 22, 7, epoch),
+            (7, -1, -1, epoch)
+        ]
+    );
+    let coordinator_epochs: Vec<_> = [5, 6]
+        .into_iter()
+        .map(|offset| {
+            let data = log.local_log().read(offset, 1 << 20, true).unwrap();
+            let LogEntry::V2(b) = Batches::new(&data.records, 0).next().unwrap().unwrap() else {
+                panic!()
+            };
+            recovery::BatchSummary::from_batch(&b).unwrap().control
+        })
+        .collect();
+    assert_eq!(
+        coordinator_epochs,
+        [
+            Some(recovery::ControlInfo::EndTxn {
+                commit: false,
+                coordinator_epoch: -1
+            }),
+            Some(recovery::ControlInfo::EndTxn {
+                commit: false,
+                coordinator_epoch: 4
+            }),
+        ]
+    );
+
+    // Every segment's `.txnindex`, in offset order (the markers' segment rolled at 5).
+    let mut files: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "txnindex"))
+        .collect();
+    files.sort();
+    let index: Vec<_> = files
+        .iter()
+        .flat_map(|f| super::log::txn_index_entries(f))
+        .collect();
+    let entries: Vec<_> = index
+        .iter()
+        .map(|a| (a.producer_id, a.first_offset, a.last_offset))
+        .collect();
+    assert_eq!(entries, [(21, 2, 5), (22, 3, 6)]);
+    assert_eq!(index, log.collect_aborted_transactions(0, 10).unwrap());
+    assert!(index
+        .windows(2)
+        .all(|w| w[0].last_offset < w[1].last_offset));
+    log.set_high_watermark(i64::MAX);
+    assert_eq!(
+        log.last_stable_offset(),
+        8,
+        "past the markers and the barrier"
+    );
+    assert!(log.producer_state().ongoing_txns().is_empty());
+    assert_eq!(
+        read(&log, IsolationLevel::ReadCommitted),
+        [(0, "c0".to_owned())]
+    );
+}
