@@ -10,6 +10,17 @@
 //! can never observe part of a batch. Reads of sealed segments borrow from the segment's
 //! read-only map inside [`LocalLog::read_with`]; [`LocalLog::read`] returns an owned copy.
 //!
+//! # Open segments
+//!
+//! A segment's files (the `.log`'s handle and, for an inactive segment, its read-only map; the
+//! mapped `.index` and `.timeindex`) are opened when the log first needs the segment and closed
+//! again once more than [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive segments are open (those read
+//! last stay open), at the end of the operation that opened them. Loading opens each inactive
+//! segment for its sanity check only; recovery closes each segment once its scan is installed;
+//! [`LocalLog::release_segments`] closes every one, the active one too (a log directory does it
+//! after loading). So a log of any number of segments holds a bounded number of descriptors and
+//! maps.
+//!
 //! # Loading
 //!
 //! [`LocalLog::open_unrecovered`] and [`LocalLog::open_planned`] open the segments as they are
@@ -725,27 +736,13 @@ impl LocalLog {
         Ok(())
     }
 
-    /// Closes every open segment's files, the active one's too ([`LogSegment::release`]: its
+    /// Closes every open segment's files, the active one's too (`LogSegment::release`: its
     /// indexes trimmed, nothing flushed): the log then holds no descriptor and no map until it is
     /// next read or appended to. For a log directory that keeps many partitions open.
     pub fn release_segments(&self) -> Result<()> {
         let mut inner = self.write_inner();
         for slot in inner.segments.values_mut() {
             slot.release()?;
-        }
-        self.opened().clear();
-        Ok(())
-    }
-
-    /// Closes every inactive segment's files (see [`Self::release_segments`]), keeping the
-    /// active one open.
-    pub fn release_inactive_segments(&self) -> Result<()> {
-        let mut inner = self.write_inner();
-        let active = inner.segments.keys().next_back().copied();
-        for (&base, slot) in inner.segments.iter_mut() {
-            if Some(base) != active {
-                slot.release()?;
-            }
         }
         self.opened().clear();
         Ok(())
