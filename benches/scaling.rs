@@ -10,10 +10,8 @@
 //! `(large time / large segments) / (small time / small segments)`; criterion's own groups follow
 //! with elements (segments) per second.
 //!
-//! `recover --full` opens every segment it keeps (up to
-//! `segment_store::limits::DESCRIPTORS_PER_SEGMENT` descriptors each), so its large size is capped
-//! at what `RLIMIT_NOFILE` allows (`SEGLOG_BENCH_SCALING_RECOVER_SEGMENTS`, default the smaller of
-//! the large size and the soft limit less 1,000 divided by that), and the cap is printed.
+//! `recover --full` holds a bounded number of segments open whatever their count, so it runs at
+//! the same large size (`SEGLOG_BENCH_SCALING_RECOVER_SEGMENTS`, default the large size).
 //!
 //! The partitions are generated once under `/dev/shm` (a tmpfs) when it exists, else under
 //! `<target>/bench-data/`, as `segments-tiny-<n>/orders-0` (`verify`: never changed) and
@@ -26,7 +24,6 @@ use criterion::{
     criterion_group, criterion_main, BenchmarkId, Criterion, SamplingMode, Throughput,
 };
 use recovery::{LoadOptions, LogLoader};
-use segment_store::limits::{open_files_limit, DESCRIPTORS_PER_SEGMENT};
 
 const SMALL: u32 = 1_000;
 const COMPLETE_MARKER: &str = "generation-complete";
@@ -43,10 +40,7 @@ fn large() -> u32 {
 }
 
 fn large_recover() -> u32 {
-    let fit = open_files_limit().map_or(u32::MAX, |l| {
-        u32::try_from(l.saturating_sub(1_000) / DESCRIPTORS_PER_SEGMENT).unwrap_or(u32::MAX)
-    });
-    env_u32("SEGLOG_BENCH_SCALING_RECOVER_SEGMENTS", large().min(fit))
+    env_u32("SEGLOG_BENCH_SCALING_RECOVER_SEGMENTS", large())
 }
 
 fn root() -> PathBuf {
@@ -134,13 +128,6 @@ fn per_segment_ratio(name: &str, large: u32, run: fn(&Path) -> Duration, small: 
 fn segments_scaling(c: &mut Criterion) {
     let large = large();
     let large_recover = large_recover();
-    if large_recover < large {
-        eprintln!(
-            "recover --full: {large_recover} segments at most under RLIMIT_NOFILE {:?} \
-             ({DESCRIPTORS_PER_SEGMENT} descriptors per segment kept open)",
-            open_files_limit()
-        );
-    }
     let (vs, vl) = (partition(SMALL, ""), partition(large, ""));
     per_segment_ratio("verify plan", large, verify, &vs, &vl);
     let (rs, rl) = (

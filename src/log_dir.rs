@@ -207,7 +207,8 @@ impl LogDir {
             had_clean_shutdown: new,
             ..LoadOptions::default()
         };
-        let (mut log, report) = LogLoader::load(&path, &opts).map_err(|e| {
+        let lock = self.inner.lock().clone();
+        let (mut log, report) = LogLoader::load_with_lock(&path, &opts, lock).map_err(|e| {
             Error::Log(recovery::PartitionLogError::Partition {
                 dir: path.clone(),
                 source: Box::new(e),

@@ -35,6 +35,7 @@ fn an_abort_marker_in_a_later_segment_still_hides_the_aborted_records() {
         .log()
         .local_log()
         .segments()
+        .unwrap()
         .iter()
         .map(|s| s.base_offset)
         .collect();

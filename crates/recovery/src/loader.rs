@@ -45,9 +45,9 @@ use std::sync::{Arc, Mutex};
 
 use record_format::FormatError;
 use segment_store::file_name::{
-    parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind,
-    CLEANER_OFFSET_CHECKPOINT_FILE, CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
-    RECOVERY_POINT_CHECKPOINT_FILE, REPLICATION_OFFSET_CHECKPOINT_FILE,
+    parse_partition_dir_name, FileKind, PartitionDirKind, CLEANER_OFFSET_CHECKPOINT_FILE,
+    CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
+    REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use segment_store::{
     DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, SegmentError, StdFs, Storage,
@@ -771,21 +771,6 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
         };
         jobs.push((tp, (path, load)));
     }
-    // Every partition's segments stay open: they must fit the open-files limit, checked before
-    // anything changes (the marker included).
-    let mut segments = 0u64;
-    for (_, (path, _)) in &jobs {
-        segments += env
-            .storage
-            .list_dir(path)?
-            .iter()
-            .filter(|n| {
-                parse_file_name(n).is_ok_and(|p| p.kind == FileKind::Log && p.temp.is_none())
-            })
-            .count()
-            .max(1) as u64;
-    }
-    segment_store::limits::check_descriptors(dir, segments, jobs.len() as u64)?;
     if had_clean_shutdown {
         env.storage.remove_file(&marker)?;
         env.storage.sync_dir(dir)?;
@@ -793,18 +778,24 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
 
     let policy = opts.high_watermark;
     let results = per_partition(opts.threads, jobs, |(path, load)| {
-        let r = LogLoader::load(&path, &load).and_then(|(mut log, report)| {
-            // After an unclean shutdown the checkpointed high watermark may be stale or
-            // missing. A missing entry after a clean one is a high watermark that was not
-            // known when the directory closed (a caller-owned one not set since an unclean
-            // restart): still unknown, never the log start offset (an empty log has no other).
-            let missing =
-                load.high_watermark.is_none() && log.log_end_offset() > log.log_start_offset();
-            if !had_clean_shutdown || missing {
-                log.reestablish_high_watermark(policy)?;
-            }
-            Ok((log, report))
-        });
+        // The log directory's lock covers its partitions: none takes a `.lock` of its own.
+        let r =
+            LogLoader::load_with_lock(&path, &load, lock.clone()).and_then(|(mut log, report)| {
+                // After an unclean shutdown the checkpointed high watermark may be stale or
+                // missing. A missing entry after a clean one is a high watermark that was not
+                // known when the directory closed (a caller-owned one not set since an unclean
+                // restart): still unknown, never the log start offset (an empty log has no
+                // other).
+                let missing =
+                    load.high_watermark.is_none() && log.log_end_offset() > log.log_start_offset();
+                if !had_clean_shutdown || missing {
+                    log.reestablish_high_watermark(policy)?;
+                }
+                // No segment stays open: a log directory of any number of partitions holds no
+                // descriptor per partition until one is read or appended to.
+                log.local_log().release_segments()?;
+                Ok((log, report))
+            });
         (r, path)
     });
     let mut partitions = BTreeMap::new();
@@ -866,6 +857,12 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
 }
 
 impl LogDir {
+    /// The lock on the log directory, which covers its partitions (see
+    /// [`LogLoader::load_with_lock`] for creating one).
+    pub fn lock(&self) -> &DirLock {
+        &self._lock
+    }
+
     fn write_checkpoint(
         &self,
         name: &str,

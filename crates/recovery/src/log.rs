@@ -1098,25 +1098,20 @@ impl PartitionLog {
         start_offset: i64,
         upper_bound_offset: i64,
     ) -> Result<Vec<AbortedTxn>, PartitionLogError> {
-        self.local.with_segments(|segments| {
-            let segments: Vec<_> = segments.collect();
-            let first = segments
-                .iter()
-                .rposition(|s| s.base_offset() <= start_offset)
-                .unwrap_or(0);
+        // As Kafka's `LocalLog.collectAbortedTransactions`: no stop at the upper bound's
+        // segment, because an aborted transaction is indexed in the segment holding its ABORT
+        // marker, which may be any later segment.
+        self.local.with_segments_from(start_offset, |segments| {
             let mut out = Vec::new();
-            // As Kafka's `LocalLog.collectAbortedTransactions`: no stop at the upper bound's
-            // segment, because an aborted transaction is indexed in the segment holding its ABORT
-            // marker, which may be any later segment.
-            for seg in segments.iter().skip(first) {
-                let found = seg.collect_aborted_txns(start_offset, upper_bound_offset)?;
+            for seg in segments {
+                let found = seg?.collect_aborted_txns(start_offset, upper_bound_offset)?;
                 out.extend(found.aborted_transactions);
                 if found.is_complete {
                     break;
                 }
             }
             Ok(out)
-        })
+        })?
     }
 
     /// Kafka `truncateTo(target)`: removes every batch at or above `target` (which must be a
@@ -1316,10 +1311,7 @@ impl PartitionLog {
 
     fn on_log_start_offset_incremented(&mut self) -> Result<(), PartitionLogError> {
         let start = self.log_start_offset();
-        let oldest_base = self
-            .local
-            .with_segments(|segs| segs.next().map(|s| s.base_offset()))
-            .unwrap_or(start);
+        let oldest_base = self.local.first_segment_base().unwrap_or(start);
         self.epochs.truncate_from_start(start)?;
         self.psm
             .on_log_start_offset_incremented_with(&self.io, &self.dir, start, oldest_base)?;

@@ -1660,8 +1660,20 @@ impl LogLoader {
             });
         }
         let lock = DirLock::acquire(dir)?;
-        let plan = plan_with(dir, opts, Some(&lock), false)?;
-        apply_with(plan, lock)
+        Self::load_with_lock(dir, opts, lock)
+    }
+
+    /// [`Self::load`] of a partition inside a log directory whose lock (`log_dir_lock`) the
+    /// caller holds: no `.lock` of the partition's own is taken (Kafka locks once per log
+    /// directory), and `dir` must be a directory in the locked one.
+    pub fn load_with_lock(
+        dir: &Path,
+        opts: &LoadOptions,
+        log_dir_lock: DirLock,
+    ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
+        opts.env.storage.create_dir_all(dir)?;
+        let plan = plan_with(dir, opts, Some(&log_dir_lock), false)?;
+        apply_with(plan, log_dir_lock)
     }
 }
 
@@ -2642,14 +2654,6 @@ fn apply_with(
     let env = &opts.env;
     let dir = plan.dir.clone();
     let io = StorageIo::new(Arc::clone(&env.storage));
-
-    // The segments kept open must fit the open-files limit: checked before anything changes.
-    let kept = plan
-        .segments
-        .len()
-        .saturating_sub(plan.quarantined_segments.len())
-        .max(1);
-    segment_store::limits::check_descriptors(&dir, kept as u64, 1)?;
 
     // 1. and 2. Leftovers; the segments after the first cut to quarantine.
     let (mut quarantined, needs_qdir) = apply_moves(&mut plan)?;

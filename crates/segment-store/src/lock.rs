@@ -38,6 +38,11 @@ struct Inner {
     lock_path: PathBuf,
     /// Keeps the lock: dropping it unlocks.
     _file: LockedFile,
+    /// A shared lock on the parent directory's `.lock`, if it has one (a partition directory
+    /// inside a log directory): a log directory opened whole takes that lock exclusively, and
+    /// holds no lock per partition (as Kafka locks once per log directory), so the two keep each
+    /// other out.
+    _parent: Option<LockedFile>,
 }
 
 /// A file holding an exclusive `fs2` lock, unlocked explicitly when dropped (see the module
@@ -52,6 +57,17 @@ impl LockedFile {
     /// another open file description holds a lock on it.
     pub(crate) fn lock(path: &Path, file: File) -> Result<LockedFile> {
         match fs2::FileExt::try_lock_exclusive(&file) {
+            Ok(()) => Ok(LockedFile { file }),
+            Err(e) if is_contended(&e) => Err(SegmentError::Locked {
+                path: path.to_path_buf(),
+            }),
+            Err(e) => Err(SegmentError::io(path, "lock", e)),
+        }
+    }
+
+    /// [`Self::lock`], shared: other shared locks are let in, an exclusive one is not.
+    pub(crate) fn lock_shared(path: &Path, file: File) -> Result<LockedFile> {
+        match fs2::FileExt::try_lock_shared(&file) {
             Ok(()) => Ok(LockedFile { file }),
             Err(e) if is_contended(&e) => Err(SegmentError::Locked {
                 path: path.to_path_buf(),
@@ -94,13 +110,32 @@ impl DirLock {
             .map_err(|e| SegmentError::io(dir, "canonicalize", e))?;
         let lock_path = dir.join(LOCK_FILE_NAME);
         let file = LockedFile::lock(&lock_path, file)?;
+        let parent = match dir.parent() {
+            Some(parent) => Self::share_parent_lock(&parent.join(LOCK_FILE_NAME))?,
+            None => None,
+        };
         Ok(DirLock {
             inner: Arc::new(Inner {
                 dir,
                 lock_path,
                 _file: file,
+                _parent: parent,
             }),
         })
+    }
+
+    /// A shared lock on `lock_path` (the parent directory's `.lock`) if it is a regular file
+    /// there; [`SegmentError::Locked`] if a log directory holds it. Nothing is created.
+    fn share_parent_lock(lock_path: &Path) -> Result<Option<LockedFile>> {
+        let file = match crate::io::StdFs::open_std(lock_path, crate::io::OpenMode::Read) {
+            Ok(file) => file,
+            // Absent, a symlink, unreadable: no log directory's lock to share.
+            Err(_) => return Ok(None),
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) {
+            return Ok(None);
+        }
+        LockedFile::lock_shared(lock_path, file).map(Some)
     }
 
     /// The canonical path of the locked directory.
@@ -127,6 +162,20 @@ impl DirLock {
                     Ok(m) => !m.file_type().is_symlink(),
                     Err(e) => e.kind() == io::ErrorKind::NotFound,
                 };
+            }
+            // A name in a directory of the locked one (a partition of a log directory): neither
+            // the name nor that directory may be a symlink. Two `lstat`s.
+            if let (Some(grand), Some(Component::Normal(_))) =
+                (parent.parent(), parent.components().next_back())
+            {
+                if grand == self.inner.dir
+                    && std::fs::symlink_metadata(parent).is_ok_and(|m| m.file_type().is_dir())
+                {
+                    return match std::fs::symlink_metadata(path) {
+                        Ok(m) => !m.file_type().is_symlink(),
+                        Err(e) => e.kind() == io::ErrorKind::NotFound,
+                    };
+                }
             }
         }
         let resolved = path.canonicalize().ok().or_else(|| {

@@ -10,6 +10,17 @@
 //! can never observe part of a batch. Reads of sealed segments borrow from the segment's
 //! read-only map inside [`LocalLog::read_with`]; [`LocalLog::read`] returns an owned copy.
 //!
+//! # Open segments
+//!
+//! A segment's files (the `.log`'s handle and, for an inactive segment, its read-only map; the
+//! mapped `.index` and `.timeindex`) are opened when the log first needs the segment and closed
+//! again once more than [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive segments are open (those read
+//! last stay open), at the end of the operation that opened them. Loading opens each inactive
+//! segment for its sanity check only; recovery closes each segment once its scan is installed;
+//! [`LocalLog::release_segments`] closes every one, the active one too (a log directory does it
+//! after loading). So a log of any number of segments holds a bounded number of descriptors and
+//! maps.
+//!
 //! # Loading
 //!
 //! [`LocalLog::open_unrecovered`] and [`LocalLog::open_planned`] open the segments as they are
@@ -23,7 +34,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use record_format::{Batches, RecordBatch};
 
@@ -137,9 +148,64 @@ pub struct SegmentInfo {
     pub time_index_entries: usize,
 }
 
+/// Inactive segments a log keeps open at most once an operation is over (a fetch, an append):
+/// those read last. Each holds up to four descriptors and three maps (the `.log`'s handle and
+/// read-only map, the mapped `.index` and `.timeindex`).
+pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 8;
+
+/// One segment of the log, open or not: a segment's files are opened when the log first needs
+/// them (as Kafka opens its indexes lazily) and closed again when more than
+/// [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive ones are open, so a log of any number of segments holds
+/// a bounded number of descriptors and maps.
+#[derive(Debug)]
+struct Slot {
+    seg: OnceLock<LogSegment>,
+    /// The `.log`'s size, for a segment that is not open (an open one answers itself).
+    size: u64,
+}
+
+impl Slot {
+    fn open(seg: LogSegment) -> Slot {
+        Slot {
+            size: seg.size(),
+            seg: OnceLock::from(seg),
+        }
+    }
+
+    fn closed(size: u64) -> Slot {
+        Slot {
+            seg: OnceLock::new(),
+            size,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.seg.get().map_or(self.size, LogSegment::size)
+    }
+
+    /// Closes the segment's files if they are open ([`LogSegment::release`]).
+    fn release(&mut self) -> Result<()> {
+        match self.seg.take() {
+            Some(seg) => {
+                self.size = seg.size();
+                seg.release()
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The segment, opened or not: for deleting or moving it.
+    fn into_segment(self, log: &LocalLog, base: i64) -> Result<LogSegment> {
+        match self.seg.into_inner() {
+            Some(seg) => Ok(seg),
+            None => LogSegment::open(&log.ctx, &log.dir, base),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner {
-    segments: BTreeMap<i64, LogSegment>,
+    segments: BTreeMap<i64, Slot>,
     log_start_offset: i64,
     log_end_offset: i64,
     recovery_point: i64,
@@ -153,6 +219,10 @@ pub struct LocalLog {
     config: LogConfig,
     ctx: SegmentContext,
     inner: RwLock<Inner>,
+    /// The segments opened on demand since the last [`LocalLog::trim`], oldest first. Its lock
+    /// also serialises opening under the read lock (a mapped index locks its file: two opens of
+    /// one segment would collide).
+    opened: Mutex<Vec<i64>>,
 }
 
 /// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted
@@ -283,29 +353,40 @@ impl LocalLog {
         let mut segments = BTreeMap::new();
         let mut insane = Vec::new();
         let last_base = bases.last().copied();
+        let mut active = None;
         for base in bases {
             entries_changed |= [FileKind::Index, FileKind::TimeIndex].iter().any(|&kind| {
                 let path = crate::file_name::segment_file_path(&dir, base, kind);
                 path.file_name()
                     .is_none_or(|n| names.binary_search_by(|m| m.as_os_str().cmp(n)).is_err())
             });
-            let seg = if Some(base) == last_base {
-                LogSegment::open_active(&ctx, &dir, base)?
+            if Some(base) == last_base {
+                let seg = LogSegment::open_active(&ctx, &dir, base)?;
+                if seg.sanity_check().is_err() {
+                    insane.push(base);
+                }
+                active = Some(seg);
             } else {
-                LogSegment::open(&ctx, &dir, base)?
-            };
-            if seg.sanity_check().is_err() {
-                insane.push(base);
+                // Opened for its sanity check only, then closed again: an inactive segment is
+                // opened when it is read.
+                let seg = LogSegment::open(&ctx, &dir, base)?;
+                if seg.sanity_check().is_err() {
+                    insane.push(base);
+                }
+                segments.insert(base, Slot::closed(seg.size()));
+                seg.release()?;
             }
-            segments.insert(base, seg);
         }
-        if segments.is_empty() {
-            let seg = LogSegment::create(&ctx, &dir, 0)?;
-            segments.insert(0, seg);
-            entries_changed = true;
-        }
+        let mut active = match active {
+            Some(seg) => seg,
+            None => {
+                entries_changed = true;
+                LogSegment::create(&ctx, &dir, 0)?
+            }
+        };
         let log_end_offset =
-            Self::activate_segments(&mut segments, &config, known_log_end, &mut insane)?;
+            Self::activate_segment(&mut active, &config, known_log_end, &mut insane)?;
+        segments.insert(active.base_offset(), Slot::open(active));
         let log_start_offset = segments.keys().next().copied().unwrap_or(0);
         if entries_changed {
             env.storage.sync_dir(&dir)?;
@@ -321,6 +402,7 @@ impl LocalLog {
                 recovery_point: recovery_point.min(log_end_offset),
                 dir_dirty: false,
             }),
+            opened: Mutex::new(Vec::new()),
         };
         Ok((log, insane))
     }
@@ -349,51 +431,43 @@ impl LocalLog {
         Ok((names, bases, removed))
     }
 
-    /// Maps every segment but the last; the last becomes the active one (indexes resized to
-    /// their maximum). Returns the log end offset: `known_log_end`, or the last segment's next
-    /// offset.
-    fn activate_segments(
-        segments: &mut BTreeMap<i64, LogSegment>,
+    /// The last segment becomes the active one (indexes resized to their maximum). Returns the
+    /// log end offset: `known_log_end`, or the segment's next offset.
+    fn activate_segment(
+        seg: &mut LogSegment,
         config: &LogConfig,
         known_log_end: Option<i64>,
         insane: &mut Vec<i64>,
     ) -> Result<i64> {
-        let mut log_end_offset = 0;
-        let last_base = segments.keys().next_back().copied().unwrap_or(0);
-        for (&base, seg) in segments.iter_mut() {
-            if base == last_base {
-                // Indexes longer than `segment.index.bytes` (garbage: the log never makes one)
-                // cannot be resized to it with their entries: emptied here, the segment is
-                // insane and recovery rebuilds them (the planner reports it so).
-                if seg.indexes_oversized(config.max_index_size) {
-                    seg.reset_offset_and_time_indexes()?;
-                    if !insane.contains(&base) {
-                        insane.push(base);
-                    }
-                }
-                seg.resize_indexes(config.max_index_size)?;
-                log_end_offset = match known_log_end.map_or_else(|| seg.read_next_offset(), Ok) {
-                    Ok(next) => next,
-                    // An unrecovered tail that does not parse (e.g. the zeros a crash leaves in
-                    // preallocated or torn blocks): the offset after the last batch that does,
-                    // and the segment is reported insane so that recovery cuts the rest.
-                    Err(SegmentError::Format { .. }) => {
-                        if !insane.contains(&base) {
-                            insane.push(base);
-                        }
-                        seg.log()
-                            .headers_from(0)
-                            .map_while(|h| h.ok())
-                            .last()
-                            .map_or(base, |h| h.next_offset())
-                    }
-                    Err(e) => return Err(e),
-                };
-            } else {
-                seg.map_log()?;
+        let base = seg.base_offset();
+        // Indexes longer than `segment.index.bytes` (garbage: the log never makes one) cannot be
+        // resized to it with their entries: emptied here, the segment is insane and recovery
+        // rebuilds them (the planner reports it so).
+        if seg.indexes_oversized(config.max_index_size) {
+            seg.reset_offset_and_time_indexes()?;
+            if !insane.contains(&base) {
+                insane.push(base);
             }
         }
-        Ok(log_end_offset)
+        seg.resize_indexes(config.max_index_size)?;
+        match known_log_end.map_or_else(|| seg.read_next_offset(), Ok) {
+            Ok(next) => Ok(next),
+            // An unrecovered tail that does not parse (e.g. the zeros a crash leaves in
+            // preallocated or torn blocks): the offset after the last batch that does, and the
+            // segment is reported insane so that recovery cuts the rest.
+            Err(SegmentError::Format { .. }) => {
+                if !insane.contains(&base) {
+                    insane.push(base);
+                }
+                Ok(seg
+                    .log()
+                    .headers_from(0)
+                    .map_while(|h| h.ok())
+                    .last()
+                    .map_or(base, |h| h.next_offset()))
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Recovers, in order, every segment with base offset `>= from_base` with `visitor` (see
@@ -416,16 +490,17 @@ impl LocalLog {
         let mut cut = false;
         for base in bases {
             if cut {
-                if let Some(seg) = inner.segments.remove(&base) {
-                    moved.extend(seg.move_to(quarantine_dir)?);
+                if let Some(slot) = inner.segments.remove(&base) {
+                    moved.extend(slot.into_segment(self, base)?.move_to(quarantine_dir)?);
                 }
                 continue;
             }
-            if let Some(seg) = inner.segments.get_mut(&base) {
-                let outcome = seg.recover(visitor, quarantine_dir)?;
-                cut = outcome.truncated_bytes > 0;
-                outcomes.push((base, outcome));
-            }
+            let seg = self.seg_mut(&mut inner, base)?;
+            let outcome = seg.recover(visitor, quarantine_dir)?;
+            cut = outcome.truncated_bytes > 0;
+            outcomes.push((base, outcome));
+            // Only the last segment stays open.
+            self.trim(&mut inner)?;
         }
         self.reactivate_last(&mut inner, from_base, None)?;
         inner.dir_dirty = true;
@@ -445,9 +520,9 @@ impl LocalLog {
         let created = inner.segments.is_empty();
         if created {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
-            inner.segments.insert(seg.base_offset(), seg);
+            inner.segments.insert(seg.base_offset(), Slot::open(seg));
         }
-        let last = active_mut(inner)?;
+        let last = self.active_mut(inner)?;
         let next = match scanned_next {
             Some(next) if !created => {
                 last.become_active()?;
@@ -490,21 +565,27 @@ impl LocalLog {
         let mut active_next = None;
         for base in bases {
             if cut {
-                if let Some(seg) = inner.segments.remove(&base) {
-                    moved.extend(seg.move_to(quarantine_dir)?);
+                if let Some(slot) = inner.segments.remove(&base) {
+                    moved.extend(slot.into_segment(self, base)?.move_to(quarantine_dir)?);
                 }
                 continue;
             }
             let Some(scan) = scans.next() else { break };
-            if let Some(seg) = inner.segments.get_mut(&base) {
-                // The last segment, or the one recovery cuts (every later one is moved out).
-                let active = Some(base) == last_base || scan.truncated_bytes() > 0;
-                let outcome = seg.install_scan_as(scan, quarantine_dir, active)?;
-                cut = outcome.truncated_bytes > 0;
-                if active {
-                    active_next = Some(scan.next_offset());
+            // The last segment, or the one recovery cuts (every later one is moved out).
+            let active = Some(base) == last_base || scan.truncated_bytes() > 0;
+            let seg = self.seg_mut(&mut inner, base)?;
+            let outcome = seg.install_scan_as(scan, quarantine_dir, active)?;
+            cut = outcome.truncated_bytes > 0;
+            if active {
+                active_next = Some(scan.next_offset());
+            }
+            outcomes.push((base, outcome));
+            if !active {
+                // Written and done with: closed at once, so that recovery holds a bounded
+                // number of segments open whatever their count.
+                if let Some(slot) = inner.segments.get_mut(&base) {
+                    slot.release()?;
                 }
-                outcomes.push((base, outcome));
             }
         }
         // The active segment's next offset is its scan's: no header is read again.
@@ -519,13 +600,13 @@ impl LocalLog {
     pub fn append_aborted_txns(&self, txns: &[AbortedTxn]) -> Result<()> {
         let mut inner = self.write_inner();
         for txn in txns {
-            let seg = match inner.segments.range_mut(..=txn.last_offset).next_back() {
-                Some((_, seg)) => seg,
-                None => active_mut(&mut inner)?,
+            let base = match inner.segments.range(..=txn.last_offset).next_back() {
+                Some((&base, _)) => base,
+                None => inner.segments.keys().next_back().copied().unwrap_or(0),
             };
-            seg.update_txn_index(txn)?;
+            self.seg_mut(&mut inner, base)?.update_txn_index(txn)?;
         }
-        Ok(())
+        self.trim(&mut inner)
     }
 
     fn read_inner(&self) -> RwLockReadGuard<'_, Inner> {
@@ -534,6 +615,146 @@ impl LocalLog {
 
     fn write_inner(&self) -> RwLockWriteGuard<'_, Inner> {
         self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn opened(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
+        self.opened.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The segment's files, opened: the active (last) one writable at its maximum index size,
+    /// any other with its `.log` mapped read-only for zero-copy reads.
+    fn open_segment(&self, base: i64, active: bool) -> Result<LogSegment> {
+        if active {
+            let mut seg = LogSegment::open_active(&self.ctx, &self.dir, base)?;
+            seg.resize_indexes(self.config.max_index_size)?;
+            Ok(seg)
+        } else {
+            let mut seg = LogSegment::open(&self.ctx, &self.dir, base)?;
+            seg.map_log()?;
+            Ok(seg)
+        }
+    }
+
+    /// The segment at `base` (which must be in `inner`), opened if it is not (under the read
+    /// lock: opening is serialised by [`Self::opened`]).
+    fn seg<'a>(&self, inner: &'a Inner, base: i64) -> Result<&'a LogSegment> {
+        let slot = inner
+            .segments
+            .get(&base)
+            .ok_or_else(|| self.no_segment(inner, base))?;
+        if let Some(seg) = slot.seg.get() {
+            return Ok(seg);
+        }
+        let mut opened = self.opened();
+        if slot.seg.get().is_none() {
+            let active = inner.segments.keys().next_back() == Some(&base);
+            let seg = self.open_segment(base, active)?;
+            // Cannot be set already: every opening holds `opened`.
+            let _ = slot.seg.set(seg);
+            opened.push(base);
+        }
+        slot.seg.get().ok_or_else(|| self.no_segment(inner, base))
+    }
+
+    /// [`Self::seg`] under the write lock.
+    fn seg_mut<'a>(&self, inner: &'a mut Inner, base: i64) -> Result<&'a mut LogSegment> {
+        let active = inner.segments.keys().next_back() == Some(&base);
+        let missing = self.no_segment(inner, base);
+        let slot = inner.segments.get_mut(&base).ok_or(missing)?;
+        if slot.seg.get().is_none() {
+            let seg = self.open_segment(base, active)?;
+            let _ = slot.seg.set(seg);
+            self.opened().push(base);
+        }
+        let missing = SegmentError::OffsetOutOfRange {
+            offset: base,
+            log_start_offset: base,
+            log_end_offset: base,
+        };
+        slot.seg.get_mut().ok_or(missing)
+    }
+
+    fn no_segment(&self, inner: &Inner, base: i64) -> SegmentError {
+        SegmentError::OffsetOutOfRange {
+            offset: base,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+        }
+    }
+
+    /// The active (last) segment, opened.
+    fn active_mut<'a>(&self, inner: &'a mut Inner) -> Result<&'a mut LogSegment> {
+        let Some(&base) = inner.segments.keys().next_back() else {
+            let end = inner.log_end_offset;
+            return Err(SegmentError::OffsetOutOfRange {
+                offset: end,
+                log_start_offset: inner.log_start_offset,
+                log_end_offset: end,
+            });
+        };
+        self.seg_mut(inner, base)
+    }
+
+    /// Closes the inactive segments opened on demand beyond the [`MAX_OPEN_INACTIVE_SEGMENTS`]
+    /// read last.
+    fn trim(&self, inner: &mut Inner) -> Result<()> {
+        let mut opened = self.opened();
+        if opened.len() <= MAX_OPEN_INACTIVE_SEGMENTS {
+            return Ok(());
+        }
+        let active = inner.segments.keys().next_back().copied();
+        // The most recently opened are kept (each base once).
+        let mut keep = Vec::with_capacity(MAX_OPEN_INACTIVE_SEGMENTS);
+        let mut close = Vec::new();
+        for &base in opened.iter().rev() {
+            if Some(base) == active || keep.contains(&base) || close.contains(&base) {
+                continue;
+            }
+            if keep.len() < MAX_OPEN_INACTIVE_SEGMENTS / 2 {
+                keep.push(base);
+            } else {
+                close.push(base);
+            }
+        }
+        keep.reverse();
+        *opened = keep;
+        drop(opened);
+        for base in close {
+            if let Some(slot) = inner.segments.get_mut(&base) {
+                slot.release()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::trim`] after an operation under the read lock, if it opened too many segments.
+    fn trim_after_read(&self) -> Result<()> {
+        if self.opened().len() > MAX_OPEN_INACTIVE_SEGMENTS {
+            let mut inner = self.write_inner();
+            self.trim(&mut inner)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every open segment's files, the active one's too (`LogSegment::release`: its
+    /// indexes trimmed, nothing flushed): the log then holds no descriptor and no map until it is
+    /// next read or appended to. For a log directory that keeps many partitions open.
+    pub fn release_segments(&self) -> Result<()> {
+        let mut inner = self.write_inner();
+        for slot in inner.segments.values_mut() {
+            slot.release()?;
+        }
+        self.opened().clear();
+        Ok(())
+    }
+
+    /// The number of segments whose files are open now (the active one included).
+    pub fn open_segments(&self) -> usize {
+        self.read_inner()
+            .segments
+            .values()
+            .filter(|s| s.seg.get().is_some())
+            .count()
     }
 
     /// The partition directory.
@@ -567,33 +788,82 @@ impl LocalLog {
     }
     /// Total size of all segments' `.log` files.
     pub fn size(&self) -> u64 {
-        self.read_inner()
-            .segments
-            .values()
-            .map(LogSegment::size)
-            .sum()
+        self.read_inner().segments.values().map(Slot::size).sum()
     }
-    /// A summary of every segment, in base-offset order.
-    pub fn segments(&self) -> Vec<SegmentInfo> {
-        self.read_inner()
-            .segments
-            .values()
-            .map(|s| SegmentInfo {
-                base_offset: s.base_offset(),
-                size: s.size(),
-                largest_timestamp: s.largest_timestamp(),
-                index_entries: s.offset_index().entries(),
-                time_index_entries: s.time_index().entries(),
-            })
-            .collect()
+    /// A summary of every segment, in base-offset order (each segment opened in turn, closed
+    /// again but for the last ones read).
+    pub fn segments(&self) -> Result<Vec<SegmentInfo>> {
+        self.segments_from(Vec::new())
     }
-    /// Runs `f` over the segments (in base-offset order) under the read lock.
+
+    /// [`Self::segments`] after the bases already in `out`, a few segments at a time.
+    fn segments_from(&self, mut out: Vec<SegmentInfo>) -> Result<Vec<SegmentInfo>> {
+        loop {
+            let after = out.last().map_or(i64::MIN, |s| s.base_offset);
+            let inner = self.read_inner();
+            let bases: Vec<i64> = inner
+                .segments
+                .range(after.saturating_add(1)..)
+                .map(|(&b, _)| b)
+                .take(MAX_OPEN_INACTIVE_SEGMENTS)
+                .collect();
+            if bases.is_empty() || after == i64::MAX {
+                drop(inner);
+                self.trim_after_read()?;
+                return Ok(out);
+            }
+            for base in bases {
+                let s = self.seg(&inner, base)?;
+                out.push(SegmentInfo {
+                    base_offset: s.base_offset(),
+                    size: s.size(),
+                    largest_timestamp: s.largest_timestamp(),
+                    index_entries: s.offset_index().entries(),
+                    time_index_entries: s.time_index().entries(),
+                });
+            }
+            drop(inner);
+            self.trim_after_read()?;
+        }
+    }
+
+    /// Runs `f` over the segments (in base-offset order) under the read lock, each opened as the
+    /// iterator reaches it (an error if it cannot be); those opened are closed again afterwards
+    /// but for the last ones read.
     pub fn with_segments<R>(
         &self,
-        f: impl FnOnce(&mut dyn Iterator<Item = &LogSegment>) -> R,
-    ) -> R {
-        let inner = self.read_inner();
-        f(&mut inner.segments.values())
+        f: impl FnOnce(&mut dyn Iterator<Item = Result<&LogSegment>>) -> R,
+    ) -> Result<R> {
+        self.with_segments_from(i64::MIN, f)
+    }
+
+    /// [`Self::with_segments`] from the segment holding `offset` (the last whose base offset is
+    /// at most `offset`; the first segment if there is none).
+    pub fn with_segments_from<R>(
+        &self,
+        offset: i64,
+        f: impl FnOnce(&mut dyn Iterator<Item = Result<&LogSegment>>) -> R,
+    ) -> Result<R> {
+        let r = {
+            let inner = self.read_inner();
+            let inner = &*inner;
+            let from = inner
+                .segments
+                .range(..=offset)
+                .next_back()
+                .map_or(i64::MIN, |(&b, _)| b);
+            f(&mut inner
+                .segments
+                .range(from..)
+                .map(|(&b, _)| self.seg(inner, b)))
+        };
+        self.trim_after_read()?;
+        Ok(r)
+    }
+
+    /// The base offset of the first segment.
+    pub fn first_segment_base(&self) -> Option<i64> {
+        self.read_inner().segments.keys().next().copied()
     }
 
     fn summarize(&self, records: &[u8]) -> Result<Summary> {
@@ -679,12 +949,12 @@ impl LocalLog {
             messages_size: records.len() as u64,
             now_ms: self.ctx.clock.now_ms(),
         };
-        let reason = active_mut(&mut inner)?.should_roll(&params)?;
+        let reason = self.active_mut(&mut inner)?.should_roll(&params)?;
         let rolled = match reason {
             Some(r) => Some((self.roll_locked(&mut inner, Some(s.first_offset))?, r)),
             None => None,
         };
-        let seg = active_mut(&mut inner)?;
+        let seg = self.active_mut(&mut inner)?;
         let position = seg.append(
             s.last_offset,
             s.max_timestamp,
@@ -693,6 +963,9 @@ impl LocalLog {
         )?;
         let base = seg.base_offset();
         inner.log_end_offset = s.last_offset + 1;
+        if rolled.is_some() {
+            self.trim(&mut inner)?;
+        }
         Ok(AppendOutcome {
             first_offset: s.first_offset,
             last_offset: s.last_offset,
@@ -722,23 +995,25 @@ impl LocalLog {
         // (a truncation is synced at once, see `truncate_to`).
         self.flush_locked(inner, inner.log_end_offset)?;
         let new_offset = expected_next_offset.unwrap_or(0).max(inner.log_end_offset);
-        if let Some((&base, seg)) = inner.segments.iter().next_back() {
-            if base == new_offset && seg.size() == 0 {
+        if let Some((&base, slot)) = inner.segments.iter().next_back() {
+            if base == new_offset && slot.size() == 0 {
                 // Kafka recreates the empty active segment.
                 if let Some(old) = inner.segments.remove(&base) {
-                    old.delete()?;
+                    old.into_segment(self, base)?.delete()?;
                 }
             } else if base >= new_offset {
                 return Err(SegmentError::SegmentExists {
-                    path: seg.log().path().to_path_buf(),
+                    path: crate::file_name::segment_file_path(&self.dir, base, FileKind::Log),
                     base_offset: new_offset,
                 });
-            } else if let Some(seg) = inner.segments.get_mut(&base) {
-                seg.on_become_inactive_segment()?;
+            } else {
+                self.seg_mut(inner, base)?.on_become_inactive_segment()?;
+                // Now an inactive segment: closed when others were read since.
+                self.opened().push(base);
             }
         }
         let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
-        inner.segments.insert(new_offset, seg);
+        inner.segments.insert(new_offset, Slot::open(seg));
         inner.dir_dirty = true;
         Ok(new_offset)
     }
@@ -748,6 +1023,18 @@ impl LocalLog {
     /// holding `start_offset` has nothing at or above it. `f` sees records borrowed from a sealed
     /// segment's map (zero-copy) or copied from the active segment, under the read lock.
     pub fn read_with<R>(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        f: impl FnOnce(FetchDataInfo<'_>) -> R,
+    ) -> Result<R> {
+        let r = self.read_with_inner(start_offset, max_bytes, min_one_message, f);
+        self.trim_after_read()?;
+        r
+    }
+
+    fn read_with_inner<R>(
         &self,
         start_offset: i64,
         max_bytes: usize,
@@ -775,9 +1062,9 @@ impl LocalLog {
         };
         let (active_base, active_size) = inner
             .segments
-            .values()
+            .iter()
             .next_back()
-            .map_or((0, 0), |s| (s.base_offset(), s.size()));
+            .map_or((0, 0), |(&b, s)| (b, s.size()));
         if start_offset == end {
             return Ok(f(empty_at_end(active_base, active_size)));
         }
@@ -787,7 +1074,8 @@ impl LocalLog {
             .next_back()
             .map(|(&b, _)| b)
             .ok_or_else(out_of_range)?;
-        for seg in inner.segments.range(floor..).map(|(_, s)| s) {
+        for &base in inner.segments.range(floor..).map(|(b, _)| b) {
+            let seg = self.seg(&inner, base)?;
             if let Some(info) = seg.read(start_offset, max_bytes, None, min_one_message)? {
                 return Ok(f(info));
             }
@@ -813,15 +1101,40 @@ impl LocalLog {
     /// `>= timestamp` at or after the log start offset, searching the first segment whose largest
     /// timestamp reaches it.
     pub fn fetch_offset_by_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>> {
-        let inner = self.read_inner();
-        let Some(seg) = inner
-            .segments
-            .values()
-            .find(|s| s.largest_timestamp() >= timestamp)
-        else {
-            return Ok(None);
-        };
-        seg.find_offset_by_timestamp(timestamp, inner.log_start_offset)
+        self.fetch_offset_by_timestamp_from(timestamp, i64::MIN)
+    }
+
+    /// [`Self::fetch_offset_by_timestamp`] from the segment after `after`.
+    fn fetch_offset_by_timestamp_from(
+        &self,
+        timestamp: i64,
+        after: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let mut after = after;
+        loop {
+            let inner = self.read_inner();
+            let bases: Vec<i64> = inner
+                .segments
+                .range(after.saturating_add(1)..)
+                .map(|(&b, _)| b)
+                .take(MAX_OPEN_INACTIVE_SEGMENTS)
+                .collect();
+            let Some(&last) = bases.last().filter(|_| after < i64::MAX) else {
+                return Ok(None);
+            };
+            for base in bases {
+                let seg = self.seg(&inner, base)?;
+                if seg.largest_timestamp() >= timestamp {
+                    let found = seg.find_offset_by_timestamp(timestamp, inner.log_start_offset);
+                    drop(inner);
+                    self.trim_after_read()?;
+                    return found;
+                }
+            }
+            drop(inner);
+            self.trim_after_read()?;
+            after = last;
+        }
     }
 
     /// Kafka's `truncateTo`: removes every batch from the one containing `target` on (which must
@@ -859,18 +1172,24 @@ impl LocalLog {
                 .range(..=inner.recovery_point)
                 .next_back()
                 .map_or(i64::MIN, |(&b, _)| b);
-            for (_, seg) in inner.segments.range(from..=target) {
-                seg.flush()?;
+            let kept: Vec<i64> = inner
+                .segments
+                .range(from..=target)
+                .map(|(&b, _)| b)
+                .collect();
+            for base in kept {
+                self.seg(&inner, base)?.flush()?;
+                self.trim(&mut inner)?;
             }
         }
         // Newest first: a crash part-way leaves a contiguous prefix of segments, never a gap
         // that a later segment's base offset would paper over.
         for b in later.into_iter().rev() {
-            if let Some(seg) = inner.segments.remove(&b) {
-                seg.delete()?;
+            if let Some(slot) = inner.segments.remove(&b) {
+                slot.into_segment(self, b)?.delete()?;
             }
         }
-        let active = active_mut(&mut inner)?;
+        let active = self.active_mut(&mut inner)?;
         if active.truncate_to(target)? > 0 {
             // The cut is made durable at once. Left to the page cache, a crash could keep the
             // cut bytes while a later write at their place survives (an unsynced truncation
@@ -883,6 +1202,7 @@ impl LocalLog {
         inner.log_start_offset = inner.log_start_offset.min(target);
         inner.recovery_point = inner.recovery_point.min(target);
         inner.dir_dirty = true;
+        self.trim(&mut inner)?;
         Ok(true)
     }
 
@@ -904,21 +1224,25 @@ impl LocalLog {
     ) -> Result<Vec<PathBuf>> {
         let mut inner = self.write_inner();
         let mut moved = Vec::new();
-        for (_, seg) in std::mem::take(&mut inner.segments) {
-            if seg.size() == 0 {
+        for (base, slot) in std::mem::take(&mut inner.segments) {
+            let empty = slot.size() == 0;
+            let seg = slot.into_segment(self, base)?;
+            if empty {
                 seg.delete()?;
             } else {
                 moved.extend(seg.move_to(quarantine_dir)?);
             }
         }
+        self.opened().clear();
         self.start_empty_at(&mut inner, new_offset)?;
         Ok(moved)
     }
 
     fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
-        for (_, seg) in std::mem::take(&mut inner.segments) {
-            seg.delete()?;
+        for (base, slot) in std::mem::take(&mut inner.segments) {
+            slot.into_segment(self, base)?.delete()?;
         }
+        self.opened().clear();
         self.start_empty_at(inner, new_offset)
     }
 
@@ -926,7 +1250,7 @@ impl LocalLog {
     /// (the segments are gone already).
     fn start_empty_at(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
         let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
-        inner.segments.insert(new_offset, seg);
+        inner.segments.insert(new_offset, Slot::open(seg));
         inner.log_start_offset = new_offset;
         inner.log_end_offset = new_offset;
         inner.recovery_point = new_offset;
@@ -991,7 +1315,7 @@ impl LocalLog {
         hw: i64,
         on_roll: &mut dyn FnMut(i64) -> std::result::Result<(), E>,
     ) -> std::result::Result<usize, E> {
-        let total_size: u64 = inner.segments.values().map(LogSegment::size).sum();
+        let total_size: u64 = inner.segments.values().map(Slot::size).sum();
         let mut size_diff = match rule {
             Rule::Size if self.config.retention_bytes >= 0 => {
                 let r = self.config.retention_bytes as u64;
@@ -1007,19 +1331,22 @@ impl LocalLog {
         let bases: Vec<i64> = inner.segments.keys().copied().collect();
         let mut deletable = Vec::new();
         for (i, &base) in bases.iter().enumerate() {
-            let Some(seg) = inner.segments.get(&base) else {
+            let Some(slot) = inner.segments.get(&base) else {
                 break;
             };
+            let size = slot.size();
             let next = bases.get(i + 1).copied();
             let upper = next.unwrap_or(inner.log_end_offset);
-            let last_and_empty = next.is_none() && seg.size() == 0;
+            let last_and_empty = next.is_none() && size == 0;
             let breach = match rule {
                 Rule::Time => {
-                    now.saturating_sub(seg.largest_timestamp()) > self.config.retention_ms
+                    let largest = self.seg(inner, base)?.largest_timestamp();
+                    self.trim(inner)?;
+                    now.saturating_sub(largest) > self.config.retention_ms
                 }
                 Rule::Size => {
-                    if size_diff >= seg.size() {
-                        size_diff -= seg.size();
+                    if size_diff >= size {
+                        size_diff -= size;
                         true
                     } else {
                         false
@@ -1040,14 +1367,15 @@ impl LocalLog {
             let base = self.roll_locked(inner, None)?;
             on_roll(base)?;
         }
-        for base in &deletable {
-            if let Some(seg) = inner.segments.remove(base) {
-                seg.delete()?;
+        for &base in &deletable {
+            if let Some(slot) = inner.segments.remove(&base) {
+                slot.into_segment(self, base)?.delete()?;
             }
         }
         if let Some(&first) = inner.segments.keys().next() {
             inner.log_start_offset = inner.log_start_offset.max(first);
         }
+        self.trim(inner)?;
         Ok(deletable.len())
     }
 
@@ -1070,8 +1398,11 @@ impl LocalLog {
             .range(..=inner.recovery_point)
             .next_back()
             .map_or(i64::MIN, |(&b, _)| b);
-        for (_, seg) in inner.segments.range(from..up_to) {
-            seg.flush()?;
+        let bases: Vec<i64> = inner.segments.range(from..up_to).map(|(&b, _)| b).collect();
+        for base in bases {
+            self.seg(inner, base)?.flush()?;
+            // Segments opened only to be flushed are closed as the flush goes.
+            self.trim(inner)?;
         }
         if inner.dir_dirty {
             self.ctx.storage.sync_dir(&self.dir)?;
@@ -1094,9 +1425,19 @@ impl LocalLog {
     }
 
     fn close_with(self, sync: bool) -> Result<()> {
+        if sync {
+            // Segments released since their last write are flushed through a handle opened for it.
+            let mut inner = self.write_inner();
+            let end = inner.log_end_offset;
+            self.flush_locked(&mut inner, end)?;
+        }
         let inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
-        for (_, seg) in inner.segments {
-            seg.close_with(sync)?;
+        for (_, slot) in inner.segments {
+            // A segment not open has nothing to close (its indexes were trimmed when it was
+            // released) nor to flush (flushed when it was released or before: see `flush`).
+            if let Some(seg) = slot.seg.into_inner() {
+                seg.close_with(sync)?;
+            }
         }
         // Closing changes no directory entry (the indexes are trimmed in place): the directory
         // is synced only when an entry changed since the last sync.
@@ -1112,17 +1453,4 @@ enum Rule {
     Time,
     Size,
     StartOffset,
-}
-
-fn active_mut(inner: &mut Inner) -> Result<&mut LogSegment> {
-    let (start, end) = (inner.log_start_offset, inner.log_end_offset);
-    inner
-        .segments
-        .values_mut()
-        .next_back()
-        .ok_or(SegmentError::OffsetOutOfRange {
-            offset: end,
-            log_start_offset: start,
-            log_end_offset: end,
-        })
 }

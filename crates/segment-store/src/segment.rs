@@ -836,6 +836,24 @@ impl LogSegment {
         time_index.close()
     }
 
+    /// Closes the segment's files to free their descriptors and maps, to be opened again when
+    /// the log next needs the segment (see [`crate::log::LocalLog`]): the final time-index entry
+    /// as [`Self::close`] writes it, indexes trimmed only where the log gave them room (an index
+    /// the log neither created nor grew is left with the bytes it was found with), no flush
+    /// (what was written is in the page cache; a later flush opens the files again).
+    pub(crate) fn release(mut self) -> Result<()> {
+        if self.max_timestamp_so_far.timestamp >= 0 {
+            self.force_final_time_index_entry()?;
+        }
+        let LogSegment {
+            offset_index,
+            time_index,
+            ..
+        } = self;
+        offset_index.close_without_room()?;
+        time_index.close_without_room()
+    }
+
     /// Deletes the segment's files: each is first renamed to `<name>.deleted` (what a loader
     /// cleans up if a crash interrupts), the directory synced, then the files removed. The
     /// mapped indexes live on the real file system (see [`crate::io`]) and are renamed there.

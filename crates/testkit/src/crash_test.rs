@@ -1138,8 +1138,15 @@ fn check_files(
 
 /// (c) indexes agree with the log.
 fn check_indexes(log: &PartitionLog, recovered: &BTreeMap<i64, Recovered>, v: &mut Vec<String>) {
-    log.local_log().with_segments(|segs| {
+    let listed = log.local_log().with_segments(|segs| {
         for seg in segs {
+            let seg = match seg {
+                Ok(seg) => seg,
+                Err(e) => {
+                    v.push(format!("(c) a segment does not open: {e}"));
+                    continue;
+                }
+            };
             let base = seg.base_offset();
             let in_seg: BTreeMap<u64, &Recovered> = recovered
                 .values()
@@ -1169,6 +1176,9 @@ fn check_indexes(log: &PartitionLog, recovered: &BTreeMap<i64, Recovered>, v: &m
             }
         }
     });
+    if let Err(e) = listed {
+        v.push(format!("(c) the segments could not be listed: {e}"));
+    }
 }
 
 /// (d) producer state and LSO equal a reference replay of the recovered batches (see below).

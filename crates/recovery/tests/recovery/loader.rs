@@ -101,7 +101,7 @@ fn unclean_reopen_with_a_corrupt_middle_segment_keeps_the_prefix_and_quarantines
     let dir = tempfile::tempdir().unwrap();
     let log = build_log(dir.path());
     let batches = all_batches(&log);
-    let segments = log.local_log().segments();
+    let segments = log.local_log().segments().unwrap();
     assert!(segments.len() >= 4, "{segments:?}");
     log.close().unwrap();
 
@@ -219,7 +219,7 @@ fn a_corrupt_newest_snapshot_is_set_aside_and_an_older_one_replayed() {
 fn swap_cleaned_and_deleted_files_are_handled_as_kafka_does() {
     let dir = tempfile::tempdir().unwrap();
     let log = build_log(dir.path());
-    let segments = log.local_log().segments();
+    let segments = log.local_log().segments().unwrap();
     let batches = all_batches(&log);
     log.close().unwrap();
     let p = |name: String| dir.path().join(name);
@@ -429,7 +429,7 @@ fn a_stray_swap_moves_to_quarantine_and_the_log_it_would_replace_stays() {
         let dir = tempfile::tempdir().unwrap();
         let log = build_log(dir.path());
         let end = log.log_end_offset();
-        let segments = log.local_log().segments();
+        let segments = log.local_log().segments().unwrap();
         let batches = all_batches(&log);
         log.close().unwrap();
         let logs = logs_in(dir.path());
@@ -523,7 +523,7 @@ fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
 /// position and the corrupted `.log`.
 fn cut_partition(dir: &Path) -> (i64, u64, Vec<u8>) {
     let log = build_log(dir);
-    let mid_base = log.local_log().segments()[1].base_offset;
+    let mid_base = log.local_log().segments().unwrap()[1].base_offset;
     log.close().unwrap();
     let path = dir.join(format!("{mid_base:020}.log"));
     let mut bytes = std::fs::read(&path).unwrap();
@@ -602,7 +602,7 @@ fn a_quarantine_folder_that_appeared_since_the_plan_is_not_written_into() {
 fn missing_indexes_of_a_segment_are_rebuilt_after_a_clean_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let log = build_log(dir.path());
-    let segments = log.local_log().segments();
+    let segments = log.local_log().segments().unwrap();
     assert!(segments.len() > 2);
     let want = log
         .local_log()

@@ -53,6 +53,7 @@ fn fill(log: &mut PartitionLog, n: i32) -> Vec<i64> {
     }
     log.local_log()
         .segments()
+        .unwrap()
         .iter()
         .map(|s| s.base_offset)
         .collect()
@@ -128,7 +129,7 @@ fn time_retention_of_every_segment_rolls_a_new_one_that_keeps_the_producers() {
     assert_eq!(log.delete_old_segments().unwrap(), bases.len());
     let end = log.log_end_offset();
     assert_eq!((log.log_start_offset(), end), (4, 4));
-    let segments = log.local_log().segments();
+    let segments = log.local_log().segments().unwrap();
     assert_eq!(segments.len(), 1);
     assert_eq!((segments[0].base_offset, segments[0].size), (end, 0));
     assert_eq!(snapshot_offsets(dir.path()), vec![end]);
@@ -161,12 +162,16 @@ fn delete_records_moves_the_log_start_up_to_the_high_watermark_only() {
     assert!(log.delete_records_before(inside).unwrap());
     assert!(!log.delete_records_before(1).unwrap(), "never lowered");
     assert_eq!(log.log_start_offset(), inside);
-    assert_eq!(log.local_log().segments().len(), bases.len(), "not yet");
+    assert_eq!(
+        log.local_log().segments().unwrap().len(),
+        bases.len(),
+        "not yet"
+    );
     assert!(log
         .read(inside - 1, 1 << 20, IsolationLevel::ReadUncommitted)
         .is_err());
     assert_eq!(log.delete_old_segments().unwrap(), 2);
-    assert_eq!(log.local_log().segments()[0].base_offset, bases[2]);
+    assert_eq!(log.local_log().segments().unwrap()[0].base_offset, bases[2]);
     // The snapshot at the first segment left stays, though it is below the log start.
     assert_eq!(snapshot_offsets(dir.path()).first(), Some(&bases[2]));
     assert_eq!(log.log_start_offset(), inside);

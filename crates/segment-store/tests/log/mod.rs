@@ -902,9 +902,10 @@ mod segment {
         assert!(off < 100);
         log.with_segments(|segs| {
             for s in segs {
-                s.sanity_check().unwrap();
+                s.unwrap().sanity_check().unwrap();
             }
-        });
+        })
+        .unwrap();
     }
 
     #[test]
@@ -964,6 +965,77 @@ mod segment {
 mod local_log {
     use super::*;
 
+    /// Segments are opened when the log needs them and closed again: a reopened log of many
+    /// segments holds only its active one open, and reading every segment leaves at most
+    /// `MAX_OPEN_INACTIVE_SEGMENTS` inactive ones open (their descriptors counted too). Every
+    /// read still returns the right batches, and the log appends on.
+    #[test]
+    fn segments_are_opened_lazily_and_closed_beyond_a_bound() {
+        use segment_store::limits::{open_files, DESCRIPTORS_PER_SEGMENT};
+        use segment_store::log::MAX_OPEN_INACTIVE_SEGMENTS;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let bs = batches(60, 1, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log = open_log(dir.path(), config(size), &clock);
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        let segments = log.segments().unwrap().len();
+        assert!(segments >= 50, "{segments}");
+        assert!(log.open_segments() <= MAX_OPEN_INACTIVE_SEGMENTS + 1);
+        log.close().unwrap();
+
+        let before = open_files();
+        let log = open_log(dir.path(), config(size), &clock);
+        assert_eq!(log.open_segments(), 1, "only the active segment is open");
+        for (n, b) in bs.iter().enumerate() {
+            let r = log.read(n as i64, 1 << 20, false).unwrap();
+            assert_eq!(&r.records, b);
+            assert!(log.open_segments() <= MAX_OPEN_INACTIVE_SEGMENTS + 1);
+        }
+        if let (Some(before), Some(after)) = (before, open_files()) {
+            // The lock, the active segment and the inactive ones kept open (other tests of
+            // this binary open and close descriptors meanwhile: a margin of a few).
+            let bound = 1 + (MAX_OPEN_INACTIVE_SEGMENTS as u64 + 1) * DESCRIPTORS_PER_SEGMENT;
+            assert!(after <= before + bound + 8, "{before} -> {after}");
+        }
+        assert_eq!(
+            log.fetch_offset_by_timestamp(1_000)
+                .unwrap()
+                .unwrap()
+                .offset,
+            0
+        );
+        log.release_segments().unwrap();
+        assert_eq!(log.open_segments(), 0);
+        log.append(&batch(60, 1, 2_000)).unwrap();
+        assert_eq!(log.log_end_offset(), 61);
+        assert_eq!(
+            log.read(60, 1 << 20, false).unwrap().records,
+            batch(60, 1, 2_000)
+        );
+    }
+
+    /// A partition inside a directory whose `.lock` a log directory holds (exclusively) cannot
+    /// be opened on its own, and a log directory cannot be locked while one of its partitions is
+    /// open on its own (which holds that `.lock` shared).
+    #[test]
+    fn a_partition_and_its_log_directory_keep_each_other_out() {
+        let root = tempfile::tempdir().unwrap();
+        let part = root.path().join("orders-0");
+        std::fs::create_dir(&part).unwrap();
+        let held = DirLock::acquire(root.path()).unwrap();
+        let err = LocalLog::open(&part, config(1 << 20), 0).unwrap_err();
+        assert!(matches!(err, SegmentError::Locked { .. }), "{err:?}");
+        drop(held);
+        let log = LocalLog::open(&part, config(1 << 20), 0).unwrap();
+        let err = DirLock::acquire(root.path()).unwrap_err();
+        assert!(matches!(err, SegmentError::Locked { .. }), "{err:?}");
+        drop(log);
+        DirLock::acquire(root.path()).unwrap();
+    }
+
     #[test]
     fn rolls_by_size_and_reads_across_segments() {
         let dir = tempfile::tempdir().unwrap();
@@ -984,7 +1056,7 @@ mod local_log {
                 .map(|i| (i * 15, RollReason::Size))
                 .collect::<Vec<_>>()
         );
-        let segs = log.segments();
+        let segs = log.segments().unwrap();
         assert_eq!(
             segs.iter().map(|s| s.base_offset).collect::<Vec<_>>(),
             vec![0, 15, 30, 45, 60, 75, 90]
@@ -1083,7 +1155,7 @@ mod local_log {
         let base = log.roll(None).unwrap();
         assert_eq!(base, far + 1);
         assert_eq!(log.roll(Some(far + 1)).unwrap(), far + 1);
-        assert_eq!(log.segments().len(), 5);
+        assert_eq!(log.segments().unwrap().len(), 5);
     }
 
     #[test]
@@ -1101,7 +1173,7 @@ mod local_log {
             let target = k as i64 * 4;
             assert!(log.truncate_to(target).unwrap());
             assert_eq!(log.log_end_offset(), target);
-            let segs = log.segments();
+            let segs = log.segments().unwrap();
             assert!(segs.iter().all(|s| s.base_offset <= target));
             assert_eq!(log.size(), (k as u64) * size);
             if k > 0 {
@@ -1116,6 +1188,7 @@ mod local_log {
             }
             log.with_segments(|segs| {
                 for s in segs {
+                    let s = s.unwrap();
                     let idx = s.offset_index();
                     for n in 0..idx.entries() {
                         let e = idx.entry(n).unwrap();
@@ -1126,7 +1199,8 @@ mod local_log {
                         );
                     }
                 }
-            });
+            })
+            .unwrap();
             // The log continues from the target.
             log.append(&bs[k]).unwrap();
             assert_eq!(log.log_end_offset(), target + 4);
@@ -1141,12 +1215,12 @@ mod local_log {
         ));
         log.truncate_fully_and_start_at(500).unwrap();
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (500, 500));
-        assert_eq!(log.segments().len(), 1);
+        assert_eq!(log.segments().unwrap().len(), 1);
         log.append(&batch(500, 2, 0)).unwrap();
         // Truncating below the first segment restarts the log there.
         assert!(log.truncate_to(100).unwrap());
         assert_eq!((log.log_start_offset(), log.log_end_offset()), (100, 100));
-        assert_eq!(log.segments()[0].base_offset, 100);
+        assert_eq!(log.segments().unwrap()[0].base_offset, 100);
     }
 
     #[test]
@@ -1159,7 +1233,7 @@ mod local_log {
             for b in &bs {
                 log.append(b).unwrap();
             }
-            assert_eq!(log.segments().len(), 4);
+            assert_eq!(log.segments().unwrap().len(), 4);
             (dir, log)
         };
         let clock = Arc::new(ManualClock::new(0));
@@ -1199,6 +1273,7 @@ mod local_log {
         // Everything went: a new empty active segment at the log end offset.
         assert_eq!(
             log.segments()
+                .unwrap()
                 .iter()
                 .map(|s| (s.base_offset, s.size))
                 .collect::<Vec<_>>(),
@@ -1230,6 +1305,7 @@ mod local_log {
         assert_eq!(log.delete_old_segments(i64::MAX).unwrap(), 2);
         assert_eq!(
             log.segments()
+                .unwrap()
                 .iter()
                 .map(|s| s.base_offset)
                 .collect::<Vec<_>>(),
@@ -1303,6 +1379,7 @@ mod local_log {
         assert_eq!(log.log_end_offset(), 8);
         assert_eq!(
             log.segments()
+                .unwrap()
                 .iter()
                 .map(|s| s.base_offset)
                 .collect::<Vec<_>>(),
@@ -1358,7 +1435,7 @@ mod local_log {
         let reads: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
         assert!(reads > 0);
         assert_eq!(log.log_end_offset(), total * per);
-        assert!(log.segments().len() >= 10);
+        assert!(log.segments().unwrap().len() >= 10);
     }
 
     #[test]
