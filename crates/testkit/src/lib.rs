@@ -52,7 +52,9 @@ pub mod sim_fs;
 pub use clock::ManualClock;
 pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
 pub use segments::write_tiny_segments;
-pub use sim_fs::{SimStats, SimulatedFs, TornWrite};
+pub use sim_fs::{
+    CrashImage, CrashModel, CrashStates, SimStats, SimulatedFs, TornWrite, WeakModel, BLOCK_SIZE,
+};
 
 /// Truncates the file `path` to `len` bytes after `delay`, on a thread of its own, as a broker
 /// truncating a segment would while seglog reads it; join the handle to wait for the cut.
