@@ -54,6 +54,7 @@ fn main() -> Result<(), Box<dyn Error>> {
             // Also every byte-prefix of the write in flight at the crash (torn writes).
             torn: TornMode::EveryByte,
             stride: 1,
+            model: Default::default(),
         },
     );
     println!("{summary}");

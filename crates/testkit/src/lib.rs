@@ -34,7 +34,7 @@
 //!     ],
 //!     segment_bytes: 300,
 //! };
-//! let options = CrashOptions { scratch: scratch.path().to_path_buf(), torn: TornMode::None, stride: 1 };
+//! let options = CrashOptions { scratch: scratch.path().to_path_buf(), torn: TornMode::None, stride: 1, model: Default::default() };
 //! let summary = crash_test(&workload, &options);
 //! assert!(summary.crash_points > 0);
 //! assert!(summary.violations.is_empty(), "{:?}", summary.violations);
