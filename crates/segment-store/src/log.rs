@@ -258,10 +258,10 @@ impl LocalLog {
         lock: Option<DirLock>,
         known_log_end: Option<i64>,
     ) -> Result<(LocalLog, Vec<i64>)> {
-        env.storage.create_dir_all(dir)?;
+        crate::io::create_dir_all_durably(env.storage.as_ref(), dir)?;
         let lock = match lock {
             Some(l) => l,
-            None => DirLock::acquire(dir)?,
+            None => DirLock::acquire_in(env.storage.as_ref(), dir)?,
         };
         let dir = dir.to_path_buf();
         let ctx = SegmentContext {

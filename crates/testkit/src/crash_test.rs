@@ -1253,9 +1253,9 @@ fn check_barrier(
 
 /// What check (d) compares of a producer: epoch, last sequence, last data offset, coordinator
 /// epoch and open transaction, for every producer with a cached batch or an open transaction.
-type ProducerKey = (i16, i32, i64, i32, Option<i64>);
+pub(crate) type ProducerKey = (i16, i32, i64, i32, Option<i64>);
 
-fn producer_keys(m: &ProducerStateManager) -> BTreeMap<i64, ProducerKey> {
+pub(crate) fn producer_keys(m: &ProducerStateManager) -> BTreeMap<i64, ProducerKey> {
     m.active_producers()
         .iter()
         .filter(|(_, e)| !e.is_empty() || e.current_txn_first_offset().is_some())

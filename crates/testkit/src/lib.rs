@@ -44,12 +44,14 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod crash_fn;
 pub mod crash_test;
 pub mod kill_child;
 pub mod segments;
 pub mod sim_fs;
 
 pub use clock::ManualClock;
+pub use crash_fn::{crash_test_fn, Ack, CrashEnv, CrashFnError, FnOptions, FnSummary, Recovered};
 pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
 pub use segments::write_tiny_segments;
 pub use sim_fs::{

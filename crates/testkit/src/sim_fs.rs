@@ -144,6 +144,8 @@ struct SimState {
     inflight: Option<PendingWrite>,
     /// Directory entry changes not yet durable, in the order they were made.
     name_ops: Vec<NameOp>,
+    /// Every mutating call that went through, in order (the operation and its path).
+    trace: Vec<(&'static str, PathBuf)>,
     stats: SimStats,
     fail_at: Option<u64>,
 }
@@ -187,6 +189,7 @@ impl SimState {
             }
         }
         self.stats.io_points += 1;
+        self.trace.push((op, path.to_path_buf()));
         Ok(())
     }
 
@@ -239,6 +242,12 @@ impl SimulatedFs {
             st.live_dirs.insert(a.to_path_buf());
             st.durable_dirs.insert(a.to_path_buf());
         }
+    }
+
+    /// Every mutating call so far that went through (the I/O points), in order: the operation
+    /// and its path.
+    pub fn io_trace(&self) -> Vec<(&'static str, PathBuf)> {
+        self.lock().trace.clone()
     }
 
     /// Counters of mutating calls so far.
