@@ -151,7 +151,8 @@ impl Recovered<'_> {
 pub struct FnOptions {
     /// What a crash keeps.
     pub model: CrashModel,
-    /// `None`: every I/O point; `Some((n, seed))`: `n` points drawn from `seed`.
+    /// `None`: every I/O point, and a power loss after the last; `Some((n, seed))`: `n` of
+    /// these drawn from `seed`.
     pub sample_points: Option<(u64, u64)>,
     /// Also check seglog's own invariants ([`check_partitions`]) on every state.
     pub seglog_invariants: bool,
@@ -288,7 +289,8 @@ fn describe(t: Option<&(&'static str, PathBuf)>) -> String {
 }
 
 /// Runs `workload` once to count its I/O points (and once more to see that its I/O order is
-/// the same), then crashes it at each point (see [`FnOptions`]), and for every state the crash
+/// the same), then crashes it at each point (see [`FnOptions`]: point `n` fails the `n`-th I/O
+/// and every later one; point `io_points` is a power loss after the last one), and for every state the crash
 /// model allows there runs `check` (and seglog's invariants) on it. The run that does not crash
 /// is checked too. See the module docs.
 pub fn crash_test_fn<W, C>(
@@ -340,12 +342,13 @@ where
     let image = first.sim.durable_state();
     check_state(options, root, &first, &image, None, 0, &mut check, &mut sum);
     let points: Vec<u64> = match options.sample_points {
-        None => (0..sum.io_points).collect(),
+        // Point `io_points`: the power fails after the workload's last I/O.
+        None => (0..=sum.io_points).collect(),
         Some((n, seed)) => {
             let mut rng = crate::crash_test::XorShift::new(seed);
             let mut set = BTreeSet::new();
-            while (set.len() as u64) < n.min(sum.io_points) {
-                set.insert(rng.below(sum.io_points));
+            while (set.len() as u64) < n.min(sum.io_points + 1) {
+                set.insert(rng.below(sum.io_points + 1));
             }
             set.into_iter().collect()
         }
