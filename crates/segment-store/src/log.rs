@@ -1039,6 +1039,10 @@ impl LocalLog {
         if deletable.len() == inner.segments.len() {
             let base = self.roll_locked(inner, None)?;
             on_roll(base)?;
+            // The new segment's name durable before any old one is renamed away: a crash that
+            // kept a rename but not the creation would leave no segment at all, and the log
+            // would restart at offset 0 below offsets it had handed out.
+            self.ctx.storage.sync_dir(&self.dir)?;
         }
         for base in &deletable {
             if let Some(seg) = inner.segments.remove(base) {
