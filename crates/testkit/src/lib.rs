@@ -8,7 +8,7 @@
 //!   ([`Workload`] of [`Op`]s, hand-written or generated from a seed) on a [`SimulatedFs`],
 //!   crashes it at every I/O point, recovers each image with the loader's plan/apply engine and
 //!   checks it against what the API promised before the crash;
-//! * [`crash_test_fn`](crash_fn::crash_test_fn): the same for *any* code of yours using
+//! * [`crash_test_fn`]: the same for *any* code of yours using
 //!   `seglog::Log`/`seglog::LogDir` (several partitions, any sequence): your closure runs on a
 //!   [`SimulatedFs`], is crashed at every I/O point, and your check gets every state the crash
 //!   may leave plus what the closure acknowledged; seglog's own invariants are checked too. The
