@@ -9,7 +9,7 @@ use recovery::{
     LogAppendInfo, PartitionLog, ProducerStateManager, RecoveryReport,
 };
 use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
-use segment_store::TopicPartition;
+use segment_store::{EntryType, TopicPartition};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -412,12 +412,13 @@ fn other_partitions(
     parent: &Path,
     tp: &TopicPartition,
 ) -> Result<Vec<TopicPartition>> {
-    if !config.storage.exists(parent)? {
+    // Through the storage seam: the log directory may exist only there (simulated storage).
+    if config.storage.entry_type(parent)? != Some(EntryType::Dir) {
         return Ok(Vec::new());
     }
     let mut others = Vec::new();
-    for name in config.storage.list_dir(parent)? {
-        if !parent.join(&name).is_dir() {
+    for (name, kind) in config.storage.list_dir_typed(parent)? {
+        if kind != EntryType::Dir {
             continue;
         }
         if let Ok(p) = parse_partition_dir_name(OsStr::new(&name)) {

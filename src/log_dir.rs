@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use recovery::{load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLog, RecoveryReport};
 use segment_store::file_name::DELETE_DIR_SUFFIX;
-use segment_store::TopicPartition;
+use segment_store::{EntryType, Storage, TopicPartition};
 
 use crate::config::{Config, HighWatermark};
 use crate::error::{Error, Result};
@@ -243,6 +243,11 @@ impl LogDir {
         let to = self.inner.dir.join(format!("{tp}.{id}{DELETE_DIR_SUFFIX}"));
         self.config.storage.rename(&closed.dir, &to)?;
         self.config.storage.sync_dir(&self.inner.dir)?;
+        if !self.config.storage.supports_mmap() {
+            // Storage of its own (simulated): the folder exists only there.
+            remove_tree(self.config.storage.as_ref(), &to)?;
+            return Ok(true);
+        }
         // The memory-mapped indexes live on the real file system, beside the storage seam, so
         // the folder is removed there (a folder only the seam knows of is already gone for it).
         match std::fs::remove_dir_all(&to) {
@@ -317,4 +322,17 @@ impl LogDir {
 /// Moves the high watermark as `policy` says, after a load, flush or append.
 pub(crate) fn follow_policy(log: &mut PartitionLog, policy: HighWatermark) {
     log.follow_high_watermark_policy(policy);
+}
+
+/// Removes `dir` and everything in it through `storage`.
+fn remove_tree(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    for (name, kind) in storage.list_dir_typed(dir)? {
+        let path = dir.join(name);
+        if kind == EntryType::Dir {
+            remove_tree(storage, &path)?;
+        } else {
+            storage.remove_file(&path)?;
+        }
+    }
+    Ok(storage.remove_dir(dir)?)
 }

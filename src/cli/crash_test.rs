@@ -16,6 +16,7 @@ use std::time::Instant;
 use clap::Parser;
 use testkit::crash_test::Workload;
 use testkit::crash_test::{crash_test, fresh_dir, CrashOptions, CrashTestSummary, TornMode};
+use testkit::{CrashModel, WeakModel};
 
 use crate::cli::Status;
 
@@ -42,9 +43,21 @@ pub struct CrashTestArgs {
     /// Steps per workload
     #[arg(long, default_value_t = 16, value_name = "STEPS")]
     pub ops: usize,
-    /// Torn-write variants checked per crash point (a prefix of the write in flight)
+    /// Torn-write variants checked per crash point (a prefix of the write in flight; the
+    /// `today` model only)
     #[arg(long, default_value_t = 2, value_name = "K")]
     pub torn: usize,
+    /// Crash model: `today` (what was synced, plus a prefix of the write in flight) or `weak`
+    /// (as real file systems: any subset of the unsynced 4 KiB blocks, a size without its data,
+    /// directory entry changes before their directory's sync)
+    #[arg(long, default_value = "today", value_parser = ["today", "weak"], value_name = "MODEL")]
+    pub model: String,
+    /// Weak model: explore all 2^k states of a crash point with k <= this many choices
+    #[arg(long, default_value_t = 12, value_name = "K")]
+    pub exhaustive_up_to: u32,
+    /// Weak model: seeded states drawn at a crash point with more choices
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    pub samples: usize,
 }
 
 /// `/dev/shm` when it exists (a memory file system: the thousands of recoveries' fsyncs cost
@@ -78,12 +91,22 @@ pub fn run(args: &CrashTestArgs, out: &mut impl Write, err: &mut impl Write) -> 
     for i in 0..args.iterations {
         let seed = args.seed.wrapping_add(i);
         let w = Workload::generate(seed, args.ops);
+        let model = if args.model == "weak" {
+            CrashModel::Weak(WeakModel {
+                exhaustive_up_to: args.exhaustive_up_to,
+                samples: args.samples,
+                seed,
+            })
+        } else {
+            CrashModel::Today
+        };
         let sum = crash_test(
             &w,
             &CrashOptions {
                 scratch: scratch.clone(),
                 torn: TornMode::Sample(args.torn),
                 stride: 1,
+                model,
             },
         );
         let _ = writeln!(
@@ -112,6 +135,18 @@ pub fn run(args: &CrashTestArgs, out: &mut impl Write, err: &mut impl Write) -> 
         args.seed,
         started.elapsed().as_secs_f64()
     );
+    if args.model == "weak" {
+        let _ = writeln!(
+            out,
+            "weak model: {} states explored, {:.1} per crash point; {} of {} crash points exhaustive (k <= {}), at most {} choices at one",
+            total.states_explored,
+            total.states_explored as f64 / total.crash_points.max(1) as f64,
+            total.exhaustive_points,
+            total.crash_points,
+            args.exhaustive_up_to,
+            total.max_choices
+        );
+    }
     if failing.is_empty() {
         Status::Success
     } else {

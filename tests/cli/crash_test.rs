@@ -101,3 +101,37 @@ fn the_binary_runs_one_iteration_and_documents_itself() {
     let (code, _, err) = seglog(&["crash-test".as_ref(), "--iterations".as_ref(), "x".as_ref()]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn the_weak_model_explores_many_states_per_crash_point_and_finds_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().to_str().expect("UTF-8 path");
+    let (status, out, err) = crash_test(&[
+        // Seed 56 found a retention that renamed every segment away before the new one's
+        // name was durable.
+        "--iterations",
+        "2",
+        "--seed",
+        "55",
+        "--ops",
+        "16",
+        "--model",
+        "weak",
+        "--dir",
+        d,
+    ]);
+    assert_eq!(status, Status::Success, "{out}{err}");
+    let summary = out.lines().nth(2).expect("summary");
+    let [points, recoveries, _, lost, violations] = figures(summary);
+    assert_eq!((lost, violations), (0, 0), "{summary}");
+    // More than the durable image per crash point: the weak states.
+    assert!(recoveries > 2 * points, "{summary}");
+    let weak = out.lines().nth(3).expect("weak model line");
+    assert!(weak.starts_with("weak model: "), "{out}");
+    let explored: u64 = weak
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .expect("states explored");
+    assert!(explored >= recoveries, "{out}");
+}

@@ -748,10 +748,11 @@ fn per_partition<J: Send, R: Send>(
 /// directory offline).
 pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, PartitionLogError> {
     let env = &opts.env;
+    segment_store::io::create_dir_all_durably(env.storage.as_ref(), dir)?;
     let dir = &env.storage.resolve_root(dir)?;
     let entries = env.storage.list_dir_typed(dir)?;
     refuse_log_dir_entries(dir, &entries)?;
-    let lock = DirLock::acquire(dir)?;
+    let lock = DirLock::acquire_in(env.storage.as_ref(), dir)?;
     let marker = dir.join(CLEAN_SHUTDOWN_FILE);
     let had_clean_shutdown = env.storage.exists(&marker)?;
     let checkpoints = read_log_dir_checkpoints(env, dir);

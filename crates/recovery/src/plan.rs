@@ -1634,8 +1634,8 @@ impl LogLoader {
     /// `.log` is truncated) and opens the partition. Takes the directory lock; a `.log` whose
     /// size changed since it was planned is refused.
     pub fn apply(plan: RecoveryPlan) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        plan.options.env.storage.create_dir_all(&plan.dir)?;
-        let lock = DirLock::acquire(&plan.dir)?;
+        segment_store::io::create_dir_all_durably(plan.options.env.storage.as_ref(), &plan.dir)?;
+        let lock = DirLock::acquire_in(plan.options.env.storage.as_ref(), &plan.dir)?;
         apply_with(plan, lock)
     }
 
@@ -1644,7 +1644,7 @@ impl LogLoader {
         dir: &Path,
         opts: &LoadOptions,
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        opts.env.storage.create_dir_all(dir)?;
+        segment_store::io::create_dir_all_durably(opts.env.storage.as_ref(), dir)?;
         // A `.lock` that is a symlink: refused before it is opened (nothing is created
         // through it).
         let lock_path = dir.join(segment_store::file_name::LOCK_FILE_NAME);
@@ -1659,7 +1659,7 @@ impl LogLoader {
                 found,
             });
         }
-        let lock = DirLock::acquire(dir)?;
+        let lock = DirLock::acquire_in(opts.env.storage.as_ref(), dir)?;
         Self::load_with_lock(dir, opts, lock)
     }
 

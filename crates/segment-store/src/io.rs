@@ -276,6 +276,29 @@ pub fn copy_range_through_handles<S: Storage + ?Sized>(
     Ok(copied)
 }
 
+/// Creates `dir` and its missing ancestors and makes their entries durable (a sync of the
+/// parent of each one created), so that what is later synced inside cannot vanish with its
+/// folder's name.
+pub fn create_dir_all_durably(storage: &dyn Storage, dir: &Path) -> Result<()> {
+    let mut missing = Vec::new();
+    for a in dir.ancestors() {
+        if a.as_os_str().is_empty() || storage.entry_type(a)?.is_some() {
+            break;
+        }
+        missing.push(a);
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    storage.create_dir_all(dir)?;
+    for created in missing.iter().rev() {
+        if let Some(parent) = created.parent().filter(|p| !p.as_os_str().is_empty()) {
+            storage.sync_dir(parent)?;
+        }
+    }
+    Ok(())
+}
+
 /// Replaces the file at `path` with `bytes` so that a crash leaves either the old or the new
 /// content: writes `<path>.tmp`, fsyncs it, renames it over `path`, fsyncs the directory. The
 /// new content is durable when this returns.

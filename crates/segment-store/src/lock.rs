@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::LOCK_FILE_NAME;
+use crate::io::Storage;
 
 /// An exclusive lock on a directory, held while any clone is alive.
 #[derive(Debug, Clone)]
@@ -36,8 +37,9 @@ struct Inner {
     /// The canonical path of the locked directory.
     dir: PathBuf,
     lock_path: PathBuf,
-    /// Keeps the lock: dropping it unlocks.
-    _file: LockedFile,
+    /// Keeps the lock: dropping it unlocks. `None` on storage that is not the operating
+    /// system's file system ([`DirLock::acquire_in`]).
+    _file: Option<LockedFile>,
     /// A shared lock on the parent directory's `.lock`, if it has one (a partition directory
     /// inside a log directory): a log directory opened whole takes that lock exclusively, and
     /// holds no lock per partition (as Kafka locks once per log directory), so the two keep each
@@ -118,7 +120,7 @@ impl DirLock {
             inner: Arc::new(Inner {
                 dir,
                 lock_path,
-                _file: file,
+                _file: Some(file),
                 _parent: parent,
             }),
         })
@@ -136,6 +138,31 @@ impl DirLock {
             return Ok(None);
         }
         LockedFile::lock_shared(lock_path, file).map(Some)
+    }
+
+    /// [`Self::acquire`] where `storage` is the operating system's file system (where its
+    /// files may be memory-mapped: [`Storage::supports_mmap`]); on any other storage (the
+    /// testkit's simulated one, whose files exist only in memory) nothing is created or locked
+    /// on the real file system and the lock is the directory's name only: no other process
+    /// can reach such a directory, and the path need not exist outside the storage.
+    pub fn acquire_in(storage: &dyn Storage, dir: &Path) -> Result<DirLock> {
+        if storage.supports_mmap() {
+            return Self::acquire(dir);
+        }
+        Ok(DirLock {
+            inner: Arc::new(Inner {
+                dir: dir.to_path_buf(),
+                lock_path: dir.join(LOCK_FILE_NAME),
+                _file: None,
+                _parent: None,
+            }),
+        })
+    }
+
+    /// Whether this is the lock of a directory on simulated storage ([`Self::acquire_in`]):
+    /// no file is locked.
+    pub fn is_simulated(&self) -> bool {
+        self.inner._file.is_none()
     }
 
     /// The canonical path of the locked directory.
@@ -231,7 +258,7 @@ pub(crate) mod tests {
             DirLock::acquire(dir.path()),
             Err(SegmentError::Locked { .. })
         ));
-        let mut child = share_with_child(lock.inner._file.file());
+        let mut child = share_with_child(lock.inner._file.as_ref().expect("a real lock").file());
         drop(lock);
         let again = DirLock::acquire(dir.path());
         child.kill().ok();

@@ -328,10 +328,10 @@ impl LocalLog {
         lock: Option<DirLock>,
         known_log_end: Option<i64>,
     ) -> Result<(LocalLog, Vec<i64>)> {
-        env.storage.create_dir_all(dir)?;
+        crate::io::create_dir_all_durably(env.storage.as_ref(), dir)?;
         let lock = match lock {
             Some(l) => l,
-            None => DirLock::acquire(dir)?,
+            None => DirLock::acquire_in(env.storage.as_ref(), dir)?,
         };
         let dir = dir.to_path_buf();
         let ctx = SegmentContext {
@@ -1366,6 +1366,10 @@ impl LocalLog {
         if deletable.len() == inner.segments.len() {
             let base = self.roll_locked(inner, None)?;
             on_roll(base)?;
+            // The new segment's name durable before any old one is renamed away: a crash that
+            // kept a rename but not the creation would leave no segment at all, and the log
+            // would restart at offset 0 below offsets it had handed out.
+            self.ctx.storage.sync_dir(&self.dir)?;
         }
         for &base in &deletable {
             if let Some(slot) = inner.segments.remove(&base) {

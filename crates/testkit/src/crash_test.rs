@@ -45,7 +45,7 @@ use segment_store::file_name::{
 use segment_store::{Clock, LogConfig, LogEnv, StdFs};
 
 use crate::clock::ManualClock;
-use crate::sim_fs::{SimulatedFs, TornWrite};
+use crate::sim_fs::{CrashModel, CrashStates, SimulatedFs, TornWrite};
 
 /// Where the clock of every run starts. Batches are stamped with the clock, which only
 /// [`Op::Retention`] moves forward (by at most [`MAX_ADVANCE_MS`] a step): no producer ever
@@ -734,6 +734,10 @@ pub struct CrashOptions {
     pub torn: TornMode,
     /// Check only every `stride`-th crash point (1 = all).
     pub stride: u64,
+    /// What a crash keeps: [`CrashModel::Today`] (the durable image, plus the `torn` variants)
+    /// or [`CrashModel::Weak`] (every state of [`SimulatedFs::crash_states`]; `torn` is then
+    /// unused: the write in flight is one of the weak model's choices).
+    pub model: CrashModel,
 }
 
 /// The outcome of crash testing.
@@ -747,6 +751,13 @@ pub struct CrashTestSummary {
     pub batches_verified: u64,
     /// Batches reported durable but missing or different after recovery (must be 0).
     pub durable_batches_lost: u64,
+    /// Crash states explored under [`CrashModel::Weak`] (before removing duplicate images);
+    /// 0 under [`CrashModel::Today`].
+    pub states_explored: u64,
+    /// Crash points whose weak states were all explored (the others were sampled).
+    pub exhaustive_points: u64,
+    /// The most independent choices (unsynced blocks, sizes, entry changes) at one crash point.
+    pub max_choices: u32,
     /// Everything that went wrong, each naming the seed, crash point and variant.
     pub violations: Vec<String>,
 }
@@ -758,6 +769,9 @@ impl CrashTestSummary {
         self.recoveries += other.recoveries;
         self.batches_verified += other.batches_verified;
         self.durable_batches_lost += other.durable_batches_lost;
+        self.states_explored += other.states_explored;
+        self.exhaustive_points += other.exhaustive_points;
+        self.max_choices = self.max_choices.max(other.max_choices);
         self.violations.extend(other.violations);
     }
 }
@@ -811,11 +825,24 @@ pub struct CrashRun {
     pub torn: Vec<(usize, BTreeMap<PathBuf, Vec<u8>>)>,
     /// The run directory (the paths of the images are in it).
     pub dir: PathBuf,
+    /// The states the weak model allows at the crash point (with [`CrashModel::Weak`]).
+    pub weak: Option<CrashStates>,
 }
 
 /// Runs `w` on a fresh [`SimulatedFs`] in a fresh directory under `scratch`, failing I/O point
 /// `fail_at` and every later one, then crashes. The run directory is removed.
 pub fn run_crashed(w: &Workload, scratch: &Path, fail_at: Option<u64>) -> Result<CrashRun, String> {
+    run_crashed_in(w, scratch, fail_at, &CrashModel::Today)
+}
+
+/// [`run_crashed`] under `model`: with [`CrashModel::Weak`], also the states it allows at the
+/// crash point ([`CrashRun::weak`]).
+pub fn run_crashed_in(
+    w: &Workload,
+    scratch: &Path,
+    fail_at: Option<u64>,
+    model: &CrashModel,
+) -> Result<CrashRun, String> {
     let dir = fresh_dir(scratch, "run")?;
     let sim = SimulatedFs::new();
     sim.create_durable_dir_all(&dir);
@@ -837,8 +864,16 @@ pub fn run_crashed(w: &Workload, scratch: &Path, fail_at: Option<u64>) -> Result
     let io_points = sim.stats().io_points;
     exp.harvest_files(&sim.live_image());
     let durable = sim.durable_image();
+    let weak = match model {
+        CrashModel::Weak(m) => Some(sim.crash_states(m, w.seed ^ fail_at.unwrap_or(u64::MAX))),
+        CrashModel::Today => None,
+    };
     let full = sim.crash(TornWrite::Prefix(usize::MAX));
     exp.harvest_files(&full);
+    // The write in flight, laid over the live bytes (the weak model may keep all of it).
+    for img in weak.iter().flat_map(|s| &s.images) {
+        exp.harvest_files(&img.files);
+    }
     let torn = torn_images(&durable, &full);
     // Only the memory-mapped indexes (derived data, rebuilt by recovery) and the directory lock
     // may be real files: anything else was written around the seam.
@@ -857,6 +892,7 @@ pub fn run_crashed(w: &Workload, scratch: &Path, fail_at: Option<u64>) -> Result
         durable,
         torn,
         dir,
+        weak,
     })
 }
 
@@ -1265,9 +1301,9 @@ fn check_barrier(
 
 /// What check (d) compares of a producer: epoch, last sequence, last data offset, coordinator
 /// epoch and open transaction, for every producer with a cached batch or an open transaction.
-type ProducerKey = (i16, i32, i64, i32, Option<i64>);
+pub(crate) type ProducerKey = (i16, i32, i64, i32, Option<i64>);
 
-fn producer_keys(m: &ProducerStateManager) -> BTreeMap<i64, ProducerKey> {
+pub(crate) fn producer_keys(m: &ProducerStateManager) -> BTreeMap<i64, ProducerKey> {
     m.active_producers()
         .iter()
         .filter(|(_, e)| !e.is_empty() || e.current_txn_first_offset().is_some())
@@ -1382,10 +1418,25 @@ pub fn crash_test_with(
     let mut point = 0;
     while point < total {
         sum.crash_points += 1;
-        match run_crashed(w, &opts.scratch, Some(point)) {
+        match run_crashed_in(w, &opts.scratch, Some(point), &opts.model) {
             Err(e) => sum
                 .violations
                 .push(format!("seed {} crash point {point}: {e}", w.seed)),
+            Ok(run) if run.weak.is_some() => {
+                let states = run
+                    .weak
+                    .as_ref()
+                    .map(|s| (s.explored, s.exhaustive, s.choices));
+                let (explored, exhaustive, choices) = states.unwrap_or_default();
+                sum.states_explored += explored;
+                sum.exhaustive_points += u64::from(exhaustive);
+                sum.max_choices = sum.max_choices.max(choices);
+                let images = run.weak.as_ref().map(|s| s.images.as_slice());
+                for (n, img) in images.unwrap_or_default().iter().enumerate() {
+                    let what = format!("crash point {point} weak state {n}");
+                    sum.note(w, &what, &check_image(w, &run, &img.files, &opts.scratch));
+                }
+            }
             Ok(run) => {
                 let what = format!("crash point {point}");
                 sum.note(w, &what, &check_image(w, &run, &run.durable, &opts.scratch));

@@ -8,6 +8,13 @@
 //!   ([`Workload`] of [`Op`]s, hand-written or generated from a seed) on a [`SimulatedFs`],
 //!   crashes it at every I/O point, recovers each image with the loader's plan/apply engine and
 //!   checks it against what the API promised before the crash;
+//! * [`crash_test_fn`]: the same for *any* code of yours using
+//!   `seglog::Log`/`seglog::LogDir` (several partitions, any sequence): your closure runs on a
+//!   [`SimulatedFs`], is crashed at every I/O point, and your check gets every state the crash
+//!   may leave plus what the closure acknowledged; seglog's own invariants are checked too. The
+//!   [`crash_fn`] module docs walk through `examples/crash_my_workload.rs`;
+//! * [`CrashModel`]: what a crash keeps, per run: `Today` (only what was synced, plus a prefix
+//!   of the write in flight) or `Weak` ([`WeakModel`]: as weak as real file systems);
 //! * [`ManualClock`]: a clock that moves only when told to;
 //! * [`kill_child`]: the child process of the SIGKILL test (binary `kill-child`);
 //! * [`truncate_after`]: another process's truncation of a file, at a chosen moment;
@@ -17,7 +24,8 @@
 //! recovery tests); none of this is needed to use seglog, and nothing here is part of the
 //! product crates.
 //!
-//! Crash-testing your own sequence of operations (see also `examples/crash_my_workload.rs`):
+//! Crash-testing a sequence of the harness's own [`Op`]s (for your own code, see
+//! [`crash_fn`] and `examples/crash_my_workload.rs`):
 //!
 //! ```
 //! use testkit::crash_test::{crash_test, CrashOptions, Op, TornMode, Workload};
@@ -34,7 +42,7 @@
 //!     ],
 //!     segment_bytes: 300,
 //! };
-//! let options = CrashOptions { scratch: scratch.path().to_path_buf(), torn: TornMode::None, stride: 1 };
+//! let options = CrashOptions { scratch: scratch.path().to_path_buf(), torn: TornMode::None, stride: 1, model: Default::default() };
 //! let summary = crash_test(&workload, &options);
 //! assert!(summary.crash_points > 0);
 //! assert!(summary.violations.is_empty(), "{:?}", summary.violations);
@@ -44,15 +52,19 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod crash_fn;
 pub mod crash_test;
 pub mod kill_child;
 pub mod segments;
 pub mod sim_fs;
 
 pub use clock::ManualClock;
+pub use crash_fn::{crash_test_fn, Ack, CrashEnv, CrashFnError, FnOptions, FnSummary, Recovered};
 pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
 pub use segments::write_tiny_segments;
-pub use sim_fs::{SimStats, SimulatedFs, TornWrite};
+pub use sim_fs::{
+    CrashImage, CrashModel, CrashStates, SimStats, SimulatedFs, TornWrite, WeakModel, BLOCK_SIZE,
+};
 
 /// Truncates the file `path` to `len` bytes after `delay`, on a thread of its own, as a broker
 /// truncating a segment would while seglog reads it; join the handle to wait for the cut.

@@ -11,6 +11,11 @@
 //! | `remove_dir`             | at once    | `sync_dir` of the parent                          |
 //! | any of these             | at once    | `sync_filesystem` (everything, as Linux `syncfs`)  |
 //!
+//! That is [`CrashModel::Today`]. [`CrashModel::Weak`] keeps the same guarantees but lets a crash
+//! keep more of what was not synced, as real file systems do: any subset of the unsynced 4 KiB
+//! blocks, a new size without its data, directory entry changes before their directory's sync
+//! and before the data they name ([`WeakModel`], [`SimulatedFs::crash_states`]).
+//!
 //! Memory-mapped indexes cannot go through the storage seam (a map writes to the page cache
 //! without a call to intercept): a crash harness built on [`SimulatedFs`] treats `.index` and
 //! `.timeindex` files as rebuilt, not as part of the durable image (Kafka re-indexes everything
@@ -82,6 +87,40 @@ impl fmt::Debug for SimulatedFs {
 struct Inode {
     live: Vec<u8>,
     durable: Vec<u8>,
+    /// The [`BLOCK_SIZE`] blocks written or resized since the last sync of the file.
+    dirty: BTreeSet<u64>,
+}
+
+impl Inode {
+    /// Marks the blocks of `[from, to)` unsynced.
+    fn touch(&mut self, from: u64, to: u64) {
+        let block = BLOCK_SIZE as u64;
+        if to > from {
+            self.dirty.extend(from / block..to.div_ceil(block));
+        }
+    }
+}
+
+/// A change of a directory entry not yet made durable by a sync of every directory it touches:
+/// under [`CrashModel::Weak`] a crash may keep it or not, independently of the others.
+#[derive(Debug, Clone)]
+struct NameOp {
+    kind: NameKind,
+    /// The directories whose sync has not happened since (the parent; both for a rename).
+    unsynced: BTreeSet<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+enum NameKind {
+    Link(PathBuf, u64),
+    Unlink(PathBuf, u64),
+    Rename(PathBuf, PathBuf, u64),
+    MkDir(PathBuf),
+    RmDir(PathBuf),
+}
+
+fn parent_of(p: &Path) -> PathBuf {
+    p.parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
 struct PendingWrite {
@@ -101,6 +140,12 @@ struct SimState {
     durable_dirs: BTreeSet<PathBuf>,
     /// Unsynced writes in order; the last one is what a torn crash may keep part of.
     pending: Vec<PendingWrite>,
+    /// The write in flight when the fail point stopped it (never applied to the live bytes).
+    inflight: Option<PendingWrite>,
+    /// Directory entry changes not yet durable, in the order they were made.
+    name_ops: Vec<NameOp>,
+    /// Every mutating call that went through, in order (the operation and its path).
+    trace: Vec<(&'static str, PathBuf)>,
     stats: SimStats,
     fail_at: Option<u64>,
 }
@@ -125,6 +170,17 @@ fn write_into(buf: &mut Vec<u8>, offset: u64, data: &[u8]) {
 }
 
 impl SimState {
+    fn note_name(&mut self, kind: NameKind) {
+        let unsynced = match &kind {
+            NameKind::Link(p, _)
+            | NameKind::Unlink(p, _)
+            | NameKind::MkDir(p)
+            | NameKind::RmDir(p) => BTreeSet::from([parent_of(p)]),
+            NameKind::Rename(a, b, _) => BTreeSet::from([parent_of(a), parent_of(b)]),
+        };
+        self.name_ops.push(NameOp { kind, unsynced });
+    }
+
     /// Counts a mutating call; fails it if the fail point has been reached.
     fn tick(&mut self, path: &Path, op: &'static str) -> Result<()> {
         if let Some(at) = self.fail_at {
@@ -133,6 +189,7 @@ impl SimState {
             }
         }
         self.stats.io_points += 1;
+        self.trace.push((op, path.to_path_buf()));
         Ok(())
     }
 
@@ -187,6 +244,12 @@ impl SimulatedFs {
         }
     }
 
+    /// Every mutating call so far that went through (the I/O points), in order: the operation
+    /// and its path.
+    pub fn io_trace(&self) -> Vec<(&'static str, PathBuf)> {
+        self.lock().trace.clone()
+    }
+
     /// Counters of mutating calls so far.
     pub fn stats(&self) -> SimStats {
         self.lock().stats
@@ -230,6 +293,8 @@ impl SimulatedFs {
                 }
             }
             st.pending.clear();
+            st.inflight = None;
+            st.name_ops.clear();
             // A durable name inside a directory whose own entry is not durable is lost too.
             let dirs = st.durable_dirs.clone();
             let reachable_dir = |d: &Path| d.ancestors().all(|a| is_root(a) || dirs.contains(a));
@@ -243,11 +308,313 @@ impl SimulatedFs {
             st.inodes.retain(|i, _| reachable.contains(i));
             for inode in st.inodes.values_mut() {
                 inode.live = inode.durable.clone();
+                inode.dirty.clear();
             }
             st.epoch += 1;
             st.fail_at = None;
         }
         self.durable_image()
+    }
+}
+
+/// The unit of atomicity of [`CrashModel::Weak`]: a crash keeps each unsynced block of a file
+/// whole or not at all.
+pub const BLOCK_SIZE: usize = 4096;
+
+/// What a crash may leave, selectable per run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CrashModel {
+    /// The durable bytes and names only (what was synced), plus at most a prefix of the write
+    /// in flight ([`TornWrite`]): [`SimulatedFs::crash`].
+    #[default]
+    Today,
+    /// As weak as real file systems (ALICE, CrashMonkey, LazyFS): see [`WeakModel`] and
+    /// [`SimulatedFs::crash_states`].
+    Weak(WeakModel),
+}
+
+/// The weak crash model and how many of its states to explore at one crash point.
+///
+/// What survives a crash, besides everything synced:
+///
+/// * any subset of the unsynced [`BLOCK_SIZE`] blocks of every file (written, or zeroed by a
+///   resize or truncating open, since the file's last `sync_data`/`sync_all`), the write in flight
+///   at the crash point included: each block whole or not at all, in any order;
+/// * a file's new size with or without its data: a grown file reads as zeros where its blocks
+///   did not survive, a shrunk one may keep its old size;
+/// * any subset of the directory entry changes (create, rename, remove, `create_dir`,
+///   `create_dir_all`, `remove_dir`, in the order made) not yet made durable by a sync of their
+///   directory (of both for a rename): a name may persist before the data it names, which is
+///   then whatever survived of that file's data (all of it only if the file was synced first).
+///   Composite operations ([`Storage::copy_range`], rename-based quarantine,
+///   `write_atomically`) are these steps.
+///
+/// With `k` such choices at a crash point (blocks, sizes and entry changes), all `2^k` states are
+/// explored when `k <= exhaustive_up_to`, otherwise `samples` states drawn from `seed` (plus the
+/// two extremes: nothing unsynced kept, everything kept).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeakModel {
+    /// Largest `k` explored exhaustively (at most 20).
+    pub exhaustive_up_to: u32,
+    /// States drawn when `k` is larger.
+    pub samples: usize,
+    /// Seed of the draws.
+    pub seed: u64,
+}
+
+impl Default for WeakModel {
+    /// All `2^k` states up to `k = 12` (4,096), else 64 seeded samples.
+    fn default() -> Self {
+        WeakModel {
+            exhaustive_up_to: 12,
+            samples: 64,
+            seed: 1,
+        }
+    }
+}
+
+/// One state a crash may leave: the files (path → bytes) and the directories.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CrashImage {
+    /// Every file and its bytes.
+    pub files: BTreeMap<PathBuf, Vec<u8>>,
+    /// Every directory (the root excluded).
+    pub dirs: BTreeSet<PathBuf>,
+}
+
+/// The states [`SimulatedFs::crash_states`] explored at one crash point.
+#[derive(Debug, Clone, Default)]
+pub struct CrashStates {
+    /// Independent choices a crash had (unsynced blocks, sizes, directory entry changes).
+    pub choices: u32,
+    /// Whether all `2^choices` states were explored (else a seeded sample).
+    pub exhaustive: bool,
+    /// States explored (before removing duplicates).
+    pub explored: u64,
+    /// The distinct images, the all-nothing one (what [`TornWrite::None`] keeps) first.
+    pub images: Vec<CrashImage>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Choice {
+    Block(u64, u64),
+    Size(u64),
+    Name(usize),
+}
+
+fn next_rand(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}
+
+impl SimState {
+    /// The bytes of `inode` with the write in flight applied (what the weak model may keep).
+    fn latest(&self, id: u64) -> Vec<u8> {
+        let mut bytes = self
+            .inodes
+            .get(&id)
+            .map(|n| n.live.clone())
+            .unwrap_or_default();
+        if let Some(w) = self.inflight.as_ref().filter(|w| w.inode == id) {
+            write_into(&mut bytes, w.offset, &w.data);
+        }
+        bytes
+    }
+
+    fn choices(&self) -> Vec<Choice> {
+        let mut named: BTreeSet<u64> = self.durable_files.values().copied().collect();
+        for op in &self.name_ops {
+            if let NameKind::Link(_, i) | NameKind::Rename(_, _, i) = op.kind {
+                named.insert(i);
+            }
+        }
+        let mut out = Vec::new();
+        for id in named {
+            let Some(n) = self.inodes.get(&id) else {
+                continue;
+            };
+            let mut blocks = n.dirty.clone();
+            let latest_len = if let Some(w) = self.inflight.as_ref().filter(|w| w.inode == id) {
+                let end = w.offset + w.data.len() as u64;
+                let block = BLOCK_SIZE as u64;
+                blocks.extend(w.offset / block..end.div_ceil(block));
+                end.max(n.live.len() as u64)
+            } else {
+                n.live.len() as u64
+            };
+            if latest_len != n.durable.len() as u64 {
+                out.push(Choice::Size(id));
+            }
+            out.extend(blocks.into_iter().map(|b| Choice::Block(id, b)));
+        }
+        out.extend((0..self.name_ops.len()).map(Choice::Name));
+        out
+    }
+
+    fn image_of(&self, choices: &[Choice], keep: &dyn Fn(usize) -> bool) -> CrashImage {
+        let mut files = self.durable_files.clone();
+        let mut dirs = self.durable_dirs.clone();
+        let mut sizes = BTreeSet::new();
+        let mut blocks: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+        for (n, c) in choices.iter().enumerate() {
+            if !keep(n) {
+                continue;
+            }
+            match *c {
+                Choice::Size(i) => {
+                    sizes.insert(i);
+                }
+                Choice::Block(i, b) => blocks.entry(i).or_default().push(b),
+                Choice::Name(k) => match self.name_ops.get(k).map(|op| &op.kind) {
+                    Some(NameKind::Link(p, i)) => {
+                        files.insert(p.clone(), *i);
+                    }
+                    Some(NameKind::Unlink(p, i)) if files.get(p) == Some(i) => {
+                        files.remove(p);
+                    }
+                    Some(NameKind::Rename(from, to, i)) => {
+                        if files.get(from) == Some(i) {
+                            files.remove(from);
+                        }
+                        files.insert(to.clone(), *i);
+                    }
+                    Some(NameKind::MkDir(d)) => {
+                        dirs.insert(d.clone());
+                    }
+                    Some(NameKind::RmDir(d)) => {
+                        dirs.remove(d);
+                    }
+                    Some(NameKind::Unlink(..)) | None => {}
+                },
+            }
+        }
+        let reachable_dir = |d: &Path| d.ancestors().all(|a| is_root(a) || dirs.contains(a));
+        files.retain(|p, _| p.parent().is_none_or(reachable_dir));
+        let kept_dirs: BTreeSet<PathBuf> = dirs
+            .iter()
+            .filter(|d| d.parent().is_none_or(reachable_dir))
+            .cloned()
+            .collect();
+        let mut contents: HashMap<u64, Vec<u8>> = HashMap::new();
+        let files = files
+            .into_iter()
+            .map(|(p, id)| {
+                let bytes = contents
+                    .entry(id)
+                    .or_insert_with(|| self.file_state(id, sizes.contains(&id), &blocks))
+                    .clone();
+                (p, bytes)
+            })
+            .collect();
+        CrashImage {
+            files,
+            dirs: kept_dirs,
+        }
+    }
+
+    fn file_state(&self, id: u64, new_size: bool, blocks: &BTreeMap<u64, Vec<u64>>) -> Vec<u8> {
+        let Some(n) = self.inodes.get(&id) else {
+            return Vec::new();
+        };
+        let latest = self.latest(id);
+        let mut bytes = n.durable.clone();
+        if new_size {
+            bytes.resize(latest.len(), 0);
+        }
+        for &b in blocks.get(&id).map(Vec::as_slice).unwrap_or_default() {
+            let start = usize::try_from(b)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(BLOCK_SIZE);
+            let end = start
+                .saturating_add(BLOCK_SIZE)
+                .min(bytes.len())
+                .min(latest.len());
+            if let (Some(dst), Some(src)) = (bytes.get_mut(start..end), latest.get(start..end)) {
+                dst.copy_from_slice(src);
+            }
+        }
+        bytes
+    }
+}
+
+impl SimulatedFs {
+    /// The states a crash now may leave under `model` (see [`WeakModel`]), without crashing:
+    /// call [`Self::crash`] afterwards. `salt` varies the sample between crash points.
+    pub fn crash_states(&self, model: &WeakModel, salt: u64) -> CrashStates {
+        let st = self.lock();
+        let choices = st.choices();
+        let k = u32::try_from(choices.len()).unwrap_or(u32::MAX);
+        let mut seen = BTreeSet::new();
+        let mut images = Vec::new();
+        let mut add = |img: CrashImage| {
+            if seen.insert(img.clone()) {
+                images.push(img);
+            }
+        };
+        let exhaustive = k <= model.exhaustive_up_to.min(20);
+        let explored;
+        if exhaustive {
+            explored = 1u64 << k;
+            for mask in 0..explored {
+                add(st.image_of(&choices, &|n| mask >> n & 1 == 1));
+            }
+        } else {
+            add(st.image_of(&choices, &|_| false));
+            add(st.image_of(&choices, &|_| true));
+            let mut x = (model.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
+            for _ in 0..model.samples {
+                let bits: Vec<bool> = (0..choices.len())
+                    .map(|_| next_rand(&mut x) & 1 == 1)
+                    .collect();
+                add(st.image_of(&choices, &|n| bits.get(n).copied().unwrap_or(false)));
+            }
+            explored = model.samples as u64 + 2;
+        }
+        CrashStates {
+            choices: k,
+            exhaustive,
+            explored,
+            images,
+        }
+    }
+
+    /// A file system holding `image`, all of it durable (to recover a crash state through the
+    /// seam). Each ancestor of a file or directory is created as well.
+    pub fn from_image(image: &CrashImage) -> SimulatedFs {
+        let fs = SimulatedFs::new();
+        for d in &image.dirs {
+            fs.create_durable_dir_all(d);
+        }
+        {
+            let mut st = fs.lock();
+            for (path, bytes) in &image.files {
+                for a in path.ancestors().skip(1).filter(|a| !is_root(a)) {
+                    st.live_dirs.insert(a.to_path_buf());
+                    st.durable_dirs.insert(a.to_path_buf());
+                }
+                let i = st.next_inode;
+                st.next_inode += 1;
+                st.inodes.insert(
+                    i,
+                    Inode {
+                        live: bytes.clone(),
+                        durable: bytes.clone(),
+                        dirty: BTreeSet::new(),
+                    },
+                );
+                st.live_files.insert(path.clone(), i);
+                st.durable_files.insert(path.clone(), i);
+            }
+        }
+        fs
+    }
+
+    /// The image [`Self::crash`]`(`[`TornWrite::None`]`)` would leave, directories included.
+    pub fn durable_state(&self) -> CrashImage {
+        let st = self.lock();
+        st.image_of(&[], &|_| false)
     }
 }
 
@@ -309,10 +676,19 @@ impl FileHandle for SimFile {
         };
         if let Err(e) = st.tick(&self.path, "write_at") {
             // The write was in flight when the "crash" happened: a torn crash may keep part of it.
+            if st.inflight.is_none() {
+                st.inflight = Some(PendingWrite {
+                    inode: self.inode,
+                    offset,
+                    data: data.to_vec(),
+                });
+            }
             st.pending.push(pending);
             return Err(e);
         }
-        write_into(&mut st.inode(self, "write_at")?.live, offset, data);
+        let inode = st.inode(self, "write_at")?;
+        write_into(&mut inode.live, offset, data);
+        inode.touch(offset, offset + data.len() as u64);
         st.pending.push(pending);
         Ok(())
     }
@@ -329,7 +705,10 @@ impl FileHandle for SimFile {
                 "too large",
             )
         })?;
-        st.inode(self, "set_len")?.live.resize(len, 0);
+        let inode = st.inode(self, "set_len")?;
+        let old = inode.live.len() as u64;
+        inode.live.resize(len, 0);
+        inode.touch(old.min(len as u64), old.max(len as u64));
         Ok(())
     }
     fn sync_data(&self) -> Result<()> {
@@ -339,6 +718,7 @@ impl FileHandle for SimFile {
         st.tick(&self.path, "sync_data")?;
         let inode = st.inode(self, "sync_data")?;
         inode.durable = inode.live.clone();
+        inode.dirty.clear();
         let id = self.inode;
         st.pending.retain(|w| w.inode != id);
         Ok(())
@@ -364,7 +744,9 @@ impl Storage for SimulatedFs {
             (Some(i), OpenMode::CreateTruncate) => {
                 st.tick(path, "open")?;
                 if let Some(n) = st.inodes.get_mut(&i) {
+                    let old = n.live.len() as u64;
                     n.live.clear();
+                    n.touch(0, old);
                 }
                 i
             }
@@ -384,6 +766,7 @@ impl Storage for SimulatedFs {
                 st.next_inode += 1;
                 st.inodes.insert(i, Inode::default());
                 st.live_files.insert(path.to_path_buf(), i);
+                st.note_name(NameKind::Link(path.to_path_buf(), i));
                 i
             }
         };
@@ -420,16 +803,23 @@ impl Storage for SimulatedFs {
             .remove(from)
             .ok_or_else(|| sim_err(from, "rename", io::ErrorKind::NotFound, "no such file"))?;
         st.live_files.insert(to.to_path_buf(), inode);
+        st.note_name(NameKind::Rename(
+            from.to_path_buf(),
+            to.to_path_buf(),
+            inode,
+        ));
         Ok(())
     }
 
     fn remove_file(&self, path: &Path) -> Result<()> {
         let mut st = self.lock();
         st.tick(path, "remove_file")?;
-        st.live_files
+        let inode = st
+            .live_files
             .remove(path)
-            .map(|_| ())
-            .ok_or_else(|| sim_err(path, "remove_file", io::ErrorKind::NotFound, "no such file"))
+            .ok_or_else(|| sim_err(path, "remove_file", io::ErrorKind::NotFound, "no such file"))?;
+        st.note_name(NameKind::Unlink(path.to_path_buf(), inode));
+        Ok(())
     }
 
     fn list_dir(&self, dir: &Path) -> Result<Vec<OsString>> {
@@ -456,8 +846,15 @@ impl Storage for SimulatedFs {
     fn create_dir_all(&self, dir: &Path) -> Result<()> {
         let mut st = self.lock();
         st.tick(dir, "create_dir_all")?;
-        for a in dir.ancestors().filter(|a| !is_root(a)) {
-            st.live_dirs.insert(a.to_path_buf());
+        let mut new: Vec<PathBuf> = dir
+            .ancestors()
+            .filter(|a| !is_root(a) && !st.live_dirs.contains(*a))
+            .map(Path::to_path_buf)
+            .collect();
+        new.reverse();
+        for a in new {
+            st.live_dirs.insert(a.clone());
+            st.note_name(NameKind::MkDir(a));
         }
         Ok(())
     }
@@ -483,6 +880,7 @@ impl Storage for SimulatedFs {
             ));
         }
         st.live_dirs.remove(dir);
+        st.note_name(NameKind::RmDir(dir.to_path_buf()));
         Ok(())
     }
 
@@ -496,8 +894,10 @@ impl Storage for SimulatedFs {
         st.tick(dir, "sync_filesystem")?;
         for inode in st.inodes.values_mut() {
             inode.durable = inode.live.clone();
+            inode.dirty.clear();
         }
         st.pending.clear();
+        st.name_ops.clear();
         st.durable_files = st.live_files.clone();
         st.durable_dirs = st.live_dirs.clone();
         Ok(())
@@ -524,6 +924,7 @@ impl Storage for SimulatedFs {
         }
         st.tick(dir, "create_dir")?;
         st.live_dirs.insert(dir.to_path_buf());
+        st.note_name(NameKind::MkDir(dir.to_path_buf()));
         Ok(())
     }
 
@@ -551,6 +952,10 @@ impl Storage for SimulatedFs {
         st.durable_dirs.retain(|p| !in_dir(p));
         let dirs: Vec<PathBuf> = st.live_dirs.iter().filter(|p| in_dir(p)).cloned().collect();
         st.durable_dirs.extend(dirs);
+        for op in &mut st.name_ops {
+            op.unsynced.remove(dir);
+        }
+        st.name_ops.retain(|op| !op.unsynced.is_empty());
         Ok(())
     }
 }
@@ -717,5 +1122,139 @@ mod tests {
         // Neither sub nor f was made durable.
         fs.crash(TornWrite::None);
         assert!(fs.list_dir(&dir).unwrap().is_empty());
+    }
+
+    fn weak() -> WeakModel {
+        WeakModel::default()
+    }
+
+    #[test]
+    fn weak_model_keeps_any_subset_of_unsynced_blocks_and_a_size_without_data() {
+        let (fs, dir) = setup();
+        let p = dir.join("f");
+        let f = fs.open(&p, OpenMode::Create).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        f.append(&[1u8; BLOCK_SIZE]).unwrap();
+        f.sync_data().unwrap();
+        // Two more blocks and a half, unsynced: a size and three blocks to choose.
+        f.append(&[2u8; BLOCK_SIZE * 2 + 100]).unwrap();
+        let states = fs.crash_states(&weak(), 0);
+        assert_eq!(
+            (states.choices, states.exhaustive, states.explored),
+            (4, true, 16)
+        );
+        let contents: BTreeSet<Vec<u8>> = states
+            .images
+            .iter()
+            .map(|i| i.files.get(&p).cloned().unwrap())
+            .collect();
+        let synced = vec![1u8; BLOCK_SIZE];
+        assert!(contents.contains(&synced), "nothing unsynced kept");
+        // The new size without its data: zeros after the synced block.
+        let mut zeros = synced.clone();
+        zeros.resize(BLOCK_SIZE * 3 + 100, 0);
+        assert!(contents.contains(&zeros));
+        // The last block without the one before it.
+        let mut hole = zeros.clone();
+        hole[BLOCK_SIZE * 3..].fill(2);
+        assert!(contents.contains(&hole));
+        // Every image keeps the synced block.
+        assert!(contents.iter().all(|c| c.starts_with(&synced)));
+        // The model the `crash` of today keeps none of it.
+        assert_eq!(fs.crash(TornWrite::None).get(&p), Some(&synced));
+        assert_eq!(fs.crash_states(&weak(), 0).choices, 0);
+    }
+
+    #[test]
+    fn weak_model_lets_a_rename_persist_before_the_data_unless_it_was_synced() {
+        for fsync_first in [false, true] {
+            let (fs, dir) = setup();
+            let p = dir.join("state");
+            write_atomically(&fs, &p, b"old").unwrap();
+            let tmp = dir.join("state.tmp");
+            let f = fs.open(&tmp, OpenMode::CreateTruncate).unwrap();
+            f.write_at(0, b"new!").unwrap();
+            if fsync_first {
+                f.sync_all().unwrap();
+            }
+            fs.rename(&tmp, &p).unwrap();
+            let weak_contents: BTreeSet<Vec<u8>> = fs
+                .crash_states(&weak(), 0)
+                .images
+                .iter()
+                .filter_map(|i| i.files.get(&p).cloned())
+                .collect();
+            let mut want: BTreeSet<Vec<u8>> = [b"old".to_vec(), b"new!".to_vec()].into();
+            if !fsync_first {
+                // The name without the data, or with only its new size.
+                want.extend([Vec::new(), vec![0; 4]]);
+            }
+            assert_eq!(weak_contents, want, "fsync first: {fsync_first}");
+            // Today's model: the rename is not durable without a sync of the directory.
+            assert_eq!(fs.crash(TornWrite::None).get(&p).unwrap(), b"old");
+        }
+    }
+
+    #[test]
+    fn weak_model_directory_entries_are_durable_only_after_a_directory_sync() {
+        let (fs, dir) = setup();
+        let sub = dir.join("q");
+        fs.create_dir(&sub).unwrap();
+        let f = fs.open(&sub.join("x"), OpenMode::CreateNew).unwrap();
+        f.sync_all().unwrap();
+        let states = fs.crash_states(&weak(), 0);
+        // mkdir q, create q/x: q/x survives only with q.
+        assert_eq!(states.choices, 2);
+        let kept: BTreeSet<(bool, bool)> = states
+            .images
+            .iter()
+            .map(|i| (i.dirs.contains(&sub), i.files.contains_key(&sub.join("x"))))
+            .collect();
+        assert_eq!(kept, [(false, false), (true, false), (true, true)].into());
+        fs.sync_dir(&sub).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        let states = fs.crash_states(&weak(), 0);
+        assert_eq!((states.choices, states.images.len()), (0, 1));
+        assert!(states.images[0].files.contains_key(&sub.join("x")));
+    }
+
+    #[test]
+    fn weak_model_samples_a_fixed_number_of_states_beyond_the_exhaustive_bound() {
+        let (fs, dir) = setup();
+        let p = dir.join("f");
+        let f = fs.open(&p, OpenMode::Create).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        f.append(&vec![3u8; BLOCK_SIZE * 20]).unwrap();
+        let model = WeakModel {
+            samples: 10,
+            ..weak()
+        };
+        let a = fs.crash_states(&model, 7);
+        assert_eq!((a.choices, a.exhaustive, a.explored), (21, false, 12));
+        assert!(a.images.len() > 2 && a.images.len() <= 12);
+        // Seeded: the same sample again.
+        assert_eq!(fs.crash_states(&model, 7).images, a.images);
+        // The in-flight write's blocks are choices too.
+        fs.fail_after(0);
+        assert!(f.append(&[4u8; 10]).is_err());
+        assert_eq!(fs.crash_states(&model, 7).choices, 22);
+    }
+
+    #[test]
+    fn from_image_recreates_a_durable_tree() {
+        let (fs, dir) = setup();
+        write_atomically(&fs, &dir.join("a"), b"1").unwrap();
+        fs.create_dir_all(&dir.join("e/f")).unwrap();
+        fs.sync_dir(&dir).unwrap();
+        fs.sync_dir(&dir.join("e")).unwrap();
+        let img = fs.durable_state();
+        let copy = SimulatedFs::from_image(&img);
+        assert_eq!(copy.read(&dir.join("a")).unwrap(), b"1");
+        assert_eq!(
+            copy.entry_type(&dir.join("e/f")).unwrap(),
+            Some(EntryType::Dir)
+        );
+        copy.crash(TornWrite::None);
+        assert_eq!(copy.durable_state(), img);
     }
 }

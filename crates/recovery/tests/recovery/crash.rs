@@ -34,6 +34,7 @@ fn every_crash_point_and_every_torn_byte_of_the_small_workload_recovers() {
             scratch: tmp.path().to_path_buf(),
             torn: TornMode::EveryByte,
             stride: 1,
+            model: Default::default(),
         },
     );
     eprintln!(
@@ -70,6 +71,7 @@ fn random_workloads_recover_at_every_crash_point() {
                 scratch: tmp.path().to_path_buf(),
                 torn: TornMode::Sample(2),
                 stride: 1,
+                model: Default::default(),
             },
         );
         eprintln!("crash test seed {seed}: {sum}");
