@@ -1249,3 +1249,165 @@ fn batch_verdicts_agree_with_kafka_on_mutated_batches() {
         s.disagreements.len()
     );
 }
+
+/// Every Kafka exception class of the mapping table (docs/testing.md), and the memory classes,
+/// each produced by a crafted input: Kafka throws exactly that class and seglog returns exactly
+/// the error kind the table maps it to.
+#[test]
+fn each_kafka_exception_class_maps_to_its_seglog_kind() {
+    use seglog::record_format::{CompressionType, RecordBatchBuilder};
+    let batch = |codec: CompressionType, values: &[Vec<u8>]| {
+        let mut b = RecordBatchBuilder::new(0).compression(codec);
+        for (i, v) in values.iter().enumerate() {
+            b.append(1_700_000_000_000 + i as i64, Some(b"k"), Some(v), &[])
+                .unwrap();
+        }
+        b.build()
+    };
+    let fix = |mut b: Vec<u8>| {
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    };
+    let plain = batch(CompressionType::None, &[b"one".to_vec(), b"two".to_vec()]);
+    let gzip = batch(
+        CompressionType::Gzip,
+        &[vec![b'x'; 300], vec![b'y'; 300], vec![b'z'; 300]],
+    );
+    // CRC not fixed: the stored CRC no longer matches.
+    let mut bad_crc = plain.clone();
+    *bad_crc.last_mut().unwrap() ^= 1;
+    // A length field below Kafka's minimum (14).
+    let mut short = plain.clone();
+    short[8..12].copy_from_slice(&13i32.to_be_bytes());
+    // A legacy (magic 1) entry whose CRC-32 does not match.
+    let mut legacy = plain.clone();
+    legacy[16] = 1;
+    // One record more declared than present.
+    let mut count = plain.clone();
+    count[57..61].copy_from_slice(&3i32.to_be_bytes());
+    // The first record's key length (after length, attributes, timestamp and offset deltas)
+    // overruns its body: Kafka's buffer underflow, rethrown as InvalidRecordException.
+    let mut underflow = plain.clone();
+    underflow[65] = 0x7e;
+    // Compression id 5.
+    let mut codec = plain.clone();
+    codec[22] = (codec[22] & !7) | 5;
+    // A byte of the gzip stream flipped.
+    let mut bad_gzip = gzip.clone();
+    let mid = 61 + (bad_gzip.len() - 61) / 2;
+    bad_gzip[mid] ^= 0xff;
+    // A snappy batch with one byte of its compressed data flipped, at every position: some of
+    // them make snappy-java throw its own SnappyError.
+    let snappy = batch(
+        CompressionType::Snappy,
+        &[
+            b"line 1: lorem ipsum".to_vec(),
+            b"line 2: dolor sit amet".to_vec(),
+        ],
+    );
+    let snappy_mutants: Vec<Vec<u8>> = (61..snappy.len())
+        .map(|i| {
+            let mut m = snappy.clone();
+            m[i] ^= 0xff;
+            fix(m)
+        })
+        .collect();
+    // 96 MiB of zeros in one record: beyond seglog's 1 MiB limit and Kafka's 64 MiB heap.
+    let bomb = batch(CompressionType::Gzip, &[vec![0u8; 96 << 20]]);
+    // 2 MiB: beyond seglog's limit, within Kafka's heap.
+    let big = batch(CompressionType::Gzip, &[vec![0u8; 2 << 20]]);
+    /// Name, input, Kafka's (stage, class), seglog's (stage, kind).
+    type Case = (
+        &'static str,
+        Vec<u8>,
+        (&'static str, &'static str),
+        (&'static str, &'static str),
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "CRC",
+            bad_crc,
+            ("batch", "CorruptRecordException"),
+            ("batch", "CrcMismatch"),
+        ),
+        (
+            "length",
+            short,
+            ("batch", "CorruptRecordException"),
+            ("batch", "BadLength"),
+        ),
+        (
+            "legacy",
+            legacy,
+            ("legacy", "CorruptRecordException"),
+            ("legacy", "CrcMismatch"),
+        ),
+        (
+            "count",
+            fix(count),
+            ("records", "InvalidRecordException"),
+            ("records", "RecordCountMismatch"),
+        ),
+        (
+            "underflow",
+            fix(underflow),
+            ("records", "InvalidRecordException"),
+            ("records", "LengthOutOfRange"),
+        ),
+        (
+            "codec",
+            fix(codec),
+            ("records", "IllegalArgumentException"),
+            ("records", "UnknownCompression"),
+        ),
+        (
+            "gzip",
+            fix(bad_gzip),
+            ("records", "KafkaException"),
+            ("records", "Decompression"),
+        ),
+        (
+            "bomb",
+            bomb,
+            ("records", "OutOfMemoryError"),
+            ("records", "DecompressedTooLarge"),
+        ),
+        (
+            "limit",
+            big,
+            ("ok", "-"),
+            ("records", "DecompressedTooLarge"),
+        ),
+    ];
+    let mut inputs: Vec<Vec<u8>> = cases.iter().map(|c| c.1.clone()).collect();
+    inputs.extend(snappy_mutants.iter().cloned());
+    let scratch = tempfile::tempdir().unwrap();
+    let kafka = batch_verdicts::kafka_verdicts(&inputs, 64, scratch.path());
+    let mut snappy_errors = 0;
+    for (m, k) in snappy_mutants.iter().zip(&kafka[cases.len()..]) {
+        if k.class == "SnappyError" {
+            snappy_errors += 1;
+            let o = batch_verdicts::seglog_verdict(m);
+            assert_eq!((o.stage, o.class.as_str()), ("records", "Decompression"));
+            assert!(
+                batch_verdicts::agree(k, &o)
+                    || batch_verdicts::expected_difference(m, k, &o).is_some()
+            );
+        }
+    }
+    assert!(
+        snappy_errors > 0,
+        "no flip made snappy-java throw SnappyError"
+    );
+    for ((name, input, want_kafka, want_seglog), k) in cases.iter().zip(&kafka) {
+        let o = batch_verdicts::seglog_verdict(input);
+        assert_eq!((k.stage, k.class.as_str()), *want_kafka, "{name}: Kafka");
+        assert_eq!((o.stage, o.class.as_str()), *want_seglog, "{name}: seglog");
+        assert!(
+            batch_verdicts::agree(k, &o)
+                || batch_verdicts::expected_difference(input, k, &o).is_some(),
+            "{name}: {k:?} vs {o:?} is in no row of the table"
+        );
+    }
+}
