@@ -19,6 +19,10 @@
 //!   partition per stop policy; the restarted broker serves what each policy kept.
 //! * `differential_recovery`: ≥ 500 seeded damaged partitions written by Kafka's `UnifiedLog`,
 //!   recovered by Kafka (harness) and by `seglog recover`; kept bytes and state compared.
+//! * `batch_verdicts_agree_with_kafka_on_mutated_batches`: 100,000 mutated batches (most with
+//!   the CRC recomputed) judged by Kafka's batch iterator, `ensureValid` and record iterator
+//!   (`BatchVerdicts.java`) and by seglog's parsers; `each_kafka_exception_class_maps_to_its_seglog_kind`
+//!   produces each Kafka exception class of the mapping table (docs/testing.md).
 #![cfg(unix)]
 
 #[path = "kafka_interop/batch_verdicts.rs"]
