@@ -33,6 +33,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
+// The file-based harnesses of the project's own cargo-fuzz targets (real files in a per-process
+// scratch directory on /dev/shm), also `#[path]`-included by the replay tests of each crate.
+#[allow(missing_docs, missing_debug_implementations, clippy::all)]
+mod parsers;
+#[allow(missing_docs, missing_debug_implementations, clippy::all)]
+mod recovery_harness;
+#[allow(missing_docs, missing_debug_implementations, clippy::all)]
+mod store;
+
+pub use parsers::{batch_iter, batch_parse, control_record};
+pub use recovery_harness::{log_loader, producer_state, snapshot};
+pub use store::{index_files, segment_recover};
+
 use record_format::{
     Batches, ControlRecord, DecodeLimits, FormatError, IterEnd, LogEntry, RecordBatch,
 };
@@ -315,6 +328,17 @@ pub fn log_dir_input(flags: u8, partitions: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
+/// Removes the scratch directories this process's entry points made (under `/dev/shm` or the
+/// temp dir, named `seglog-fuzz*-<pid>`); a test calls it when done, a fuzzer process leaves
+/// them. The entry points create them again when called after.
+pub fn remove_scratch_dirs() {
+    recovery_harness::remove_scratch();
+    recovery_harness::remove_snapshot_dir();
+    store::remove_temp_root();
+    let dir = scratch().lock().unwrap_or_else(|e| e.into_inner());
+    let _ = std::fs::remove_dir_all(&*dir);
+}
+
 /// The scratch directory of this process, where the directory locks live.
 fn scratch() -> &'static Mutex<PathBuf> {
     static DIR: OnceLock<Mutex<PathBuf>> = OnceLock::new();
@@ -588,6 +612,7 @@ fn list_files(storage: &dyn Storage, root: &Path) -> BTreeMap<PathBuf, Vec<u8>> 
 pub fn partition(data: &[u8]) -> PartitionOutcome {
     let p = decode_partition(data);
     let root = scratch().lock().unwrap_or_else(|e| e.into_inner());
+    std::fs::create_dir_all(&*root).expect("create the fuzzing scratch directory");
     let log_dir = root.join("mem");
     let fs = Arc::new(SimulatedFs::new());
     fs.create_durable_dir_all(&log_dir);

@@ -69,7 +69,6 @@ fn mutants(b: &[u8]) -> Vec<Vec<u8>> {
     out
 }
 
-#[test]
 fn record_batch_over_the_fixture_batches_and_their_mutants() {
     let (mut inputs, mut clean) = (0usize, 0usize);
     for (_, log) in fixture_logs() {
@@ -90,7 +89,6 @@ fn record_batch_over_the_fixture_batches_and_their_mutants() {
     );
 }
 
-#[test]
 fn log_bytes_over_the_fixture_logs_and_their_mutants() {
     let mut n = 0;
     for (_, log) in fixture_logs() {
@@ -138,7 +136,6 @@ fn partition_corpus() -> Vec<Vec<u8>> {
 
 /// With `FUZZ_WRITE_SEEDS=1`, writes the corpora of the new fuzz targets to
 /// `fuzz/seeds/<target>/` (the nightly workflow starts from them).
-#[test]
 fn write_seeds_when_asked() {
     if std::env::var_os("FUZZ_WRITE_SEEDS").is_none() {
         return;
@@ -167,7 +164,6 @@ fn write_seeds_when_asked() {
     }
 }
 
-#[test]
 fn partition_over_the_fixture_logs_in_memory() {
     let corpus = partition_corpus();
     let mut opened = 0;
@@ -205,7 +201,6 @@ fn partition_over_the_fixture_logs_in_memory() {
     );
 }
 
-#[test]
 fn log_dir_over_the_fixture_logs_in_memory() {
     let corpus = partition_corpus();
     let mut loaded = 0;
@@ -217,7 +212,6 @@ fn log_dir_over_the_fixture_logs_in_memory() {
 
 /// The in-memory partition entry point against the same inputs opened from real files (what
 /// the fuzz targets did before): inputs per second each, printed.
-#[test]
 fn partition_in_memory_against_on_disk_throughput() {
     let corpus = partition_corpus();
     // On `/dev/shm` when there is one, as the file-based fuzz harnesses do (fsyncs cost nothing).
@@ -251,4 +245,80 @@ fn partition_in_memory_against_on_disk_throughput() {
         per_s(file),
         file.as_secs_f64() * 1e6 / corpus.len() as f64,
     );
+}
+
+/// Every cargo-fuzz target in `fuzz/fuzz_targets/` is one call of an entry point of
+/// `seglog::fuzzing`, and every entry point here has its target.
+fn every_fuzz_target_is_one_call_of_an_entry_point() {
+    type EntryPoint = (&'static str, fn(&[u8]));
+    let entry_points: [EntryPoint; 12] = [
+        ("batch_parse", fuzzing::batch_parse),
+        ("batch_iter", fuzzing::batch_iter),
+        ("control_record", fuzzing::control_record),
+        ("index_files", fuzzing::index_files),
+        ("segment_recover", fuzzing::segment_recover),
+        ("snapshot", fuzzing::snapshot),
+        ("producer_state", fuzzing::producer_state),
+        ("log_loader", fuzzing::log_loader),
+        ("record_batch", fuzzing::record_batch),
+        ("log_bytes", fuzzing::log_bytes),
+        ("partition", |d| {
+            fuzzing::partition(d);
+        }),
+        ("log_dir", |d| {
+            fuzzing::log_dir(d);
+        }),
+    ];
+    let dir = repo().join("fuzz/fuzz_targets");
+    let mut targets: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    targets.sort();
+    let mut names: Vec<String> = entry_points.iter().map(|(n, _)| n.to_string()).collect();
+    names.sort();
+    assert_eq!(targets, names);
+    let workflow =
+        std::fs::read_to_string(repo().join(".github/workflows/nightly-fuzz.yml")).unwrap();
+    for (name, f) in entry_points {
+        let src = std::fs::read_to_string(dir.join(format!("{name}.rs"))).unwrap();
+        let body: Vec<&str> = src
+            .lines()
+            .filter(|l| !l.starts_with("//") && !l.starts_with("#!") && !l.trim().is_empty())
+            .collect();
+        assert!(
+            body.concat()
+                .contains(&format!("seglog::fuzzing::{name}(data)")),
+            "{name}: {body:?}"
+        );
+        assert!(body.len() <= 3, "{name} is more than a call: {body:?}");
+        assert!(
+            workflow.contains(name),
+            "{name} is not in the nightly matrix"
+        );
+        // Each runs on the empty input.
+        f(&[]);
+    }
+}
+
+/// One test, so that the entry points' per-process scratch directories are removed once every
+/// part is done (the parts would race with the removal as separate tests).
+#[test]
+fn fuzzing_entry_points() {
+    eprintln!("-- record_batch_over_the_fixture_batches_and_their_mutants");
+    record_batch_over_the_fixture_batches_and_their_mutants();
+    eprintln!("-- log_bytes_over_the_fixture_logs_and_their_mutants");
+    log_bytes_over_the_fixture_logs_and_their_mutants();
+    eprintln!("-- write_seeds_when_asked");
+    write_seeds_when_asked();
+    eprintln!("-- partition_over_the_fixture_logs_in_memory");
+    partition_over_the_fixture_logs_in_memory();
+    eprintln!("-- log_dir_over_the_fixture_logs_in_memory");
+    log_dir_over_the_fixture_logs_in_memory();
+    eprintln!("-- partition_in_memory_against_on_disk_throughput");
+    partition_in_memory_against_on_disk_throughput();
+    eprintln!("-- every_fuzz_target_is_one_call_of_an_entry_point");
+    every_fuzz_target_is_one_call_of_an_entry_point();
+    fuzzing::remove_scratch_dirs();
 }
