@@ -361,6 +361,8 @@ fn config(storage: Arc<dyn Storage>) -> Config {
     // Not `Config::default()`, which asks the system for the cores (cgroup files) each time.
     let mut log = recovery::PartitionLogConfig::default();
     log.log.segment_bytes = 4096;
+    // Index files are mapped (and unmapped) at this size for every input: 64 KiB, not 10 MiB.
+    log.log.max_index_size = 64 * 1024;
     Config {
         log,
         clock: Arc::new(ManualClock::new(1_700_000_000_000)),
