@@ -57,6 +57,8 @@
 pub mod cli;
 mod config;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod hw_timer;
 mod log;
 mod log_dir;

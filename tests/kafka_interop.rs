@@ -19,8 +19,14 @@
 //!   partition per stop policy; the restarted broker serves what each policy kept.
 //! * `differential_recovery`: ≥ 500 seeded damaged partitions written by Kafka's `UnifiedLog`,
 //!   recovered by Kafka (harness) and by `seglog recover`; kept bytes and state compared.
+//! * `batch_verdicts_agree_with_kafka_on_mutated_batches`: 100,000 mutated batches (most with
+//!   the CRC recomputed) judged by Kafka's batch iterator, `ensureValid` and record iterator
+//!   (`BatchVerdicts.java`) and by seglog's parsers; `each_kafka_exception_class_maps_to_its_seglog_kind`
+//!   produces each Kafka exception class of the mapping table (docs/testing.md).
 #![cfg(unix)]
 
+#[path = "kafka_interop/batch_verdicts.rs"]
+mod batch_verdicts;
 #[path = "kafka_interop/kafka.rs"]
 mod kafka;
 
@@ -1195,4 +1201,217 @@ fn java_utf8_decoding_matches_the_jdk() {
         inputs.len(),
         wrong[..wrong.len().min(20)].join("\n")
     );
+}
+
+/// Differential fuzzing of the batch and record parsers against Kafka's
+/// (`batch_verdicts.rs`): ≥ 100,000 mutants of the fixtures' and broker-written batches (7 in
+/// 8 with the CRC recomputed), each judged by Kafka (`ensureValid`, the record iterator; heap
+/// capped at 64 MiB) and by seglog; every pair of verdicts must be one the mapping table allows,
+/// with the same records. `SEGLOG_DIFF_INPUTS` and `SEGLOG_DIFF_SEED` change the run.
+#[test]
+fn batch_verdicts_agree_with_kafka_on_mutated_batches() {
+    let n = env_u64("SEGLOG_DIFF_INPUTS", 100_000) as usize;
+    let mut rng = Rng::new(env_u64("SEGLOG_DIFF_SEED", 1));
+    let seeds = batch_verdicts::seed_batches();
+    assert!(seeds.len() > 200, "{} seed batches", seeds.len());
+    let mut inputs = seeds.clone();
+    let mut fixed = vec![false; seeds.len()];
+    while inputs.len() < n {
+        let seed = &seeds[rng.below(seeds.len() as u64) as usize];
+        let (m, f) = batch_verdicts::mutate(seed, &mut rng);
+        inputs.push(m);
+        fixed.push(f);
+    }
+    let scratch = tempfile::tempdir().unwrap();
+    let s = batch_verdicts::compare(&inputs, &fixed, 64, scratch.path());
+    eprintln!(
+        "{} inputs ({} seeds), CRC recomputed on {}, {} past Kafka's CRC check ({:.1}%)",
+        s.inputs,
+        seeds.len(),
+        s.crc_recomputed,
+        s.past_crc,
+        100.0 * s.past_crc as f64 / s.inputs as f64
+    );
+    for ((k, o), count) in &s.pairs {
+        eprintln!("  Kafka {k:<40} seglog {o:<40} {count}");
+    }
+    for (why, count) in &s.expected {
+        eprintln!("  expected difference: {why}: {count}");
+    }
+    let mut shown = std::collections::BTreeSet::new();
+    for (i, k, o) in &s.disagreements {
+        if shown.insert((k.stage, k.class.clone(), o.stage, o.class.clone())) {
+            eprintln!(
+                "DISAGREE #{i}: Kafka {k:?} seglog {o:?}\n  {}",
+                hex(&inputs[*i])
+            );
+        }
+    }
+    assert!(
+        s.disagreements.is_empty(),
+        "{} disagreements with Kafka",
+        s.disagreements.len()
+    );
+}
+
+/// Every Kafka exception class of the mapping table (docs/testing.md), and the memory classes,
+/// each produced by a crafted input: Kafka throws exactly that class and seglog returns exactly
+/// the error kind the table maps it to.
+#[test]
+fn each_kafka_exception_class_maps_to_its_seglog_kind() {
+    use seglog::record_format::{CompressionType, RecordBatchBuilder};
+    let batch = |codec: CompressionType, values: &[Vec<u8>]| {
+        let mut b = RecordBatchBuilder::new(0).compression(codec);
+        for (i, v) in values.iter().enumerate() {
+            b.append(1_700_000_000_000 + i as i64, Some(b"k"), Some(v), &[])
+                .unwrap();
+        }
+        b.build()
+    };
+    let fix = |mut b: Vec<u8>| {
+        let crc = crc32c::crc32c(&b[21..]);
+        b[17..21].copy_from_slice(&crc.to_be_bytes());
+        b
+    };
+    let plain = batch(CompressionType::None, &[b"one".to_vec(), b"two".to_vec()]);
+    let gzip = batch(
+        CompressionType::Gzip,
+        &[vec![b'x'; 300], vec![b'y'; 300], vec![b'z'; 300]],
+    );
+    // CRC not fixed: the stored CRC no longer matches.
+    let mut bad_crc = plain.clone();
+    *bad_crc.last_mut().unwrap() ^= 1;
+    // A length field below Kafka's minimum (14).
+    let mut short = plain.clone();
+    short[8..12].copy_from_slice(&13i32.to_be_bytes());
+    // A legacy (magic 1) entry whose CRC-32 does not match.
+    let mut legacy = plain.clone();
+    legacy[16] = 1;
+    // One record more declared than present.
+    let mut count = plain.clone();
+    count[57..61].copy_from_slice(&3i32.to_be_bytes());
+    // The first record's key length (after length, attributes, timestamp and offset deltas)
+    // overruns its body: Kafka's buffer underflow, rethrown as InvalidRecordException.
+    let mut underflow = plain.clone();
+    underflow[65] = 0x7e;
+    // Compression id 5.
+    let mut codec = plain.clone();
+    codec[22] = (codec[22] & !7) | 5;
+    // A byte of the gzip stream flipped.
+    let mut bad_gzip = gzip.clone();
+    let mid = 61 + (bad_gzip.len() - 61) / 2;
+    bad_gzip[mid] ^= 0xff;
+    // A snappy batch with one byte of its compressed data flipped, at every position: some of
+    // them make snappy-java throw its own SnappyError.
+    let snappy = batch(
+        CompressionType::Snappy,
+        &[
+            b"line 1: lorem ipsum".to_vec(),
+            b"line 2: dolor sit amet".to_vec(),
+        ],
+    );
+    let snappy_mutants: Vec<Vec<u8>> = (61..snappy.len())
+        .map(|i| {
+            let mut m = snappy.clone();
+            m[i] ^= 0xff;
+            fix(m)
+        })
+        .collect();
+    // 96 MiB of zeros in one record: beyond seglog's 1 MiB limit and Kafka's 64 MiB heap.
+    let bomb = batch(CompressionType::Gzip, &[vec![0u8; 96 << 20]]);
+    // 2 MiB: beyond seglog's limit, within Kafka's heap.
+    let big = batch(CompressionType::Gzip, &[vec![0u8; 2 << 20]]);
+    /// Name, input, Kafka's (stage, class), seglog's (stage, kind).
+    type Case = (
+        &'static str,
+        Vec<u8>,
+        (&'static str, &'static str),
+        (&'static str, &'static str),
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "CRC",
+            bad_crc,
+            ("batch", "CorruptRecordException"),
+            ("batch", "CrcMismatch"),
+        ),
+        (
+            "length",
+            short,
+            ("batch", "CorruptRecordException"),
+            ("batch", "BadLength"),
+        ),
+        (
+            "legacy",
+            legacy,
+            ("legacy", "CorruptRecordException"),
+            ("legacy", "CrcMismatch"),
+        ),
+        (
+            "count",
+            fix(count),
+            ("records", "InvalidRecordException"),
+            ("records", "RecordCountMismatch"),
+        ),
+        (
+            "underflow",
+            fix(underflow),
+            ("records", "InvalidRecordException"),
+            ("records", "LengthOutOfRange"),
+        ),
+        (
+            "codec",
+            fix(codec),
+            ("records", "IllegalArgumentException"),
+            ("records", "UnknownCompression"),
+        ),
+        (
+            "gzip",
+            fix(bad_gzip),
+            ("records", "KafkaException"),
+            ("records", "Decompression"),
+        ),
+        (
+            "bomb",
+            bomb,
+            ("records", "OutOfMemoryError"),
+            ("records", "DecompressedTooLarge"),
+        ),
+        (
+            "limit",
+            big,
+            ("ok", "-"),
+            ("records", "DecompressedTooLarge"),
+        ),
+    ];
+    let mut inputs: Vec<Vec<u8>> = cases.iter().map(|c| c.1.clone()).collect();
+    inputs.extend(snappy_mutants.iter().cloned());
+    let scratch = tempfile::tempdir().unwrap();
+    let kafka = batch_verdicts::kafka_verdicts(&inputs, 64, scratch.path());
+    let mut snappy_errors = 0;
+    for (m, k) in snappy_mutants.iter().zip(&kafka[cases.len()..]) {
+        if k.class == "SnappyError" {
+            snappy_errors += 1;
+            let o = batch_verdicts::seglog_verdict(m);
+            assert_eq!((o.stage, o.class.as_str()), ("records", "Decompression"));
+            assert!(
+                batch_verdicts::agree(k, &o)
+                    || batch_verdicts::expected_difference(m, k, &o).is_some()
+            );
+        }
+    }
+    assert!(
+        snappy_errors > 0,
+        "no flip made snappy-java throw SnappyError"
+    );
+    for ((name, input, want_kafka, want_seglog), k) in cases.iter().zip(&kafka) {
+        let o = batch_verdicts::seglog_verdict(input);
+        assert_eq!((k.stage, k.class.as_str()), *want_kafka, "{name}: Kafka");
+        assert_eq!((o.stage, o.class.as_str()), *want_seglog, "{name}: seglog");
+        assert!(
+            batch_verdicts::agree(k, &o)
+                || batch_verdicts::expected_difference(input, k, &o).is_some(),
+            "{name}: {k:?} vs {o:?} is in no row of the table"
+        );
+    }
 }

@@ -1,9 +1,4 @@
-//! Fuzz target `batch_iter`: see `fuzz/harness.rs`.
+//! Fuzz target `batch_iter`: `seglog::fuzzing::batch_iter` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::batch_iter(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::batch_iter(data));

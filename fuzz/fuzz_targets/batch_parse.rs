@@ -1,9 +1,4 @@
-//! Fuzz target `batch_parse`: see `fuzz/harness.rs`.
+//! Fuzz target `batch_parse`: `seglog::fuzzing::batch_parse` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::batch_parse(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::batch_parse(data));

@@ -1,9 +1,4 @@
-//! Fuzz target `control_record`: see `fuzz/harness.rs`.
+//! Fuzz target `control_record`: `seglog::fuzzing::control_record` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::control_record(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::control_record(data));

@@ -1,9 +1,4 @@
-//! Fuzz target `index_files`: see `fuzz/harness_store.rs`.
+//! Fuzz target `index_files`: `seglog::fuzzing::index_files` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness_store.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::index_files(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::index_files(data));

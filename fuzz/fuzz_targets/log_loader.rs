@@ -1,9 +1,4 @@
-//! Fuzz target `log_loader`: see `fuzz/harness_recovery.rs`.
+//! Fuzz target `log_loader`: `seglog::fuzzing::log_loader` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness_recovery.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::log_loader(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::log_loader(data));

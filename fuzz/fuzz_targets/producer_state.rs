@@ -1,9 +1,4 @@
-//! Fuzz target `producer_state`: see `fuzz/harness_recovery.rs`.
+//! Fuzz target `producer_state`: `seglog::fuzzing::producer_state` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness_recovery.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::producer_state(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::producer_state(data));

@@ -1,9 +1,4 @@
-//! Fuzz target `segment_recover`: see `fuzz/harness_store.rs`.
+//! Fuzz target `segment_recover`: `seglog::fuzzing::segment_recover` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness_store.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::segment_recover(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::segment_recover(data));

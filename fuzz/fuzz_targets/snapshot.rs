@@ -1,9 +1,4 @@
-//! Fuzz target `snapshot`: see `fuzz/harness_recovery.rs`.
+//! Fuzz target `snapshot`: `seglog::fuzzing::snapshot` (feature `fuzzing`).
 #![no_main]
 
-use libfuzzer_sys::fuzz_target;
-
-#[path = "../harness_recovery.rs"]
-mod harness;
-
-fuzz_target!(|data: &[u8]| harness::snapshot(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::snapshot(data));

@@ -4,7 +4,7 @@
 //! panics for any committed input, so CI keeps the coverage the fuzzer found.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-#[path = "../../../fuzz/harness.rs"]
+#[path = "../../../src/fuzzing/parsers.rs"]
 mod harness;
 
 #[path = "../../../fuzz/replay.rs"]

@@ -723,6 +723,13 @@ fn per_partition<J: Send, R: Send>(
     jobs: Vec<(TopicPartition, J)>,
     f: impl Fn(J) -> R + Sync,
 ) -> Vec<(TopicPartition, R)> {
+    // One thread, or one job: no thread to start (a partition opened alone, as `Log::open` does).
+    if threads <= 1 || jobs.len() <= 1 {
+        let mut results: Vec<(TopicPartition, R)> =
+            jobs.into_iter().map(|(tp, job)| (tp, f(job))).collect();
+        results.sort_by(|a, b| a.0.cmp(&b.0));
+        return results;
+    }
     let queue = Mutex::new(jobs);
     let results = Mutex::new(Vec::new());
     std::thread::scope(|s| {

@@ -1,4 +1,4 @@
-//! Replays the segment-store fuzz harnesses (`fuzz/harness_store.rs`) on stable, without a fuzzer:
+//! Replays the segment-store fuzz harnesses (`src/fuzzing/store.rs`, public as `seglog::fuzzing::{index_files, segment_recover}`) on stable, without a fuzzer:
 //! every seed in `fuzz/seeds/<target>/` and every input that ever failed a target, committed under
 //! `fuzz/regressions/<target>/`. Invariant: no harness assertion fails for any committed input or
 //! any of its prefixes, so CI keeps what the fuzzer found.
@@ -7,7 +7,7 @@
 //! the seeds from files written by this crate.
 #![allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)]
 
-#[path = "../../../fuzz/harness_store.rs"]
+#[path = "../../../src/fuzzing/store.rs"]
 mod harness;
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Replays the recovery fuzz harnesses (`fuzz/harness_recovery.rs`) on stable, without a fuzzer:
+//! Replays the recovery fuzz harnesses (`src/fuzzing/recovery_harness.rs`, public as `seglog::fuzzing::{snapshot, producer_state, log_loader}`) on stable, without a fuzzer:
 //! every seed in `fuzz/seeds/<target>/` and every input that ever failed a target, committed under
 //! `fuzz/regressions/<target>/`. Invariant: no harness assertion fails for any committed input or
 //! any of its prefixes, so CI keeps what the fuzzer found.
@@ -6,7 +6,7 @@
 //! `FUZZ_WRITE_SEEDS=1 cargo test -p recovery --test recovery fuzz_replay::write_seeds`
 //! regenerates the seeds (snapshots written by `encode_snapshot`, hand-made producer scripts).
 
-#[path = "../../../../fuzz/harness_recovery.rs"]
+#[path = "../../../../src/fuzzing/recovery_harness.rs"]
 mod harness;
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! Fuzz harnesses, shared by the cargo-fuzz targets (`fuzz/fuzz_targets/*.rs`) and by the plain
+//! Fuzz harnesses, shared by the cargo-fuzz targets (through `seglog::fuzzing`) and by the plain
 //! `cargo test` that replays seeds and every committed finding on stable
 //! (`crates/record-format/tests/fuzz_replay.rs`). Each harness asserts more than "no panic".
 #![allow(
