@@ -61,7 +61,10 @@ mod hw_timer;
 mod log;
 mod log_dir;
 
-pub use config::{default_recovery_threads, Config, HighWatermark};
+pub use config::{
+    default_recovery_threads, Config, HighWatermark,
+    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+};
 pub use error::{Error, Result};
 pub use log::Log;
 pub use log_dir::LogDir;

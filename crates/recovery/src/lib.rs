@@ -103,7 +103,8 @@ pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, ExpiredProducer,
     ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
-    ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+    ProducerStateUpdate, ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NUM_BATCHES_TO_RETAIN,
 };
 pub use ring::BatchRing;
 pub use snapshot::{

@@ -24,9 +24,11 @@
 //!   (`ReadCommitted`, with the aborted transactions of the range); [`consume`] is the consumer
 //!   side that hides control batches (markers and barriers) and aborted records.
 //!
-//! Producer-state checks run on a clone of the manager, which becomes the manager once the bytes
-//! are written: simple and all-or-nothing, at the cost of one copy of the producer map per
-//! append.
+//! Producer-state checks run before the bytes are written, each producer's against a copy of its
+//! one entry (Kafka's `ProducerAppendInfo`); once the bytes are in, the checked update is
+//! committed ([`ProducerStateManager::analyze_and_validate`], then
+//! [`ProducerStateManager::apply_update`], which cannot fail). All-or-nothing, and O(batches) per
+//! append whatever the number of live producers.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -49,10 +51,14 @@ use crate::mirror::{
     MIRROR_EPOCH_FENCE,
 };
 use crate::producer_state::{
-    AbortedTxnRecord, AppendOrigin, AppliedBatches, ProducerStateManager,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, ExpiredProducer, ProducerStateManager,
     ProducerStateManagerConfig, ProducerStateWarning,
 };
-use crate::snapshot::{delete_snapshots_above_with, SnapshotLoad, StorageIo};
+use crate::snapshot::{
+    delete_snapshots_above_with, delete_snapshots_before_with, latest_snapshot_offset_with,
+    oldest_snapshot_offset_with, remove_stray_snapshots_with, SnapshotFile, SnapshotLoad,
+    StorageIo,
+};
 use crate::summary::BatchSummary;
 
 /// How much a replay or a barrier search reads at a time.
@@ -956,10 +962,10 @@ impl PartitionLog {
             summaries.push(BatchSummary::from_batch(&batch)?);
             epochs.push((batch.partition_leader_epoch(), batch.base_offset()));
         }
-        // Producer state first, on a copy: nothing is written if it refuses.
-        let mut next_psm = self.psm.clone();
-        let applied = next_psm.apply_batches(summaries.iter(), origin)?;
-        if let Some(dup) = applied.duplicates.first() {
+        // Producer state first, checked against copies of the entries of the batches'
+        // producers only: nothing is written if it refuses.
+        let update = self.psm.analyze_and_validate(summaries.iter(), origin)?;
+        if let Some(dup) = update.duplicates().first() {
             return Ok(LogAppendInfo {
                 first_offset: dup.original.first_offset(),
                 last_offset: dup.original.last_offset,
@@ -974,15 +980,15 @@ impl PartitionLog {
             });
         }
         let outcome = self.local.append(&bytes)?;
-        let old = std::mem::replace(&mut self.psm, next_psm);
         let mut snapshot_result = Ok(());
         if let Some((base, _)) = outcome.rolled {
             // Kafka's roll: snapshot of the state before this append, named after the new base.
-            let mut old = old;
-            old.update_map_end_offset(base);
-            snapshot_result = old.take_snapshot_with(&self.io, &self.dir).map(|_| ());
-            self.psm.last_snap_offset = old.last_snap_offset;
+            let map_end = self.psm.map_end_offset();
+            self.psm.update_map_end_offset(base);
+            snapshot_result = self.psm.take_snapshot_with(&self.io, &self.dir).map(|_| ());
+            self.psm.update_map_end_offset(map_end);
         }
+        let applied = self.psm.apply_update(update);
         let txns = txn_index_entries(&applied.aborted_txns);
         self.local.append_aborted_txns(&txns)?;
         for (epoch, base) in epochs {
@@ -1244,6 +1250,57 @@ impl PartitionLog {
         let end = self.log_end_offset();
         self.psm.update_map_end_offset(end);
         Ok(self.psm.take_snapshot_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `UnifiedLog.removeExpiredProducers`, what its `PeriodicProducerExpirationCheck`
+    /// task runs every `producer.id.expiration.check.interval.ms`: drops the producers with no
+    /// open transaction whose last write is at least `producer.id.expiration.ms` older than the
+    /// log's clock now, and returns them (by producer id). A later batch of such a producer is
+    /// not checked against its old sequence, as in Kafka. O(producers).
+    pub fn remove_expired_producers(&mut self) -> Vec<ExpiredProducer> {
+        let now = self.clock.now_ms();
+        self.psm.remove_expired_producer_entries(now)
+    }
+
+    /// Kafka `ProducerStateManager.latestSnapshotOffset`: the offset of the newest producer
+    /// snapshot file in the partition directory, if any.
+    pub fn latest_snapshot_offset(&self) -> Result<Option<i64>, PartitionLogError> {
+        Ok(latest_snapshot_offset_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `ProducerStateManager.oldestSnapshotOffset`: the offset of the oldest producer
+    /// snapshot file in the partition directory, if any.
+    pub fn oldest_snapshot_offset(&self) -> Result<Option<i64>, PartitionLogError> {
+        Ok(oldest_snapshot_offset_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `ProducerStateManager.deleteSnapshotsBefore`: deletes the producer snapshot files
+    /// with offset `< offset` and returns them (the deletions are reported, not silent).
+    ///
+    /// A snapshot is derived state: one at or above the log start can be taken again from the
+    /// log, one below it describes producers of segments already deleted. Kafka deletes those
+    /// as the log start moves (retention does it here too, keeping the snapshot at the oldest
+    /// segment's base); this is the same deletion on demand, as a live broker does it, not a
+    /// recovery step, so nothing is quarantined. The in-memory producer state is unchanged.
+    pub fn delete_snapshots_before(
+        &mut self,
+        offset: i64,
+    ) -> Result<Vec<SnapshotFile>, PartitionLogError> {
+        Ok(delete_snapshots_before_with(&self.io, &self.dir, offset)?)
+    }
+
+    /// Kafka `ProducerStateManager.removeStraySnapshots` with this log's segment bases: deletes
+    /// every producer snapshot file not at a segment's base offset, except the newest of them
+    /// when it is at or above the active segment's base (the snapshot a clean close writes at
+    /// the log end), and returns the deleted files
+    /// ([`stray_snapshots`](crate::snapshot::stray_snapshots) says which). As
+    /// [`Self::delete_snapshots_before`], Kafka's own housekeeping of derived state: reported,
+    /// not quarantined. The in-memory producer state is unchanged.
+    pub fn remove_stray_snapshots(&mut self) -> Result<Vec<SnapshotFile>, PartitionLogError> {
+        let bases: Vec<i64> = self
+            .local
+            .with_segments(|segs| segs.map(|s| s.base_offset()).collect());
+        Ok(remove_stray_snapshots_with(&self.io, &self.dir, &bases)?)
     }
 
     /// Kafka `deleteRecords` (`maybeIncrementLogStartOffset`, reason `ClientRecordDeletion`):

@@ -773,3 +773,71 @@ fn follower_appends_are_refused_while_stopping() {
     );
     assert_eq!(log.log_end_offset(), 1);
 }
+
+fn snapshot_file_offsets(dir: &Path) -> Vec<i64> {
+    recovery::snapshot::list_snapshots(dir)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.offset)
+        .collect()
+}
+
+/// Kafka `ProducerStateManager`'s snapshot management on the partition log: the newest and
+/// oldest snapshot offsets, `deleteSnapshotsBefore`, and `removeStraySnapshots` (every snapshot
+/// not at a segment's base goes, except the newest such one when it is at or above the active
+/// segment's base); each deletion is returned, and producer state is untouched.
+#[test]
+fn snapshot_management_follows_kafkas_producer_state_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    assert_eq!(log.latest_snapshot_offset().unwrap(), None);
+    assert_eq!(log.oldest_snapshot_offset().unwrap(), None);
+    let c = AppendOrigin::Client;
+    log.append_as_leader(&batch(1, 0, 0, 2, false), 0, c)
+        .unwrap(); // 0..=1
+    log.take_producer_snapshot().unwrap(); // 2: no segment there
+    log.append_as_leader(&batch(1, 0, 2, 1, false), 0, c)
+        .unwrap(); // 2
+    assert_eq!(log.roll().unwrap(), 3);
+    log.append_as_leader(&batch(1, 0, 3, 2, false), 0, c)
+        .unwrap(); // 3..=4
+    assert_eq!(log.roll().unwrap(), 5);
+    log.append_as_leader(&batch(1, 0, 5, 1, false), 0, c)
+        .unwrap(); // 5
+    log.take_producer_snapshot().unwrap(); // 6
+    log.append_as_leader(&batch(1, 0, 6, 1, false), 0, c)
+        .unwrap(); // 6
+    log.take_producer_snapshot().unwrap(); // 7
+    assert_eq!(snapshot_file_offsets(dir.path()), [2, 3, 5, 6, 7]);
+    assert_eq!(log.latest_snapshot_offset().unwrap(), Some(7));
+    assert_eq!(log.oldest_snapshot_offset().unwrap(), Some(2));
+
+    // Segments at 0, 3 and 5: 2 and 6 are stray; 7, the newest stray, is above 5 and stays.
+    let removed: Vec<i64> = log
+        .remove_stray_snapshots()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.offset)
+        .collect();
+    assert_eq!(removed, [2, 6]);
+    assert_eq!(snapshot_file_offsets(dir.path()), [3, 5, 7]);
+
+    let deleted: Vec<i64> = log
+        .delete_snapshots_before(5)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.offset)
+        .collect();
+    assert_eq!(deleted, [3]);
+    assert_eq!(log.oldest_snapshot_offset().unwrap(), Some(5));
+    assert_eq!(log.latest_snapshot_offset().unwrap(), Some(7));
+    assert!(log.delete_snapshots_before(5).unwrap().is_empty());
+
+    // Producer state is not the files': the producer goes on in sequence.
+    assert_eq!(
+        log.producer_state().last_entry(1).map(|e| e.last_seq()),
+        Some(6)
+    );
+    log.append_as_leader(&batch(1, 0, 7, 1, false), 0, c)
+        .unwrap();
+}
