@@ -75,6 +75,6 @@ pub use segment_store;
 
 pub use recovery::{
     AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, RecoveryReport, StopPolicy,
+    LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
 };
 pub use segment_store::{Clock, SystemClock, TopicPartition};

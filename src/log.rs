@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use recovery::snapshot::SnapshotFile;
 use recovery::{
     consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, ProducerStateManager, RecoveryReport,
+    LogAppendInfo, PartitionLog, ProducerStateManager, RecordIter, RecoveryReport,
 };
 use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
 use segment_store::TopicPartition;
@@ -315,6 +315,14 @@ impl Log {
     ) -> Result<Vec<ConsumedRecord>> {
         let fetch = self.read(offset, max_bytes, isolation)?;
         Ok(consume(&fetch)?)
+    }
+
+    /// The records from `offset` on as a consumer at `isolation` sees them, across segments,
+    /// up to the end of [`readable_range`](Self::readable_range) as it is now (Kafka's fetch
+    /// loop, [`PartitionLog::iter_from`]): control batches hidden, aborted records skipped under
+    /// `ReadCommitted`. The iterator borrows the log, so it sees no later append.
+    pub fn iter_from(&self, offset: i64, isolation: IsolationLevel) -> Result<RecordIter<'_>> {
+        Ok(self.log().iter_from(offset, isolation)?)
     }
 
     /// The offset the next batch gets.

@@ -159,6 +159,18 @@ fn read_committed_stops_at_an_open_transaction_and_hides_aborted_records() {
             b"committed".to_vec()
         ]
     );
+    // The same records through the iterator, after a roll put them in two segments.
+    log.roll().unwrap();
+    log.append(&batch(1, 1, &[b"later"])).unwrap();
+    let iterated: Vec<Vec<u8>> = log
+        .iter_from(0, IsolationLevel::ReadCommitted)
+        .unwrap()
+        .map(|r| r.unwrap().value.unwrap())
+        .collect();
+    assert_eq!(
+        iterated,
+        [b"plain".to_vec(), b"committed".to_vec(), b"later".to_vec()]
+    );
 }
 
 #[test]

@@ -91,7 +91,7 @@ pub use loader::{
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, HighWatermark, IsolationLevel,
-    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError,
+    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError, RecordIter,
 };
 pub use mirror::{
     alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,

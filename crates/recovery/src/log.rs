@@ -361,6 +361,10 @@ pub struct FetchResult {
     pub log_start_offset: i64,
     /// `ReadCommitted`: aborted transactions overlapping the returned batches.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
+    /// The offset the next fetch asks for: one past the last offset of the last batch returned
+    /// (reads return whole batches only), or `fetch_offset` when nothing was returned. Fetching
+    /// from it goes on across segments.
+    pub next_fetch_offset: i64,
 }
 
 /// One record as an application sees it.
@@ -469,6 +473,66 @@ impl ConsumerReader {
             }
         }
         Ok(out)
+    }
+}
+
+/// The records of a [`PartitionLog`] from an offset on, across segments
+/// ([`PartitionLog::iter_from`]).
+#[derive(Debug)]
+pub struct RecordIter<'a> {
+    log: &'a PartitionLog,
+    isolation: IsolationLevel,
+    next_offset: i64,
+    bound: i64,
+    pending: std::collections::VecDeque<ConsumedRecord>,
+    done: bool,
+}
+
+impl RecordIter<'_> {
+    /// Where the next fetch starts (the end once the iterator is exhausted).
+    pub fn next_fetch_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    /// The offset it stops at: the high watermark or last stable offset when it was created.
+    pub fn bound(&self) -> i64 {
+        self.bound
+    }
+}
+
+impl Iterator for RecordIter<'_> {
+    type Item = Result<ConsumedRecord, PartitionLogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.pending.pop_front() {
+                return Some(Ok(r));
+            }
+            if self.done || self.next_offset >= self.bound {
+                return None;
+            }
+            let fetched = self
+                .log
+                .read(self.next_offset, READ_CHUNK, self.isolation)
+                .and_then(|f| Ok((ConsumerReader::new(self.isolation).read(&f)?, f)));
+            let (records, fetch) = match fetched {
+                Ok(x) => x,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            if fetch.next_fetch_offset <= self.next_offset {
+                // Nothing readable from here (cannot happen below the bound of a log the
+                // iterator borrows; stop rather than spin).
+                self.done = true;
+                return None;
+            }
+            self.next_offset = fetch.next_fetch_offset;
+            let bound = self.bound;
+            self.pending
+                .extend(records.into_iter().filter(|r| r.offset < bound));
+        }
     }
 }
 
@@ -1073,6 +1137,47 @@ impl PartitionLog {
             last_stable_offset,
             log_start_offset,
             aborted_transactions,
+            next_fetch_offset: upper,
+        })
+    }
+
+    /// The records from `offset` on as a consumer at `isolation` sees them, across segments:
+    /// Kafka's fetch loop, reading 1 MiB at a time from the batch holding `offset` and going on
+    /// at each fetch's [`FetchResult::next_fetch_offset`], each fetch read by a
+    /// [`ConsumerReader`] (control batches hidden; under `ReadCommitted`, the records of aborted
+    /// transactions skipped, including a transaction whose batches span several segments, since
+    /// each fetch carries the aborted transactions that overlap it). Records below `offset` in
+    /// the first batch are skipped.
+    ///
+    /// The iterator stops at the bound of `isolation` when it was created: the high watermark
+    /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`). It borrows the log, so
+    /// nothing can be appended, truncated or deleted while it lives; it does not follow the
+    /// tail. Memory is one fetch's window, whatever the log's size.
+    /// [`PartitionLogError::OffsetOutOfRange`] for an `offset` outside `[log start, log end]`.
+    pub fn iter_from(
+        &self,
+        offset: i64,
+        isolation: IsolationLevel,
+    ) -> Result<RecordIter<'_>, PartitionLogError> {
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let bound = match isolation {
+            IsolationLevel::ReadUncommitted => self.high_watermark,
+            IsolationLevel::ReadCommitted => self.last_stable_offset(),
+        };
+        Ok(RecordIter {
+            log: self,
+            isolation,
+            next_offset: offset,
+            bound,
+            pending: std::collections::VecDeque::new(),
+            done: false,
         })
     }
 
