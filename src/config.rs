@@ -30,8 +30,9 @@ pub struct Config {
     pub log: PartitionLogConfig,
     /// The clock of rolls, retention and producer expiry. Producer ids whose last write is at
     /// least `producer.id.expiration.ms` older than this clock are expired when the log is
-    /// loaded (and reported: [`Log::expired_producers`](crate::Log::expired_producers)). Default:
-    /// the system clock.
+    /// loaded (and reported: [`Log::expired_producers`](crate::Log::expired_producers)) and
+    /// every [`Config::producer_id_expiration_check_interval_ms`] while it runs. Default: the
+    /// system clock.
     pub clock: Arc<dyn Clock>,
     /// The storage seam every write goes through. Default: the real file system ([`StdFs`]);
     /// the `testkit` crate has a simulated one that can crash at any I/O.
@@ -58,6 +59,13 @@ pub struct Config {
     /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks).
     /// `0` or less: no timer thread.
     pub high_watermark_checkpoint_interval_ms: i64,
+    /// Kafka `producer.id.expiration.check.interval.ms` (default 600000, ten minutes): how
+    /// often producers idle for `producer.id.expiration.ms` (and with no open transaction) are
+    /// dropped while the log runs, on [`Config::clock`]
+    /// ([`LogDir::maybe_remove_expired_producers`](crate::LogDir::maybe_remove_expired_producers),
+    /// which every [`Log`](crate::Log) write and every [`LogDir::flush`](crate::LogDir::flush)
+    /// calls). `0` or less: producers expire only when a log is loaded.
+    pub producer_id_expiration_check_interval_ms: i64,
     /// How [`LogDir::close`](crate::LogDir::close) makes its partitions durable before it
     /// writes the checkpoints and the clean-shutdown marker. Default:
     /// [`CloseSync::FileSystem`] (one `syncfs` of the directory's file system after all
@@ -80,11 +88,16 @@ impl Default for Config {
             recovery_threads: default_recovery_threads(),
             full_recovery: false,
             high_watermark_checkpoint_interval_ms: 5_000,
+            producer_id_expiration_check_interval_ms:
+                DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
             close_sync: CloseSync::default(),
             mirror_stop_policy: StopPolicy::default(),
         }
     }
 }
+
+/// Kafka's default `producer.id.expiration.check.interval.ms` (ten minutes).
+pub const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
 
 /// The default of [`Config::recovery_threads`]: the cores this process may run on
 /// (`std::thread::available_parallelism`, which follows the CPU affinity and cgroup quota), 1 if
@@ -116,6 +129,12 @@ impl Config {
     #[must_use]
     pub fn with_producer_id_expiration_ms(mut self, ms: i64) -> Self {
         self.log.producer_state.producer_id_expiration_ms = ms;
+        self
+    }
+    /// Kafka `producer.id.expiration.check.interval.ms`.
+    #[must_use]
+    pub fn with_producer_id_expiration_check_interval_ms(mut self, ms: i64) -> Self {
+        self.producer_id_expiration_check_interval_ms = ms;
         self
     }
     /// Who moves the high watermark.

@@ -374,6 +374,8 @@ fn config(storage: Arc<dyn Storage>) -> Config {
         high_watermark_checkpoint_interval_ms: 0,
         close_sync: recovery::CloseSync::default(),
         mirror_stop_policy: recovery::StopPolicy::default(),
+        producer_id_expiration_check_interval_ms:
+            crate::config::DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
     }
 }
 

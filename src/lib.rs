@@ -63,7 +63,10 @@ mod hw_timer;
 mod log;
 mod log_dir;
 
-pub use config::{default_recovery_threads, Config, HighWatermark};
+pub use config::{
+    default_recovery_threads, Config, HighWatermark,
+    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+};
 pub use error::{Error, Result};
 pub use log::Log;
 pub use log_dir::LogDir;
@@ -74,6 +77,6 @@ pub use segment_store;
 
 pub use recovery::{
     AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, RecoveryReport, StopPolicy,
+    LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
 };
 pub use segment_store::{Clock, SystemClock, TopicPartition};

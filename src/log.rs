@@ -4,9 +4,10 @@ use std::ffi::OsStr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use recovery::snapshot::SnapshotFile;
 use recovery::{
     consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, ProducerStateManager, RecoveryReport,
+    LogAppendInfo, PartitionLog, ProducerStateManager, RecordIter, RecoveryReport,
 };
 use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
 use segment_store::{EntryType, TopicPartition};
@@ -129,6 +130,22 @@ impl Log {
     fn after_write(&mut self) {
         let policy = self.dir.config().high_watermark;
         follow_policy(self.log_mut(), policy);
+        // Kafka's periodic producer expiry, on the configured clock: the producers dropped are
+        // not reported here (Kafka drops them silently too);
+        // `maybe_remove_expired_producers` returns them to a caller that wants them.
+        self.dir.maybe_remove_expired_producers();
+    }
+
+    /// Kafka's `PeriodicProducerExpirationCheck` for this partition, if
+    /// [`Config::producer_id_expiration_check_interval_ms`] passed since the last check:
+    /// removes the producers idle for `producer.id.expiration.ms` with no open transaction and
+    /// returns them. Every write of the `Log` runs this check too.
+    pub fn maybe_remove_expired_producers(&mut self) -> Vec<ExpiredProducer> {
+        self.dir
+            .maybe_remove_expired_producers()
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
     }
 
     /// The topic and partition, from the directory name.
@@ -300,6 +317,14 @@ impl Log {
         Ok(consume(&fetch)?)
     }
 
+    /// The records from `offset` on as a consumer at `isolation` sees them, across segments,
+    /// up to the end of [`readable_range`](Self::readable_range) as it is now (Kafka's fetch
+    /// loop, [`PartitionLog::iter_from`]): control batches hidden, aborted records skipped under
+    /// `ReadCommitted`. The iterator borrows the log, so it sees no later append.
+    pub fn iter_from(&self, offset: i64, isolation: IsolationLevel) -> Result<RecordIter<'_>> {
+        Ok(self.log().iter_from(offset, isolation)?)
+    }
+
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
         self.log().log_end_offset()
@@ -375,6 +400,31 @@ impl Log {
     /// at close). Returns its path, or `None` if one exists there.
     pub fn take_producer_snapshot(&mut self) -> Result<Option<PathBuf>> {
         Ok(self.log_mut().take_producer_snapshot()?)
+    }
+
+    /// Kafka `ProducerStateManager.latestSnapshotOffset`: the newest producer snapshot's
+    /// offset ([`PartitionLog::latest_snapshot_offset`]).
+    pub fn latest_snapshot_offset(&self) -> Result<Option<i64>> {
+        Ok(self.log().latest_snapshot_offset()?)
+    }
+
+    /// Kafka `ProducerStateManager.oldestSnapshotOffset`: the oldest producer snapshot's
+    /// offset ([`PartitionLog::oldest_snapshot_offset`]).
+    pub fn oldest_snapshot_offset(&self) -> Result<Option<i64>> {
+        Ok(self.log().oldest_snapshot_offset()?)
+    }
+
+    /// Kafka `ProducerStateManager.deleteSnapshotsBefore`: deletes the producer snapshots below
+    /// `offset` and returns them ([`PartitionLog::delete_snapshots_before`]).
+    pub fn delete_snapshots_before(&mut self, offset: i64) -> Result<Vec<SnapshotFile>> {
+        Ok(self.log_mut().delete_snapshots_before(offset)?)
+    }
+
+    /// Kafka `ProducerStateManager.removeStraySnapshots`: deletes the producer snapshots at no
+    /// segment's base but the newest at or above the active segment's, and returns them
+    /// ([`PartitionLog::remove_stray_snapshots`]).
+    pub fn remove_stray_snapshots(&mut self) -> Result<Vec<SnapshotFile>> {
+        Ok(self.log_mut().remove_stray_snapshots()?)
     }
 
     /// Clean shutdown: flush, producer snapshot, leader-epoch checkpoint, the log directory's

@@ -3,7 +3,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use recovery::{load_log_dir, LoadOptions, LogDirOptions, LogLoader, PartitionLog, RecoveryReport};
+use recovery::{
+    load_log_dir, ExpiredProducer, LoadOptions, LogDirOptions, LogLoader, PartitionLog,
+    RecoveryReport,
+};
 use segment_store::file_name::DELETE_DIR_SUFFIX;
 use segment_store::{EntryType, Storage, TopicPartition};
 
@@ -60,6 +63,8 @@ pub struct LogDir {
     inner: recovery::LogDir,
     config: Config,
     deleted: u64,
+    /// When producers were last checked for expiry, on the clock.
+    last_producer_expiration_check_ms: i64,
 }
 
 impl LogDir {
@@ -89,11 +94,13 @@ impl LogDir {
                 source: e,
             })
         })?;
+        let last_producer_expiration_check_ms = config.clock.now_ms();
         let mut log_dir = LogDir {
             hw_timer,
             inner,
             config,
             deleted: 0,
+            last_producer_expiration_check_ms,
         };
         // After an unclean shutdown the engine re-established the high watermarks
         // (`PartitionLog::reestablish_high_watermark`).
@@ -266,12 +273,38 @@ impl LogDir {
     /// log-start-offset and high-watermark checkpoints (with [`HighWatermark::FlushedLogEnd`],
     /// the high watermarks first move to the flushed ends).
     pub fn flush(&mut self) -> Result<()> {
+        self.maybe_remove_expired_producers();
         for log in self.inner.partitions.values_mut() {
             log.flush()?;
             follow_policy(log, self.config.high_watermark);
         }
         let inner = &mut self.inner;
         Ok(self.hw_timer.exclusive(|| inner.flush())?)
+    }
+
+    /// Kafka's `PeriodicProducerExpirationCheck`: if
+    /// [`Config::producer_id_expiration_check_interval_ms`] passed on [`Config::clock`] since
+    /// the last check (or the open), removes from every partition the producers with no open
+    /// transaction whose last write is at least `producer.id.expiration.ms` old
+    /// ([`PartitionLog::remove_expired_producers`]) and returns them; otherwise does nothing
+    /// (returns an empty list). Every [`Log`](crate::Log) write and every [`Self::flush`] call
+    /// it; the check itself is a clock read, the removal O(producers) once per interval.
+    pub fn maybe_remove_expired_producers(&mut self) -> Vec<(TopicPartition, ExpiredProducer)> {
+        let interval = self.config.producer_id_expiration_check_interval_ms;
+        let now = self.config.clock.now_ms();
+        if interval <= 0 || now.saturating_sub(self.last_producer_expiration_check_ms) < interval {
+            return Vec::new();
+        }
+        self.last_producer_expiration_check_ms = now;
+        let mut expired = Vec::new();
+        for (tp, log) in &mut self.inner.partitions {
+            expired.extend(
+                log.remove_expired_producers()
+                    .into_iter()
+                    .map(|e| (tp.clone(), e)),
+            );
+        }
+        expired
     }
 
     /// Kafka `checkpointHighWatermarks`: writes `replication-offset-checkpoint` now.

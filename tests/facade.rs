@@ -159,6 +159,18 @@ fn read_committed_stops_at_an_open_transaction_and_hides_aborted_records() {
             b"committed".to_vec()
         ]
     );
+    // The same records through the iterator, after a roll put them in two segments.
+    log.roll().unwrap();
+    log.append(&batch(1, 1, &[b"later"])).unwrap();
+    let iterated: Vec<Vec<u8>> = log
+        .iter_from(0, IsolationLevel::ReadCommitted)
+        .unwrap()
+        .map(|r| r.unwrap().value.unwrap())
+        .collect();
+    assert_eq!(
+        iterated,
+        [b"plain".to_vec(), b"committed".to_vec(), b"later".to_vec()]
+    );
 }
 
 #[test]
@@ -245,6 +257,72 @@ fn producers_expired_at_load_are_reported_with_the_configured_clock() {
         .recovery_report()
         .to_string()
         .contains("1 expired at load"));
+}
+
+fn batch_at(producer_id: i64, sequence: i32, timestamp: i64) -> Vec<u8> {
+    let mut b = RecordBatchBuilder::new(0).producer(producer_id, 0, sequence);
+    b.append(timestamp, None, Some(b"v"), &[]).unwrap();
+    b.build()
+}
+
+/// Kafka's `PeriodicProducerExpirationCheck` while the log runs, on the configured clock: once
+/// `producer.id.expiration.check.interval.ms` passed since the last check, a write drops the
+/// producers idle for `producer.id.expiration.ms`, but not one with an open transaction; between
+/// two checks nothing expires. An expired producer's next batch is not checked against its old
+/// sequence (Kafka's behaviour).
+#[test]
+fn producers_expire_while_the_log_runs_at_each_check_interval() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p-0");
+    let (config, clock) = config();
+    let config = config
+        .with_producer_id_expiration_ms(60_000)
+        .with_producer_id_expiration_check_interval_ms(10_000);
+    let mut log = Log::open(&dir, config).unwrap();
+    log.append(&batch_at(1, 0, T0)).unwrap();
+    log.append(&txn_batch(2, 0, b"open")).unwrap();
+
+    // A check runs (55 s since the open), but nobody is 60 s idle yet.
+    clock.set(T0 + 55_000);
+    log.append(&batch_at(3, 0, T0 + 55_000)).unwrap();
+    assert!(log.producer_state().last_entry(1).is_some());
+
+    // Producer 1 is 60 s idle, but the last check was 5 s ago: it stays, and a gap in its
+    // sequence is refused.
+    clock.set(T0 + 60_000);
+    log.append(&batch_at(3, 1, T0 + 60_000)).unwrap();
+    assert!(log.producer_state().last_entry(1).is_some());
+    assert!(log.append(&batch_at(1, 5, T0 + 60_000)).is_err());
+
+    // 10 s after the last check: producer 1 goes; 2 has an open transaction, 3 wrote lately.
+    clock.set(T0 + 65_000);
+    log.append(&batch_at(3, 2, T0 + 65_000)).unwrap();
+    let live: Vec<i64> = log
+        .producer_state()
+        .active_producers()
+        .keys()
+        .copied()
+        .collect();
+    assert_eq!(live, [2, 3]);
+    log.append(&batch_at(1, 5, T0 + 65_000)).unwrap();
+
+    // The explicit check reports whom it dropped.
+    clock.set(T0 + 125_000);
+    let expired = log.maybe_remove_expired_producers();
+    let expired: Vec<(i64, i64)> = expired
+        .iter()
+        .map(|e| (e.producer_id, e.idle_ms()))
+        .collect();
+    assert_eq!(expired, [(1, 60_000), (3, 60_000)]);
+    assert!(log.maybe_remove_expired_producers().is_empty());
+    assert_eq!(
+        log.producer_state()
+            .active_producers()
+            .keys()
+            .copied()
+            .collect::<Vec<_>>(),
+        [2]
+    );
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -88,6 +88,7 @@ fn after_a_barrier_abort_the_reused_producer_ids_commit_is_visible_in_the_same_f
             log.collect_aborted_transactions(0, log.log_end_offset())
                 .unwrap(),
         ),
+        next_fetch_offset: log.log_end_offset(),
     };
     assert_eq!(
         fetch.aborted_transactions,

@@ -91,7 +91,8 @@ pub use loader::{
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, HighWatermark, IsolationLevel,
-    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError, UNKNOWN_HIGH_WATERMARK,
+    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError, RecordIter,
+    UNKNOWN_HIGH_WATERMARK,
 };
 pub use mirror::{
     alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,
@@ -103,7 +104,8 @@ pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
 pub use producer_state::{
     AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, ExpiredProducer,
     ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
-    ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
+    ProducerStateUpdate, ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    NUM_BATCHES_TO_RETAIN,
 };
 pub use ring::BatchRing;
 pub use snapshot::{

@@ -24,9 +24,11 @@
 //!   (`ReadCommitted`, with the aborted transactions of the range); [`consume`] is the consumer
 //!   side that hides control batches (markers and barriers) and aborted records.
 //!
-//! Producer-state checks run on a clone of the manager, which becomes the manager once the bytes
-//! are written: simple and all-or-nothing, at the cost of one copy of the producer map per
-//! append.
+//! Producer-state checks run before the bytes are written, each producer's against a copy of its
+//! one entry (Kafka's `ProducerAppendInfo`); once the bytes are in, the checked update is
+//! committed ([`ProducerStateManager::analyze_and_validate`], then
+//! [`ProducerStateManager::apply_update`], which cannot fail). All-or-nothing, and O(batches) per
+//! append whatever the number of live producers.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -49,10 +51,14 @@ use crate::mirror::{
     MIRROR_EPOCH_FENCE,
 };
 use crate::producer_state::{
-    AbortedTxnRecord, AppendOrigin, AppliedBatches, ProducerStateManager,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, ExpiredProducer, ProducerStateManager,
     ProducerStateManagerConfig, ProducerStateWarning,
 };
-use crate::snapshot::{delete_snapshots_above_with, SnapshotLoad, StorageIo};
+use crate::snapshot::{
+    delete_snapshots_above_with, delete_snapshots_before_with, latest_snapshot_offset_with,
+    oldest_snapshot_offset_with, remove_stray_snapshots_with, SnapshotFile, SnapshotLoad,
+    StorageIo,
+};
 use crate::summary::BatchSummary;
 
 /// How much a replay or a barrier search reads at a time.
@@ -355,6 +361,10 @@ pub struct FetchResult {
     pub log_start_offset: i64,
     /// `ReadCommitted`: aborted transactions overlapping the returned batches.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
+    /// The offset the next fetch asks for: one past the last offset of the last batch returned
+    /// (reads return whole batches only), or `fetch_offset` when nothing was returned. Fetching
+    /// from it goes on across segments.
+    pub next_fetch_offset: i64,
 }
 
 /// One record as an application sees it.
@@ -463,6 +473,66 @@ impl ConsumerReader {
             }
         }
         Ok(out)
+    }
+}
+
+/// The records of a [`PartitionLog`] from an offset on, across segments
+/// ([`PartitionLog::iter_from`]).
+#[derive(Debug)]
+pub struct RecordIter<'a> {
+    log: &'a PartitionLog,
+    isolation: IsolationLevel,
+    next_offset: i64,
+    bound: i64,
+    pending: std::collections::VecDeque<ConsumedRecord>,
+    done: bool,
+}
+
+impl RecordIter<'_> {
+    /// Where the next fetch starts (the end once the iterator is exhausted).
+    pub fn next_fetch_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    /// The offset it stops at: the high watermark or last stable offset when it was created.
+    pub fn bound(&self) -> i64 {
+        self.bound
+    }
+}
+
+impl Iterator for RecordIter<'_> {
+    type Item = Result<ConsumedRecord, PartitionLogError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(r) = self.pending.pop_front() {
+                return Some(Ok(r));
+            }
+            if self.done || self.next_offset >= self.bound {
+                return None;
+            }
+            let fetched = self
+                .log
+                .read(self.next_offset, READ_CHUNK, self.isolation)
+                .and_then(|f| Ok((ConsumerReader::new(self.isolation).read(&f)?, f)));
+            let (records, fetch) = match fetched {
+                Ok(x) => x,
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            };
+            if fetch.next_fetch_offset <= self.next_offset {
+                // Nothing readable from here (cannot happen below the bound of a log the
+                // iterator borrows; stop rather than spin).
+                self.done = true;
+                return None;
+            }
+            self.next_offset = fetch.next_fetch_offset;
+            let bound = self.bound;
+            self.pending
+                .extend(records.into_iter().filter(|r| r.offset < bound));
+        }
     }
 }
 
@@ -977,10 +1047,10 @@ impl PartitionLog {
             summaries.push(BatchSummary::from_batch(&batch)?);
             epochs.push((batch.partition_leader_epoch(), batch.base_offset()));
         }
-        // Producer state first, on a copy: nothing is written if it refuses.
-        let mut next_psm = self.psm.clone();
-        let applied = next_psm.apply_batches(summaries.iter(), origin)?;
-        if let Some(dup) = applied.duplicates.first() {
+        // Producer state first, checked against copies of the entries of the batches'
+        // producers only: nothing is written if it refuses.
+        let update = self.psm.analyze_and_validate(summaries.iter(), origin)?;
+        if let Some(dup) = update.duplicates().first() {
             return Ok(LogAppendInfo {
                 first_offset: dup.original.first_offset(),
                 last_offset: dup.original.last_offset,
@@ -995,15 +1065,15 @@ impl PartitionLog {
             });
         }
         let outcome = self.local.append(&bytes)?;
-        let old = std::mem::replace(&mut self.psm, next_psm);
         let mut snapshot_result = Ok(());
         if let Some((base, _)) = outcome.rolled {
             // Kafka's roll: snapshot of the state before this append, named after the new base.
-            let mut old = old;
-            old.update_map_end_offset(base);
-            snapshot_result = old.take_snapshot_with(&self.io, &self.dir).map(|_| ());
-            self.psm.last_snap_offset = old.last_snap_offset;
+            let map_end = self.psm.map_end_offset();
+            self.psm.update_map_end_offset(base);
+            snapshot_result = self.psm.take_snapshot_with(&self.io, &self.dir).map(|_| ());
+            self.psm.update_map_end_offset(map_end);
         }
+        let applied = self.psm.apply_update(update);
         let txns = txn_index_entries(&applied.aborted_txns);
         self.local.append_aborted_txns(&txns)?;
         for (epoch, base) in epochs {
@@ -1088,6 +1158,47 @@ impl PartitionLog {
             last_stable_offset,
             log_start_offset,
             aborted_transactions,
+            next_fetch_offset: upper,
+        })
+    }
+
+    /// The records from `offset` on as a consumer at `isolation` sees them, across segments:
+    /// Kafka's fetch loop, reading 1 MiB at a time from the batch holding `offset` and going on
+    /// at each fetch's [`FetchResult::next_fetch_offset`], each fetch read by a
+    /// [`ConsumerReader`] (control batches hidden; under `ReadCommitted`, the records of aborted
+    /// transactions skipped, including a transaction whose batches span several segments, since
+    /// each fetch carries the aborted transactions that overlap it). Records below `offset` in
+    /// the first batch are skipped.
+    ///
+    /// The iterator stops at the bound of `isolation` when it was created: the high watermark
+    /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`). It borrows the log, so
+    /// nothing can be appended, truncated or deleted while it lives; it does not follow the
+    /// tail. Memory is one fetch's window, whatever the log's size.
+    /// [`PartitionLogError::OffsetOutOfRange`] for an `offset` outside `[log start, log end]`.
+    pub fn iter_from(
+        &self,
+        offset: i64,
+        isolation: IsolationLevel,
+    ) -> Result<RecordIter<'_>, PartitionLogError> {
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let bound = match isolation {
+            IsolationLevel::ReadUncommitted => self.high_watermark,
+            IsolationLevel::ReadCommitted => self.last_stable_offset(),
+        };
+        Ok(RecordIter {
+            log: self,
+            isolation,
+            next_offset: offset,
+            bound,
+            pending: std::collections::VecDeque::new(),
+            done: false,
         })
     }
 
@@ -1262,6 +1373,55 @@ impl PartitionLog {
         let end = self.log_end_offset();
         self.psm.update_map_end_offset(end);
         Ok(self.psm.take_snapshot_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `UnifiedLog.removeExpiredProducers`, what its `PeriodicProducerExpirationCheck`
+    /// task runs every `producer.id.expiration.check.interval.ms`: drops the producers with no
+    /// open transaction whose last write is at least `producer.id.expiration.ms` older than the
+    /// log's clock now, and returns them (by producer id). A later batch of such a producer is
+    /// not checked against its old sequence, as in Kafka. O(producers).
+    pub fn remove_expired_producers(&mut self) -> Vec<ExpiredProducer> {
+        let now = self.clock.now_ms();
+        self.psm.remove_expired_producer_entries(now)
+    }
+
+    /// Kafka `ProducerStateManager.latestSnapshotOffset`: the offset of the newest producer
+    /// snapshot file in the partition directory, if any.
+    pub fn latest_snapshot_offset(&self) -> Result<Option<i64>, PartitionLogError> {
+        Ok(latest_snapshot_offset_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `ProducerStateManager.oldestSnapshotOffset`: the offset of the oldest producer
+    /// snapshot file in the partition directory, if any.
+    pub fn oldest_snapshot_offset(&self) -> Result<Option<i64>, PartitionLogError> {
+        Ok(oldest_snapshot_offset_with(&self.io, &self.dir)?)
+    }
+
+    /// Kafka `ProducerStateManager.deleteSnapshotsBefore`: deletes the producer snapshot files
+    /// with offset `< offset` and returns them (the deletions are reported, not silent).
+    ///
+    /// A snapshot is derived state: one at or above the log start can be taken again from the
+    /// log, one below it describes producers of segments already deleted. Kafka deletes those
+    /// as the log start moves (retention does it here too, keeping the snapshot at the oldest
+    /// segment's base); this is the same deletion on demand, as a live broker does it, not a
+    /// recovery step, so nothing is quarantined. The in-memory producer state is unchanged.
+    pub fn delete_snapshots_before(
+        &mut self,
+        offset: i64,
+    ) -> Result<Vec<SnapshotFile>, PartitionLogError> {
+        Ok(delete_snapshots_before_with(&self.io, &self.dir, offset)?)
+    }
+
+    /// Kafka `ProducerStateManager.removeStraySnapshots` with this log's segment bases: deletes
+    /// every producer snapshot file not at a segment's base offset, except the newest of them
+    /// when it is at or above the active segment's base (the snapshot a clean close writes at
+    /// the log end), and returns the deleted files
+    /// ([`stray_snapshots`](crate::snapshot::stray_snapshots) says which). As
+    /// [`Self::delete_snapshots_before`], Kafka's own housekeeping of derived state: reported,
+    /// not quarantined. The in-memory producer state is unchanged.
+    pub fn remove_stray_snapshots(&mut self) -> Result<Vec<SnapshotFile>, PartitionLogError> {
+        let bases = self.local.segment_bases();
+        Ok(remove_stray_snapshots_with(&self.io, &self.dir, &bases)?)
     }
 
     /// Kafka `deleteRecords` (`maybeIncrementLogStartOffset`, reason `ClientRecordDeletion`):

@@ -770,6 +770,30 @@ impl Default for ProducerStateManager {
     }
 }
 
+/// The producer-state half of an append, checked but not applied: what
+/// [`ProducerStateManager::analyze_and_validate`] returns and
+/// [`ProducerStateManager::apply_update`] commits. Holds one [`ProducerAppendInfo`] (a copy of
+/// one entry) per producer of the batches, never a copy of the manager.
+#[derive(Debug)]
+pub struct ProducerStateUpdate<'a> {
+    groups: Vec<(Group, Option<&'a BatchSummary>)>,
+    out: AppliedBatches,
+}
+
+impl ProducerStateUpdate<'_> {
+    /// Batches found to be duplicates of a cached batch of their producer (client origin):
+    /// nothing is applied for them.
+    pub fn duplicates(&self) -> &[DuplicateBatch] {
+        &self.out.duplicates
+    }
+
+    /// How many producers the update touches (one [`ProducerAppendInfo`] each, per run between
+    /// barriers).
+    pub fn producer_count(&self) -> usize {
+        self.groups.iter().map(|(g, _)| g.infos.len()).sum()
+    }
+}
+
 /// The updates of one run of batches between barriers, analysed but not applied.
 #[derive(Debug, Default)]
 struct Group {
@@ -849,6 +873,14 @@ impl ProducerStateManager {
         if info.producer_id == NO_PRODUCER_ID {
             return Err(ProducerStateError::NoProducerId);
         }
+        self.commit_append_info(info);
+        Ok(())
+    }
+
+    /// The commit of [`Self::update`] once the producer id is known to be one: the one entry
+    /// merged (or inserted), the transactions it started recorded. O(1) in the number of
+    /// producers.
+    fn commit_append_info(&mut self, info: ProducerAppendInfo) {
         match self.producers.get_mut(&info.producer_id) {
             Some(current) => info.merge_into(current),
             None => {
@@ -858,7 +890,6 @@ impl ProducerStateManager {
         for txn in info.started_transactions {
             self.ongoing_txns.insert(txn.first_offset, txn);
         }
-        Ok(())
     }
 
     /// Kafka `lastStableOffset(completedTxn)`: first offset of the earliest open transaction of
@@ -882,6 +913,26 @@ impl ProducerStateManager {
         txn.last_offset = Some(completed.last_offset);
         self.unreplicated_txns.insert(completed.first_offset, txn);
         Ok(())
+    }
+
+    /// [`Self::complete_txn`] for a completion the analysis of an update already checked
+    /// (it names an open transaction): cannot fail.
+    fn complete_checked_txn(&mut self, completed: &CompletedTxn) {
+        let txn = self
+            .ongoing_txns
+            .remove(&completed.first_offset)
+            .unwrap_or(TxnMetadata {
+                producer_id: completed.producer_id,
+                first_offset: completed.first_offset,
+                last_offset: None,
+            });
+        self.unreplicated_txns.insert(
+            completed.first_offset,
+            TxnMetadata {
+                last_offset: Some(completed.last_offset),
+                ..txn
+            },
+        );
     }
 
     /// Kafka `firstUnstableOffset`: the earliest first offset of an ongoing or unreplicated
@@ -939,16 +990,25 @@ impl ProducerStateManager {
     /// Kafka `removeExpiredProducers`: drop producers with no open transaction whose last
     /// timestamp is at least `producer.id.expiration.ms` old. Returns the removed ids.
     pub fn remove_expired_producers(&mut self, now_ms: i64) -> Vec<i64> {
+        self.remove_expired_producer_entries(now_ms)
+            .into_iter()
+            .map(|e| e.producer_id)
+            .collect()
+    }
+
+    /// [`Self::remove_expired_producers`], saying for each removed producer when and why, by
+    /// producer id. O(producers): a periodic task's work, never an append's.
+    pub fn remove_expired_producer_entries(&mut self, now_ms: i64) -> Vec<ExpiredProducer> {
         let expiration = self.config.producer_id_expiration_ms;
         let mut removed = Vec::new();
-        self.producers.retain(|pid, e| {
+        self.producers.retain(|_, e| {
             let expired = is_producer_expired(e, now_ms, expiration);
             if expired {
-                removed.push(*pid);
+                removed.push(ExpiredProducer::of(e, now_ms, expiration));
             }
             !expired
         });
-        removed.sort_unstable();
+        removed.sort_unstable_by_key(|e| e.producer_id);
         removed
     }
 
@@ -992,10 +1052,35 @@ impl ProducerStateManager {
         batches: impl IntoIterator<Item = &'a BatchSummary>,
         origin: AppendOrigin,
     ) -> Result<AppliedBatches, ProducerStateError> {
+        let update = self.analyze_and_validate(batches, origin)?;
+        Ok(self.apply_update(update))
+    }
+
+    /// The first half of [`Self::apply_batches`] (Kafka `UnifiedLog.analyzeAndValidateProducerState`):
+    /// every check of every batch, made against a copy of the one entry each producer of the
+    /// batches has ([`ProducerAppendInfo`]), without changing the manager. Costs O(batches),
+    /// whatever the number of live producers. A log calls this before it writes, then
+    /// [`Self::apply_update`] once the bytes are in: the refused append writes nothing and the
+    /// written one cannot fail to apply. Duplicates (client origin) are in
+    /// [`ProducerStateUpdate::duplicates`].
+    pub fn analyze_and_validate<'a>(
+        &self,
+        batches: impl IntoIterator<Item = &'a BatchSummary>,
+        origin: AppendOrigin,
+    ) -> Result<ProducerStateUpdate<'a>, ProducerStateError> {
         let mut out = AppliedBatches::default();
         let groups = self.analyse_batches(batches, origin, &mut out)?;
-        self.apply_groups(groups, &mut out)?;
-        Ok(out)
+        Ok(ProducerStateUpdate { groups, out })
+    }
+
+    /// The second half of [`Self::apply_batches`] (Kafka `ProducerStateManager.update` of each
+    /// append info, then `completeTxn` and `updateMapEndOffset`): commits an update
+    /// [`Self::analyze_and_validate`] made against this manager, unchanged since. Cannot fail;
+    /// costs O(batches) except at a `MIRROR_PID_RESET` barrier, which forgets every producer.
+    pub fn apply_update(&mut self, update: ProducerStateUpdate<'_>) -> AppliedBatches {
+        let ProducerStateUpdate { groups, mut out } = update;
+        self.apply_groups(groups, &mut out);
+        out
     }
 
     /// The analysis of [`Self::apply_batches`], without changing `self`: the batches grouped into
@@ -1071,14 +1156,17 @@ impl ProducerStateManager {
         }
         groups.push((group, None));
         // A completion must name an open transaction; check now so that applying cannot fail.
-        if let Some((first, _)) = groups.first() {
-            for txn in &first.completed {
-                let started_here = first
+        // Only the run before the first barrier sees the manager's open transactions: a barrier
+        // aborts them all.
+        for (i, (group, _)) in groups.iter().enumerate() {
+            for txn in &group.completed {
+                let started_here = group
                     .infos
                     .iter()
                     .flat_map(|i| i.started_transactions.iter())
                     .any(|t| t.first_offset == txn.first_offset);
-                if !started_here && !self.ongoing_txns.contains_key(&txn.first_offset) {
+                let open_before = i == 0 && self.ongoing_txns.contains_key(&txn.first_offset);
+                if !started_here && !open_before {
                     return Err(ProducerStateError::TxnNotStarted {
                         producer_id: txn.producer_id,
                         first_offset: txn.first_offset,
@@ -1095,15 +1183,16 @@ impl ProducerStateManager {
         &mut self,
         groups: Vec<(Group, Option<&BatchSummary>)>,
         out: &mut AppliedBatches,
-    ) -> Result<(), ProducerStateError> {
+    ) {
         for (group, barrier) in groups {
             for info in group.infos {
                 out.warnings.extend_from_slice(&info.warnings);
-                self.update(info)?;
+                // The analysis made an info only for a batch with a producer id.
+                self.commit_append_info(info);
             }
             for txn in group.completed {
                 let lso = self.last_stable_offset(&txn);
-                self.complete_txn(&txn)?;
+                self.complete_checked_txn(&txn);
                 if txn.is_aborted {
                     out.aborted_txns.push(AbortedTxnRecord {
                         producer_id: txn.producer_id,
@@ -1121,7 +1210,6 @@ impl ProducerStateManager {
                 out.push_barrier(self.apply_barrier(b));
             }
         }
-        Ok(())
     }
 }
 

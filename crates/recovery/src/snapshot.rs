@@ -572,6 +572,73 @@ pub fn delete_snapshots_above_with(
     delete_snapshots_where(io, dir, |o| o > offset)
 }
 
+/// Kafka `ProducerStateManager.latestSnapshotOffset`: the offset of the newest snapshot file of
+/// `dir`, if any.
+pub fn latest_snapshot_offset_with(
+    io: &dyn SnapshotIo,
+    dir: &Path,
+) -> Result<Option<i64>, SnapshotError> {
+    Ok(list_snapshots_with(io, dir)?.last().map(|f| f.offset))
+}
+
+/// Kafka `ProducerStateManager.oldestSnapshotOffset`: the offset of the oldest snapshot file of
+/// `dir`, if any.
+pub fn oldest_snapshot_offset_with(
+    io: &dyn SnapshotIo,
+    dir: &Path,
+) -> Result<Option<i64>, SnapshotError> {
+    Ok(list_snapshots_with(io, dir)?.first().map(|f| f.offset))
+}
+
+/// Kafka `ProducerStateManager.deleteSnapshotsBefore`: deletes the snapshot files of `dir` with
+/// offset `< offset`. Returns the deleted files.
+pub fn delete_snapshots_before_with(
+    io: &dyn SnapshotIo,
+    dir: &Path,
+    offset: i64,
+) -> Result<Vec<SnapshotFile>, SnapshotError> {
+    delete_snapshots_where(io, dir, |o| o < offset)
+}
+
+/// Which snapshot files Kafka's `ProducerStateManager.removeStraySnapshots` deletes for a log
+/// whose segments start at `segment_base_offsets`: every snapshot not at a segment's base, except
+/// the newest of them when it is at or above the newest segment's base (the snapshot a clean
+/// shutdown writes at the log end). With no segment, every stray snapshot but the newest.
+pub fn stray_snapshots(
+    snapshots: &[SnapshotFile],
+    segment_base_offsets: &[i64],
+) -> Vec<SnapshotFile> {
+    let bases: std::collections::BTreeSet<i64> = segment_base_offsets.iter().copied().collect();
+    let mut stray: Vec<&SnapshotFile> = snapshots
+        .iter()
+        .filter(|f| !bases.contains(&f.offset))
+        .collect();
+    stray.sort_by_key(|f| f.offset);
+    let keep_newest = match (stray.last(), bases.last()) {
+        (Some(newest), Some(&max_base)) => newest.offset >= max_base,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    if keep_newest {
+        stray.pop();
+    }
+    stray.into_iter().cloned().collect()
+}
+
+/// [`stray_snapshots`] of `dir`, deleted. Returns the deleted files.
+pub fn remove_stray_snapshots_with(
+    io: &dyn SnapshotIo,
+    dir: &Path,
+    segment_base_offsets: &[i64],
+) -> Result<Vec<SnapshotFile>, SnapshotError> {
+    let stray = stray_snapshots(&list_snapshots_with(io, dir)?, segment_base_offsets);
+    for f in &stray {
+        io.remove(&f.path)
+            .map_err(io_err(&f.path, "deleting snapshot"))?;
+    }
+    Ok(stray)
+}
+
 fn delete_snapshots_where(
     io: &dyn SnapshotIo,
     dir: &Path,
@@ -764,6 +831,32 @@ impl ProducerStateManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stray_snapshots_are_kafkas() {
+        let files = |offsets: &[i64]| -> Vec<SnapshotFile> {
+            offsets
+                .iter()
+                .map(|&offset| SnapshotFile {
+                    offset,
+                    path: PathBuf::from(format!("{offset}.snapshot")),
+                })
+                .collect()
+        };
+        let offsets = |v: Vec<SnapshotFile>| v.into_iter().map(|f| f.offset).collect::<Vec<_>>();
+        // The newest stray is kept only at or above the newest base.
+        assert_eq!(
+            offsets(stray_snapshots(&files(&[1, 4, 9]), &[0, 4, 8])),
+            [1]
+        );
+        assert_eq!(
+            offsets(stray_snapshots(&files(&[1, 4, 7]), &[0, 4, 8])),
+            [1, 7]
+        );
+        // No segment: every stray one but the newest.
+        assert_eq!(offsets(stray_snapshots(&files(&[1, 4, 7]), &[])), [1, 4]);
+        assert!(stray_snapshots(&files(&[0, 4]), &[0, 4]).is_empty());
+    }
 
     #[test]
     fn layout_constants_match_kafka() {

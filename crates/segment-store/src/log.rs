@@ -866,6 +866,11 @@ impl LocalLog {
         self.read_inner().segments.keys().next().copied()
     }
 
+    /// The base offsets of every segment, ascending, without opening any.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.read_inner().segments.keys().copied().collect()
+    }
+
     fn summarize(&self, records: &[u8]) -> Result<Summary> {
         let mut s: Option<Summary> = None;
         let mut it = Batches::new(records, 0);

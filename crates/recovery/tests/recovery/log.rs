@@ -804,3 +804,191 @@ fn follower_appends_are_refused_while_stopping() {
         }
     }
 }
+
+fn snapshot_file_offsets(dir: &Path) -> Vec<i64> {
+    recovery::snapshot::list_snapshots(dir)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.offset)
+        .collect()
+}
+
+/// Kafka `ProducerStateManager`'s snapshot management on the partition log: the newest and
+/// oldest snapshot offsets, `deleteSnapshotsBefore`, and `removeStraySnapshots` (every snapshot
+/// not at a segment's base goes, except the newest such one when it is at or above the active
+/// segment's base); each deletion is returned, and producer state is untouched.
+#[test]
+fn snapshot_management_follows_kafkas_producer_state_manager() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = open(dir.path());
+    assert_eq!(log.latest_snapshot_offset().unwrap(), None);
+    assert_eq!(log.oldest_snapshot_offset().unwrap(), None);
+    let c = AppendOrigin::Client;
+    log.append_as_leader(&batch(1, 0, 0, 2, false), 0, c)
+        .unwrap(); // 0..=1
+    log.take_producer_snapshot().unwrap(); // 2: no segment there
+    log.append_as_leader(&batch(1, 0, 2, 1, false), 0, c)
+        .unwrap(); // 2
+    assert_eq!(log.roll().unwrap(), 3);
+    log.append_as_leader(&batch(1, 0, 3, 2, false), 0, c)
+        .unwrap(); // 3..=4
+    assert_eq!(log.roll().unwrap(), 5);
+    log.append_as_leader(&batch(1, 0, 5, 1, false), 0, c)
+        .unwrap(); // 5
+    log.take_producer_snapshot().unwrap(); // 6
+    log.append_as_leader(&batch(1, 0, 6, 1, false), 0, c)
+        .unwrap(); // 6
+    log.take_producer_snapshot().unwrap(); // 7
+    assert_eq!(snapshot_file_offsets(dir.path()), [2, 3, 5, 6, 7]);
+    assert_eq!(log.latest_snapshot_offset().unwrap(), Some(7));
+    assert_eq!(log.oldest_snapshot_offset().unwrap(), Some(2));
+
+    // Segments at 0, 3 and 5: 2 and 6 are stray; 7, the newest stray, is above 5 and stays.
+    let removed: Vec<i64> = log
+        .remove_stray_snapshots()
+        .unwrap()
+        .into_iter()
+        .map(|f| f.offset)
+        .collect();
+    assert_eq!(removed, [2, 6]);
+    assert_eq!(snapshot_file_offsets(dir.path()), [3, 5, 7]);
+
+    let deleted: Vec<i64> = log
+        .delete_snapshots_before(5)
+        .unwrap()
+        .into_iter()
+        .map(|f| f.offset)
+        .collect();
+    assert_eq!(deleted, [3]);
+    assert_eq!(log.oldest_snapshot_offset().unwrap(), Some(5));
+    assert_eq!(log.latest_snapshot_offset().unwrap(), Some(7));
+    assert!(log.delete_snapshots_before(5).unwrap().is_empty());
+
+    // Producer state is not the files': the producer goes on in sequence.
+    assert_eq!(
+        log.producer_state().last_entry(1).map(|e| e.last_seq()),
+        Some(6)
+    );
+    log.append_as_leader(&batch(1, 0, 7, 1, false), 0, c)
+        .unwrap();
+}
+
+/// `(base offset, last offset)` of every batch of `records`.
+fn batch_ranges(records: &[u8]) -> Vec<(i64, i64)> {
+    Batches::new(records, 0)
+        .map(|e| match e.unwrap() {
+            LogEntry::V2(b) => (b.base_offset(), b.last_offset()),
+            LogEntry::Legacy(_) => panic!("legacy batch"),
+        })
+        .collect()
+}
+
+/// Four segments: producer 2's plain records, producer 1's transaction spanning the first two
+/// segments and aborted in the third, producer 3's transaction left open in the fourth.
+fn log_for_reads(dir: &Path) -> PartitionLog {
+    let mut log = open(dir);
+    let c = AppendOrigin::Client;
+    log.append_as_leader(&batch(2, 0, 0, 2, false), 0, c)
+        .unwrap(); // 0..=1
+    log.append_as_leader(&batch(1, 0, 0, 2, true), 0, c)
+        .unwrap(); // 2..=3
+    assert_eq!(log.roll().unwrap(), 4);
+    log.append_as_leader(&batch(2, 0, 2, 2, false), 0, c)
+        .unwrap(); // 4..=5
+    log.append_as_leader(&batch(1, 0, 2, 1, true), 0, c)
+        .unwrap(); // 6
+    assert_eq!(log.roll().unwrap(), 7);
+    log.append_as_leader(&marker(1, 0, false), 0, AppendOrigin::Coordinator)
+        .unwrap(); // 7: ABORT
+    log.append_as_leader(&batch(2, 0, 4, 3, false), 0, c)
+        .unwrap(); // 8..=10
+    assert_eq!(log.roll().unwrap(), 11);
+    log.append_as_leader(&batch(3, 0, 0, 2, true), 0, c)
+        .unwrap(); // 11..=12, open
+    assert_eq!(log.set_high_watermark(13), 13);
+    assert_eq!(log.last_stable_offset(), 11);
+    log
+}
+
+/// Each fetch says where the next one starts, so a reader goes on across segments without
+/// parsing the batches: following `next_fetch_offset` from 0 returns every batch below the
+/// bound exactly once, whatever `max_bytes`; a fetch at the bound returns nothing and points at
+/// itself.
+#[test]
+fn fetches_go_on_at_their_next_fetch_offset_across_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_for_reads(dir.path());
+    let all = [(0, 1), (2, 3), (4, 5), (6, 6), (7, 7), (8, 10), (11, 12)];
+    for max_bytes in [1, 1 << 20] {
+        let mut offset = 0;
+        let mut seen = Vec::new();
+        while offset < 13 {
+            let f = log
+                .read(offset, max_bytes, IsolationLevel::ReadUncommitted)
+                .unwrap();
+            let ranges = batch_ranges(&f.records);
+            assert!(
+                !ranges.is_empty(),
+                "a fetch below the bound returns a batch"
+            );
+            assert_eq!(f.next_fetch_offset, ranges.last().unwrap().1 + 1);
+            seen.extend(ranges);
+            offset = f.next_fetch_offset;
+        }
+        assert_eq!(seen, all, "max_bytes {max_bytes}");
+    }
+    // From inside a batch: that batch, and the offset after it.
+    let f = log.read(9, 1, IsolationLevel::ReadUncommitted).unwrap();
+    assert_eq!(
+        (batch_ranges(&f.records), f.next_fetch_offset),
+        (vec![(8, 10)], 11)
+    );
+    // At the bound of each isolation level: nothing, and the same offset again.
+    let f = log
+        .read(13, 1 << 20, IsolationLevel::ReadUncommitted)
+        .unwrap();
+    assert_eq!((f.records.len(), f.next_fetch_offset), (0, 13));
+    let f = log
+        .read(11, 1 << 20, IsolationLevel::ReadCommitted)
+        .unwrap();
+    assert_eq!((f.records.len(), f.next_fetch_offset), (0, 11));
+}
+
+/// `iter_from` is the consumer's fetch loop across segments: from the offset asked for (inside a
+/// batch), up to the high watermark or the last stable offset at its creation, control batches
+/// hidden, and under `ReadCommitted` the records of a transaction aborted two segments after it
+/// began skipped.
+#[test]
+fn iter_from_crosses_segments_and_skips_a_transaction_aborted_in_a_later_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = log_for_reads(dir.path());
+    let offsets = |from: i64, isolation| -> Vec<i64> {
+        let it = log.iter_from(from, isolation).unwrap();
+        it.map(|r| r.unwrap().offset).collect()
+    };
+    assert_eq!(
+        offsets(0, IsolationLevel::ReadUncommitted),
+        [0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12]
+    );
+    assert_eq!(
+        offsets(0, IsolationLevel::ReadCommitted),
+        [0, 1, 4, 5, 8, 9, 10]
+    );
+    assert_eq!(
+        offsets(1, IsolationLevel::ReadCommitted),
+        [1, 4, 5, 8, 9, 10]
+    );
+    assert_eq!(
+        offsets(5, IsolationLevel::ReadUncommitted),
+        [5, 6, 8, 9, 10, 11, 12]
+    );
+    assert!(offsets(11, IsolationLevel::ReadCommitted).is_empty());
+    let mut it = log.iter_from(0, IsolationLevel::ReadCommitted).unwrap();
+    assert_eq!(it.bound(), 11);
+    assert_eq!(it.by_ref().count(), 7);
+    assert_eq!(it.next_fetch_offset(), 11);
+    assert!(matches!(
+        log.iter_from(14, IsolationLevel::ReadUncommitted),
+        Err(PartitionLogError::OffsetOutOfRange { offset: 14, .. })
+    ));
+}

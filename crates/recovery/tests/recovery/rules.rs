@@ -642,6 +642,60 @@ fn apply_batches_is_all_or_nothing() {
     assert!(psm.ongoing_txns().is_empty());
 }
 
+/// The two halves of an append (`analyze_and_validate` before the bytes are written,
+/// `apply_update` after): the analysis changes nothing and holds one append info per producer of
+/// the batches (not per live producer); applying it gives what `apply_batches` gives.
+#[test]
+fn an_update_copies_only_its_producers_entries_and_applies_as_apply_batches() {
+    let mut psm = ProducerStateManager::default();
+    let live: Vec<_> = (0..1_000).map(|pid| data(pid, 0, 0, pid, 1)).collect();
+    apply_ok(&mut psm, &live, Client);
+    let mut reference = psm.clone();
+    let batches = [
+        data(7, 0, 1, 1_000, 1),
+        txn(2_000, 0, 0, 1_001, 2),
+        data(7, 0, 2, 1_003, 1),
+        // Producer 3's batch at offset 3 again: a duplicate.
+        data(3, 0, 0, 1_004, 1),
+    ];
+    let before = (
+        psm.snapshot_entries(),
+        psm.map_end_offset(),
+        psm.ongoing_txns().clone(),
+    );
+    let update = psm.analyze_and_validate(&batches, Client).unwrap();
+    assert_eq!(update.producer_count(), 2, "producers 7 and 2000 only");
+    assert_eq!(update.duplicates().len(), 1);
+    assert_eq!(update.duplicates()[0].producer_id, 3);
+    assert_eq!(
+        (
+            psm.snapshot_entries(),
+            psm.map_end_offset(),
+            psm.ongoing_txns().clone()
+        ),
+        before,
+        "the analysis changes nothing"
+    );
+    let got = psm.apply_update(update);
+    let want = reference.apply_batches(&batches, Client).unwrap();
+    assert_eq!(got, want);
+    assert_eq!(psm.snapshot_entries(), reference.snapshot_entries());
+    assert_eq!(psm.ongoing_txns(), reference.ongoing_txns());
+    // The skipped duplicate does not move the map end (a log writes nothing for it).
+    assert_eq!(psm.map_end_offset(), 1_004);
+    assert_eq!(psm.last_entry(7).map(|e| e.last_seq()), Some(2));
+
+    // A refused update leaves nothing behind either.
+    let err = psm
+        .analyze_and_validate(&[data(7, 0, 9, 1_005, 1)], Client)
+        .unwrap_err();
+    assert!(matches!(
+        err,
+        ProducerStateError::OutOfOrderSequence { producer_id: 7, .. }
+    ));
+    assert_eq!(psm.snapshot_entries(), reference.snapshot_entries());
+}
+
 #[test]
 fn low_level_api_matches_apply_batches() {
     let batches = [
