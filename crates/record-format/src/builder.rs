@@ -200,6 +200,31 @@ impl RecordBatchBuilder {
         self.append_inner(offset, timestamp, Some(&key), value, &[])
     }
 
+    /// Kafka's `MemoryRecordsBuilder.append(Record)`: appends a record as it was read (a data
+    /// record to a data batch, a control record to a control batch), at `offset`. The cleaner
+    /// rewrites the records it keeps this way.
+    pub fn append_record_with_offset(
+        &mut self,
+        offset: i64,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> Result<()> {
+        self.append_inner(offset, timestamp, key, value, headers)
+    }
+
+    /// Kafka's `overrideLastOffset`: the batch's last offset delta is written as `last_offset -
+    /// base_offset` whatever was appended (a cleaned batch keeps its original last offset, so
+    /// its producer's last sequence stays). Must not be below the last appended offset.
+    pub fn override_last_offset(&mut self, last_offset: i64) -> Result<()> {
+        if self.last_offset.is_some_and(|l| last_offset < l) || last_offset < self.base_offset {
+            return Err(invalid("last offset below an appended offset"));
+        }
+        self.last_offset = Some(last_offset);
+        Ok(())
+    }
+
     fn append_inner(
         &mut self,
         offset: i64,
