@@ -19,10 +19,16 @@
 //!   partition per stop policy; the restarted broker serves what each policy kept.
 //! * `differential_recovery`: ≥ 500 seeded damaged partitions written by Kafka's `UnifiedLog`,
 //!   recovered by Kafka (harness) and by `seglog recover`; kept bytes and state compared.
+//! * `compaction::differential_compaction`: ≥ 200 seeded compacted partitions cleaned by Kafka's
+//!   own `Cleaner` (harness, fixed clock) and by `seglog compact`; every segment and index file
+//!   byte-identical.
 #![cfg(unix)]
 
 #[path = "kafka_interop/kafka.rs"]
 mod kafka;
+
+#[path = "kafka_interop/compaction.rs"]
+mod compaction;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
