@@ -61,7 +61,7 @@ mod hw_timer;
 mod log;
 mod log_dir;
 
-pub use config::{default_recovery_threads, Config, HighWatermark};
+pub use config::{default_recovery_threads, CleanerConfig, Config, HighWatermark};
 pub use error::{Error, Result};
 pub use log::Log;
 pub use log_dir::LogDir;

@@ -1,0 +1,274 @@
+//! `Log::compact` on generated logs (real files in temp dirs): plain, idempotent and
+//! transactional producers, commits and aborts, tombstones and KIP-1279 `MIRROR_PID_RESET`
+//! barriers, over several segments, cleaned with small and ample offset maps. Invariants:
+//! * producer state rebuilt from scratch from the compacted log equals the state rebuilt from
+//!   the original (epoch, last sequence, last offset, coordinator epoch, open transaction) for
+//!   every producer (the cleaner keeps each producer's last batch);
+//! * every key's newest record, as a `read_committed` consumer sees it, keeps its offset and
+//!   value;
+//! * every barrier stays, at its offset.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use seglog::record_format::{
+    end_txn_marker_batch, is_mirror_pid_reset_batch, mirror_pid_reset_batch, ControlRecordType,
+    RecordBatch, RecordBatchBuilder,
+};
+use seglog::{CleanerConfig, Config, IsolationLevel, Log};
+use testkit::ManualClock;
+
+const T0: i64 = 1_700_000_000_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Records of producer `p` (0: no producer id; 1-2 idempotent; 3-4 transactional):
+    /// (key, tombstone).
+    Data(u8, Vec<(u8, bool)>),
+    /// Ends producer `p`'s transaction (3-4), commit or abort.
+    End(u8, bool),
+    /// A MIRROR_PID_RESET barrier.
+    Barrier,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u8..5, prop::collection::vec((0u8..12, prop::bool::weighted(0.2)), 1..5))
+            .prop_map(|(p, r)| Op::Data(p, r)),
+        3 => (3u8..5, any::<bool>()).prop_map(|(p, c)| Op::End(p, c)),
+        1 => Just(Op::Barrier),
+    ]
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProducerView {
+    epoch: i16,
+    last_seq: i32,
+    last_data_offset: i64,
+    coordinator_epoch: i32,
+    txn_first_offset: Option<i64>,
+}
+
+fn producers(log: &Log) -> BTreeMap<i64, ProducerView> {
+    log.producer_state()
+        .active_producers()
+        .into_iter()
+        .map(|(pid, e)| {
+            (
+                pid,
+                ProducerView {
+                    epoch: e.producer_epoch(),
+                    last_seq: e.last_seq(),
+                    last_data_offset: e.last_data_offset(),
+                    coordinator_epoch: e.coordinator_epoch(),
+                    txn_first_offset: e.current_txn_first_offset(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Every record a consumer sees from the log start, fetch after fetch (a fetch stops at the end
+/// of a segment).
+fn consume_all(log: &Log, isolation: IsolationLevel) -> Vec<seglog::recovery::ConsumedRecord> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    loop {
+        let fetch = log.read(offset, 1 << 24, isolation).unwrap();
+        if fetch.records.is_empty() {
+            return out;
+        }
+        out.extend(seglog::recovery::consume(&fetch).unwrap());
+        offset = batch_offsets(&fetch.records).last().unwrap().1 + 1;
+    }
+}
+
+/// (base offset, last offset, is a barrier) of each batch in `bytes`.
+fn batch_offsets(bytes: &[u8]) -> Vec<(i64, i64, bool)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        let b = RecordBatch::new(&bytes[pos..pos + 12 + len], pos as u64).unwrap();
+        let barrier = is_mirror_pid_reset_batch(&b).unwrap();
+        out.push((b.base_offset(), b.last_offset(), barrier));
+        pos += 12 + len;
+    }
+    out
+}
+
+/// Each key's newest record under read_committed: (offset, value).
+fn newest(log: &Log) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
+    let mut out = BTreeMap::new();
+    for r in consume_all(log, IsolationLevel::ReadCommitted) {
+        if let Some(k) = r.key {
+            out.insert(k, (r.offset, r.value));
+        }
+    }
+    out
+}
+
+/// Offsets of the barrier batches in the partition's `.log` files.
+fn barriers(dir: &Path) -> Vec<i64> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for p in names {
+        let bytes = std::fs::read(&p).unwrap();
+        out.extend(
+            batch_offsets(&bytes)
+                .into_iter()
+                .filter(|b| b.2)
+                .map(|b| b.0),
+        );
+    }
+    out
+}
+
+fn config(clock: &Arc<ManualClock>, dedupe: u64) -> Config {
+    Config::default()
+        .with_clock(clock.clone())
+        .with_segment_bytes(1024)
+        .with_cleaner(CleanerConfig {
+            dedupe_buffer_size: dedupe,
+            segment_bytes: 1024,
+            ..CleanerConfig::default()
+        })
+}
+
+fn write(log: &mut Log, ops: &[Op]) {
+    let mut seq = [0i32; 5];
+    let mut in_txn = [false; 5];
+    let mut ts = T0;
+    for op in ops {
+        ts += 1;
+        let offset = log.log_end_offset();
+        let bytes = match op {
+            Op::Data(p, recs) => {
+                let p = usize::from(*p);
+                let mut b = RecordBatchBuilder::new(offset);
+                if p > 0 {
+                    b = b.producer(100 + p as i64, 0, seq[p]).transactional(p >= 3);
+                    seq[p] += recs.len() as i32;
+                    in_txn[p] |= p >= 3;
+                }
+                for (k, tomb) in recs {
+                    let key = format!("k{k}");
+                    let value = format!("v{offset}-{k}");
+                    let v = if *tomb { None } else { Some(value.as_bytes()) };
+                    b.append(ts, Some(key.as_bytes()), v, &[]).unwrap();
+                }
+                b.build()
+            }
+            Op::End(p, commit) => {
+                let p = usize::from(*p);
+                if !in_txn[p] {
+                    continue;
+                }
+                in_txn[p] = false;
+                let t = if *commit {
+                    ControlRecordType::Commit
+                } else {
+                    ControlRecordType::Abort
+                };
+                end_txn_marker_batch(offset, ts, 0, 100 + p as i64, 0, t, 5)
+            }
+            Op::Barrier => {
+                // Kafka's rule: no barrier while a transaction is open.
+                if in_txn.iter().any(|t| *t) {
+                    continue;
+                }
+                seq = [0; 5];
+                mirror_pid_reset_batch(offset, ts, 0, "source-cluster")
+            }
+        };
+        log.append_as_follower(&bytes).unwrap();
+    }
+}
+
+fn check(ops: &[Op], dedupe: u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, dedupe)).unwrap();
+    write(&mut log, ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let before_producers = producers(&log);
+    let before_newest = newest(&log);
+    let before_barriers = barriers(&dir);
+
+    // Pass after pass until the cleaner has been through the whole log.
+    let mut passes = 0;
+    loop {
+        let (reopened, report) = log.compact().unwrap();
+        log = reopened;
+        passes += 1;
+        if report.groups.is_empty() || report.end_offset >= end || passes > 50 {
+            break;
+        }
+    }
+    assert_eq!(newest(&log), before_newest, "newest value of every key");
+    assert_eq!(barriers(&dir), before_barriers, "barriers kept in place");
+    log.close().unwrap();
+
+    // Producer state from scratch: no snapshot, every segment replayed.
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let mut cfg = config(&clock, dedupe);
+    cfg.full_recovery = true;
+    let log = Log::open(&dir, cfg).unwrap();
+    assert_eq!(
+        producers(&log),
+        before_producers,
+        "producer state from scratch"
+    );
+    assert_eq!(log.log_end_offset(), end, "log end offset");
+    log.close().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn compaction_keeps_producers_newest_values_and_barriers(
+        ops in prop::collection::vec(op(), 20..120),
+        small_map in any::<bool>(),
+    ) {
+        // 8 slots (7 keys a pass: several passes) or ample.
+        check(&ops, if small_map { 24 * 8 } else { 1 << 20 });
+    }
+}
+
+#[test]
+fn compaction_removes_superseded_values() {
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Data((i % 3) as u8, vec![((i % 4) as u8, false)]))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let (log, report) = log.compact().unwrap();
+    assert_eq!(report.end_offset, end);
+    let kept = consume_all(&log, IsolationLevel::ReadUncommitted);
+    // 4 keys: the newest of each, nothing else (empty batches keep producers' last batches).
+    let offsets: Vec<i64> = kept.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, vec![36, 37, 38, 39]);
+    log.close().unwrap();
+}
