@@ -272,3 +272,78 @@ fn compaction_removes_superseded_values() {
     assert_eq!(offsets, vec![36, 37, 38, 39]);
     log.close().unwrap();
 }
+
+/// Every file under `dir` with its bytes.
+fn tree(dir: &Path) -> BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
+    use seglog::cli::compact::{run, CompactArgs};
+    use seglog::cli::Status;
+    let ops: Vec<Op> = (0..60)
+        .map(|i| Op::Data((i % 5) as u8, vec![((i % 6) as u8, i % 7 == 0)]))
+        .chain([Op::End(3, true), Op::End(4, false)])
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    log.close().unwrap();
+    let args = CompactArgs {
+        dir: dir.clone(),
+        dry_run: true,
+        now_ms: Some(T0 + 10_000),
+        dedupe_buffer_size: 1 << 20,
+        delete_retention_ms: 86_400_000,
+        min_compaction_lag_ms: 0,
+        segment_bytes: 1024,
+    };
+    let before = tree(tmp.path());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(run(&args, &mut out, &mut err), Status::Success);
+    assert_eq!(tree(tmp.path()), before, "the dry run changed files");
+    let planned = String::from_utf8(out).unwrap();
+    assert!(planned.contains("would clean up to offset"), "{planned}");
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let args = CompactArgs {
+        dry_run: false,
+        ..args
+    };
+    assert_eq!(run(&args, &mut out, &mut err), Status::Success);
+    let done = String::from_utf8(out).unwrap();
+    assert_eq!(
+        done.replace("cleaned", "CLEANED")
+            .lines()
+            .filter(|l| !l.contains("cleaner-offset-checkpoint"))
+            .collect::<Vec<_>>(),
+        planned
+            .replace("would clean", "CLEANED")
+            .replace("would write", "wrote")
+            .lines()
+            .collect::<Vec<_>>(),
+        "the run did what the dry run planned"
+    );
+    assert_ne!(tree(tmp.path()), before, "the run changed the log");
+    let checkpoint = std::fs::read_to_string(tmp.path().join("data/cleaner-offset-checkpoint"));
+    assert!(
+        checkpoint.unwrap().contains("table 0 "),
+        "checkpoint written"
+    );
+}
