@@ -347,3 +347,139 @@ fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
         "checkpoint written"
     );
 }
+
+/// The real file system, refusing every mutation from the `fail_at`-th on (an I/O error where a
+/// crash would stop the pass): what is on disk then is what a crash there leaves, minus page
+/// cache losses.
+#[derive(Debug)]
+struct FailingFs {
+    ops: std::sync::atomic::AtomicU64,
+    fail_at: u64,
+}
+
+impl FailingFs {
+    fn step(&self, path: &Path) -> seglog::segment_store::Result<()> {
+        let n = self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n >= self.fail_at {
+            return Err(seglog::segment_store::SegmentError::io(
+                path,
+                "injected",
+                std::io::Error::other("injected failure"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl seglog::segment_store::Storage for FailingFs {
+    fn open(
+        &self,
+        path: &Path,
+        mode: seglog::segment_store::OpenMode,
+    ) -> seglog::segment_store::Result<Box<dyn seglog::segment_store::FileHandle>> {
+        if mode.writable() {
+            self.step(path)?;
+        }
+        seglog::segment_store::StdFs.open(path, mode)
+    }
+    fn exists(&self, path: &Path) -> seglog::segment_store::Result<bool> {
+        seglog::segment_store::StdFs.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> seglog::segment_store::Result<()> {
+        self.step(from)?;
+        seglog::segment_store::StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> seglog::segment_store::Result<()> {
+        self.step(path)?;
+        seglog::segment_store::StdFs.remove_file(path)
+    }
+    fn list_dir(&self, dir: &Path) -> seglog::segment_store::Result<Vec<std::ffi::OsString>> {
+        seglog::segment_store::StdFs.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> seglog::segment_store::Result<()> {
+        self.step(dir)?;
+        seglog::segment_store::StdFs.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> seglog::segment_store::Result<()> {
+        self.step(dir)?;
+        seglog::segment_store::StdFs.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> seglog::segment_store::Result<()> {
+        self.step(dir)?;
+        seglog::segment_store::StdFs.sync_dir(dir)
+    }
+}
+
+/// A pass stopped at each of its file-system mutations in turn: the next open (the loader
+/// deleting `.cleaned` leftovers before the commit point, completing the `.swap` after it) has
+/// the newest value of every key and the producer state of the original log, and the log end.
+#[test]
+fn a_pass_stopped_at_any_mutation_loses_nothing() {
+    use seglog::recovery::cleaner::{clean, last_records, LogToClean};
+    let ops: Vec<Op> = (0..80)
+        .map(|i| Op::Data((i % 5) as u8, vec![((i % 9) as u8, i % 11 == 0)]))
+        .chain([Op::End(3, true), Op::End(4, false)])
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&base, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let (want_newest, want_producers) = (newest(&log), producers(&log));
+    let to_clean = |dir: &Path, log: &Log| LogToClean {
+        dir: dir.to_path_buf(),
+        log_start_offset: log.log_start_offset(),
+        last_stable_offset: log.last_stable_offset(),
+        last_records: last_records(log.producer_state()),
+        now_ms: T0 + 10_000,
+    };
+    let template = to_clean(&base, &log);
+    log.close().unwrap();
+    let cleaner = config(&clock, 1 << 20).cleaner;
+    let tp = seglog::TopicPartition::new("table", 0);
+    let mut fail_at = 1;
+    loop {
+        let case = tmp.path().join(format!("case-{fail_at}"));
+        copy_dir(&tmp.path().join("base"), &case);
+        let dir = case.join("table-0");
+        let storage: Arc<dyn seglog::segment_store::Storage> = Arc::new(FailingFs {
+            ops: std::sync::atomic::AtomicU64::new(0),
+            fail_at,
+        });
+        let input = LogToClean {
+            dir: dir.clone(),
+            ..template.clone()
+        };
+        let finished = clean(&storage, &input, &tp, &cleaner).is_ok();
+        let log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+        assert_eq!(newest(&log), want_newest, "stopped at mutation {fail_at}");
+        assert_eq!(
+            producers(&log),
+            want_producers,
+            "stopped at mutation {fail_at}"
+        );
+        assert_eq!(log.log_end_offset(), end, "stopped at mutation {fail_at}");
+        log.close().unwrap();
+        if finished {
+            break;
+        }
+        fail_at += 1;
+    }
+    assert!(fail_at > 10, "the pass made only {fail_at} mutations");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let t = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).unwrap();
+        }
+    }
+}
