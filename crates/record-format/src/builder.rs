@@ -423,6 +423,31 @@ mod tests {
     use crate::batch::RecordBatch;
     use crate::control::is_mirror_pid_reset_batch;
 
+    #[test]
+    fn cleaned_batch_keeps_its_last_offset_and_control_records() {
+        // A batch 10..=14 of which the cleaner keeps offset 12: last offset delta stays 4.
+        let mut b = RecordBatchBuilder::new(10).producer(7, 1, 100);
+        b.append_record_with_offset(12, 5, Some(b"k"), Some(b"v"), &[])
+            .unwrap();
+        assert!(
+            b.override_last_offset(11).is_err(),
+            "below an appended offset"
+        );
+        b.override_last_offset(14).unwrap();
+        let bytes = b.build();
+        let batch = RecordBatch::new(&bytes, 0).unwrap();
+        batch.validate().unwrap();
+        assert_eq!((batch.base_offset(), batch.last_offset()), (10, 14));
+        assert_eq!((batch.records_count(), batch.last_sequence()), (1, 104));
+        // A control record goes to a control batch as read.
+        let mut c = RecordBatchBuilder::new(3).control(true);
+        let key = ControlRecordKey::new(ControlRecordType::Commit).to_bytes();
+        c.append_record_with_offset(3, 5, Some(&key), Some(b"\0\0\0\0\0\0"), &[])
+            .unwrap();
+        let bytes = c.build();
+        assert!(RecordBatch::new(&bytes, 0).unwrap().is_control());
+    }
+
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
         (0..s.len())
