@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+pub use recovery::cleaner::CleanerConfig;
 pub use recovery::HighWatermark;
 use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig, StopPolicy};
 use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
@@ -76,6 +77,11 @@ pub struct Config {
     /// text, the default) or [`StopPolicy::AbortOpenTransactions`] (the prototype). See
     /// `docs/barrier.md`, "Open transactions at stop".
     pub mirror_stop_policy: StopPolicy,
+    /// The log cleaner's settings, with Kafka's names (`log.cleaner.dedupe.buffer.size`,
+    /// `log.cleaner.threads`, `log.cleaner.io.buffer.load.factor`, `delete.retention.ms`,
+    /// `min.compaction.lag.ms`, `segment.bytes`, `segment.index.bytes`, ...), used by
+    /// [`Log::compact`](crate::Log::compact). See `docs/cleaner.md`.
+    pub cleaner: CleanerConfig,
 }
 
 impl Default for Config {
@@ -92,6 +98,7 @@ impl Default for Config {
                 DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
             close_sync: CloseSync::default(),
             mirror_stop_policy: StopPolicy::default(),
+            cleaner: CleanerConfig::default(),
         }
     }
 }
@@ -107,6 +114,12 @@ pub fn default_recovery_threads() -> usize {
 }
 
 impl Config {
+    /// Uses `cleaner` for [`Log::compact`](crate::Log::compact).
+    #[must_use]
+    pub fn with_cleaner(mut self, cleaner: CleanerConfig) -> Self {
+        self.cleaner = cleaner;
+        self
+    }
     /// Uses `clock` for rolls, retention and producer expiry.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {

@@ -13,6 +13,9 @@ pub enum Error {
     /// The partition log refused the operation or its storage failed (an invalid batch, an
     /// out-of-order sequence, an offset out of range, an I/O error, ...).
     Log(PartitionLogError),
+    /// The log cleaner could not compact the partition (a file it could not read or write, a
+    /// batch it does not clean).
+    Cleaner(recovery::cleaner::CleanerError),
     /// A KIP-1279 mirror transition was refused (wrong state, invalid source cluster id) or
     /// its log operation failed.
     Mirror(MirrorError<PartitionLogError>),
@@ -60,6 +63,7 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Log(e) => e.fmt(f),
+            Error::Cleaner(e) => e.fmt(f),
             Error::Mirror(e) => e.fmt(f),
             Error::NotAPartitionDir { dir } => write!(
                 f,
@@ -98,6 +102,7 @@ impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Log(e) => Some(e),
+            Error::Cleaner(e) => Some(e),
             Error::Mirror(e) => Some(e),
             _ => None,
         }
@@ -113,6 +118,12 @@ impl From<PartitionLogError> for Error {
 impl From<MirrorError<PartitionLogError>> for Error {
     fn from(e: MirrorError<PartitionLogError>) -> Self {
         Error::Mirror(e)
+    }
+}
+
+impl From<recovery::cleaner::CleanerError> for Error {
+    fn from(e: recovery::cleaner::CleanerError) -> Self {
+        Error::Cleaner(e)
     }
 }
 

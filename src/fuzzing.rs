@@ -376,6 +376,7 @@ fn config(storage: Arc<dyn Storage>) -> Config {
         mirror_stop_policy: recovery::StopPolicy::default(),
         producer_id_expiration_check_interval_ms:
             crate::config::DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+        cleaner: crate::CleanerConfig::default(),
     }
 }
 

@@ -64,7 +64,7 @@ mod log;
 mod log_dir;
 
 pub use config::{
-    default_recovery_threads, Config, HighWatermark,
+    default_recovery_threads, CleanerConfig, Config, HighWatermark,
     DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 };
 pub use error::{Error, Result};

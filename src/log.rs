@@ -433,6 +433,32 @@ impl Log {
     pub fn close(self) -> Result<()> {
         self.dir.close()
     }
+
+    /// One pass of Kafka's log cleaner over the partition (see `docs/cleaner.md`): the dirty
+    /// section, from `cleaner-offset-checkpoint` (or the log start) to the first uncleanable
+    /// offset (the last stable offset, the active segment, `min.compaction.lag.ms`), keeps the
+    /// newest value of each key, as Kafka's cleaner does, with [`Config::cleaner`]'s settings and
+    /// [`Config::clock`]'s time. The partition is closed cleanly, its segments rewritten and
+    /// swapped in (crash-safe: `.cleaned`, then `.swap`, then the live names), and opened
+    /// again: the `Log` returned is the reopened one. A log without a dirty section is only
+    /// closed and reopened.
+    pub fn compact(self) -> Result<(Log, recovery::cleaner::CleanReport)> {
+        let config = self.config().clone();
+        let dir = self.dir().to_path_buf();
+        let tp = self.tp.clone();
+        let log = self.log();
+        let to_clean = recovery::cleaner::LogToClean {
+            dir: dir.clone(),
+            log_start_offset: log.log_start_offset(),
+            last_stable_offset: log.last_stable_offset(),
+            last_records: recovery::cleaner::last_records(log.producer_state()),
+            now_ms: config.clock.now_ms(),
+        };
+        self.close()?;
+        let report = recovery::cleaner::clean(&config.storage, &to_clean, &tp, &config.cleaner)?;
+        let log = Log::open(&dir, config)?;
+        Ok((log, report))
+    }
 }
 
 /// The topic-partition a partition directory's name says.

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand};
+use seglog::cli::compact::CompactArgs;
 use seglog::cli::crash_test::CrashTestArgs;
 use seglog::cli::demo::DemoArgs;
 use seglog::cli::dump::DumpArgs;
@@ -34,6 +35,8 @@ enum Command {
     Verify(VerifyArgs),
     /// Recover a partition or log directory (as a broker at startup) and report what was cut
     Recover(RecoverArgs),
+    /// One pass of Kafka's log cleaner over a partition; --dry-run to see what it would do
+    Compact(CompactArgs),
     /// Producer state rebuilt from a partition's log; --audit for PID collisions
     Producers(ProducersArgs),
     /// Run the KIP-1279 failover demo on built-in sample data
@@ -55,6 +58,7 @@ fn main() -> ExitCode {
         Command::Dump(args) => seglog::cli::dump::run(args, &mut out, &mut err),
         Command::Verify(args) => seglog::cli::verify::run(args, &mut out, &mut err),
         Command::Recover(args) => seglog::cli::recover::run(args, &mut out, &mut err),
+        Command::Compact(args) => seglog::cli::compact::run(args, &mut out, &mut err),
         Command::Producers(args) => seglog::cli::producers::run(args, &mut out, &mut err),
         Command::Demo(args) => seglog::cli::demo::run(args, &mut out, &mut err),
         Command::CrashTest(args) => seglog::cli::crash_test::run(args, &mut out, &mut err),
@@ -77,7 +81,7 @@ fn usage_error(e: &clap::Error) -> ExitCode {
             Status::Success.into()
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            eprintln!("error: a subcommand is required: dump, verify, recover, producers, crash-test or demo (see 'seglog --help')");
+            eprintln!("error: a subcommand is required: dump, verify, recover, compact, producers, crash-test or demo (see 'seglog --help')");
             Status::Usage.into()
         }
         _ => {

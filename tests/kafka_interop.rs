@@ -23,12 +23,18 @@
 //!   the CRC recomputed) judged by Kafka's batch iterator, `ensureValid` and record iterator
 //!   (`BatchVerdicts.java`) and by seglog's parsers; `each_kafka_exception_class_maps_to_its_seglog_kind`
 //!   produces each Kafka exception class of the mapping table (docs/testing.md).
+//! * `compaction::differential_compaction`: ≥ 200 seeded compacted partitions cleaned by Kafka's
+//!   own `Cleaner` (harness, fixed clock) and by `seglog compact`; every segment and index file
+//!   byte-identical.
 #![cfg(unix)]
 
 #[path = "kafka_interop/batch_verdicts.rs"]
 mod batch_verdicts;
 #[path = "kafka_interop/kafka.rs"]
 mod kafka;
+
+#[path = "kafka_interop/compaction.rs"]
+mod compaction;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,6 +5,7 @@
 //! Exit codes shared by every subcommand ([`Status::code`]): 0 success, 1 the data is damaged
 //! (the valid part was still printed), 2 a usage error (bad flags, missing or unreadable file).
 
+pub mod compact;
 pub mod crash_test;
 pub mod demo;
 pub mod dump;

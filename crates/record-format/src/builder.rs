@@ -200,6 +200,31 @@ impl RecordBatchBuilder {
         self.append_inner(offset, timestamp, Some(&key), value, &[])
     }
 
+    /// Kafka's `MemoryRecordsBuilder.append(Record)`: appends a record as it was read (a data
+    /// record to a data batch, a control record to a control batch), at `offset`. The cleaner
+    /// rewrites the records it keeps this way.
+    pub fn append_record_with_offset(
+        &mut self,
+        offset: i64,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[Header<'_>],
+    ) -> Result<()> {
+        self.append_inner(offset, timestamp, key, value, headers)
+    }
+
+    /// Kafka's `overrideLastOffset`: the batch's last offset delta is written as `last_offset -
+    /// base_offset` whatever was appended (a cleaned batch keeps its original last offset, so
+    /// its producer's last sequence stays). Must not be below the last appended offset.
+    pub fn override_last_offset(&mut self, last_offset: i64) -> Result<()> {
+        if self.last_offset.is_some_and(|l| last_offset < l) || last_offset < self.base_offset {
+            return Err(invalid("last offset below an appended offset"));
+        }
+        self.last_offset = Some(last_offset);
+        Ok(())
+    }
+
     fn append_inner(
         &mut self,
         offset: i64,
@@ -397,6 +422,31 @@ mod tests {
     use super::*;
     use crate::batch::RecordBatch;
     use crate::control::is_mirror_pid_reset_batch;
+
+    #[test]
+    fn cleaned_batch_keeps_its_last_offset_and_control_records() {
+        // A batch 10..=14 of which the cleaner keeps offset 12: last offset delta stays 4.
+        let mut b = RecordBatchBuilder::new(10).producer(7, 1, 100);
+        b.append_record_with_offset(12, 5, Some(b"k"), Some(b"v"), &[])
+            .unwrap();
+        assert!(
+            b.override_last_offset(11).is_err(),
+            "below an appended offset"
+        );
+        b.override_last_offset(14).unwrap();
+        let bytes = b.build();
+        let batch = RecordBatch::new(&bytes, 0).unwrap();
+        batch.validate().unwrap();
+        assert_eq!((batch.base_offset(), batch.last_offset()), (10, 14));
+        assert_eq!((batch.records_count(), batch.last_sequence()), (1, 104));
+        // A control record goes to a control batch as read.
+        let mut c = RecordBatchBuilder::new(3).control(true);
+        let key = ControlRecordKey::new(ControlRecordType::Commit).to_bytes();
+        c.append_record_with_offset(3, 5, Some(&key), Some(b"\0\0\0\0\0\0"), &[])
+            .unwrap();
+        let bytes = c.build();
+        assert!(RecordBatch::new(&bytes, 0).unwrap().is_control());
+    }
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();

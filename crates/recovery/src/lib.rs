@@ -64,6 +64,7 @@
 
 pub mod audit;
 pub mod barrier;
+pub mod cleaner;
 pub mod error;
 pub mod leader_epoch;
 pub mod loader;

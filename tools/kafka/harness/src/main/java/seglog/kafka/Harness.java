@@ -72,6 +72,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * produce-loop BOOTSTRAP TOPIC PARTITIONS produces until killed, printing acked offsets
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION   every record up to the end offsets, as JSON lines
  * utf8                                  hex lines on stdin: DumpLogSegments' StringDecoder text, as UTF-8 hex
+ * compact-write, compact-clean           Kafka's log cleaner as an oracle: see CleanerHarness
  * </pre>
  *
  * JSON is printed on stdout, one object per line; diagnostics go to stderr.
@@ -101,6 +102,8 @@ public final class Harness {
             case "produce-loop" -> produceLoop(rest);
             case "consume" -> consume(rest);
             case "utf8" -> utf8();
+            case "compact-write" -> CleanerHarness.write(rest);
+            case "compact-clean" -> CleanerHarness.clean(rest);
             default -> {
                 System.err.println("unknown subcommand " + args[0]);
                 System.exit(2);

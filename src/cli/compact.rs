@@ -1,0 +1,150 @@
+//! `seglog compact [--dry-run] DIR`: one pass of Kafka's log cleaner over a partition
+//! (`recovery::cleaner`, through [`Log::compact`](crate::Log::compact)).
+//!
+//! The dry run writes nothing: it plans loading the partition as `seglog producers` does
+//! (`recovery::LogLoader::plan`, the producer state and last stable offset it would load) and
+//! runs the cleaner's pass without writing (`recovery::cleaner::plan`), printing what each group
+//! of segments would keep and remove. The run opens the partition (recovering it if its last
+//! shutdown was not clean), cleans it, closes it, and prints what it did.
+//!
+//! Exit status: 0 done (or planned); 2 usage or I/O error, or a log the cleaner does not clean.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::Parser;
+use recovery::cleaner::{self, CleanReport, CleanerConfig, LogToClean};
+use recovery::{LoadOptions, LogLoader};
+use segment_store::TopicPartition;
+
+use crate::cli::partition;
+use crate::cli::Status;
+use crate::{Config, Log};
+
+/// Arguments of `seglog compact`.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "compact",
+    about = "One pass of Kafka's log cleaner over a partition (--dry-run: what it would do, read-only)",
+    after_help = "Examples:\n  seglog compact --dry-run /var/kafka-logs/orders-0\n  seglog compact /var/kafka-logs/orders-0\n\n\
+                  Exit status: 0 done; 2 usage or I/O error, or a log the cleaner does not clean."
+)]
+pub struct CompactArgs {
+    /// A partition directory (`<topic>-<partition>`), its shutdown clean or not
+    #[arg(value_name = "DIR")]
+    pub dir: PathBuf,
+    /// Print what the pass would keep and remove, writing nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The cleaner's clock in ms since the Unix epoch (delete horizons, compaction lag,
+    /// producer expiry at load); default: now
+    #[arg(long, value_name = "MS")]
+    pub now_ms: Option<i64>,
+    /// log.cleaner.dedupe.buffer.size: bytes of the offset map (with log.cleaner.threads 1)
+    #[arg(long, value_name = "BYTES", default_value_t = 128 * 1024 * 1024)]
+    pub dedupe_buffer_size: u64,
+    /// delete.retention.ms: how long tombstones stay after the pass that set their horizon
+    #[arg(long, value_name = "MS", default_value_t = 86_400_000)]
+    pub delete_retention_ms: i64,
+    /// min.compaction.lag.ms: segments younger than this are not cleaned
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub min_compaction_lag_ms: i64,
+    /// segment.bytes: the largest group of segments cleaned into one
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
+    pub segment_bytes: u64,
+}
+
+impl CompactArgs {
+    fn cleaner_config(&self) -> CleanerConfig {
+        CleanerConfig {
+            dedupe_buffer_size: self.dedupe_buffer_size,
+            delete_retention_ms: self.delete_retention_ms,
+            min_compaction_lag_ms: self.min_compaction_lag_ms,
+            segment_bytes: self.segment_bytes,
+            ..CleanerConfig::default()
+        }
+    }
+}
+
+/// Runs `seglog compact`.
+pub fn run(args: &CompactArgs, out: &mut impl Write, err: &mut impl Write) -> Status {
+    match compact(args, out) {
+        Ok(()) => Status::Success,
+        Err(e) => {
+            let _ = writeln!(err, "error: {}: {e}", args.dir.display());
+            Status::Usage
+        }
+    }
+}
+
+fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::error::Error>> {
+    let clock = partition::clock(args.now_ms);
+    let name = args
+        .dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if args.dry_run {
+        let mut opts = LoadOptions::for_partition_dir(&args.dir, false);
+        opts.env.clock = clock.clone();
+        let plan = LogLoader::plan(&args.dir, &opts)?;
+        let parsed = segment_store::file_name::parse_partition_dir_name(
+            args.dir.file_name().unwrap_or_default(),
+        )?;
+        let tp = TopicPartition::new(parsed.topic, parsed.partition);
+        let log = LogToClean::from_plan(&plan, clock.now_ms());
+        let report = cleaner::plan(&opts.env.storage, &log, &tp, &args.cleaner_config())?;
+        print_report(out, &name, &report, true)?;
+        return Ok(());
+    }
+    let config = Config::default()
+        .with_clock(clock)
+        .with_cleaner(args.cleaner_config());
+    let log = Log::open(&args.dir, config)?;
+    let (log, report) = log.compact()?;
+    log.close()?;
+    print_report(out, &name, &report, false)?;
+    Ok(())
+}
+
+fn print_report(
+    out: &mut impl Write,
+    name: &str,
+    r: &CleanReport,
+    dry_run: bool,
+) -> std::io::Result<()> {
+    if r.groups.is_empty() {
+        return writeln!(
+            out,
+            "{name}: nothing to clean (dirty section [{}, {}) is empty)",
+            r.first_dirty_offset, r.first_uncleanable_offset
+        );
+    }
+    let (verb, wrote) = if dry_run {
+        ("would clean", "would write")
+    } else {
+        ("cleaned", "wrote")
+    };
+    writeln!(
+        out,
+        "{name}: {verb} up to offset {} (dirty section [{}, {}); offset map {} keys of {} slots)",
+        r.end_offset, r.first_dirty_offset, r.first_uncleanable_offset, r.map_keys, r.map_slots
+    )?;
+    for g in &r.groups {
+        let segs: Vec<String> = g.segments.iter().map(i64::to_string).collect();
+        writeln!(
+            out,
+            "  segments [{}]: read {} bytes, {wrote} {} bytes; records read {}, kept {}; batches removed {}",
+            segs.join(", "),
+            g.bytes_read,
+            g.bytes_written,
+            g.records_read,
+            g.records_retained,
+            g.batches_removed
+        )?;
+    }
+    if !dry_run {
+        writeln!(out, "  cleaner-offset-checkpoint: {}", r.end_offset)?;
+    }
+    Ok(())
+}

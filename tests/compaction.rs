@@ -1,0 +1,485 @@
+//! `Log::compact` on generated logs (real files in temp dirs): plain, idempotent and
+//! transactional producers, commits and aborts, tombstones and KIP-1279 `MIRROR_PID_RESET`
+//! barriers, over several segments, cleaned with small and ample offset maps. Invariants:
+//! * producer state rebuilt from scratch from the compacted log equals the state rebuilt from
+//!   the original (epoch, last sequence, last offset, coordinator epoch, open transaction) for
+//!   every producer (the cleaner keeps each producer's last batch);
+//! * every key's newest record, as a `read_committed` consumer sees it, keeps its offset and
+//!   value;
+//! * every barrier stays, at its offset.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use proptest::prelude::*;
+use seglog::record_format::{
+    end_txn_marker_batch, is_mirror_pid_reset_batch, mirror_pid_reset_batch, ControlRecordType,
+    RecordBatch, RecordBatchBuilder,
+};
+use seglog::{CleanerConfig, Config, IsolationLevel, Log};
+use testkit::ManualClock;
+
+const T0: i64 = 1_700_000_000_000;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Records of producer `p` (0: no producer id; 1-2 idempotent; 3-4 transactional):
+    /// (key, tombstone).
+    Data(u8, Vec<(u8, bool)>),
+    /// Ends producer `p`'s transaction (3-4), commit or abort.
+    End(u8, bool),
+    /// A MIRROR_PID_RESET barrier.
+    Barrier,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0u8..5, prop::collection::vec((0u8..12, prop::bool::weighted(0.2)), 1..5))
+            .prop_map(|(p, r)| Op::Data(p, r)),
+        3 => (3u8..5, any::<bool>()).prop_map(|(p, c)| Op::End(p, c)),
+        1 => Just(Op::Barrier),
+    ]
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProducerView {
+    epoch: i16,
+    last_seq: i32,
+    last_data_offset: i64,
+    coordinator_epoch: i32,
+    txn_first_offset: Option<i64>,
+}
+
+fn producers(log: &Log) -> BTreeMap<i64, ProducerView> {
+    log.producer_state()
+        .active_producers()
+        .into_iter()
+        .map(|(pid, e)| {
+            (
+                pid,
+                ProducerView {
+                    epoch: e.producer_epoch(),
+                    last_seq: e.last_seq(),
+                    last_data_offset: e.last_data_offset(),
+                    coordinator_epoch: e.coordinator_epoch(),
+                    txn_first_offset: e.current_txn_first_offset(),
+                },
+            )
+        })
+        .collect()
+}
+
+/// Every record a consumer sees from the log start, fetch after fetch (a fetch stops at the end
+/// of a segment).
+fn consume_all(log: &Log, isolation: IsolationLevel) -> Vec<seglog::recovery::ConsumedRecord> {
+    let mut out = Vec::new();
+    let mut offset = log.log_start_offset();
+    loop {
+        let fetch = log.read(offset, 1 << 24, isolation).unwrap();
+        if fetch.records.is_empty() {
+            return out;
+        }
+        out.extend(seglog::recovery::consume(&fetch).unwrap());
+        offset = batch_offsets(&fetch.records).last().unwrap().1 + 1;
+    }
+}
+
+/// (base offset, last offset, is a barrier) of each batch in `bytes`.
+fn batch_offsets(bytes: &[u8]) -> Vec<(i64, i64, bool)> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < bytes.len() {
+        let len = i32::from_be_bytes(bytes[pos + 8..pos + 12].try_into().unwrap()) as usize;
+        let b = RecordBatch::new(&bytes[pos..pos + 12 + len], pos as u64).unwrap();
+        let barrier = is_mirror_pid_reset_batch(&b).unwrap();
+        out.push((b.base_offset(), b.last_offset(), barrier));
+        pos += 12 + len;
+    }
+    out
+}
+
+/// Each key's newest record under read_committed: (offset, value).
+fn newest(log: &Log) -> BTreeMap<Vec<u8>, (i64, Option<Vec<u8>>)> {
+    let mut out = BTreeMap::new();
+    for r in consume_all(log, IsolationLevel::ReadCommitted) {
+        if let Some(k) = r.key {
+            out.insert(k, (r.offset, r.value));
+        }
+    }
+    out
+}
+
+/// Offsets of the barrier batches in the partition's `.log` files.
+fn barriers(dir: &Path) -> Vec<i64> {
+    let mut names: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for p in names {
+        let bytes = std::fs::read(&p).unwrap();
+        out.extend(
+            batch_offsets(&bytes)
+                .into_iter()
+                .filter(|b| b.2)
+                .map(|b| b.0),
+        );
+    }
+    out
+}
+
+fn config(clock: &Arc<ManualClock>, dedupe: u64) -> Config {
+    Config::default()
+        .with_clock(clock.clone())
+        .with_segment_bytes(1024)
+        .with_cleaner(CleanerConfig {
+            dedupe_buffer_size: dedupe,
+            segment_bytes: 1024,
+            ..CleanerConfig::default()
+        })
+}
+
+fn write(log: &mut Log, ops: &[Op]) {
+    let mut seq = [0i32; 5];
+    let mut in_txn = [false; 5];
+    let mut ts = T0;
+    for op in ops {
+        ts += 1;
+        let offset = log.log_end_offset();
+        let bytes = match op {
+            Op::Data(p, recs) => {
+                let p = usize::from(*p);
+                let mut b = RecordBatchBuilder::new(offset);
+                if p > 0 {
+                    b = b.producer(100 + p as i64, 0, seq[p]).transactional(p >= 3);
+                    seq[p] += recs.len() as i32;
+                    in_txn[p] |= p >= 3;
+                }
+                for (k, tomb) in recs {
+                    let key = format!("k{k}");
+                    let value = format!("v{offset}-{k}");
+                    let v = if *tomb { None } else { Some(value.as_bytes()) };
+                    b.append(ts, Some(key.as_bytes()), v, &[]).unwrap();
+                }
+                b.build()
+            }
+            Op::End(p, commit) => {
+                let p = usize::from(*p);
+                if !in_txn[p] {
+                    continue;
+                }
+                in_txn[p] = false;
+                let t = if *commit {
+                    ControlRecordType::Commit
+                } else {
+                    ControlRecordType::Abort
+                };
+                end_txn_marker_batch(offset, ts, 0, 100 + p as i64, 0, t, 5)
+            }
+            Op::Barrier => {
+                // Kafka's rule: no barrier while a transaction is open.
+                if in_txn.iter().any(|t| *t) {
+                    continue;
+                }
+                seq = [0; 5];
+                mirror_pid_reset_batch(offset, ts, 0, "source-cluster")
+            }
+        };
+        log.append_as_follower(&bytes).unwrap();
+    }
+}
+
+fn check(ops: &[Op], dedupe: u64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, dedupe)).unwrap();
+    write(&mut log, ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let before_producers = producers(&log);
+    let before_newest = newest(&log);
+    let before_barriers = barriers(&dir);
+
+    // Pass after pass until the cleaner has been through the whole log.
+    let mut passes = 0;
+    loop {
+        let (reopened, report) = log.compact().unwrap();
+        log = reopened;
+        passes += 1;
+        if report.groups.is_empty() || report.end_offset >= end || passes > 50 {
+            break;
+        }
+    }
+    assert_eq!(newest(&log), before_newest, "newest value of every key");
+    assert_eq!(barriers(&dir), before_barriers, "barriers kept in place");
+    log.close().unwrap();
+
+    // Producer state from scratch: no snapshot, every segment replayed.
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.extension().is_some_and(|e| e == "snapshot") {
+            std::fs::remove_file(p).unwrap();
+        }
+    }
+    let mut cfg = config(&clock, dedupe);
+    cfg.full_recovery = true;
+    let log = Log::open(&dir, cfg).unwrap();
+    assert_eq!(
+        producers(&log),
+        before_producers,
+        "producer state from scratch"
+    );
+    assert_eq!(log.log_end_offset(), end, "log end offset");
+    log.close().unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn compaction_keeps_producers_newest_values_and_barriers(
+        ops in prop::collection::vec(op(), 20..120),
+        small_map in any::<bool>(),
+    ) {
+        // 8 slots (7 keys a pass: several passes) or ample.
+        check(&ops, if small_map { 24 * 8 } else { 1 << 20 });
+    }
+}
+
+#[test]
+fn compaction_removes_superseded_values() {
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Data((i % 3) as u8, vec![((i % 4) as u8, false)]))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let (log, report) = log.compact().unwrap();
+    assert_eq!(report.end_offset, end);
+    let kept = consume_all(&log, IsolationLevel::ReadUncommitted);
+    // 4 keys: the newest of each, nothing else (empty batches keep producers' last batches).
+    let offsets: Vec<i64> = kept.iter().map(|r| r.offset).collect();
+    assert_eq!(offsets, vec![36, 37, 38, 39]);
+    log.close().unwrap();
+}
+
+/// Every file under `dir` with its bytes.
+fn tree(dir: &Path) -> BTreeMap<std::path::PathBuf, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.insert(p.clone(), std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
+    use seglog::cli::compact::{run, CompactArgs};
+    use seglog::cli::Status;
+    let ops: Vec<Op> = (0..60)
+        .map(|i| Op::Data((i % 5) as u8, vec![((i % 6) as u8, i % 7 == 0)]))
+        .chain([Op::End(3, true), Op::End(4, false)])
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    log.close().unwrap();
+    let args = CompactArgs {
+        dir: dir.clone(),
+        dry_run: true,
+        now_ms: Some(T0 + 10_000),
+        dedupe_buffer_size: 1 << 20,
+        delete_retention_ms: 86_400_000,
+        min_compaction_lag_ms: 0,
+        segment_bytes: 1024,
+    };
+    let before = tree(tmp.path());
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(run(&args, &mut out, &mut err), Status::Success);
+    assert_eq!(tree(tmp.path()), before, "the dry run changed files");
+    let planned = String::from_utf8(out).unwrap();
+    assert!(planned.contains("would clean up to offset"), "{planned}");
+
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let args = CompactArgs {
+        dry_run: false,
+        ..args
+    };
+    assert_eq!(run(&args, &mut out, &mut err), Status::Success);
+    let done = String::from_utf8(out).unwrap();
+    assert_eq!(
+        done.replace("cleaned", "CLEANED")
+            .lines()
+            .filter(|l| !l.contains("cleaner-offset-checkpoint"))
+            .collect::<Vec<_>>(),
+        planned
+            .replace("would clean", "CLEANED")
+            .replace("would write", "wrote")
+            .lines()
+            .collect::<Vec<_>>(),
+        "the run did what the dry run planned"
+    );
+    assert_ne!(tree(tmp.path()), before, "the run changed the log");
+    let checkpoint = std::fs::read_to_string(tmp.path().join("data/cleaner-offset-checkpoint"));
+    assert!(
+        checkpoint.unwrap().contains("table 0 "),
+        "checkpoint written"
+    );
+}
+
+/// The real file system, refusing every mutation from the `fail_at`-th on (an I/O error where a
+/// crash would stop the pass): what is on disk then is what a crash there leaves, minus page
+/// cache losses.
+#[derive(Debug)]
+struct FailingFs {
+    ops: std::sync::atomic::AtomicU64,
+    fail_at: u64,
+}
+
+impl FailingFs {
+    fn step(&self, path: &Path) -> seglog::segment_store::Result<()> {
+        let n = self.ops.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n >= self.fail_at {
+            return Err(seglog::segment_store::SegmentError::io(
+                path,
+                "injected",
+                std::io::Error::other("injected failure"),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl seglog::segment_store::Storage for FailingFs {
+    fn open(
+        &self,
+        path: &Path,
+        mode: seglog::segment_store::OpenMode,
+    ) -> seglog::segment_store::Result<Box<dyn seglog::segment_store::FileHandle>> {
+        if mode.writable() {
+            self.step(path)?;
+        }
+        seglog::segment_store::StdFs.open(path, mode)
+    }
+    fn exists(&self, path: &Path) -> seglog::segment_store::Result<bool> {
+        seglog::segment_store::StdFs.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> seglog::segment_store::Result<()> {
+        self.step(from)?;
+        seglog::segment_store::StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> seglog::segment_store::Result<()> {
+        self.step(path)?;
+        seglog::segment_store::StdFs.remove_file(path)
+    }
+    fn list_dir(&self, dir: &Path) -> seglog::segment_store::Result<Vec<std::ffi::OsString>> {
+        seglog::segment_store::StdFs.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> seglog::segment_store::Result<()> {
+        self.step(dir)?;
+        seglog::segment_store::StdFs.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> seglog::segment_store::Result<()> {
+        self.step(dir)?;
+        seglog::segment_store::StdFs.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> seglog::segment_store::Result<()> {
+        self.step(dir)?;
+        seglog::segment_store::StdFs.sync_dir(dir)
+    }
+}
+
+/// A pass stopped at each of its file-system mutations in turn: the next open (the loader
+/// deleting `.cleaned` leftovers before the commit point, completing the `.swap` after it) has
+/// the newest value of every key and the producer state of the original log, and the log end.
+#[test]
+fn a_pass_stopped_at_any_mutation_loses_nothing() {
+    use seglog::recovery::cleaner::{clean, last_records, LogToClean};
+    let ops: Vec<Op> = (0..80)
+        .map(|i| Op::Data((i % 5) as u8, vec![((i % 9) as u8, i % 11 == 0)]))
+        .chain([Op::End(3, true), Op::End(4, false)])
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path().join("base").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&base, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end);
+    let (want_newest, want_producers) = (newest(&log), producers(&log));
+    let to_clean = |dir: &Path, log: &Log| LogToClean {
+        dir: dir.to_path_buf(),
+        log_start_offset: log.log_start_offset(),
+        last_stable_offset: log.last_stable_offset(),
+        last_records: last_records(log.producer_state()),
+        now_ms: T0 + 10_000,
+    };
+    let template = to_clean(&base, &log);
+    log.close().unwrap();
+    let cleaner = config(&clock, 1 << 20).cleaner;
+    let tp = seglog::TopicPartition::new("table", 0);
+    let mut fail_at = 1;
+    loop {
+        let case = tmp.path().join(format!("case-{fail_at}"));
+        copy_dir(&tmp.path().join("base"), &case);
+        let dir = case.join("table-0");
+        let storage: Arc<dyn seglog::segment_store::Storage> = Arc::new(FailingFs {
+            ops: std::sync::atomic::AtomicU64::new(0),
+            fail_at,
+        });
+        let input = LogToClean {
+            dir: dir.clone(),
+            ..template.clone()
+        };
+        let finished = clean(&storage, &input, &tp, &cleaner).is_ok();
+        let log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+        assert_eq!(newest(&log), want_newest, "stopped at mutation {fail_at}");
+        assert_eq!(
+            producers(&log),
+            want_producers,
+            "stopped at mutation {fail_at}"
+        );
+        assert_eq!(log.log_end_offset(), end, "stopped at mutation {fail_at}");
+        log.close().unwrap();
+        if finished {
+            break;
+        }
+        fail_at += 1;
+    }
+    assert!(fail_at > 10, "the pass made only {fail_at} mutations");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let p = e.unwrap().path();
+        let t = to.join(p.file_name().unwrap());
+        if p.is_dir() {
+            copy_dir(&p, &t);
+        } else {
+            std::fs::copy(&p, &t).unwrap();
+        }
+    }
+}
