@@ -351,6 +351,7 @@ fn the_small_workload_with_an_aborting_failover_recovers_at_every_crash_point() 
             scratch: tmp.path().to_path_buf(),
             torn: TornMode::Sample(3),
             stride: 1,
+            model: Default::default(),
         },
     );
     assert!(sum.violations.is_empty(), "{:#?}", sum.violations);
