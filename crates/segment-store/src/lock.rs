@@ -178,6 +178,14 @@ impl DirLock {
     /// Whether `path` (which must exist, or whose parent must exist) lies inside the locked
     /// directory, after resolving symlinks.
     pub fn covers(&self, path: &Path) -> bool {
+        // On simulated storage the directory exists only in memory (its mapped index files sit
+        // in a real scratch folder that may not exist yet): a name under it, spelled so.
+        if self.is_simulated() {
+            return path.starts_with(&self.inner.dir)
+                && !path
+                    .components()
+                    .any(|c| matches!(c, Component::ParentDir | Component::CurDir));
+        }
         // A name directly in the locked directory, spelled as its canonical path, needs no
         // resolving (every component but the last is canonical): only the name itself could be
         // a symlink leading out. One `lstat` instead of a `readlink` per component.
