@@ -222,9 +222,12 @@ impl Log {
 
     /// KIP-1279: starts mirroring the partition of the cluster `source_cluster_id`, first
     /// truncating this log to where it diverges from `source` by leader epoch (a
-    /// [`PartitionLog`] or [`recovery::leader_epoch::EpochHistory`] of the source). From then on
-    /// client and coordinator appends are refused; [`append_as_mirror`](Self::append_as_mirror)
-    /// feeds the source's batches.
+    /// [`PartitionLog`] or [`recovery::leader_epoch::EpochHistory`] of the source). A partition
+    /// that never mirrored and holds batches of its own keeps none of them unless the source
+    /// tells a Last Mirror Epoch (failback): it is truncated fully and starts at 0
+    /// (`docs/barrier.md`, "Leader epochs and log alignment"). From then on client and
+    /// coordinator appends are refused; [`append_as_mirror`](Self::append_as_mirror) feeds the
+    /// source's batches.
     pub fn start_mirroring(
         &mut self,
         source_cluster_id: &str,

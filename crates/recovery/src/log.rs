@@ -164,6 +164,11 @@ pub enum PartitionLogError {
         /// The partition's mirror state.
         state: MirrorStateKind,
     },
+    /// A mirror-feed append or alignment while a first start's full truncation is not durable
+    /// yet (`Mirroring{full_truncation_pending}`): call
+    /// [`start_mirroring`](crate::mirror::MirroredLog::start_mirroring) again to finish it.
+    /// Nothing was written.
+    MirrorTruncationPending,
     /// The partition's `mirror-state` file could not be read or written.
     MirrorState(MirrorStateError),
     /// A partition directory holds a name seglog reads or writes that it must not go through:
@@ -244,6 +249,10 @@ impl fmt::Display for PartitionLogError {
             Self::NotMirroring { state } => {
                 write!(f, "mirrored batches are refused in mirror state {state}")
             }
+            Self::MirrorTruncationPending => f.write_str(
+                "the first start of mirroring has not truncated the log yet: call \
+                 start_mirroring again",
+            ),
             Self::MirrorState(e) => write!(f, "{e}"),
             Self::Partition { dir, source } => {
                 write!(f, "loading partition {}: {source}", dir.display())
@@ -737,7 +746,9 @@ impl PartitionLog {
     /// epoch).
     pub fn set_mirror_leader_epoch(&mut self, requested: i32) -> Result<i32, PartitionLogError> {
         let MirrorPartitionState::Mirroring {
-            source_cluster_id, ..
+            source_cluster_id,
+            full_truncation_pending,
+            ..
         } = &self.mirror
         else {
             return Err(PartitionLogError::NotMirroring {
@@ -752,6 +763,7 @@ impl PartitionLog {
             let next = MirrorPartitionState::Mirroring {
                 source_cluster_id: source_cluster_id.clone(),
                 leader_epoch: requested,
+                full_truncation_pending: *full_truncation_pending,
             };
             self.persist_mirror_state(next)?;
         }
@@ -949,13 +961,18 @@ impl PartitionLog {
     /// has mirrored, even across a crash right after the append.
     pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo, PartitionLogError> {
         let MirrorPartitionState::Mirroring {
-            source_cluster_id, ..
+            source_cluster_id,
+            full_truncation_pending,
+            ..
         } = &self.mirror
         else {
             return Err(PartitionLogError::NotMirroring {
                 state: self.mirror.kind(),
             });
         };
+        if *full_truncation_pending {
+            return Err(PartitionLogError::MirrorTruncationPending);
+        }
         // The batches' largest epoch, from their headers; a malformed input is refused below by
         // the append's own validation.
         let source_epoch = Batches::new(records, 0)
@@ -972,6 +989,7 @@ impl PartitionLog {
                 let state = MirrorPartitionState::Mirroring {
                     source_cluster_id: source_cluster_id.clone(),
                     leader_epoch: next,
+                    full_truncation_pending: false,
                 };
                 self.persist_mirror_state(state)?;
             }
@@ -987,10 +1005,19 @@ impl PartitionLog {
         &mut self,
         source: &dyn EpochEndOffsets,
     ) -> Result<Option<i64>, PartitionLogError> {
-        if !matches!(self.mirror, MirrorPartitionState::Mirroring { .. }) {
-            return Err(PartitionLogError::NotMirroring {
-                state: self.mirror.kind(),
-            });
+        match self.mirror {
+            MirrorPartitionState::Mirroring {
+                full_truncation_pending: false,
+                ..
+            } => {}
+            MirrorPartitionState::Mirroring { .. } => {
+                return Err(PartitionLogError::MirrorTruncationPending)
+            }
+            _ => {
+                return Err(PartitionLogError::NotMirroring {
+                    state: self.mirror.kind(),
+                })
+            }
         }
         let point = crate::mirror::alignment_point(self, source);
         if point < self.log_start_offset() {

@@ -69,7 +69,10 @@
 //! MIRRORING                 source=<id>,
 //!                           leader_epoch=<i32>           (version 2, optional: the
 //!                                                         destination's own epoch; absent
-//!                                                         reads as -1, not chosen)
+//!                                                         reads as -1, not chosen),
+//!                           truncate_fully=pending       (version 2, optional: a first
+//!                                                         start whose full truncation is
+//!                                                         not durable yet)
 //! STOPPING                  step=FEED_STOPPED|TRUNCATED|EPOCH_BUMPED, source=<id>, lso=<i64>,
 //!                           policy=TRUNCATE_TO_LAST_STABLE|ABORT_OPEN_TRANSACTIONS
 //!                                                        (version 2 only),
@@ -151,6 +154,13 @@ pub enum MirrorPartitionState {
         /// caller is refused. The mirrored batches keep the source's epochs, and so does the
         /// leader-epoch cache. −1: not chosen (a file written before epochs were kept here).
         leader_epoch: i32,
+        /// A partition that never mirrored (`Local`) starts mirroring with history of its own
+        /// that the source cannot hold (the source tells no Last Mirror Epoch: it never
+        /// mirrored from this log's cluster): every batch is its own, so the log is truncated
+        /// fully and starts at 0. Persisted before the truncation (the partition is read-only
+        /// from then on) and cleared after it is durable; while set, mirrored appends are
+        /// refused and [`MirroredLog::start_mirroring`] repeats the truncation.
+        full_truncation_pending: bool,
     },
     /// Stopping, at `step`; read-only for clients and for the mirror feed.
     Stopping {
@@ -342,6 +352,8 @@ pub enum MalformedReason {
     UnknownStep(String),
     /// Unknown stop policy.
     UnknownPolicy(String),
+    /// A `truncate_fully` value other than `pending`.
+    UnknownTruncation(String),
     /// The line is not `<expected>=…`.
     ExpectedKey {
         /// The key that must come here.
@@ -383,6 +395,9 @@ impl fmt::Display for MirrorStateError {
                     MalformedReason::UnknownState(s) => write!(f, "unknown state {s:?}"),
                     MalformedReason::UnknownStep(s) => write!(f, "unknown stopping step {s:?}"),
                     MalformedReason::UnknownPolicy(s) => write!(f, "unknown stop policy {s:?}"),
+                    MalformedReason::UnknownTruncation(s) => {
+                        write!(f, "truncate_fully is {s:?}, not \"pending\"")
+                    }
                     MalformedReason::ExpectedKey { expected, found } => {
                         write!(f, "expected {expected}=…, found {found:?}")
                     }
@@ -423,6 +438,7 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
         MirrorPartitionState::Mirroring {
             source_cluster_id,
             leader_epoch,
+            full_truncation_pending,
         } => {
             if !is_valid_source_cluster_id(source_cluster_id) || *leader_epoch < -1 {
                 return Err(bad());
@@ -430,6 +446,9 @@ pub fn encode_mirror_state(state: &MirrorPartitionState) -> Result<String, Mirro
             out.push_str(&format!("source={source_cluster_id}\n"));
             if *leader_epoch >= 0 {
                 out.push_str(&format!("leader_epoch={leader_epoch}\n"));
+            }
+            if *full_truncation_pending {
+                out.push_str("truncate_fully=pending\n");
             }
         }
         MirrorPartitionState::Stopping {
@@ -612,6 +631,15 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
                 lines.epoch("leader_epoch", 0)?
             } else {
                 UNDEFINED_EPOCH
+            },
+            full_truncation_pending: if v2 && lines.next_is("truncate_fully") {
+                let (n, v) = lines.field("truncate_fully")?;
+                if v != "pending" {
+                    return Err((n, MalformedReason::UnknownTruncation(v.to_owned())));
+                }
+                true
+            } else {
+                false
             },
         },
         "STOPPING" => {
@@ -1095,9 +1123,16 @@ pub trait MirroredLog: MirrorLog {
         }
     }
 
-    /// Whether the mirror fetcher may append (only in `Mirroring`).
+    /// Whether the mirror fetcher may append (only in `Mirroring`, once a first start's full
+    /// truncation is durable).
     fn accepts_mirrored_appends(&self) -> bool {
-        matches!(self.mirror_state(), MirrorPartitionState::Mirroring { .. })
+        matches!(
+            self.mirror_state(),
+            MirrorPartitionState::Mirroring {
+                full_truncation_pending: false,
+                ..
+            }
+        )
     }
 
     /// Starts mirroring from `source_cluster_id`, from `Local` or `Stopped` (failback): persists
@@ -1122,6 +1157,7 @@ pub trait MirroredLog: MirrorLog {
             MirrorPartitionState::Local | MirrorPartitionState::Stopped { .. } => {}
             MirrorPartitionState::Mirroring {
                 source_cluster_id: current,
+                full_truncation_pending,
                 ..
             } => {
                 if current != source_cluster_id {
@@ -1131,6 +1167,9 @@ pub trait MirroredLog: MirrorLog {
                     });
                 }
                 // A start interrupted after its state was persisted may not have truncated.
+                if *full_truncation_pending {
+                    return truncate_fully_for_mirroring(self);
+                }
                 return align(self, source);
             }
             MirrorPartitionState::Stopping { .. } => {
@@ -1143,10 +1182,21 @@ pub trait MirroredLog: MirrorLog {
         // The destination's own epoch, above everything the log holds (its local epochs too);
         // chosen before alignment removes any epoch.
         let leader_epoch = fenced_stop_epoch(self)?;
+        // A partition that never mirrored holds only its own batches. Unless the source tells
+        // a Last Mirror Epoch (it mirrored from this log: failback, whose rule finds what the
+        // two share), nothing of it is in the source, whatever the two clusters' epoch numbers
+        // say: the log is truncated fully, after the state that marks it pending is durable.
+        let full_truncation_pending = matches!(self.mirror_state(), MirrorPartitionState::Local)
+            && source.last_mirror_epoch().is_none()
+            && self.log_end_offset() > 0;
         self.persist_mirror_state(MirrorPartitionState::Mirroring {
             source_cluster_id: source_cluster_id.to_owned(),
             leader_epoch,
+            full_truncation_pending,
         })?;
+        if full_truncation_pending {
+            return truncate_fully_for_mirroring(self);
+        }
         align(self, source)
     }
 
@@ -1163,8 +1213,17 @@ pub trait MirroredLog: MirrorLog {
     fn stop_mirroring_with(&mut self, policy: StopPolicy) -> Result<i64, MirrorError<Self::Error>> {
         match self.mirror_state().clone() {
             MirrorPartitionState::Mirroring {
+                full_truncation_pending: true,
+                ..
+            } => {
+                // A first start that did not finish: its log holds no mirrored batch to keep.
+                truncate_fully_for_mirroring(self)?;
+                self.stop_mirroring_with(policy)
+            }
+            MirrorPartitionState::Mirroring {
                 source_cluster_id,
                 leader_epoch: mirroring_epoch,
+                full_truncation_pending: false,
             } => {
                 // Step 1: the stop point, durable in the log before it is persisted, and the
                 // new leader epoch, fenced from every epoch the log holds before truncation.
@@ -1254,6 +1313,30 @@ fn align<P: MirroredLog + ?Sized>(
         return Ok(());
     }
     p.flush().map_err(MirrorError::Log)
+}
+
+/// The full truncation of a first start (`Mirroring{full_truncation_pending}` is persisted):
+/// truncates fully, starting at 0, fsyncs, then persists `Mirroring` without the mark. Repeated
+/// as a whole after a crash anywhere in it (truncating an empty log at 0 changes nothing).
+fn truncate_fully_for_mirroring<P: MirroredLog + ?Sized>(
+    p: &mut P,
+) -> Result<(), MirrorError<P::Error>> {
+    let MirrorPartitionState::Mirroring {
+        source_cluster_id,
+        leader_epoch,
+        full_truncation_pending: true,
+    } = p.mirror_state().clone()
+    else {
+        return Ok(());
+    };
+    p.truncate_fully_and_start_at(0).map_err(MirrorError::Log)?;
+    p.flush().map_err(MirrorError::Log)?;
+    p.persist_mirror_state(MirrorPartitionState::Mirroring {
+        source_cluster_id,
+        leader_epoch,
+        full_truncation_pending: false,
+    })?;
+    Ok(())
 }
 
 /// The new leader epoch of a stop: [`MIRROR_EPOCH_FENCE`] above every epoch in the log's
@@ -1558,10 +1641,26 @@ mod tests {
         roundtrip(MirrorPartitionState::Mirroring {
             source_cluster_id: "a=b c".into(),
             leader_epoch: 14,
+            full_truncation_pending: false,
         });
         roundtrip(MirrorPartitionState::Mirroring {
             source_cluster_id: "A".into(),
+            leader_epoch: 10,
+            full_truncation_pending: true,
+        });
+        assert_eq!(
+            encode_mirror_state(&MirrorPartitionState::Mirroring {
+                source_cluster_id: "A".into(),
+                leader_epoch: 10,
+                full_truncation_pending: true,
+            })
+            .unwrap(),
+            "2\nMIRRORING\nsource=A\nleader_epoch=10\ntruncate_fully=pending\n"
+        );
+        roundtrip(MirrorPartitionState::Mirroring {
+            source_cluster_id: "A".into(),
             leader_epoch: -1,
+            full_truncation_pending: false,
         });
         roundtrip(MirrorPartitionState::Stopping {
             step: StoppingStep::FeedStopped,
@@ -1606,14 +1705,17 @@ mod tests {
             MirrorPartitionState::Mirroring {
                 source_cluster_id: String::new(),
                 leader_epoch: 0,
+                full_truncation_pending: false,
             },
             MirrorPartitionState::Mirroring {
                 source_cluster_id: "a\nb".into(),
                 leader_epoch: 0,
+                full_truncation_pending: false,
             },
             MirrorPartitionState::Mirroring {
                 source_cluster_id: "A".into(),
                 leader_epoch: -2,
+                full_truncation_pending: false,
             },
             MirrorPartitionState::Stopped {
                 barrier_offset: -1,

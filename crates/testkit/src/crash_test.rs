@@ -36,8 +36,8 @@ use record_format::{
 };
 use recovery::leader_epoch::EpochHistory;
 use recovery::{
-    AppendOrigin, BatchSummary, LoadOptions, LogLoader, PartitionLog, PartitionLogConfig,
-    ProducerStateManager, StopPolicy,
+    AppendOrigin, BatchSummary, EpochEndOffsets, LastMirrorEpoch, LoadOptions, LogLoader,
+    PartitionLog, PartitionLogConfig, ProducerStateManager, StopPolicy,
 };
 use segment_store::file_name::{
     DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOCK_FILE_NAME, TIME_INDEX_FILE_SUFFIX,
@@ -667,11 +667,12 @@ fn run_failover(
     let s = |e: &dyn fmt::Display| e.to_string();
     log.set_high_watermark(i64::MAX);
     // The workload drops open transactions before mirroring (truncation to the
-    // LSO); the source then holds this log's history, so aligning to it keeps all.
+    // LSO); the source then holds this log's history (a failback), so aligning to it keeps
+    // all.
     let lso = log.last_stable_offset();
     exp.truncating_to(lso);
     log.truncate_to(lso).map_err(|e| s(&e))?;
-    let source = EpochHistory::of(log);
+    let source = FailbackSource::of(log);
     log.start_mirroring("source", &source).map_err(|e| s(&e))?;
     for seq in [0, 2] {
         let b = if seq == 2 && policy == StopPolicy::AbortOpenTransactions {
@@ -712,6 +713,35 @@ fn run_failover(
     log.append_as_leader(&b, epoch, AppendOrigin::Client)
         .map_err(|e| s(&e))?;
     Ok(epoch)
+}
+
+/// The source a workload's failover mirrors from: the partition that mirrored this log and
+/// stopped (a failback), so it holds this log's history up to its end and tells its Last Mirror
+/// Epoch (this log's latest epoch, ending at its end). A partition that never mirrored starts
+/// mirroring a source that tells none by truncating fully: none of its batches can be there.
+pub(crate) struct FailbackSource(EpochHistory);
+
+impl FailbackSource {
+    pub(crate) fn of(log: &PartitionLog) -> Self {
+        Self(EpochHistory::of(log))
+    }
+}
+
+impl EpochEndOffsets for FailbackSource {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        self.0.end_offset_for_epoch(requested)
+    }
+
+    fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
+        let epoch = self.0.entries.last().map_or(-1, |e| e.epoch);
+        let end = self.0.log_end_offset;
+        Some(LastMirrorEpoch {
+            epoch,
+            end_offset: end,
+            barrier_offset: end,
+            stop_epoch: epoch.saturating_add(recovery::MIRROR_EPOCH_FENCE),
+        })
+    }
 }
 
 /// How many torn variants of each crash point to check.

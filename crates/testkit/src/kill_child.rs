@@ -42,8 +42,8 @@ use clap::Parser;
 use record_format::batch::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
 use recovery::{
-    load_log_dir, AppendOrigin, EpochHistory, LogDir, LogDirOptions, MirrorPartitionState,
-    MirrorStateFile, MirrorStateStore, PartitionLog,
+    load_log_dir, AppendOrigin, LogDir, LogDirOptions, MirrorPartitionState, MirrorStateFile,
+    MirrorStateStore, PartitionLog,
 };
 use segment_store::{LogEnv, StdFs, TopicPartition};
 
@@ -401,12 +401,12 @@ impl<W: Write> Child<'_, W> {
                     let log = self.log(&mut ld)?;
                     log.set_high_watermark(i64::MAX);
                     // The workload drops open transactions first; the source then holds this
-                    // log's history, so aligning to it keeps everything.
+                    // log's history (a failback), so aligning to it keeps everything.
                     let lso = log.last_stable_offset();
                     self.truncating(lso)?;
                     let log = self.log(&mut ld)?;
                     log.truncate_to(lso).map_err(|e| e.to_string())?;
-                    let source = EpochHistory::of(log);
+                    let source = crate::crash_test::FailbackSource::of(log);
                     log.start_mirroring(SOURCE_CLUSTER, &source)
                         .map_err(|e| e.to_string())?;
                     // start_mirroring flushed after truncating.

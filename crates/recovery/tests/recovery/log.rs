@@ -656,6 +656,7 @@ fn partition_log_enforces_its_mirror_state_and_stops_in_a_new_epoch() {
             // Chosen at start: 10 above the empty log's epoch 0; the source's epoch 3 stays
             // more than 3 below it.
             leader_epoch: 10,
+            full_truncation_pending: false,
         }
     );
     let r = log.append_as_leader(&batch(9, 0, 0, 1, false), 3, AppendOrigin::Client);

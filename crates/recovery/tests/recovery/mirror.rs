@@ -359,6 +359,16 @@ fn mirroring_in(source: &str, leader_epoch: i32) -> MirrorPartitionState {
     MirrorPartitionState::Mirroring {
         source_cluster_id: source.into(),
         leader_epoch,
+        full_truncation_pending: false,
+    }
+}
+
+/// A partition that stopped mirroring before (no barrier in the fake log: the driver does not
+/// look for it when starting).
+fn stopped_earlier() -> MirrorPartitionState {
+    MirrorPartitionState::Stopped {
+        barrier_offset: 0,
+        last_mirror_epoch: UNDEFINED_EPOCH,
     }
 }
 
@@ -368,6 +378,7 @@ fn mirroring(source: &str) -> MirrorPartitionState {
         // Not chosen (a state written before the destination's epoch was kept): the stop
         // fences from the log alone.
         leader_epoch: -1,
+        full_truncation_pending: false,
     }
 }
 
@@ -719,12 +730,14 @@ fn source(epochs: &[(i32, i64)], log_end_offset: i64) -> EpochHistory {
 
 #[test]
 fn start_mirroring_aligns_by_leader_epoch() {
-    // Local: epoch 0 at 0..=1, epoch 1 from 2 (its own writes). The source never saw epoch 1:
-    // it has epoch 0 up to 3 (exclusive) and then its own epoch 2. Kafka's rule: ask for our
-    // latest epoch 1 -> the source answers (0, 3); our end of epoch 0 is 2; keep min = 2.
+    // A partition that stopped mirroring earlier (so it holds mirrored history; a `Local` one
+    // holds none and is truncated fully): epoch 0 at 0..=1, epoch 1 from 2 (its own writes).
+    // The source never saw epoch 1: it has epoch 0 up to 3 (exclusive) and then its own epoch
+    // 2. Kafka's rule: ask for our latest epoch 1 -> the source answers (0, 3); our end of
+    // epoch 0 is 2; keep min = 2.
     let w = world(
         vec![STABLE, STABLE, STABLE, OPEN, STABLE],
-        MirrorPartitionState::Local,
+        stopped_earlier(),
     );
     let mut p = open(&w);
     p.start_mirroring("A", &source(&[(0, 0), (2, 3)], 9))
@@ -788,7 +801,7 @@ fn alignment_follows_kafkas_offsets_for_leader_epoch_rule() {
 fn start_mirroring_is_read_only_before_it_truncates() {
     let original = vec![STABLE, STABLE, OPEN];
     let clean_ops = {
-        let w = world(original.clone(), MirrorPartitionState::Local);
+        let w = world(original.clone(), stopped_earlier());
         open(&w)
             .start_mirroring("A", &source(&[(0, 0)], 1))
             .unwrap();
@@ -798,7 +811,7 @@ fn start_mirroring_is_read_only_before_it_truncates() {
     };
     assert_eq!(clean_ops, 3, "store, truncate, flush");
     for crash_at in 1..=clean_ops {
-        let w = world(original.clone(), MirrorPartitionState::Local);
+        let w = world(original.clone(), stopped_earlier());
         w.borrow_mut().crash_at = Some(crash_at);
         let mut p = open(&w);
         p.start_mirroring("A", &source(&[(0, 0)], 1)).unwrap_err();
@@ -1087,6 +1100,17 @@ fn malformed_files_report_the_line() {
         ),
         (b"1\nMIRRORING\nsource=A", 3, MissingLine("source")),
         (
+            b"2\nMIRRORING\nsource=A\nleader_epoch=3\ntruncate_fully=done\n",
+            5,
+            UnknownTruncation("done".into()),
+        ),
+        (
+            // Version 1 has no such line.
+            b"1\nMIRRORING\nsource=A\ntruncate_fully=pending\n",
+            4,
+            TrailingContent("truncate_fully=pending".into()),
+        ),
+        (
             b"1\nSTOPPING\nstep=DONE\nsource=A\nlso=1\n",
             3,
             UnknownStep("DONE".into()),
@@ -1259,6 +1283,9 @@ fn a_failed_state_write_keeps_the_old_state_and_the_partition_read_only() {
 fn stop_through_the_real_file_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let w = world(mirrored_log(), MirrorPartitionState::Local);
+    MirrorStateFile::in_dir(dir.path())
+        .store(&stopped_earlier())
+        .unwrap();
     let mut p =
         MirrorPartition::open(FakeLog(w.clone()), MirrorStateFile::in_dir(dir.path())).unwrap();
     p.start_mirroring("A", &same_history(&w)).unwrap();

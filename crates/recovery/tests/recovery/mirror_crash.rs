@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use record_format::{Batches, LogEntry, RecordBatchBuilder};
 use recovery::{
-    EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog, PartitionLog,
-    PartitionLogConfig, StopPolicy, MIRROR_EPOCH_FENCE,
+    EpochEndOffsets, EpochHistory, LoadOptions, LogLoader, MirrorPartitionState, MirroredLog,
+    PartitionLog, PartitionLogConfig, StopPolicy, MIRROR_EPOCH_FENCE,
 };
 use segment_store::{LogConfig, LogEnv};
 use testkit::crash_test::{fresh_dir, materialize};
@@ -462,5 +462,85 @@ fn failback_alignment_crashed_at_every_io_point() {
             "I/O point {n} ({torn:?})"
         );
         assert_eq!(batches(&a), batches(&b), "I/O point {n} ({torn:?})");
+    }
+}
+
+/// A first start of mirroring crashed at every I/O point: D never mirrored and holds its own
+/// batches (the old source's local history, in epochs the source cluster also uses); the source
+/// is a partition that tells no Last Mirror Epoch. After any crash D is either writable with
+/// its log untouched, or read-only, and calling `start_mirroring` again leaves it empty at 0,
+/// so the fetch brings the source's log byte for byte.
+///
+/// Defect guarded (with the full truncation itself): a crash after the `Mirroring` state was
+/// persisted and before the truncation left a read-only log whose retry aligned by leader epoch
+/// and kept D's own batches where the source has different ones; the state now marks the
+/// truncation pending until it is durable.
+#[test]
+fn first_start_of_mirroring_crashed_at_every_io_point_keeps_none_of_its_own_batches() {
+    let scratch = tempfile::tempdir().unwrap();
+    let src_dir = scratch.path().join("src-0");
+    std::fs::create_dir(&src_dir).unwrap();
+    let mut source = open(&src_dir, LogEnv::default());
+    for batch in source_batches() {
+        source.append_as_follower(&batch).unwrap();
+    }
+    assert_eq!(
+        source.last_mirror_epoch(),
+        None,
+        "a source that never mirrored"
+    );
+
+    let total = {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "clean").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut d = old_source(&sim, &dir);
+        let before = sim.stats().io_points;
+        d.start_mirroring("cluster-S", &source).unwrap();
+        assert_eq!(d.log_end_offset(), 0);
+        sim.stats().io_points - before
+    };
+    assert!(total >= 3, "{total} I/O points");
+    for (n, torn) in crash_points(total) {
+        let sim = SimulatedFs::new();
+        let dir = fresh_dir(scratch.path(), "run").unwrap();
+        sim.create_durable_dir_all(&dir);
+        let mut d = old_source(&sim, &dir);
+        let original = batches(&d);
+        sim.fail_after(n);
+        assert!(
+            d.start_mirroring("cluster-S", &source).is_err(),
+            "I/O point {n} ({torn:?}) did not fail"
+        );
+        drop(d);
+        let image = sim.crash(torn);
+        let disk = fresh_dir(scratch.path(), "disk").unwrap();
+        materialize(&image, &dir, &disk).unwrap();
+        let mut d = open(&disk, LogEnv::default());
+        if d.accepts_client_appends() {
+            assert_eq!(
+                batches(&d),
+                original,
+                "I/O point {n} ({torn:?}): cut while writable"
+            );
+        } else if d.log_end_offset() > 0 {
+            // Read-only with its own batches still there: nothing may be mirrored on top.
+            let first = source_batches().remove(0);
+            assert!(
+                d.append_as_mirror(&first).is_err(),
+                "I/O point {n} ({torn:?}): mirrored onto its own batches"
+            );
+        }
+        d.start_mirroring("cluster-S", &source).unwrap();
+        assert!(!d.accepts_client_appends(), "I/O point {n} ({torn:?})");
+        assert_eq!(d.log_end_offset(), 0, "I/O point {n} ({torn:?})");
+        for (_, _, _, bytes) in batches(&source) {
+            d.append_as_mirror(&bytes).unwrap();
+        }
+        assert_eq!(batches(&d), batches(&source), "I/O point {n} ({torn:?})");
+        // And it survives a reopen as it is.
+        drop(d);
+        let d = open(&disk, LogEnv::default());
+        assert_eq!(batches(&d), batches(&source), "I/O point {n} ({torn:?})");
     }
 }

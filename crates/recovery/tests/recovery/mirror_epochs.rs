@@ -8,8 +8,8 @@ use std::path::Path;
 
 use record_format::{Batches, LogEntry};
 use recovery::{
-    AppendOrigin, EpochHistory, MirrorPartitionState, MirroredLog, PartitionLog, PartitionLogError,
-    StopOutcome, StopPolicy,
+    AppendOrigin, EpochEndOffsets, EpochHistory, MirrorPartitionState, MirroredLog, PartitionLog,
+    PartitionLogError, StopOutcome, StopPolicy,
 };
 
 use super::log::{batch, open, open_with, small_segments};
@@ -266,7 +266,8 @@ fn a_source_election_while_mirroring_bumps_the_destinations_epoch() {
         b.mirror_state(),
         &MirrorPartitionState::Mirroring {
             source_cluster_id: "cluster-A".into(),
-            leader_epoch: 35
+            leader_epoch: 35,
+            full_truncation_pending: false,
         }
     );
     assert_same_log(&a, &b, "mirrored as they are");
@@ -338,4 +339,38 @@ fn the_destinations_mirroring_epoch_survives_a_reopen() {
     b.set_high_watermark(end);
     let outcome = MirroredLog::stop_mirroring_outcome(&mut b, StopPolicy::default()).unwrap();
     assert_eq!(outcome.leader_epoch, 20, "max(9 + 10, 20)");
+}
+
+/// Defect: a partition with data of its own that starts mirroring for the first time (from
+/// `Local`, the source telling no Last Mirror Epoch) was aligned by leader epoch. Both clusters
+/// numbered their epochs from 0, so B found epoch 0 in A's log, kept its own epoch-0 batches up
+/// to A's end of that epoch, and then mirrored A's batches after them: B diverged from A. None
+/// of B's batches can be in A; B now truncates fully and starts at 0.
+#[test]
+fn a_first_start_of_mirroring_keeps_none_of_the_partitions_own_batches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = source_a(&new_dir(tmp.path(), "a-0"));
+    let mut b = open_with(&new_dir(tmp.path(), "b-0"), small_segments(300));
+    for i in 0..3 {
+        leader_append(&mut b, 9, i * 2, 2, false, 0);
+    }
+    assert_eq!(b.log_end_offset(), 6);
+    assert_eq!(a.last_mirror_epoch(), None);
+
+    b.start_mirroring("cluster-A", &a).unwrap();
+    assert_eq!(b.log_end_offset(), 0, "B's own batches are gone");
+    assert_eq!(b.log_start_offset(), 0);
+    assert!(
+        b.producer_state().last_entry(9).is_none(),
+        "B's own producer is forgotten"
+    );
+    fetch(&mut b, &a);
+    assert_same_log(&a, &b, "first start");
+
+    // The same from an empty log of its own at offset 0 changes nothing and keeps aligning
+    // by epoch (a new mirror partition).
+    let mut c = open(&new_dir(tmp.path(), "c-0"));
+    c.start_mirroring("cluster-A", &a).unwrap();
+    fetch(&mut c, &a);
+    assert_same_log(&a, &c, "empty first start");
 }
