@@ -13,6 +13,10 @@
 //!   Kafka's `OffsetsForLeaderEpoch` rule over the two leader-epoch caches ([`alignment_point`]),
 //!   so that everything it keeps is byte for byte what the source holds at the same offsets and
 //!   the next fetch starts where they diverged (a barrier the source wrote there arrives next).
+//!   A partition that never mirrored (`Local`) and holds batches of its own, starting to mirror a
+//!   source that tells no Last Mirror Epoch, keeps none of them: it is truncated fully and starts
+//!   at 0, after `Mirroring` is persisted with `truncate_fully=pending` (cleared once the
+//!   truncation is durable; a repeated start finishes it).
 //! * `Mirroring`: the fetcher appends the source's batches as they are; clients may not write.
 //!   The destination's own leader epoch (chosen at start, [`MIRROR_EPOCH_FENCE`] above every
 //!   epoch the log holds) is persisted in the state and bumped before a mirrored batch whose
