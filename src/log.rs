@@ -446,21 +446,26 @@ impl Log {
     /// again: the `Log` returned is the reopened one. A log without a dirty section is only
     /// closed and reopened.
     pub fn compact(self) -> Result<(Log, recovery::cleaner::CleanReport)> {
-        let config = self.config().clone();
-        let dir = self.dir().to_path_buf();
-        let tp = self.tp.clone();
-        let log = self.log();
-        let to_clean = recovery::cleaner::LogToClean {
-            dir: dir.clone(),
-            log_start_offset: log.log_start_offset(),
-            last_stable_offset: log.last_stable_offset(),
-            last_records: recovery::cleaner::last_records(log.producer_state()),
-            now_ms: config.clock.now_ms(),
-        };
-        self.close()?;
-        let report = recovery::cleaner::clean(&config.storage, &to_clean, &tp, &config.cleaner)?;
-        let log = Log::open(&dir, config)?;
-        Ok((log, report))
+        let Log { dir, tp, .. } = self;
+        let (dir, mut reports) = dir.compact(std::slice::from_ref(&tp))?;
+        let report = reports
+            .pop()
+            .map(|(_, r)| r)
+            .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
+        let recovery = dir
+            .recovery_reports()
+            .iter()
+            .find(|r| r.partition == tp.to_string())
+            .cloned()
+            .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
+        Ok((
+            Log {
+                dir,
+                tp,
+                report: recovery,
+            },
+            report,
+        ))
     }
 }
 

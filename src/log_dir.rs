@@ -352,6 +352,52 @@ impl LogDir {
     }
 }
 
+impl LogDir {
+    /// One pass of Kafka's log cleaner over each of the partitions `partitions` (see
+    /// [`Log::compact`](crate::Log::compact) and `docs/cleaner.md`), with [`Config::cleaner`]'s
+    /// settings and [`Config::clock`]'s time: the directory is closed cleanly, each partition's
+    /// segments are rewritten and swapped in (crash-safe: `.cleaned`, then `.swap`, then the live
+    /// names), and the directory is opened again: the `LogDir` returned is the reopened one, with
+    /// each partition's report in the order given. A partition the directory does not hold is
+    /// [`Error::UnknownPartition`], before anything changes. Which topics are compacted is the
+    /// caller's to say (`cleanup.policy` is topic metadata, not kept in the log directory).
+    pub fn compact(
+        self,
+        partitions: &[TopicPartition],
+    ) -> Result<(
+        LogDir,
+        Vec<(TopicPartition, recovery::cleaner::CleanReport)>,
+    )> {
+        let config = self.config.clone();
+        let dir = self.dir().to_path_buf();
+        let now_ms = config.clock.now_ms();
+        let mut jobs = Vec::with_capacity(partitions.len());
+        for tp in partitions {
+            let log = self
+                .partition(tp)
+                .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
+            jobs.push((
+                tp.clone(),
+                recovery::cleaner::LogToClean {
+                    dir: log.dir().to_path_buf(),
+                    log_start_offset: log.log_start_offset(),
+                    last_stable_offset: log.last_stable_offset(),
+                    last_records: recovery::cleaner::last_records(log.producer_state()),
+                    now_ms,
+                },
+            ));
+        }
+        self.close()?;
+        let mut reports = Vec::with_capacity(jobs.len());
+        for (tp, to_clean) in jobs {
+            let report =
+                recovery::cleaner::clean(&config.storage, &to_clean, &tp, &config.cleaner)?;
+            reports.push((tp, report));
+        }
+        Ok((LogDir::open(&dir, config)?, reports))
+    }
+}
+
 /// Moves the high watermark as `policy` says, after a load, flush or append.
 pub(crate) fn follow_policy(log: &mut PartitionLog, policy: HighWatermark) {
     log.follow_high_watermark_policy(policy);

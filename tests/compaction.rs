@@ -219,6 +219,34 @@ fn check(ops: &[Op], dedupe: u64) {
     assert_eq!(barriers(&dir), before_barriers, "barriers kept in place");
     log.close().unwrap();
 
+    // Producer state from every snapshot: each one alone (those after it removed), the
+    // compacted log replayed from it to the end.
+    let snapshots: Vec<std::path::PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "snapshot"))
+        .collect();
+    assert!(!snapshots.is_empty(), "no snapshot to load from");
+    for snapshot in &snapshots {
+        let copy = tmp.path().join("from-snapshot");
+        let _ = std::fs::remove_dir_all(&copy);
+        copy_dir(&tmp.path().join("data"), &copy);
+        let copied = copy.join("table-0");
+        for other in &snapshots {
+            if other.file_name() > snapshot.file_name() {
+                std::fs::remove_file(copied.join(other.file_name().unwrap())).unwrap();
+            }
+        }
+        let log = Log::open(&copied, config(&clock, dedupe)).unwrap();
+        assert_eq!(
+            producers(&log),
+            before_producers,
+            "producer state from {}",
+            snapshot.display()
+        );
+        log.close().unwrap();
+    }
+
     // Producer state from scratch: no snapshot, every segment replayed.
     for e in std::fs::read_dir(&dir).unwrap() {
         let p = e.unwrap().path();
@@ -313,6 +341,8 @@ fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
         delete_retention_ms: 86_400_000,
         min_compaction_lag_ms: 0,
         segment_bytes: 1024,
+        topic: Vec::new(),
+        all_topics: false,
     };
     let before = tree(tmp.path());
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -482,4 +512,153 @@ fn copy_dir(from: &Path, to: &Path) {
             std::fs::copy(&p, &t).unwrap();
         }
     }
+}
+
+/// `verify` names a compacted partition's cleaner leftovers (a `.cleaned` pass output, a
+/// `.deleted` segment) and a `cleaner-offset-checkpoint` entry past the log end, each with what
+/// recovery or the cleaner then does; recovery then does it and keeps every record.
+#[test]
+fn verify_reports_cleaner_leftovers_and_a_cleaner_checkpoint_past_the_end() {
+    use seglog::cli::verify::check_partition;
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Data((i % 3) as u8, vec![((i % 4) as u8, false)]))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    let want = consume_all(&log, IsolationLevel::ReadUncommitted);
+    log.close().unwrap();
+
+    let kinds = |dir: &Path| -> Vec<(String, String)> {
+        check_partition(dir)
+            .unwrap()
+            .findings
+            .into_iter()
+            .map(|f| (f.kind.to_owned(), f.file))
+            .collect()
+    };
+    assert_eq!(kinds(&dir), Vec::new(), "a clean partition");
+
+    let first = dir.join("00000000000000000000.log");
+    std::fs::copy(&first, dir.join("00000000000000000000.log.cleaned")).unwrap();
+    std::fs::copy(&first, dir.join("00000000000000000000.timeindex.deleted")).unwrap();
+    let checkpoint = tmp.path().join("data").join("cleaner-offset-checkpoint");
+    std::fs::write(&checkpoint, format!("0\n1\ntable 0 {}\n", end + 100)).unwrap();
+    let found = kinds(&dir);
+    for (kind, file) in [
+        ("cleanerLeftover", "00000000000000000000.log.cleaned"),
+        ("deletedLeftover", "00000000000000000000.timeindex.deleted"),
+        ("cleanerCheckpointOutOfRange", "cleaner-offset-checkpoint"),
+    ] {
+        assert!(
+            found.contains(&(kind.to_owned(), file.to_owned())),
+            "{kind} {file} not in {found:?}"
+        );
+    }
+
+    // Recovery does what verify said, and the cleaner starts again from the log start.
+    let log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    assert!(!dir.join("00000000000000000000.log.cleaned").exists());
+    assert!(!dir.join("00000000000000000000.timeindex.deleted").exists());
+    assert_eq!(consume_all(&log, IsolationLevel::ReadUncommitted), want);
+    let (log, report) = log.compact().unwrap();
+    assert_eq!(report.first_dirty_offset, 0, "{report:?}");
+    log.close().unwrap();
+}
+
+/// `seglog compact` on a log directory cleans the partitions of the topics named (`--topic`)
+/// and leaves the others; without `--topic` or `--all-topics` it refuses, naming why; and a
+/// partition of a log directory shared with other partitions is cleaned on its own.
+#[test]
+fn seglog_compact_on_a_log_directory_cleans_the_topics_named() {
+    use seglog::cli::compact::{run, CompactArgs};
+    use seglog::cli::Status;
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Data((i % 3) as u8, vec![((i % 4) as u8, false)]))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    for name in ["table-0", "table-1", "other-0"] {
+        let alone = tmp.path().join(format!("alone-{name}")).join(name);
+        let mut log = Log::open(&alone, config(&clock, 1 << 20)).unwrap();
+        write(&mut log, &ops);
+        log.roll().unwrap();
+        log.close().unwrap();
+        std::fs::rename(&alone, data.join(name)).unwrap();
+    }
+    let logs = |name: &str| -> usize {
+        std::fs::read_dir(data.join(name))
+            .unwrap()
+            .filter(|e| {
+                let p = e.as_ref().unwrap().path();
+                p.extension().is_some_and(|x| x == "log")
+            })
+            .count()
+    };
+    let other_before = tree(&data.join("other-0"));
+    let segments_before = logs("table-0");
+    assert!(segments_before > 2, "{segments_before} segments");
+    let args = CompactArgs {
+        dir: data.clone(),
+        dry_run: false,
+        now_ms: Some(T0 + 10_000),
+        dedupe_buffer_size: 1 << 20,
+        delete_retention_ms: 86_400_000,
+        min_compaction_lag_ms: 0,
+        segment_bytes: 1 << 20,
+        topic: Vec::new(),
+        all_topics: false,
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(run(&args, &mut out, &mut err), Status::Usage);
+    let msg = String::from_utf8(err).unwrap();
+    assert!(msg.contains("--topic"), "{msg}");
+
+    let args = CompactArgs {
+        topic: vec!["table".to_owned()],
+        ..args
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(
+        run(&args, &mut out, &mut err),
+        Status::Success,
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    let done = String::from_utf8(out).unwrap();
+    assert!(
+        done.contains("table-0: cleaned") && done.contains("table-1: cleaned"),
+        "{done}"
+    );
+    assert!(!done.contains("other-0"), "{done}");
+    // One group of segment.bytes 1 MiB: the cleaned segments are one, plus the active one.
+    assert_eq!(logs("table-0"), 2);
+    assert_eq!(logs("table-1"), 2);
+    assert_eq!(
+        tree(&data.join("other-0")).keys().count(),
+        other_before.keys().count()
+    );
+    assert_eq!(logs("other-0"), segments_before);
+
+    // A partition of that shared log directory on its own.
+    let args = CompactArgs {
+        dir: data.join("other-0"),
+        topic: Vec::new(),
+        ..args
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    assert_eq!(
+        run(&args, &mut out, &mut err),
+        Status::Success,
+        "{}",
+        String::from_utf8_lossy(&err)
+    );
+    assert_eq!(logs("other-0"), 2);
+    assert_eq!(logs("table-0"), 2);
 }

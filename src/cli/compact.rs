@@ -1,11 +1,14 @@
-//! `seglog compact [--dry-run] DIR`: one pass of Kafka's log cleaner over a partition
-//! (`recovery::cleaner`, through [`Log::compact`](crate::Log::compact)).
+//! `seglog compact [--dry-run] DIR`: one pass of Kafka's log cleaner over a partition, or over
+//! the partitions of the topics named with `--topic` in a log directory (`recovery::cleaner`,
+//! through [`LogDir::compact`](crate::LogDir::compact)). Which topics are compacted
+//! (`cleanup.policy=compact`) is topic metadata that a log directory does not hold: the operator
+//! names them, or passes `--all-topics`.
 //!
-//! The dry run writes nothing: it plans loading the partition as `seglog producers` does
+//! The dry run writes nothing: it plans loading each partition as `seglog producers` does
 //! (`recovery::LogLoader::plan`, the producer state and last stable offset it would load) and
 //! runs the cleaner's pass without writing (`recovery::cleaner::plan`), printing what each group
-//! of segments would keep and remove. The run opens the partition (recovering it if its last
-//! shutdown was not clean), cleans it, closes it, and prints what it did.
+//! of segments would keep and remove. The run opens the log directory (recovering it if its last
+//! shutdown was not clean), cleans the partitions, closes it, and prints what it did.
 //!
 //! Exit status: 0 done (or planned); 2 usage or I/O error, or a log the cleaner does not clean.
 
@@ -17,22 +20,29 @@ use recovery::cleaner::{self, CleanReport, CleanerConfig, LogToClean};
 use recovery::{LoadOptions, LogLoader};
 use segment_store::TopicPartition;
 
-use crate::cli::partition;
+use crate::cli::partition::{self, Target};
 use crate::cli::Status;
-use crate::{Config, Log};
+use crate::{Config, LogDir};
 
 /// Arguments of `seglog compact`.
 #[derive(Debug, Clone, Parser)]
 #[command(
     name = "compact",
     about = "One pass of Kafka's log cleaner over a partition (--dry-run: what it would do, read-only)",
-    after_help = "Examples:\n  seglog compact --dry-run /var/kafka-logs/orders-0\n  seglog compact /var/kafka-logs/orders-0\n\n\
+    after_help = "Examples:\n  seglog compact --dry-run /var/kafka-logs/orders-0\n  seglog compact /var/kafka-logs/orders-0\n  seglog compact --topic orders --topic __consumer_offsets /var/kafka-logs\n\n\
                   Exit status: 0 done; 2 usage or I/O error, or a log the cleaner does not clean."
 )]
 pub struct CompactArgs {
-    /// A partition directory (`<topic>-<partition>`), its shutdown clean or not
+    /// A partition directory (`<topic>-<partition>`), or a log directory with --topic or
+    /// --all-topics; its shutdown clean or not
     #[arg(value_name = "DIR")]
     pub dir: PathBuf,
+    /// In a log directory: clean the partitions of this topic (a compacted one; repeatable)
+    #[arg(long, value_name = "TOPIC")]
+    pub topic: Vec<String>,
+    /// In a log directory: clean the partitions of every topic (all are compacted ones)
+    #[arg(long, conflicts_with = "topic")]
+    pub all_topics: bool,
     /// Print what the pass would keep and remove, writing nothing
     #[arg(long)]
     pub dry_run: bool,
@@ -79,32 +89,91 @@ pub fn run(args: &CompactArgs, out: &mut impl Write, err: &mut impl Write) -> St
 
 fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::error::Error>> {
     let clock = partition::clock(args.now_ms);
-    let name = args
-        .dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let (log_dir, dirs) = selected(args)?;
     if args.dry_run {
-        let mut opts = LoadOptions::for_partition_dir(&args.dir, false);
-        opts.env.clock = clock.clone();
-        let plan = LogLoader::plan(&args.dir, &opts)?;
-        let parsed = segment_store::file_name::parse_partition_dir_name(
-            args.dir.file_name().unwrap_or_default(),
-        )?;
-        let tp = TopicPartition::new(parsed.topic, parsed.partition);
-        let log = LogToClean::from_plan(&plan, clock.now_ms());
-        let report = cleaner::plan(&opts.env.storage, &log, &tp, &args.cleaner_config())?;
-        print_report(out, &name, &report, true)?;
+        for dir in &dirs {
+            let mut opts = LoadOptions::for_partition_dir(dir, false);
+            opts.env.clock = clock.clone();
+            let plan = LogLoader::plan(dir, &opts)?;
+            let tp = partition_of(dir)?;
+            let log = LogToClean::from_plan(&plan, clock.now_ms());
+            let report = cleaner::plan(&opts.env.storage, &log, &tp, &args.cleaner_config())?;
+            print_report(out, &tp.to_string(), &report, true)?;
+        }
         return Ok(());
     }
     let config = Config::default()
         .with_clock(clock)
         .with_cleaner(args.cleaner_config());
-    let log = Log::open(&args.dir, config)?;
-    let (log, report) = log.compact()?;
-    log.close()?;
-    print_report(out, &name, &report, false)?;
+    let tps = dirs
+        .iter()
+        .map(|d| partition_of(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    let (opened, reports) = LogDir::open(&log_dir, config)?.compact(&tps)?;
+    opened.close()?;
+    for (tp, report) in &reports {
+        print_report(out, &tp.to_string(), report, false)?;
+    }
     Ok(())
+}
+
+/// The log directory and the partition directories to clean: the one given, or those of the
+/// topics named in the log directory given.
+fn selected(args: &CompactArgs) -> Result<(PathBuf, Vec<PathBuf>), String> {
+    match partition::detect(&args.dir)? {
+        Target::Partition(dir) => {
+            if !args.topic.is_empty() || args.all_topics {
+                return Err(format!(
+                    "{} is a partition directory: --topic and --all-topics select partitions of a \
+                     log directory",
+                    args.dir.display()
+                ));
+            }
+            let parent = dir
+                .parent()
+                .map_or_else(|| PathBuf::from("."), PathBuf::from);
+            Ok((parent, vec![dir]))
+        }
+        Target::LogDir {
+            dir, partitions, ..
+        } => {
+            if args.topic.is_empty() && !args.all_topics {
+                return Err(format!(
+                    "{} is a log directory, which does not record which topics are compacted \
+                     (cleanup.policy is topic metadata): name them with --topic TOPIC, or pass \
+                     --all-topics",
+                    args.dir.display()
+                ));
+            }
+            let chosen: Vec<PathBuf> = partitions
+                .into_iter()
+                .filter(|p| {
+                    args.all_topics
+                        || partition_of(p).is_ok_and(|tp| args.topic.contains(&tp.topic))
+                })
+                .collect();
+            let found = |t: &String| {
+                chosen
+                    .iter()
+                    .any(|p| partition_of(p).is_ok_and(|tp| &tp.topic == t))
+            };
+            if let Some(missing) = args.topic.iter().find(|t| !found(t)) {
+                return Err(format!(
+                    "{} holds no partition of topic {missing}",
+                    args.dir.display()
+                ));
+            }
+            Ok((dir, chosen))
+        }
+    }
+}
+
+/// The partition a partition directory's name stands for.
+fn partition_of(dir: &std::path::Path) -> Result<TopicPartition, String> {
+    let name = dir.file_name().unwrap_or_default();
+    segment_store::file_name::parse_partition_dir_name(name)
+        .map(|p| TopicPartition::new(p.topic, p.partition))
+        .map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 fn print_report(

@@ -33,7 +33,9 @@ use recovery::{
     IndexFinding, IndexProblem, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity,
     SnapshotFate,
 };
-use segment_store::file_name::{FileKind, LOG_START_OFFSET_CHECKPOINT_FILE};
+use segment_store::file_name::{
+    FileKind, CLEANER_OFFSET_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
+};
 use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::SegmentError;
 use serde_json::json;
@@ -70,7 +72,9 @@ pub struct VerifyArgs {
 pub struct Finding {
     /// `cut`, `offsetOutOfRange`, `quarantine`, `indexSanity`, `indexBeyondLog`,
     /// `indexNotBatchBoundary`, `indexOffsetMismatch`, `timeIndexBeyondLog`, `txnIndexPartial`,
-    /// `corruptSnapshot`, `snapshotBeyondLogEnd`, `producerState`, `unreadableBatch`.
+    /// `corruptSnapshot`, `snapshotBeyondLogEnd`, `producerState`, `unreadableBatch`,
+    /// `swapCompleted`, `swapReplaced`, `straySwap`, `swapIndexRebuilt`, `cleanerLeftover`,
+    /// `deletedLeftover`, `cleanerCheckpointOutOfRange`, ...
     pub kind: &'static str,
     /// The file concerned (name only), or `producer state`.
     pub file: String,
@@ -269,6 +273,11 @@ fn swap_findings(plan: &RecoveryPlan, findings: &mut Vec<Finding>) {
                     json!({}),
                 ))
             }
+            LeftoverAction::Remove { path, kind } => {
+                if let Some(f) = interrupted_leftover(path, *kind) {
+                    findings.push(f);
+                }
+            }
             LeftoverAction::Quarantine { .. } => findings.push(finding(
                 "straySwap",
                 &name,
@@ -283,9 +292,64 @@ fn swap_findings(plan: &RecoveryPlan, findings: &mut Vec<Finding>) {
                 "a swap is renamed over it: recovery moves it to quarantine first".to_owned(),
                 json!({}),
             )),
-            _ => {}
         }
     }
+}
+
+/// The finding about a leftover of an interrupted operation that recovery deletes: a cleaning
+/// pass's output before its commit point (`.cleaned`, or a `.swap` from the same pass as a
+/// `.cleaned`), a segment deletion (`.deleted`), an offset or time index of a cleaner's completed
+/// output (rebuilt from its `.log`, as Kafka does).
+fn interrupted_leftover(path: &Path, kind: FileKind) -> Option<Finding> {
+    use segment_store::file_name::TempSuffix;
+    let name = file_name(path);
+    let parsed = segment_store::file_name::parse_file_name(path.file_name()?).ok()?;
+    let (what, detail) = match parsed.temp? {
+        TempSuffix::Cleaned => (
+            "cleanerLeftover",
+            "an interrupted cleaning pass's output (before its commit point, the rename to              `.swap`): recovery deletes it; the segments it was made from are intact",
+        ),
+        TempSuffix::Swap if matches!(kind, FileKind::Index | FileKind::TimeIndex) => (
+            "swapIndexRebuilt",
+            "the index of a cleaner's completed output: recovery deletes it and rebuilds the              index from the segment, as Kafka does",
+        ),
+        TempSuffix::Swap => (
+            "cleanerLeftover",
+            "a cleaning pass's output from the same pass as a `.cleaned` file, so before its              commit point: recovery deletes it; the segments it was made from are intact",
+        ),
+        TempSuffix::Deleted => (
+            "deletedLeftover",
+            "a segment file whose deletion was interrupted: recovery deletes it",
+        ),
+    };
+    Some(finding(what, &name, detail.to_owned(), json!({})))
+}
+
+/// The finding about the partition's `cleaner-offset-checkpoint` entry when it is below the log
+/// start or past the log end: the cleaner starts from the log start instead
+/// ([`recovery::cleaner::first_dirty_offset`], Kafka's reset of the first dirty offset).
+fn cleaner_checkpoint_finding(dir: &Path, plan: &RecoveryPlan) -> Option<Finding> {
+    let parsed = segment_store::file_name::parse_partition_dir_name(dir.file_name()?).ok()?;
+    let tp = segment_store::TopicPartition::new(parsed.topic, parsed.partition);
+    let storage = &plan.options.env.storage;
+    let checkpointed = recovery::cleaner::read_cleaner_checkpoint(storage, dir, &tp).ok()??;
+    let (start, reset) = recovery::cleaner::first_dirty_offset(
+        Some(checkpointed),
+        plan.log_start_offset,
+        plan.log_end_offset,
+    );
+    reset.then(|| {
+        finding(
+            "cleanerCheckpointOutOfRange",
+            CLEANER_OFFSET_CHECKPOINT_FILE,
+            format!(
+                "the cleaner's checkpointed offset {checkpointed} is outside the log [{}, {}]:                  the next cleaning pass starts from the log start, {start}, as Kafka's does",
+                plan.log_start_offset, plan.log_end_offset
+            ),
+            json!({"offset": checkpointed, "logStartOffset": plan.log_start_offset,
+                   "logEndOffset": plan.log_end_offset}),
+        )
+    })
 }
 
 /// Whether `path` is named as a live segment file (a `.log` or an index, no temporary suffix).
@@ -440,7 +504,10 @@ pub fn check_partition(dir: &Path) -> Result<PartitionCheck, PartitionLogError> 
                 .iter()
                 .map(|c| json!({"segment": c.segment, "position": c.position, "bytes": c.bytes}))
                 .collect(),
-            findings: plan_findings(&plan),
+            findings: plan_findings(&plan)
+                .into_iter()
+                .chain(cleaner_checkpoint_finding(dir, &plan))
+                .collect(),
         }),
         Err(e) if is_io(&e) => Err(e),
         Err(e) => Ok(PartitionCheck::refused(partition, refusal(&e))),

@@ -260,7 +260,11 @@ pub(crate) fn rename_segment_file(
     kind: FileKind,
 ) -> Result<(), PartitionLogError> {
     if outside_the_seam(kind) {
-        Ok(StdFs.rename(from, to)?)
+        // Derived data outside the seam: one a crash left only as a name is rebuilt, not moved.
+        match StdFs.rename(from, to) {
+            Err(e) if e.io_kind() != Some(std::io::ErrorKind::NotFound) => Err(e.into()),
+            _ => Ok(()),
+        }
     } else {
         Ok(env.storage.rename(from, to)?)
     }

@@ -903,6 +903,16 @@ fn plan_leftovers(
     let mut replaced = FxHashSet::default();
     let mut renamed = Vec::with_capacity(complete.swaps.len());
     for (path, p) in &complete.swaps {
+        if matches!(p.kind, FileKind::Index | FileKind::TimeIndex) {
+            // Kafka deletes a swap's offset and time indexes and rebuilds them from the
+            // CRC-valid `.log.swap` (`removeTempFilesAndCollectSwapFiles`): derived data whose
+            // bytes a crash may have left anywhere between written and synced.
+            actions.push(LeftoverAction::Remove {
+                path: path.clone(),
+                kind: p.kind,
+            });
+            continue;
+        }
         let to = segment_file_path(dir, p.base_offset, p.kind);
         work::probe(1);
         if live_paths.contains(&to) {

@@ -225,12 +225,7 @@ pub fn cleanable_offsets(
     min_compaction_lag_ms: i64,
     mut largest_timestamp: impl FnMut(&SegmentFiles) -> Result<i64>,
 ) -> Result<(i64, i64)> {
-    let start = checkpointed.unwrap_or(log.log_start_offset);
-    let first_dirty = if start < log.log_start_offset || start > log_end_offset {
-        log.log_start_offset
-    } else {
-        start
-    };
+    let first_dirty = first_dirty_offset(checkpointed, log.log_start_offset, log_end_offset).0;
     let active = segments.last().map_or(log_end_offset, |s| s.base_offset);
     let mut uncleanable = log.last_stable_offset.min(active);
     if min_compaction_lag_ms > 0 {
@@ -249,6 +244,22 @@ pub fn cleanable_offsets(
         }
     }
     Ok((first_dirty, first_dirty.max(uncleanable)))
+}
+
+/// Where a pass starts (Kafka's `cleanableOffsets`): the checkpointed offset, or the log start
+/// when there is none or the checkpointed one is below the log start or past the log end (Kafka
+/// logs "Resetting first dirty offset"); the second value says whether a checkpointed offset was
+/// reset so. `verify` reports such a reset.
+pub fn first_dirty_offset(
+    checkpointed: Option<i64>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+) -> (i64, bool) {
+    match checkpointed {
+        None => (log_start_offset, false),
+        Some(c) if c < log_start_offset || c > log_end_offset => (log_start_offset, true),
+        Some(c) => (c, false),
+    }
 }
 
 /// Kafka's `LogToClean.firstUncleanableOffset` (`calculateCleanableBytes`): the base offset of
