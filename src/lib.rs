@@ -76,7 +76,7 @@ pub use recovery;
 pub use segment_store;
 
 pub use recovery::{
-    AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
+    AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
+    IsolationLevel, LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
 };
 pub use segment_store::{Clock, SystemClock, TopicPartition};

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use recovery::snapshot::SnapshotFile;
 use recovery::{
-    consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchResult, IsolationLevel,
-    LogAppendInfo, PartitionLog, ProducerStateManager, RecordIter, RecoveryReport,
+    consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
+    IsolationLevel, LogAppendInfo, PartitionLog, ProducerStateManager, RecordIter, RecoveryReport,
 };
 use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
 use segment_store::{EntryType, TopicPartition};
@@ -306,6 +306,23 @@ impl Log {
         isolation: IsolationLevel,
     ) -> Result<FetchResult> {
         Ok(self.log().read(offset, max_bytes, isolation)?)
+    }
+
+    /// Kafka's `UnifiedLog.read` exactly, as a server hands it on: the bytes may end in a batch
+    /// cut short by `max_bytes`, the bound is the log end, the high watermark or the last stable
+    /// offset, and `min_one_message` says whether the first batch is returned whole when it is
+    /// larger than `max_bytes` ([`PartitionLog::fetch`]). Byte-identical to Kafka 4.3.1's on
+    /// broker-written logs (`kafka_interop`, `reads`).
+    pub fn fetch(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchResult> {
+        Ok(self
+            .log()
+            .fetch(offset, max_bytes, isolation, min_one_message)?)
     }
 
     /// [`read`](Self::read) as a consumer sees it: records, without control batches and (with

@@ -566,3 +566,66 @@ fn the_configured_stop_policy_decides_the_fate_of_an_open_transaction() {
         );
     }
 }
+
+/// `Log::fetch` returns Kafka's bytes: a fetch may end in a batch cut short by `max_bytes`, which
+/// `consume` leaves for the next fetch; fetching from each `next_fetch_offset` reads every record
+/// once, in order; without `min_one_message` a first batch larger than `max_bytes` comes back
+/// as its first bytes only, `first_entry_incomplete`, and nothing to consume.
+#[test]
+fn fetches_may_end_in_a_batch_cut_short_and_the_next_fetch_goes_on_from_it() {
+    use seglog::FetchIsolation;
+    let tmp = tempfile::tempdir().unwrap();
+    let (config, _) = config();
+    let mut log = Log::open(tmp.path().join("d/t-0"), config).unwrap();
+    for i in 0..10 {
+        log.append(&batch(
+            1,
+            i * 3,
+            &[b"aaaaaaaaaa", b"bbbbbbbbbb", b"cccccccccc"],
+        ))
+        .unwrap();
+    }
+    log.flush().unwrap();
+    let batch_len = batch(1, 0, &[b"aaaaaaaaaa", b"bbbbbbbbbb", b"cccccccccc"]).len();
+
+    let cut = log
+        .fetch(0, batch_len + 20, FetchIsolation::HighWatermark, true)
+        .unwrap();
+    assert_eq!(
+        cut.records.len(),
+        batch_len + 20,
+        "Kafka's bytes: one batch and 20 more"
+    );
+    assert_eq!(cut.next_fetch_offset, 3);
+    let records = seglog::recovery::consume(&cut).unwrap();
+    assert_eq!(
+        records.iter().map(|r| r.offset).collect::<Vec<_>>(),
+        [0, 1, 2]
+    );
+
+    let mut offsets = Vec::new();
+    let mut next = 0;
+    while next < log.log_end_offset() {
+        let f = log
+            .fetch(next, batch_len / 2, FetchIsolation::HighWatermark, true)
+            .unwrap();
+        offsets.extend(
+            seglog::recovery::consume(&f)
+                .unwrap()
+                .iter()
+                .map(|r| r.offset),
+        );
+        assert!(f.next_fetch_offset > next, "no progress at {next}");
+        next = f.next_fetch_offset;
+    }
+    assert_eq!(offsets, (0..30).collect::<Vec<i64>>());
+
+    let short = log
+        .fetch(3, 10, FetchIsolation::HighWatermark, false)
+        .unwrap();
+    assert_eq!(short.records.len(), 10);
+    assert!(short.first_entry_incomplete);
+    assert_eq!(short.next_fetch_offset, 3);
+    assert!(seglog::recovery::consume(&short).unwrap().is_empty());
+    log.close().unwrap();
+}

@@ -81,6 +81,7 @@ fn after_a_barrier_abort_the_reused_producer_ids_commit_is_visible_in_the_same_f
         fetch_offset: 0,
         isolation: IsolationLevel::ReadCommitted,
         records,
+        first_entry_incomplete: false,
         high_watermark: log.high_watermark(),
         last_stable_offset: log.last_stable_offset(),
         log_start_offset: 0,

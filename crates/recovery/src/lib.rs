@@ -91,8 +91,8 @@ pub use loader::{
     OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
-    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchResult, HighWatermark, IsolationLevel,
-    LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError, RecordIter,
+    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, HighWatermark,
+    IsolationLevel, LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError, RecordIter,
     UNKNOWN_HIGH_WATERMARK,
 };
 pub use mirror::{

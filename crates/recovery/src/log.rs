@@ -353,6 +353,55 @@ pub enum IsolationLevel {
     ReadCommitted,
 }
 
+/// The whole batches at the start of `bytes`, by their length fields (a fetch's last batch may be
+/// cut short).
+fn whole_batches(bytes: &[u8]) -> &[u8] {
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Some(len) = bytes
+            .get(pos + 8..pos + 12)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        else {
+            break; // a header cut short
+        };
+        let size = i32::from_be_bytes(len);
+        let Some(end) = usize::try_from(size)
+            .ok()
+            .and_then(|s| s.checked_add(12))
+            .and_then(|s| s.checked_add(pos))
+        else {
+            // Not a length: left for the batch reader to report.
+            return bytes;
+        };
+        if end > bytes.len() {
+            break; // a batch cut short
+        }
+        pos = end;
+    }
+    bytes.get(..pos).unwrap_or_default()
+}
+
+/// Kafka `FetchIsolation`: the bound of a fetch ([`PartitionLog::fetch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchIsolation {
+    /// Up to the log end offset (a follower's fetch).
+    LogEnd,
+    /// Up to the high watermark (a `read_uncommitted` consumer).
+    HighWatermark,
+    /// Up to the last stable offset, with the aborted transactions (a `read_committed`
+    /// consumer).
+    TxnCommitted,
+}
+
+impl From<IsolationLevel> for FetchIsolation {
+    fn from(i: IsolationLevel) -> Self {
+        match i {
+            IsolationLevel::ReadUncommitted => FetchIsolation::HighWatermark,
+            IsolationLevel::ReadCommitted => FetchIsolation::TxnCommitted,
+        }
+    }
+}
+
 /// An owned fetch result (Kafka `FetchDataInfo` plus the partition's offsets).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchResult {
@@ -360,8 +409,13 @@ pub struct FetchResult {
     pub fetch_offset: i64,
     /// The isolation level of the read.
     pub isolation: IsolationLevel,
-    /// Whole batches, all below the bound of the isolation level.
+    /// The batches, all below the bound of the isolation level: whole ones from
+    /// [`PartitionLog::read`]; from [`PartitionLog::fetch`] Kafka's bytes exactly, whose last
+    /// batch may be cut short by `max_bytes` (a reader stops at a batch that is not whole).
     pub records: Vec<u8>,
+    /// Kafka's `firstEntryIncomplete`: the first batch is larger than `max_bytes` and
+    /// `min_one_message` was not asked for.
+    pub first_entry_incomplete: bool,
     /// High watermark at the time of the read.
     pub high_watermark: i64,
     /// Last stable offset at the time of the read.
@@ -422,7 +476,10 @@ impl ConsumerReader {
         let mut aborted_pids = std::collections::BTreeSet::new();
         let mut out = Vec::new();
         let limits = DecodeLimits::default();
-        for entry in Batches::new(&fetch.records, 0).validate_crc(true) {
+        // A fetch may end in a batch cut short (Kafka's bytes, `PartitionLog::fetch`): the
+        // reader stops before it, as Kafka's consumer does.
+        let whole = whole_batches(&fetch.records);
+        for entry in Batches::new(whole, 0).validate_crc(true) {
             let LogEntry::V2(batch) = entry? else {
                 continue;
             };
@@ -1181,11 +1238,86 @@ impl PartitionLog {
             fetch_offset: start_offset,
             isolation,
             records,
+            first_entry_incomplete: false,
             high_watermark,
             last_stable_offset,
             log_start_offset,
             aborted_transactions,
             next_fetch_offset: upper,
+        })
+    }
+
+    /// Kafka's `UnifiedLog.read(startOffset, maxLength, isolation, minOneMessage)` exactly: the
+    /// bytes from the batch holding `start_offset` in the first segment that has one, up to the
+    /// byte position of the batch holding the bound of `isolation` (log end, high watermark or
+    /// last stable offset), at most `max_bytes` (raised to the first batch's size with
+    /// `min_one_message`); the last batch may be cut short, as Kafka's fetch may end (a server
+    /// hands these bytes on; a reader stops at the first batch that is not whole). With
+    /// [`FetchIsolation::TxnCommitted`], the aborted transactions Kafka's
+    /// `addAbortedTransactions` returns: those overlapping the fetch offset up to the first
+    /// offset-index entry past the bytes returned (else the next segment's base, else the log
+    /// end). `next_fetch_offset` is one past the last whole batch returned. Compared with Kafka
+    /// 4.3.1's own `UnifiedLog.read` on broker-written logs in `kafka_interop`.
+    pub fn fetch(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchResult, PartitionLogError> {
+        let high_watermark = self.high_watermark;
+        let last_stable_offset = self.last_stable_offset();
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        if start_offset < log_start_offset || start_offset > log_end_offset {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset: start_offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        let bound = match isolation {
+            FetchIsolation::LogEnd => self.log_end_offset(),
+            FetchIsolation::HighWatermark => high_watermark,
+            FetchIsolation::TxnCommitted => last_stable_offset,
+        };
+        let committed = isolation == FetchIsolation::TxnCommitted;
+        let exact = self
+            .local
+            .read_exact(start_offset, max_bytes, min_one_message, bound)?;
+        let (records, first_entry_incomplete, aborted_transactions) = match exact {
+            // No segment holds a batch at or after the offset: no records, no list.
+            None => (Vec::new(), false, None),
+            Some(e) => {
+                let aborted = if !committed {
+                    None
+                } else if start_offset >= bound {
+                    Some(Vec::new())
+                } else {
+                    Some(self.collect_aborted_transactions(start_offset, e.upper_bound_offset)?)
+                };
+                (e.data.records, e.data.first_entry_incomplete, aborted)
+            }
+        };
+        let mut next_fetch_offset = start_offset;
+        for entry in Batches::new(&records, 0) {
+            match entry {
+                Ok(e) => next_fetch_offset = e.last_offset().saturating_add(1),
+                Err(_) => break,
+            }
+        }
+        Ok(FetchResult {
+            fetch_offset: start_offset,
+            isolation: match isolation {
+                FetchIsolation::TxnCommitted => IsolationLevel::ReadCommitted,
+                _ => IsolationLevel::ReadUncommitted,
+            },
+            records,
+            first_entry_incomplete,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            aborted_transactions,
+            next_fetch_offset,
         })
     }
 

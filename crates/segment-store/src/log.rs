@@ -133,6 +133,18 @@ pub struct FetchData {
     pub first_entry_incomplete: bool,
 }
 
+/// What [`LocalLog::read_exact`] returns: Kafka's bytes, and the upper bound of the aborted
+/// transactions that go with them (Kafka's `addAbortedTransactions`: the offset of the first
+/// offset-index entry past the bytes returned, else the next segment's base offset, else the log
+/// end offset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExactFetch {
+    /// The bytes (the last batch may be cut short) and where they start.
+    pub data: FetchData,
+    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with them.
+    pub upper_bound_offset: i64,
+}
+
 /// Summary of one segment, for iteration without holding the lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SegmentInfo {
@@ -1086,6 +1098,122 @@ impl LocalLog {
             }
         }
         Ok(f(empty_at_end(active_base, active_size)))
+    }
+
+    /// Kafka's `LocalLog.read` exactly, bounded by `max_offset` (the log end for a follower, the
+    /// high watermark or the last stable offset for consumers): the bytes Kafka's
+    /// `LogSegment.read` returns from the segment holding `start_offset` (or the next one holding
+    /// a batch at or after it), stopping at the byte position of the batch holding `max_offset`,
+    /// at most `max_bytes` (at least the first batch with `min_one_message`), the last batch
+    /// possibly cut short. `None` when no segment holds a batch at or after `start_offset` (Kafka
+    /// then answers with no records and no aborted-transaction list). See [`ExactFetch`].
+    pub fn read_exact(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        max_offset: i64,
+    ) -> Result<Option<ExactFetch>> {
+        let r = self.read_exact_inner(start_offset, max_bytes, min_one_message, max_offset);
+        self.trim_after_read()?;
+        r
+    }
+
+    fn read_exact_inner(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        max_offset: i64,
+    ) -> Result<Option<ExactFetch>> {
+        let inner = self.read_inner();
+        let end = inner.log_end_offset;
+        let out_of_range = || SegmentError::OffsetOutOfRange {
+            offset: start_offset,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: end,
+        };
+        if start_offset > end || start_offset < inner.log_start_offset {
+            return Err(out_of_range());
+        }
+        let floor = inner
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map(|(&b, _)| b)
+            .ok_or_else(out_of_range)?;
+        let (bound_base, bound_position) = self.offset_position(&inner, max_offset.min(end))?;
+        let empty = |base: i64, position: u64| ExactFetch {
+            data: FetchData {
+                fetch_offset_metadata: LogOffsetMetadata {
+                    message_offset: start_offset,
+                    segment_base_offset: base,
+                    relative_position_in_segment: position,
+                },
+                records: Vec::new(),
+                first_entry_incomplete: false,
+            },
+            upper_bound_offset: start_offset,
+        };
+        if start_offset >= max_offset {
+            return Ok(Some(empty(bound_base, bound_position)));
+        }
+        let bases: Vec<i64> = inner.segments.range(floor..).map(|(&b, _)| b).collect();
+        for (i, &base) in bases.iter().enumerate() {
+            let seg = self.seg(&inner, base)?;
+            let max_position = match base.cmp(&bound_base) {
+                std::cmp::Ordering::Less => seg.size(),
+                std::cmp::Ordering::Equal => bound_position,
+                // Past the bound's segment: Kafka reads nothing there (`maxPositionOpt` empty).
+                std::cmp::Ordering::Greater => 0,
+            };
+            let Some(info) =
+                seg.read_exact(start_offset, max_bytes, Some(max_position), min_one_message)?
+            else {
+                continue;
+            };
+            let meta = info.fetch_offset_metadata;
+            let upper_bound_offset = seg
+                .fetch_upper_bound_offset(
+                    meta.message_offset,
+                    meta.relative_position_in_segment,
+                    info.records.len(),
+                )
+                .unwrap_or_else(|| bases.get(i + 1).copied().unwrap_or(end));
+            return Ok(Some(ExactFetch {
+                data: FetchData {
+                    fetch_offset_metadata: meta,
+                    records: info.records.into_owned(),
+                    first_entry_incomplete: info.first_entry_incomplete,
+                },
+                upper_bound_offset,
+            }));
+        }
+        Ok(None)
+    }
+
+    /// Kafka's `convertToOffsetMetadataOrThrow`: the segment holding `offset` and the byte
+    /// position of its batch holding it; the active segment's end for the log end offset (or an
+    /// offset no batch holds).
+    fn offset_position(&self, inner: &Inner, offset: i64) -> Result<(i64, u64)> {
+        let (active_base, active_size) = match inner.segments.keys().next_back() {
+            Some(&b) => (b, self.seg(inner, b)?.size()),
+            None => (0, 0),
+        };
+        if offset >= inner.log_end_offset {
+            return Ok((active_base, active_size));
+        }
+        let floor = inner
+            .segments
+            .range(..=offset)
+            .next_back()
+            .map_or(active_base, |(&b, _)| b);
+        for &base in inner.segments.range(floor..).map(|(b, _)| b) {
+            if let Some(p) = self.seg(inner, base)?.translate_offset(offset, 0)? {
+                return Ok((base, p.position));
+            }
+        }
+        Ok((active_base, active_size))
     }
 
     /// [`Self::read_with`] returning an owned copy.

@@ -435,6 +435,36 @@ impl LogSegment {
         max_position: Option<u64>,
         min_one_message: bool,
     ) -> Result<Option<FetchDataInfo<'_>>> {
+        let Some(mut info) =
+            self.read_exact(start_offset, max_size, max_position, min_one_message)?
+        else {
+            return Ok(None);
+        };
+        let whole = whole_batches_len(&info.records);
+        if whole < info.records.len() {
+            info.records = match info.records {
+                Cow::Borrowed(b) => Cow::Borrowed(b.get(..whole).unwrap_or_default()),
+                Cow::Owned(mut v) => {
+                    v.truncate(whole);
+                    Cow::Owned(v)
+                }
+            };
+        }
+        Ok(Some(info))
+    }
+
+    /// Kafka's `LogSegment.read` exactly: the bytes from the batch containing `start_offset`,
+    /// `min(max_position - start, max_size)` of them (`max_size` raised to the first batch's size
+    /// if `min_one_message`), so the last batch may be cut short, as Kafka's fetch may end; empty
+    /// when that is 0 bytes. `first_entry_incomplete` when the first batch is larger than what
+    /// may be returned. `None` if `start_offset` is past the segment's last batch.
+    pub fn read_exact(
+        &self,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> Result<Option<FetchDataInfo<'_>>> {
         let Some(start) = self.translate_offset(start_offset, 0)? else {
             return Ok(None);
         };
@@ -449,32 +479,38 @@ impl LogSegment {
             max_size
         };
         let max_position = max_position.unwrap_or(self.size()).min(self.size());
-        let empty = |incomplete| FetchDataInfo {
-            fetch_offset_metadata: meta,
-            records: Cow::Borrowed(&[][..]),
-            first_entry_incomplete: incomplete,
-        };
         if adjusted == 0 || max_position <= start.position {
-            return Ok(Some(empty(false)));
+            return Ok(Some(FetchDataInfo {
+                fetch_offset_metadata: meta,
+                records: Cow::Borrowed(&[][..]),
+                first_entry_incomplete: false,
+            }));
         }
+        let incomplete = adjusted < start.size as usize;
         let fetch_size = ((max_position - start.position) as usize).min(adjusted);
-        let bytes = self.log.read(start.position, fetch_size)?;
-        let whole = whole_batches_len(&bytes);
-        if whole == 0 {
-            return Ok(Some(empty(adjusted < start.size as usize)));
-        }
-        let records = match bytes {
-            Cow::Borrowed(b) => Cow::Borrowed(b.get(..whole).unwrap_or_default()),
-            Cow::Owned(mut v) => {
-                v.truncate(whole);
-                Cow::Owned(v)
-            }
-        };
         Ok(Some(FetchDataInfo {
             fetch_offset_metadata: meta,
-            records,
-            first_entry_incomplete: false,
+            records: self.log.read(start.position, fetch_size)?,
+            first_entry_incomplete: incomplete,
         }))
+    }
+
+    /// Kafka's `LogSegment.fetchUpperBoundOffset`: the offset of the first offset-index entry at
+    /// or after byte `position + fetch_size`, if any (the upper bound of the aborted
+    /// transactions a fetch of `fetch_size` bytes from `position` returns).
+    pub fn fetch_upper_bound_offset(
+        &self,
+        offset: i64,
+        position: u64,
+        fetch_size: usize,
+    ) -> Option<i64> {
+        let from = OffsetPosition {
+            offset,
+            position: FilePosition(u32::try_from(position).unwrap_or(u32::MAX)),
+        };
+        self.offset_index
+            .fetch_upper_bound_offset(from, u32::try_from(fetch_size).unwrap_or(u32::MAX))
+            .map(|p| p.offset)
     }
 
     /// Kafka's `readNextOffset`: the offset after the last batch (the base offset if empty).

@@ -104,6 +104,7 @@ public final class Harness {
             case "utf8" -> utf8();
             case "compact-write" -> CleanerHarness.write(rest);
             case "compact-clean" -> CleanerHarness.clean(rest);
+            case "read" -> ReadHarness.read(rest);
             default -> {
                 System.err.println("unknown subcommand " + args[0]);
                 System.exit(2);

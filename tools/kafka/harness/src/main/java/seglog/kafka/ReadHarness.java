@@ -1,0 +1,95 @@
+package seglog.kafka;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.PrintStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.zip.CRC32;
+
+import org.apache.kafka.common.message.FetchResponseData;
+import org.apache.kafka.common.record.internal.FileRecords;
+import org.apache.kafka.common.record.internal.MemoryRecords;
+import org.apache.kafka.common.record.internal.Records;
+import org.apache.kafka.server.storage.log.FetchIsolation;
+import org.apache.kafka.server.util.KafkaScheduler;
+import org.apache.kafka.storage.internals.log.FetchDataInfo;
+import org.apache.kafka.storage.internals.log.UnifiedLog;
+import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
+
+/**
+ * Kafka's own read path as an oracle: `read DIR HW REQUESTS`, one request a line in the file REQUESTS,
+ * `OFFSET MAX_BYTES ISOLATION MIN_ONE` (ISOLATION: `log_end`, `high_watermark`, `txn_committed`;
+ * MIN_ONE: 0 or 1). The partition is loaded as a broker loads it, its high watermark set to HW
+ * (-1: the log end offset), and each request answered by `UnifiedLog.read`: one JSON line with the
+ * length and CRC-32 of the bytes returned, the fetch offset metadata, `firstEntryIncomplete`, and
+ * the aborted transactions (null when not asked for), or the exception's class.
+ */
+final class ReadHarness {
+    private static final PrintStream OUT = System.out;
+
+    private ReadHarness() {}
+
+    static void read(String[] a) throws Exception {
+        File dir = new File(a[0]);
+        long hw = Long.parseLong(a[1]);
+        KafkaScheduler scheduler = Harness.scheduler();
+        UnifiedLog log = Harness.open(dir, false, scheduler, new BrokerTopicStats(), null);
+        log.updateHighWatermark(hw < 0 ? log.logEndOffset() : hw);
+        OUT.println("{\"log_start_offset\":" + log.logStartOffset() + ",\"log_end_offset\":" + log.logEndOffset()
+                + ",\"high_watermark\":" + log.highWatermark() + ",\"last_stable_offset\":" + log.lastStableOffset() + "}");
+        BufferedReader in = java.nio.file.Files.newBufferedReader(new File(a[2]).toPath(), StandardCharsets.UTF_8);
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] p = line.trim().split(" ");
+            if (p.length < 4) continue;
+            long offset = Long.parseLong(p[0]);
+            int maxBytes = Integer.parseInt(p[1]);
+            FetchIsolation iso = switch (p[2]) {
+                case "log_end" -> FetchIsolation.LOG_END;
+                case "high_watermark" -> FetchIsolation.HIGH_WATERMARK;
+                default -> FetchIsolation.TXN_COMMITTED;
+            };
+            boolean minOne = p[3].equals("1");
+            try {
+                FetchDataInfo info = log.read(offset, maxBytes, iso, minOne);
+                byte[] bytes = bytes(info.records);
+                CRC32 crc = new CRC32();
+                crc.update(bytes);
+                StringBuilder sb = new StringBuilder("{\"len\":").append(bytes.length)
+                        .append(",\"crc\":").append(crc.getValue())
+                        .append(",\"offset\":").append(info.fetchOffsetMetadata.messageOffset)
+                        .append(",\"incomplete\":").append(info.firstEntryIncomplete)
+                        .append(",\"aborted\":");
+                if (info.abortedTransactions.isPresent()) {
+                    List<String> ab = new ArrayList<>();
+                    for (FetchResponseData.AbortedTransaction t : info.abortedTransactions.get()) {
+                        ab.add("[" + t.producerId() + "," + t.firstOffset() + "]");
+                    }
+                    sb.append("[").append(String.join(",", ab)).append("]");
+                } else {
+                    sb.append("null");
+                }
+                OUT.println(sb.append("}"));
+            } catch (Exception e) {
+                OUT.println("{\"error\":" + Harness.q(e.getClass().getSimpleName()) + "}");
+            }
+        }
+        OUT.flush();
+        log.close();
+        scheduler.shutdown();
+    }
+
+    private static byte[] bytes(Records records) throws java.io.IOException {
+        int n = records.sizeInBytes();
+        ByteBuffer buf = ByteBuffer.allocate(n);
+        if (records instanceof FileRecords f) {
+            f.readInto(buf, 0);
+        } else if (records instanceof MemoryRecords m) {
+            buf.put(m.buffer().duplicate());
+        }
+        return buf.array();
+    }
+}
