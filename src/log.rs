@@ -345,6 +345,25 @@ impl Log {
         Ok(self.log().iter_from(offset, isolation)?)
     }
 
+    /// Kafka's `ListOffsets` for this partition ([`PartitionLog::fetch_offset_by_timestamp`]):
+    /// a real timestamp finds the first record at or after it; the special values
+    /// [`recovery::EARLIEST_TIMESTAMP`], [`recovery::LATEST_TIMESTAMP`],
+    /// [`recovery::MAX_TIMESTAMP`] (KIP-734) and the others answer as Kafka's leader does.
+    /// (A broker then bounds `latest` by the isolation level: [`readable_range`](Self::readable_range).)
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        target: i64,
+    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>> {
+        Ok(self.log().fetch_offset_by_timestamp(target)?)
+    }
+
+    /// Kafka's `OffsetsForLeaderEpoch` for this partition: `(epoch, end offset)` for the largest
+    /// leader epoch at or below `leader_epoch`, or `None` when undefined
+    /// ([`PartitionLog::end_offset_for_leader_epoch`]).
+    pub fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
+        self.log().end_offset_for_leader_epoch(leader_epoch)
+    }
+
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
         self.log().log_end_offset()

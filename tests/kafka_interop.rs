@@ -26,10 +26,11 @@
 //! * `compaction::differential_compaction`: ≥ 200 seeded compacted partitions cleaned by Kafka's
 //!   own `Cleaner` (harness, fixed clock) and by `seglog compact`; every segment and index file
 //!   byte-identical.
-//! * `reads::fetches_are_byte_identical_to_kafkas_unified_log_read`: ≥ 1,000 random fetches
-//!   (offset, max bytes, isolation, min one message) on Kafka-written partitions with
+//! * `reads::fetches_and_offset_lookups_are_identical_to_kafkas_unified_log`: ≥ 1,000 random
+//!   fetches (offset, max bytes, isolation, min one message) on Kafka-written partitions with
 //!   transactions, answered by Kafka's `UnifiedLog.read` and by `Log::fetch`: the same bytes,
-//!   `firstEntryIncomplete` and aborted transactions.
+//!   `firstEntryIncomplete` and aborted transactions; and `ListOffsets`/`OffsetsForLeaderEpoch`
+//!   lookups answered alike.
 #![cfg(unix)]
 
 #[path = "kafka_interop/batch_verdicts.rs"]

@@ -7,6 +7,10 @@
 //! inside the log. Then the same random requests (offset, max bytes, isolation, min one message)
 //! go to both: the bytes returned (length and CRC-32), `firstEntryIncomplete`, the aborted
 //! transactions under `read_committed` (or no list), and out-of-range errors must be identical.
+//! On the same loads, `ListOffsets` (`fetchOffsetByTimestamp`: the special timestamps, including
+//! KIP-734's max timestamp, and ~200 timestamps across and past the log) and
+//! `OffsetsForLeaderEpoch` (`endOffsetForEpoch`, every epoch around the log's) must answer the
+//! same offset, timestamp and leader epoch.
 //!
 //! `SEGLOG_KAFKA_READ_FETCHES` (default 1,200 in all), `SEGLOG_KAFKA_READ_SEED` (default 1).
 
@@ -58,7 +62,7 @@ fn kafka_answer(v: &Value) -> Value {
 }
 
 #[test]
-fn fetches_are_byte_identical_to_kafkas_unified_log_read() {
+fn fetches_and_offset_lookups_are_identical_to_kafkas_unified_log() {
     let _g = heavy();
     let fetches = env_u64("SEGLOG_KAFKA_READ_FETCHES", 1_200);
     let seed = env_u64("SEGLOG_KAFKA_READ_SEED", 1);
@@ -71,6 +75,7 @@ fn fetches_are_byte_identical_to_kafkas_unified_log_read() {
     let per_case = fetches / cases.len() as u64 + 1;
     let (mut compared, mut with_aborted, mut partial, mut mismatches) =
         (0u64, 0u64, 0u64, Vec::new());
+    let mut lookups_compared = 0u64;
     for (n, &(pseed, batches, segment_bytes, mid_hw)) in cases.iter().enumerate() {
         let base = tmp.path().join(format!("base-{n}")).join("reads-0");
         harness(
@@ -137,6 +142,36 @@ fn fetches_are_byte_identical_to_kafkas_unified_log_read() {
             ));
             asked.push((offset, max, iso, min_one));
         }
+        // ListOffsets and OffsetsForLeaderEpoch on the same load: the special timestamps,
+        // timestamps across the log's range and past it, and every leader epoch around those
+        // the log has.
+        let first_ts = log
+            .fetch_offset_by_timestamp(0)
+            .expect("lookup")
+            .map_or(0, |t| t.timestamp);
+        let max_ts = log
+            .fetch_offset_by_timestamp(seglog::recovery::MAX_TIMESTAMP)
+            .expect("lookup")
+            .map_or(0, |t| t.timestamp);
+        let mut lookups = Vec::new();
+        for t in [-1i64, -2, -3, -4, -5, 0, first_ts, max_ts, max_ts + 1] {
+            lookups.push(format!("ts {t}"));
+        }
+        for _ in 0..200 {
+            let span = (max_ts - first_ts + 20).max(1) as u64;
+            lookups.push(format!("ts {}", first_ts - 10 + rng.below(span) as i64));
+        }
+        let latest = log
+            .end_offset_for_leader_epoch(i32::MAX)
+            .map_or(0, |(e, _)| e)
+            .max(log.leader_epoch());
+        for e in -1..=latest + 2 {
+            lookups.push(format!("epoch {e}"));
+        }
+        for l in &lookups {
+            requests.push_str(l);
+            requests.push('\n');
+        }
         let file = tmp.path().join(format!("requests-{n}"));
         std::fs::write(&file, &requests).expect("requests");
         let out = harness(
@@ -157,7 +192,32 @@ fn fetches_are_byte_identical_to_kafkas_unified_log_read() {
             json!(log.last_stable_offset()),
             "last stable offsets differ"
         );
-        assert_eq!(answers.len(), asked.len(), "one answer a request");
+        assert_eq!(
+            answers.len(),
+            asked.len() + lookups.len(),
+            "one answer a request"
+        );
+        let (answers, lookup_answers) = answers.split_at(asked.len());
+        for (l, k) in lookups.iter().zip(lookup_answers) {
+            let (what, arg) = l.split_once(' ').expect("a lookup");
+            let arg: i64 = arg.parse().expect("a number");
+            let got = if what == "ts" {
+                match log.fetch_offset_by_timestamp(arg).expect("lookup") {
+                    Some(t) => json!({"timestamp": t.timestamp, "offset": t.offset,
+                                      "epoch": t.leader_epoch}),
+                    None => json!({"none": true}),
+                }
+            } else {
+                match log.end_offset_for_leader_epoch(arg as i32) {
+                    Some((e, o)) => json!({"epoch": e, "offset": o}),
+                    None => json!({"none": true}),
+                }
+            };
+            lookups_compared += 1;
+            if &got != k {
+                mismatches.push(format!("case {n} {l}: kafka {k}, seglog {got}"));
+            }
+        }
         for (&(offset, max, iso, min_one), k) in asked.iter().zip(answers) {
             let want = kafka_answer(k);
             let got = seglog_answer(&log, offset, max, iso, min_one);
@@ -178,8 +238,9 @@ fn fetches_are_byte_identical_to_kafkas_unified_log_read() {
         log.close().expect("close");
     }
     eprintln!(
-        "reads: {compared} fetches compared, {with_aborted} with aborted transactions, {partial} \
-         size-bound without min-one, {} mismatches",
+        "reads: {compared} fetches and {lookups_compared} ListOffsets/OffsetsForLeaderEpoch \
+         lookups compared, {with_aborted} with aborted transactions, {partial} size-bound \
+         without min-one, {} mismatches",
         mismatches.len()
     );
     assert!(compared >= fetches, "{compared} fetches");

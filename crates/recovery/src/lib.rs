@@ -93,7 +93,8 @@ pub use loader::{
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, HighWatermark,
     IsolationLevel, LogAppendInfo, PartitionLog, PartitionLogConfig, PartitionLogError, RecordIter,
-    UNKNOWN_HIGH_WATERMARK,
+    EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, UNKNOWN_HIGH_WATERMARK,
 };
 pub use mirror::{
     alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,

@@ -381,6 +381,22 @@ fn whole_batches(bytes: &[u8]) -> &[u8] {
     bytes.get(..pos).unwrap_or_default()
 }
 
+/// Kafka's `ListOffsetsRequest.LATEST_TIMESTAMP`: [`PartitionLog::fetch_offset_by_timestamp`]
+/// answers the log end offset.
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// Kafka's `ListOffsetsRequest.EARLIEST_TIMESTAMP`: the log start offset.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// Kafka's `ListOffsetsRequest.MAX_TIMESTAMP` (KIP-734): the first record with the largest
+/// timestamp.
+pub const MAX_TIMESTAMP: i64 = -3;
+/// Kafka's `ListOffsetsRequest.EARLIEST_LOCAL_TIMESTAMP`: the local log start offset (the log
+/// start offset: seglog has no tiered storage).
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// Kafka's `ListOffsetsRequest.LATEST_TIERED_TIMESTAMP` (no tiered storage: offset -1).
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+/// Kafka's `ListOffsetsRequest.EARLIEST_PENDING_UPLOAD_TIMESTAMP` (no tiered storage: offset -1).
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
+
 /// Kafka `FetchIsolation`: the bound of a fetch ([`PartitionLog::fetch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FetchIsolation {
@@ -1319,6 +1335,56 @@ impl PartitionLog {
             aborted_transactions,
             next_fetch_offset,
         })
+    }
+
+    /// Kafka's `UnifiedLog.fetchOffsetByTimestamp` (what the leader answers to `ListOffsets`,
+    /// before the broker bounds `latest` by the isolation level): for
+    /// [`EARLIEST_TIMESTAMP`]/[`EARLIEST_LOCAL_TIMESTAMP`] the log start offset (with the first
+    /// cached leader epoch if it starts at or below it), for [`LATEST_TIMESTAMP`] the log end
+    /// offset and the latest epoch, for [`MAX_TIMESTAMP`] the first record with the largest
+    /// timestamp (KIP-734), for [`LATEST_TIERED_TIMESTAMP`] and
+    /// [`EARLIEST_PENDING_UPLOAD_TIMESTAMP`] offset -1 and epoch -1 (no tiered storage), and for a
+    /// real timestamp the first record at or after it from the log start on (`None` if none).
+    /// The timestamp of the special answers is -1. Compared with Kafka 4.3.1's own on
+    /// broker-written logs (`kafka_interop`, `reads`).
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        target: i64,
+    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
+        use segment_store::file_records::TimestampAndOffset;
+        let special = |offset: i64, leader_epoch: Option<i32>| {
+            Some(TimestampAndOffset {
+                timestamp: -1,
+                offset,
+                leader_epoch,
+            })
+        };
+        Ok(match target {
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+                let start = self.log_start_offset();
+                let epoch = self
+                    .epochs
+                    .earliest_entry()
+                    .filter(|e| e.start_offset <= start)
+                    .map(|e| e.epoch);
+                special(start, epoch)
+            }
+            LATEST_TIMESTAMP => special(self.log_end_offset(), self.epochs.latest_epoch()),
+            LATEST_TIERED_TIMESTAMP | EARLIEST_PENDING_UPLOAD_TIMESTAMP => special(-1, Some(-1)),
+            MAX_TIMESTAMP => self.local.offset_of_max_timestamp()?,
+            t => self.local.fetch_offset_by_timestamp(t)?,
+        })
+    }
+
+    /// Kafka's `UnifiedLog.endOffsetForEpoch` (what the leader answers to
+    /// `OffsetsForLeaderEpoch`): `(epoch, end offset)` for the largest epoch at or below
+    /// `leader_epoch`, its end the start of the next epoch or the log end; `None` when it is
+    /// undefined (no epoch at all, or `leader_epoch` above the latest one).
+    pub fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
+        let (epoch, offset) = self
+            .epochs
+            .end_offset_for(leader_epoch, self.log_end_offset());
+        (offset != crate::leader_epoch::UNDEFINED_EPOCH_OFFSET).then_some((epoch, offset))
     }
 
     /// The records from `offset` on as a consumer at `isolation` sees them, across segments:

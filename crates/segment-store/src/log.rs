@@ -1237,6 +1237,44 @@ impl LocalLog {
         self.fetch_offset_by_timestamp_from(timestamp, i64::MIN)
     }
 
+    /// Kafka's `MAX_TIMESTAMP` lookup (KIP-734): in the first segment with the largest
+    /// max timestamp so far, the first record carrying it
+    /// ([`LogSegment::offset_of_max_timestamp`]).
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
+        // In windows of segments, trimming between them: the lookup walks every segment and the
+        // descriptors stay bounded.
+        let mut best: Option<(i64, i64)> = None;
+        let mut after = i64::MIN;
+        loop {
+            let inner = self.read_inner();
+            let bases: Vec<i64> = inner
+                .segments
+                .range(after.saturating_add(1)..)
+                .map(|(&b, _)| b)
+                .take(MAX_OPEN_INACTIVE_SEGMENTS)
+                .collect();
+            if bases.is_empty() {
+                let found = match best {
+                    Some((base, _)) => self.seg(&inner, base)?.offset_of_max_timestamp(),
+                    None => Ok(None),
+                };
+                drop(inner);
+                self.trim_after_read()?;
+                return found;
+            }
+            for &base in &bases {
+                let max = self.seg(&inner, base)?.max_timestamp_so_far();
+                // The first segment with the largest (Kafka keeps the first on ties).
+                if best.is_none_or(|(_, m)| max > m) {
+                    best = Some((base, max));
+                }
+                after = base;
+            }
+            drop(inner);
+            self.trim_after_read()?;
+        }
+    }
+
     /// [`Self::fetch_offset_by_timestamp`] from the segment after `after`.
     fn fetch_offset_by_timestamp_from(
         &self,

@@ -546,6 +546,49 @@ impl LogSegment {
             .search_for_timestamp(timestamp, u64::from(position.0), starting_offset)
     }
 
+    /// Kafka's `MAX_TIMESTAMP` lookup in this segment (KIP-734): the first batch from the
+    /// offset-index entry of [`Self::offset_of_max_timestamp_so_far`] whose max timestamp is
+    /// [`Self::max_timestamp_so_far`], and in it the first record with that timestamp (Kafka's
+    /// `offsetOfMaxTimestamp`), with the batch's leader epoch if it has one. `None` when no
+    /// batch or record matches (an empty segment, a legacy batch).
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
+        let max = self.max_timestamp_so_far();
+        let from = self
+            .offset_index
+            .lookup(self.offset_of_max_timestamp_so_far());
+        for h in self.log.headers_from(u64::from(from.position.0)) {
+            let h = h?;
+            if h.max_timestamp != max {
+                continue;
+            }
+            if h.magic < 2 {
+                return Ok(None);
+            }
+            let bytes = self.log.read(h.position, h.size as usize)?;
+            let format = |error| SegmentError::Format {
+                path: self.log.path().to_path_buf(),
+                error,
+            };
+            let batch = RecordBatch::new(&bytes, h.position).map_err(format)?;
+            let records = batch
+                .records(&record_format::DecodeLimits::default())
+                .map_err(format)?;
+            for r in records.iter() {
+                let r = r.map_err(format)?;
+                if r.timestamp() == max {
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp: max,
+                        offset: r.offset(),
+                        leader_epoch: (h.partition_leader_epoch >= 0)
+                            .then_some(h.partition_leader_epoch),
+                    }));
+                }
+            }
+            return Ok(None);
+        }
+        Ok(None)
+    }
+
     fn load_first_batch_timestamp(&mut self) -> Result<()> {
         if self.rolling_based_timestamp.is_none() {
             if let Some(h) = self.log.headers_from(0).next() {

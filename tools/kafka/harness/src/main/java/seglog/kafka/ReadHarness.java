@@ -44,6 +44,20 @@ final class ReadHarness {
         String line;
         while ((line = in.readLine()) != null) {
             String[] p = line.trim().split(" ");
+            if (p.length == 2 && p[0].equals("ts")) {
+                // ListOffsets: UnifiedLog.fetchOffsetByTimestamp.
+                java.util.Optional<org.apache.kafka.common.record.internal.FileRecords.TimestampAndOffset> r =
+                        log.fetchOffsetByTimestamp(Long.parseLong(p[1]), java.util.Optional.empty()).timestampAndOffsetOpt();
+                OUT.println(r.map(t -> "{\"timestamp\":" + t.timestamp + ",\"offset\":" + t.offset + ",\"epoch\":"
+                        + (t.leaderEpoch.isPresent() ? t.leaderEpoch.get().toString() : "null") + "}").orElse("{\"none\":true}"));
+                continue;
+            }
+            if (p.length == 2 && p[0].equals("epoch")) {
+                // OffsetsForLeaderEpoch: UnifiedLog.endOffsetForEpoch.
+                java.util.Optional<org.apache.kafka.server.common.OffsetAndEpoch> r = log.endOffsetForEpoch(Integer.parseInt(p[1]));
+                OUT.println(r.map(o -> "{\"epoch\":" + o.epoch() + ",\"offset\":" + o.offset() + "}").orElse("{\"none\":true}"));
+                continue;
+            }
             if (p.length < 4) continue;
             long offset = Long.parseLong(p[0]);
             int maxBytes = Integer.parseInt(p[1]);
