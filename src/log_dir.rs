@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use recovery::cleaner::{CleanReport, LogToClean};
 use recovery::{
     load_log_dir, ExpiredProducer, LoadOptions, LogDirOptions, LogLoader, PartitionLog,
     RecoveryReport,
@@ -364,13 +365,59 @@ impl LogDir {
     pub fn compact(
         self,
         partitions: &[TopicPartition],
-    ) -> Result<(
-        LogDir,
-        Vec<(TopicPartition, recovery::cleaner::CleanReport)>,
-    )> {
-        let config = self.config.clone();
-        let dir = self.dir().to_path_buf();
-        let now_ms = config.clock.now_ms();
+    ) -> Result<(LogDir, Vec<(TopicPartition, CleanReport)>)> {
+        let jobs = self.to_clean(partitions)?;
+        let (config, dir) = (self.config.clone(), self.dir().to_path_buf());
+        self.close()?;
+        let reports = clean_all(&config, jobs)?;
+        Ok((LogDir::open(&dir, config)?, reports))
+    }
+
+    /// Kafka's log cleaner over the compacted partitions (those `is_compacted` says have
+    /// `cleanup.policy=compact`): each is weighed read-only as Kafka's `LogCleanerManager` weighs
+    /// it ([`recovery::cleaner::schedule::candidate`]: its cleanable ratio, how overdue its
+    /// oldest dirty segment is), and those due ([`recovery::cleaner::schedule::due`]: ratio above
+    /// `min.cleanable.dirty.ratio`, or `max.compaction.lag.ms` passed) get one pass each, the
+    /// filthiest first, on `log.cleaner.threads` threads
+    /// ([`CleanerConfig::threads`](recovery::cleaner::CleanerConfig::threads)), their reads and
+    /// writes throttled together to `log.cleaner.io.max.bytes.per.second`. The directory is
+    /// closed for the passes and opened again (returned), with the reports of the passes run,
+    /// in that order. A service calls it from time to time, as Kafka's cleaner threads wake up
+    /// every `log.cleaner.backoff.ms`.
+    pub fn compact_due(
+        self,
+        is_compacted: impl Fn(&TopicPartition) -> bool,
+    ) -> Result<(LogDir, Vec<(TopicPartition, CleanReport)>)> {
+        let compacted: Vec<TopicPartition> = self
+            .partitions()
+            .filter(|tp| is_compacted(tp))
+            .cloned()
+            .collect();
+        let jobs = self.to_clean(&compacted)?;
+        let (config, dir) = (self.config.clone(), self.dir().to_path_buf());
+        self.close()?;
+        let mut candidates = Vec::with_capacity(jobs.len());
+        for (tp, job) in &jobs {
+            candidates.push(recovery::cleaner::schedule::candidate(
+                &config.storage,
+                job,
+                tp,
+                &config.cleaner,
+            )?);
+        }
+        let due = recovery::cleaner::schedule::due(candidates, &config.cleaner);
+        let mut by_tp: std::collections::BTreeMap<_, _> = jobs.into_iter().collect();
+        let jobs: Vec<_> = due
+            .into_iter()
+            .filter_map(|c| by_tp.remove(&c.tp).map(|j| (c.tp, j)))
+            .collect();
+        let reports = clean_all(&config, jobs)?;
+        Ok((LogDir::open(&dir, config)?, reports))
+    }
+
+    /// What a cleaning pass needs of each of `partitions` (an unknown one is an error).
+    fn to_clean(&self, partitions: &[TopicPartition]) -> Result<Vec<(TopicPartition, LogToClean)>> {
+        let now_ms = self.config.clock.now_ms();
         let mut jobs = Vec::with_capacity(partitions.len());
         for tp in partitions {
             let log = self
@@ -378,7 +425,7 @@ impl LogDir {
                 .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
             jobs.push((
                 tp.clone(),
-                recovery::cleaner::LogToClean {
+                LogToClean {
                     dir: log.dir().to_path_buf(),
                     log_start_offset: log.log_start_offset(),
                     last_stable_offset: log.last_stable_offset(),
@@ -387,15 +434,62 @@ impl LogDir {
                 },
             ));
         }
-        self.close()?;
-        let mut reports = Vec::with_capacity(jobs.len());
-        for (tp, to_clean) in jobs {
-            let report =
-                recovery::cleaner::clean(&config.storage, &to_clean, &tp, &config.cleaner)?;
-            reports.push((tp, report));
-        }
-        Ok((LogDir::open(&dir, config)?, reports))
+        Ok(jobs)
     }
+}
+
+/// One pass over each job, on `log.cleaner.threads` threads (each taking the next job), the I/O
+/// of all of them throttled together when `log.cleaner.io.max.bytes.per.second` is set. The
+/// reports in the order of `jobs`; the first error once every started pass has ended.
+fn clean_all(
+    config: &Config,
+    jobs: Vec<(TopicPartition, LogToClean)>,
+) -> Result<Vec<(TopicPartition, CleanReport)>> {
+    use recovery::cleaner::schedule::{ThreadSleeper, Throttler};
+    let cleaner = &config.cleaner;
+    let throttler = (cleaner.io_max_bytes_per_second < f64::MAX).then(|| {
+        Arc::new(Throttler::new(
+            cleaner.io_max_bytes_per_second,
+            Arc::clone(&config.clock),
+            Arc::new(ThreadSleeper),
+        ))
+    });
+    let pass = |tp: &TopicPartition, job: &LogToClean| match &throttler {
+        Some(t) => {
+            recovery::cleaner::clean_throttled(&config.storage, job, tp, cleaner, Arc::clone(t))
+        }
+        None => recovery::cleaner::clean(&config.storage, job, tp, cleaner),
+    };
+    let threads = usize::try_from(cleaner.threads.max(1)).unwrap_or(1);
+    let results: Vec<std::sync::Mutex<Option<_>>> =
+        jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || loop {
+        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let (Some((tp, job)), Some(slot)) = (jobs.get(i), results.get(i)) else {
+            break;
+        };
+        let r = pass(tp, job);
+        *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+    };
+    if threads <= 1 || jobs.len() <= 1 {
+        work();
+    } else {
+        std::thread::scope(|s| {
+            for _ in 0..threads.min(jobs.len()) {
+                s.spawn(work);
+            }
+        });
+    }
+    let mut reports = Vec::with_capacity(jobs.len());
+    for ((tp, _), slot) in jobs.into_iter().zip(results) {
+        match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
+            Some(Ok(report)) => reports.push((tp, report)),
+            Some(Err(e)) => return Err(e.into()),
+            None => {}
+        }
+    }
+    Ok(reports)
 }
 
 /// Moves the high watermark as `policy` says, after a load, flush or append.

@@ -343,6 +343,11 @@ fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
         segment_bytes: 1024,
         topic: Vec::new(),
         all_topics: false,
+        due: false,
+        min_cleanable_dirty_ratio: 0.5,
+        max_compaction_lag_ms: i64::MAX,
+        threads: 1,
+        io_max_bytes_per_second: None,
     };
     let before = tree(tmp.path());
     let (mut out, mut err) = (Vec::new(), Vec::new());
@@ -614,6 +619,11 @@ fn seglog_compact_on_a_log_directory_cleans_the_topics_named() {
         segment_bytes: 1 << 20,
         topic: Vec::new(),
         all_topics: false,
+        due: false,
+        min_cleanable_dirty_ratio: 0.5,
+        max_compaction_lag_ms: i64::MAX,
+        threads: 1,
+        io_max_bytes_per_second: None,
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     assert_eq!(run(&args, &mut out, &mut err), Status::Usage);
@@ -661,4 +671,104 @@ fn seglog_compact_on_a_log_directory_cleans_the_topics_named() {
     );
     assert_eq!(logs("other-0"), 2);
     assert_eq!(logs("table-0"), 2);
+}
+
+/// `LogDir::compact_due` cleans what Kafka's cleaner manager would pick: a log whose dirty
+/// section is more than `min.cleanable.dirty.ratio` of it, not one whose dirty section is
+/// small, unless its oldest dirty segment is past `max.compaction.lag.ms`; on two cleaner
+/// threads, the I/O throttled.
+#[test]
+fn compact_due_cleans_the_logs_kafkas_cleaner_manager_would_pick() {
+    use seglog::{LogDir, TopicPartition};
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let many: Vec<Op> = (0..60)
+        .map(|i| Op::Data((i % 3) as u8, vec![((i % 4) as u8, false)]))
+        .collect();
+    let few: Vec<Op> = (0..4)
+        .map(|i| Op::Data(0, vec![(i as u8, false)]))
+        .collect();
+    let mut entries: Vec<String> = Vec::new();
+    // Each partition written and cleaned once alone, then given more: `big` 60 batches (its
+    // dirty section ~0.9 of it), `small` 4 (below the default min.cleanable.dirty.ratio 0.5).
+    for (name, more) in [("big-0", &many), ("small-0", &few)] {
+        let alone = tmp.path().join(format!("alone-{name}")).join(name);
+        let mut log = Log::open(&alone, config(&clock, 1 << 20)).unwrap();
+        write(&mut log, &many);
+        log.roll().unwrap();
+        let end = log.log_end_offset();
+        log.set_high_watermark(end);
+        let (mut log, _) = log.compact().unwrap();
+        write(&mut log, more);
+        log.roll().unwrap();
+        let end = log.log_end_offset();
+        log.set_high_watermark(end);
+        log.close().unwrap();
+        std::fs::rename(&alone, data.join(name)).unwrap();
+        let checkpoint = alone.parent().unwrap().join("cleaner-offset-checkpoint");
+        let text = std::fs::read_to_string(checkpoint).unwrap();
+        entries.extend(text.lines().skip(2).map(str::to_owned));
+    }
+    // The partitions' cleaner checkpoints, moved with them.
+    std::fs::write(
+        data.join("cleaner-offset-checkpoint"),
+        format!("0\n{}\n{}\n", entries.len(), entries.join("\n")),
+    )
+    .unwrap();
+    // The CLI's read-only weighing says the same.
+    {
+        use seglog::cli::compact::{run, CompactArgs};
+        let args = CompactArgs {
+            dir: data.clone(),
+            dry_run: true,
+            now_ms: Some(T0 + 10_000),
+            dedupe_buffer_size: 1 << 20,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            segment_bytes: 1024,
+            topic: Vec::new(),
+            all_topics: true,
+            due: true,
+            min_cleanable_dirty_ratio: 0.5,
+            max_compaction_lag_ms: i64::MAX,
+            threads: 1,
+            io_max_bytes_per_second: None,
+        };
+        let before = tree(&data);
+        let (mut out, mut err) = (Vec::new(), Vec::new());
+        assert_eq!(run(&args, &mut out, &mut err), seglog::cli::Status::Success);
+        let out = String::from_utf8(out).unwrap();
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("big-0: cleanable ratio") && l.ends_with(": due")),
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("small-0: cleanable ratio") && l.ends_with("not due")),
+            "{out}"
+        );
+        assert_eq!(tree(&data), before, "the dry run changed files");
+    }
+    let mut cfg = config(&clock, 1 << 20);
+    cfg.cleaner.threads = 2;
+    cfg.cleaner.io_max_bytes_per_second = 1e9;
+    let dir = LogDir::open(&data, cfg.clone()).unwrap();
+    let (dir, reports) = dir.compact_due(|_| true).unwrap();
+    let cleaned: Vec<String> = reports.iter().map(|(tp, _)| tp.to_string()).collect();
+    assert_eq!(cleaned, ["big-0"], "only the filthy log is due");
+    assert!(!reports[0].1.groups.is_empty());
+    dir.close().unwrap();
+
+    // Past max.compaction.lag.ms the small one is due too (its records are from T0 on).
+    cfg.cleaner.max_compaction_lag_ms = 1_000;
+    let dir = LogDir::open(&data, cfg.clone()).unwrap();
+    let (dir, reports) = dir
+        .compact_due(|tp| tp == &TopicPartition::new("small", 0))
+        .unwrap();
+    let cleaned: Vec<String> = reports.iter().map(|(tp, _)| tp.to_string()).collect();
+    assert_eq!(cleaned, ["small-0"], "overdue");
+    dir.close().unwrap();
 }

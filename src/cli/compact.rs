@@ -62,6 +62,22 @@ pub struct CompactArgs {
     /// segment.bytes: the largest group of segments cleaned into one
     #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
     pub segment_bytes: u64,
+    /// Clean only the partitions Kafka's cleaner would pick now: cleanable ratio above
+    /// --min-cleanable-dirty-ratio, or --max-compaction-lag-ms passed; the filthiest first
+    #[arg(long)]
+    pub due: bool,
+    /// min.cleanable.dirty.ratio (with --due)
+    #[arg(long, value_name = "RATIO", default_value_t = 0.5)]
+    pub min_cleanable_dirty_ratio: f64,
+    /// max.compaction.lag.ms (with --due; default: never)
+    #[arg(long, value_name = "MS", default_value_t = i64::MAX)]
+    pub max_compaction_lag_ms: i64,
+    /// log.cleaner.threads: partitions cleaned at once (and the offset map split among them)
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub threads: u32,
+    /// log.cleaner.io.max.bytes.per.second: the rate of the bytes the passes read and write
+    #[arg(long, value_name = "BYTES")]
+    pub io_max_bytes_per_second: Option<f64>,
 }
 
 impl CompactArgs {
@@ -71,6 +87,10 @@ impl CompactArgs {
             delete_retention_ms: self.delete_retention_ms,
             min_compaction_lag_ms: self.min_compaction_lag_ms,
             segment_bytes: self.segment_bytes,
+            min_cleanable_dirty_ratio: self.min_cleanable_dirty_ratio,
+            max_compaction_lag_ms: self.max_compaction_lag_ms,
+            threads: self.threads.max(1),
+            io_max_bytes_per_second: self.io_max_bytes_per_second.unwrap_or(f64::MAX),
             ..CleanerConfig::default()
         }
     }
@@ -90,26 +110,57 @@ pub fn run(args: &CompactArgs, out: &mut impl Write, err: &mut impl Write) -> St
 fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::error::Error>> {
     let clock = partition::clock(args.now_ms);
     let (log_dir, dirs) = selected(args)?;
+    let cleaner_config = args.cleaner_config();
     if args.dry_run {
         for dir in &dirs {
             let mut opts = LoadOptions::for_partition_dir(dir, false);
             opts.env.clock = clock.clone();
             let plan = LogLoader::plan(dir, &opts)?;
             let tp = partition_of(dir)?;
-            let log = LogToClean::from_plan(&plan, clock.now_ms());
-            let report = cleaner::plan(&opts.env.storage, &log, &tp, &args.cleaner_config())?;
+            let mut log = LogToClean::from_plan(&plan, clock.now_ms());
+            // As the run opens the directory (`HighWatermark::FlushedLogEnd`, the default): a high
+            // watermark not known from a clean shutdown's checkpoint is the recovered log end.
+            if !plan.had_clean_shutdown || opts.high_watermark.is_none() {
+                log.last_stable_offset = plan
+                    .producers
+                    .last_stable_offset_for(plan.log_end_offset, plan.log_start_offset);
+            }
+            if args.due {
+                // The same weighing the run does (`LogDir::compact_due`), read only.
+                let c =
+                    cleaner::schedule::candidate(&opts.env.storage, &log, &tp, &cleaner_config)?;
+                let is_due = !cleaner::schedule::due(vec![c.clone()], &cleaner_config).is_empty();
+                writeln!(
+                    out,
+                    "{tp}: cleanable ratio {:.3} ({} of {} bytes dirty), {} ms past max.compaction.lag.ms: {}",
+                    c.cleanable_ratio(),
+                    c.cleanable_bytes,
+                    c.total_bytes(),
+                    c.max_compaction_delay_ms,
+                    if is_due { "due" } else { "not due" }
+                )?;
+                if !is_due {
+                    continue;
+                }
+            }
+            let report = cleaner::plan(&opts.env.storage, &log, &tp, &cleaner_config)?;
             print_report(out, &tp.to_string(), &report, true)?;
         }
         return Ok(());
     }
     let config = Config::default()
         .with_clock(clock)
-        .with_cleaner(args.cleaner_config());
+        .with_cleaner(cleaner_config);
     let tps = dirs
         .iter()
         .map(|d| partition_of(d))
         .collect::<Result<Vec<_>, _>>()?;
-    let (opened, reports) = LogDir::open(&log_dir, config)?.compact(&tps)?;
+    let opened = LogDir::open(&log_dir, config)?;
+    let (opened, reports) = if args.due {
+        opened.compact_due(|tp| tps.contains(tp))?
+    } else {
+        opened.compact(&tps)?
+    };
     opened.close()?;
     for (tp, report) in &reports {
         print_report(out, &tp.to_string(), report, false)?;

@@ -20,6 +20,7 @@
 
 pub mod md5;
 pub mod offset_map;
+pub mod schedule;
 pub mod txn;
 
 use std::collections::BTreeMap;
@@ -66,6 +67,15 @@ pub struct CleanerConfig {
     pub delete_retention_ms: i64,
     /// `min.compaction.lag.ms` (0).
     pub min_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio` (0.5): a log is due when its cleanable bytes are more than
+    /// this share of its bytes ([`schedule::due`]).
+    pub min_cleanable_dirty_ratio: f64,
+    /// `max.compaction.lag.ms` (`i64::MAX`, never): a log whose oldest dirty segment's first
+    /// batch is older than this is due whatever its ratio.
+    pub max_compaction_lag_ms: i64,
+    /// `log.cleaner.io.max.bytes.per.second` (unlimited): the rate of the bytes a pass reads
+    /// and writes ([`schedule::Throttler`]).
+    pub io_max_bytes_per_second: f64,
 }
 
 impl Default for CleanerConfig {
@@ -81,6 +91,9 @@ impl Default for CleanerConfig {
             index_interval_bytes: 4096,
             delete_retention_ms: 86_400_000,
             min_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio: 0.5,
+            max_compaction_lag_ms: i64::MAX,
+            io_max_bytes_per_second: f64::MAX,
         }
     }
 }
@@ -922,6 +935,14 @@ fn log_delete_retention(config: &CleanerConfig) -> i64 {
     config.delete_retention_ms
 }
 
+/// The max timestamp of the first batch of the `.log` at `path` (Kafka's
+/// `getFirstBatchTimestamp`, the segment's rolling-based timestamp), if it holds one.
+fn read_first_batch_timestamp(storage: &dyn Storage, path: &Path) -> Result<Option<i64>> {
+    let config = CleanerConfig::default();
+    let mut reader = BatchReader::open(storage, path, &config)?;
+    Ok(reader.next_batch()?.map(|(_, b)| b.max_timestamp()))
+}
+
 /// Reads the partition's entry of `cleaner-offset-checkpoint` in the log directory (the parent
 /// of `dir`), if any.
 pub fn read_cleaner_checkpoint(
@@ -951,6 +972,9 @@ pub fn write_cleaner_checkpoint(
         return Ok(());
     };
     let path = parent.join(CLEANER_OFFSET_CHECKPOINT_FILE);
+    // One read-modify-write at a time: the cleaner threads of one log directory share the file.
+    static WRITING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = WRITING.lock().unwrap_or_else(|p| p.into_inner());
     let file = OffsetCheckpointFile::new(Arc::clone(storage), &path);
     let mut entries: BTreeMap<TopicPartition, i64> = if storage.exists(&path)? {
         file.read()?.into_iter().collect()
@@ -1188,8 +1212,42 @@ pub fn plan(
 
 /// One cleaning pass of the closed partition in `log.dir`, then its `cleaner-offset-checkpoint`
 /// entry set to where the pass ended. Nothing to clean (the dirty section is empty) is a report
-/// with no group.
+/// with no group. With `log.cleaner.io.max.bytes.per.second` set, the pass's reads and writes are
+/// throttled to it on the system clock ([`clean_throttled`] takes a throttler of its own).
 pub fn clean(
+    storage: &Arc<dyn Storage>,
+    log: &LogToClean,
+    tp: &TopicPartition,
+    config: &CleanerConfig,
+) -> Result<CleanReport> {
+    if config.io_max_bytes_per_second < f64::MAX {
+        let throttler = Arc::new(schedule::Throttler::new(
+            config.io_max_bytes_per_second,
+            Arc::new(segment_store::SystemClock),
+            Arc::new(schedule::ThreadSleeper),
+        ));
+        return clean_throttled(storage, log, tp, config, throttler);
+    }
+    clean_unthrottled(storage, log, tp, config)
+}
+
+/// [`clean`] with every byte the pass reads or writes counted by `throttler` (shared by the
+/// passes of one cleaner: Kafka's throttler is one per cleaner, over its threads).
+pub fn clean_throttled(
+    storage: &Arc<dyn Storage>,
+    log: &LogToClean,
+    tp: &TopicPartition,
+    config: &CleanerConfig,
+    throttler: Arc<schedule::Throttler>,
+) -> Result<CleanReport> {
+    let throttled: Arc<dyn Storage> = Arc::new(schedule::ThrottledStorage::new(
+        Arc::clone(storage),
+        throttler,
+    ));
+    clean_unthrottled(&throttled, log, tp, config)
+}
+
+fn clean_unthrottled(
     storage: &Arc<dyn Storage>,
     log: &LogToClean,
     tp: &TopicPartition,
