@@ -1,9 +1,17 @@
-//! `seglog dump --print-data-log` (and `--json --deep-iteration`) on a record whose value is far
-//! larger than the memory it may use: the batch is streamed from the file (see
-//! `src/cli/dump/stream.rs`), so the dump of a 40 MiB value fits in an 8 MiB allocation budget, and
-//! prints exactly the line the whole-value conversion (`java_utf8_lossy`, the JDK's rules) gives.
-//! The budget is enforced by this test binary's allocator (`cap::Cap`): an allocation past it
-//! fails and aborts the binary, a loud failure.
+//! Allocation budgets of the tools, enforced by this test binary's allocator (`cap::Cap`): an
+//! allocation past the budget fails and aborts the binary, a loud failure. Only the heap counts
+//! (the budget is on allocations): mapped file pages are page cache, not the process's memory.
+//!
+//! * `seglog dump --print-data-log` (and `--json --deep-iteration`) on a record whose value is far
+//!   larger than the memory it may use: the batch is streamed from the file (see
+//!   `src/cli/dump/stream.rs`), so the dump of a 40 MiB value fits in an 8 MiB allocation budget,
+//!   and prints exactly the line the whole-value conversion (`java_utf8_lossy`, the JDK's rules)
+//!   gives.
+//! * `seglog verify` and `seglog recover --full` of one partition of 100,000 segments
+//!   (`testkit::write_tiny_segments`, on a tmpfs when there is one) fit in 128 MiB: the plan keeps
+//!   no path per segment or file, one segment's bytes open at a time, no index views of clean
+//!   segments, and the snapshot bytes it writes once (docs/benchmarks.md, "Scaling with the number
+//!   of segments").
 
 use std::alloc::System;
 use std::io::{self, Write};
@@ -291,4 +299,97 @@ fn a_40_mib_value_is_streamed_within_an_8_mib_budget() {
     assert_eq!(status, Status::Success, "{}", String::from_utf8_lossy(&err));
     assert_eq!(out.first_difference, None, "output differs");
     assert_eq!(out.at, expected.len(), "output length");
+}
+
+/// A scratch folder on a tmpfs when there is one (300,000 small files).
+fn scratch() -> tempfile::TempDir {
+    let shm = std::path::Path::new("/dev/shm");
+    if shm.is_dir() {
+        if let Ok(t) = tempfile::tempdir_in(shm) {
+            return t;
+        }
+    }
+    tempfile::tempdir().expect("tempdir")
+}
+
+/// The budget of `seglog verify` and `seglog recover --full` of one partition of 100,000
+/// segments.
+const SEGMENTS_BUDGET: usize = 128 << 20;
+
+/// `verify`, then `recover --full`, of one partition of 100,000 tiny segments, each within
+/// [`SEGMENTS_BUDGET`] of allocations. (Failed before with the allocations of the plan: a path
+/// per file and per segment file, every segment's bytes and index views kept, the snapshot bytes
+/// twice; and, in `recover`, each file's path in the report's before/after stamps and every
+/// closed segment's whole struct: peaks of about 340 MB and 480 MB.)
+#[test]
+fn verify_and_recover_full_of_100_000_segments_fit_128_mib() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let root = scratch();
+    let dir = root.path().join("orders-0");
+    testkit::write_tiny_segments(&dir, 100_000).expect("segments");
+
+    let verify = seglog::cli::verify::VerifyArgs {
+        dir: dir.clone(),
+        json: false,
+        threads: None,
+    };
+    let (mut out, mut err) = (Vec::with_capacity(4096), Vec::with_capacity(4096));
+    let status = within(SEGMENTS_BUDGET, || {
+        seglog::cli::verify::run(&verify, &mut out, &mut err)
+    });
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(
+        status,
+        Status::Success,
+        "{text}{}",
+        String::from_utf8_lossy(&err)
+    );
+    assert!(
+        text.starts_with("orders-0: ok (100000 segment(s), 100000 batches"),
+        "{text}"
+    );
+
+    let recover = seglog::cli::recover::RecoverArgs {
+        dir: dir.clone(),
+        full: true,
+        json: false,
+        now_ms: None,
+        threads: None,
+    };
+    // `written:` names every file recovery rewrote (200,000 indexes and 100,000 snapshots): the
+    // output is counted, not kept.
+    let mut lines = CountLines(0);
+    let mut err = Vec::with_capacity(4096);
+    let status = within(SEGMENTS_BUDGET, || {
+        seglog::cli::recover::run(&recover, &mut lines, &mut err)
+    });
+    assert_eq!(status, Status::Success, "{}", String::from_utf8_lossy(&err));
+    assert!(lines.0 > 0);
+    let snapshots = std::fs::read_dir(&dir)
+        .expect("list")
+        .filter(|e| {
+            e.as_ref()
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".snapshot")
+        })
+        .count();
+    assert_eq!(
+        snapshots, 100_000,
+        "a snapshot at each segment boundary and the log end"
+    );
+}
+
+/// Counts the lines written to it.
+struct CountLines(usize);
+
+impl Write for CountLines {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0 += buf.iter().filter(|&&b| b == b'\n').count();
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
 }

@@ -29,6 +29,8 @@
 //! A progress spinner is drawn on stderr only when stderr is a terminal.
 
 use std::collections::BTreeMap;
+
+use segment_store::file_name::{file_name, FileKind, TempSuffix};
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -200,12 +202,9 @@ pub fn run(args: &RecoverArgs, out: &mut impl Write, err: &mut impl Write) -> St
             return if io { Status::Usage } else { Status::Damaged };
         }
     };
-    let after = file_stamps(&root, threads);
-    let written: Vec<&PathBuf> = after
-        .iter()
-        .filter(|(p, stamp)| before.get(*p) != Some(*stamp))
-        .map(|(p, _)| p)
-        .collect();
+    let written = changed_files(&before, &file_stamps(&root, threads));
+    drop(before);
+    let written: Vec<&PathBuf> = written.iter().collect();
     match print(args, &reports, &offline, &warnings, &written, out) {
         Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
             let _ = writeln!(err, "error: cannot write output: {e}");
@@ -283,21 +282,74 @@ fn file_stamps(dir: &Path, threads: usize) -> Stamps {
     out
 }
 
-type Stamps = BTreeMap<PathBuf, (u64, Option<std::time::SystemTime>)>;
+/// A file's length and modification time.
+type Stamp = (u64, Option<std::time::SystemTime>);
+
+/// Per folder, its files by name with their stamps (sorted by name): a partition of 100,000
+/// segments has 400,000 files, so no path is kept per file, and a segment file's name is kept
+/// as what it parses to.
+type Stamps = BTreeMap<PathBuf, Vec<(Name, Stamp)>>;
+
+/// A file name, exactly.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Name {
+    /// A segment file's name ([`file_name`]: a parsed name formats back to the same name).
+    Segment(i64, FileKind, Option<TempSuffix>),
+    /// Any other.
+    Other(Box<std::ffi::OsStr>),
+}
+
+impl Name {
+    fn new(name: std::ffi::OsString) -> Name {
+        match segment_store::file_name::parse_file_name(&name) {
+            Ok(p) => Name::Segment(p.base_offset, p.kind, p.temp),
+            Err(_) => Name::Other(name.into_boxed_os_str()),
+        }
+    }
+
+    fn path_in(&self, dir: &Path) -> PathBuf {
+        match self {
+            Name::Segment(base, kind, temp) => dir.join(file_name(*base, *kind, *temp)),
+            Name::Other(name) => dir.join(&**name),
+        }
+    }
+}
 
 /// The files of `dir` into `out`, its folders onto `subdirs`.
 fn stamp_dir(dir: &Path, out: &mut Stamps, subdirs: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
+    let mut files = Vec::new();
     for e in entries.flatten() {
         let Ok(meta) = e.metadata() else { continue };
         if meta.is_dir() {
             subdirs.push(e.path());
         } else {
-            out.insert(e.path(), (meta.len(), meta.modified().ok()));
+            files.push((Name::new(e.file_name()), (meta.len(), meta.modified().ok())));
         }
     }
+    files.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    files.shrink_to_fit();
+    out.insert(dir.to_path_buf(), files);
+}
+
+/// The files of `after` that are not in `before` with the same stamp, in path order.
+fn changed_files(before: &Stamps, after: &Stamps) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for (dir, files) in after {
+        let was = before.get(dir).map_or(&[][..], Vec::as_slice);
+        for (name, stamp) in files {
+            let same = was
+                .binary_search_by(|(n, _)| n.cmp(name))
+                .is_ok_and(|i| was[i].1 == *stamp);
+            if !same {
+                out.push(name.path_in(dir));
+            }
+        }
+    }
+    out.sort();
+    out
 }
 
 fn print(

@@ -364,8 +364,8 @@ fn plan_findings(plan: &RecoveryPlan) -> Vec<Finding> {
     swap_findings(plan, &mut findings);
     let cuts = plan.cuts();
     for seg in &plan.segments {
-        let name = file_name(&seg.path);
         if let Some(c) = cuts.iter().find(|c| c.segment == seg.base_offset) {
+            let name = index_name(seg.base_offset, FileKind::Log);
             let next = plan
                 .scans
                 .iter()

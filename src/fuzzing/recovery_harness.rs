@@ -925,14 +925,15 @@ pub fn log_loader(data: &[u8]) {
                 .find(|s| s.base_offset == c.segment)
                 .expect("a cut names a planned segment");
             // A `.swap` renamed into place first: the segment's bytes are the swap's.
+            let log_path = seg.log_path(&plan.dir);
             let source = plan
                 .leftovers
                 .iter()
                 .find_map(|a| match a {
-                    LeftoverAction::Rename { from, to, .. } if *to == seg.path => Some(from),
+                    LeftoverAction::Rename { from, to, .. } if *to == log_path => Some(from),
                     _ => None,
                 })
-                .unwrap_or(&seg.path);
+                .unwrap_or(&log_path);
             let bytes = std::fs::read(source).unwrap();
             (
                 c.quarantined_to.clone(),

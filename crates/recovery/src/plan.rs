@@ -309,27 +309,55 @@ pub struct SnapshotFinding {
     pub fate: SnapshotFate,
 }
 
-/// One segment as the plan sees it.
+/// One segment as the plan sees it. Its files are named by its base offset in the partition
+/// directory ([`SegmentPlan::log_path`], [`SegmentPlan::files`]): a plan of 100,000 segments
+/// keeps no path per segment.
 #[derive(Debug, Clone)]
 pub struct SegmentPlan {
     /// Base offset.
     pub base_offset: i64,
-    /// The `.log` (its live name, after leftovers are handled).
-    pub path: PathBuf,
     /// Size of the `.log`.
     pub size: u64,
     /// Index files that fail Kafka's sanity checks.
     pub index_findings: Vec<IndexFinding>,
     /// The `.txnindex` exists.
     pub has_txn_index: bool,
-    /// The segment's files as they are (after leftovers): `.log`, then the `.txnindex`,
-    /// `.index` and `.timeindex` that exist.
-    pub files: Vec<(FileKind, PathBuf)>,
+    /// The `.index` exists (after leftovers).
+    pub has_index: bool,
+    /// The `.timeindex` exists (after leftovers).
+    pub has_time_index: bool,
     /// The active segment's next offset as Kafka's `readNextOffset` finds it before recovery
     /// (from the last offset-index entry on); `None` for the other segments, when recovery scans
     /// the segment anyway, and when the walk met a batch that does not parse (the segment is then
     /// recovered).
     pub next_offset: Option<i64>,
+}
+
+impl SegmentPlan {
+    /// The `.log` in the partition directory `dir` (its live name, after leftovers are handled).
+    pub fn log_path(&self, dir: &Path) -> PathBuf {
+        segment_file_path(dir, self.base_offset, FileKind::Log)
+    }
+
+    /// The segment's files in `dir` as they are (after leftovers): `.log`, then the
+    /// `.txnindex`, `.index` and `.timeindex` that exist.
+    pub fn files(&self, dir: &Path) -> Vec<(FileKind, PathBuf)> {
+        self.kinds()
+            .map(|k| (k, segment_file_path(dir, self.base_offset, k)))
+            .collect()
+    }
+
+    /// The kinds of [`Self::files`], in that order.
+    fn kinds(&self) -> impl Iterator<Item = FileKind> {
+        [
+            (FileKind::Log, true),
+            (FileKind::TxnIndex, self.has_txn_index),
+            (FileKind::Index, self.has_index),
+            (FileKind::TimeIndex, self.has_time_index),
+        ]
+        .into_iter()
+        .filter_map(|(k, has)| has.then_some(k))
+    }
 }
 
 /// When a producer-snapshot operation happens relative to the segment changes.
@@ -507,9 +535,8 @@ impl RecoveryPlan {
         for seg in &self.segments {
             if self.is_quarantined(seg.base_offset) {
                 quarantined.extend(
-                    seg.files
-                        .iter()
-                        .map(|(k, _)| segment_file_path(&self.quarantine_dir, seg.base_offset, *k)),
+                    seg.kinds()
+                        .map(|k| segment_file_path(&self.quarantine_dir, seg.base_offset, k)),
                 );
             }
         }
@@ -596,14 +623,59 @@ impl RecoveryPlan {
 
 #[derive(Default)]
 struct Overlay {
-    /// Files as the plan leaves them: `Some` written or renamed here, `None` removed.
-    /// (Hashed: the plan of a full recovery writes a snapshot per segment, and ordering paths
-    /// compares them component by component.)
-    files: FxHashMap<PathBuf, Option<Vec<u8>>>,
+    /// Files the plan changes, as it leaves them. (Hashed: the plan of a full recovery writes a
+    /// snapshot per segment, and ordering paths compares them component by component.)
+    files: FxHashMap<PathBuf, FileState>,
     ops: Vec<(SnapshotPhase, SnapshotOp)>,
-    /// The paths of the `Write`s among `ops`.
-    written: FxHashSet<PathBuf>,
     phase: Option<SnapshotPhase>,
+}
+
+/// A file of the [`Overlay`].
+struct FileState {
+    content: Content,
+    /// A `Write` among the overlay's operations wrote it.
+    written: bool,
+}
+
+/// What a file of the [`Overlay`] holds.
+enum Content {
+    /// Removed (or moved away).
+    Removed,
+    /// Moved here with these bytes.
+    Bytes(Vec<u8>),
+    /// The bytes of the `Write` at this index of the operations (kept once, not twice).
+    Written(usize),
+}
+
+impl Overlay {
+    /// Sets what `path` holds, keeping whether it was written.
+    fn set(&mut self, path: &Path, content: Content) {
+        match self.files.get_mut(path) {
+            Some(f) => f.content = content,
+            None => {
+                self.files.insert(
+                    path.to_path_buf(),
+                    FileState {
+                        content,
+                        written: false,
+                    },
+                );
+            }
+        }
+    }
+
+    /// The bytes of `path`: `None` if the plan did not change it, `Some(None)` if removed.
+    fn bytes_of(&self, path: &Path) -> Option<Option<&[u8]>> {
+        let f = self.files.get(path)?;
+        Some(match &f.content {
+            Content::Removed => None,
+            Content::Bytes(b) => Some(b),
+            Content::Written(i) => match self.ops.get(*i) {
+                Some((_, SnapshotOp::Write { bytes, .. })) => Some(bytes),
+                _ => None,
+            },
+        })
+    }
 }
 
 /// A [`SnapshotIo`] that reads through the real one and records every change instead of making it.
@@ -629,20 +701,30 @@ impl PlanIo {
         }
     }
 
-    /// The names of `dir` on the storage (listed at most once; a missing directory is empty).
-    fn base_list(&self, dir: &Path) -> io::Result<BTreeSet<String>> {
+    /// The names of `dir` on the storage (listed at most once; a missing directory is empty)
+    /// that `keep` keeps.
+    fn base_list(
+        &self,
+        dir: &Path,
+        mut keep: impl FnMut(&str) -> bool,
+    ) -> io::Result<BTreeSet<String>> {
         let mut listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
         work::probe(1);
-        if let Some(names) = listed.get(dir) {
-            return Ok(names.clone());
+        if !listed.contains_key(dir) {
+            let names: BTreeSet<String> = match self.base.list(dir) {
+                Ok(n) => n.into_iter().collect(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
+                Err(e) => return Err(e),
+            };
+            listed.insert(dir.to_path_buf(), names);
         }
-        let names: BTreeSet<String> = match self.base.list(dir) {
-            Ok(n) => n.into_iter().collect(),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeSet::new(),
-            Err(e) => return Err(e),
-        };
-        listed.insert(dir.to_path_buf(), names.clone());
-        Ok(names)
+        Ok(listed
+            .get(dir)
+            .into_iter()
+            .flatten()
+            .filter(|n| keep(n))
+            .cloned()
+            .collect())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Overlay> {
@@ -668,9 +750,9 @@ impl PlanIo {
             Err(e) => return Err(e),
         };
         let mut o = self.lock();
-        o.files.insert(from.to_path_buf(), None);
+        o.set(from, Content::Removed);
         if let Some(bytes) = bytes {
-            o.files.insert(to.to_path_buf(), Some(bytes));
+            o.set(to, Content::Bytes(bytes));
         }
         Ok(())
     }
@@ -687,7 +769,7 @@ impl PlanIo {
     /// Whether the plan writes `path` (a snapshot the scan takes).
     fn written(&self, path: &Path) -> bool {
         work::probe(1);
-        self.lock().written.contains(path)
+        self.lock().files.get(path).is_some_and(|f| f.written)
     }
 
     fn into_ops(self) -> Vec<(SnapshotPhase, SnapshotOp)> {
@@ -700,8 +782,8 @@ impl PlanIo {
 
 impl SnapshotIo for PlanIo {
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        match self.lock().files.get(path) {
-            Some(Some(b)) => return Ok(b.clone()),
+        match self.lock().bytes_of(path) {
+            Some(Some(b)) => return Ok(b.to_vec()),
             Some(None) => return Err(io::Error::from(io::ErrorKind::NotFound)),
             None => {}
         }
@@ -709,11 +791,11 @@ impl SnapshotIo for PlanIo {
     }
 
     fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-        match self.lock().files.get(path) {
+        match self.lock().bytes_of(path) {
             Some(Some(b)) if b.len() as u64 > limit => {
                 return Err(crate::snapshot::file_too_large(path, b.len() as u64, limit))
             }
-            Some(Some(b)) => return Ok(b.clone()),
+            Some(Some(b)) => return Ok(b.to_vec()),
             Some(None) => return Err(io::Error::from(io::ErrorKind::NotFound)),
             None => {}
         }
@@ -722,25 +804,36 @@ impl SnapshotIo for PlanIo {
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let mut o = self.lock();
-        o.files.insert(path.to_path_buf(), Some(bytes.to_vec()));
-        o.written.insert(path.to_path_buf());
-        drop(o);
-        self.record(SnapshotOp::Write {
-            path: path.to_path_buf(),
-            bytes: bytes.to_vec(),
-        });
+        let phase = o.phase.unwrap_or(SnapshotPhase::AfterInstall);
+        let at = o.ops.len();
+        o.ops.push((
+            phase,
+            SnapshotOp::Write {
+                path: path.to_path_buf(),
+                bytes: bytes.to_vec(),
+            },
+        ));
+        o.set(path, Content::Written(at));
+        if let Some(f) = o.files.get_mut(path) {
+            f.written = true;
+        }
         Ok(())
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
-        let mut names = self.base_list(dir)?;
         let o = self.lock();
-        names.retain(|n| {
+        let mut names = self.base_list(dir, |n| {
             work::probe(1);
-            !matches!(o.files.get(&dir.join(n)), Some(None))
-        });
+            !matches!(
+                o.files.get(&dir.join(n)),
+                Some(FileState {
+                    content: Content::Removed,
+                    ..
+                })
+            )
+        })?;
         for (p, f) in &o.files {
-            if f.is_some() && p.parent() == Some(dir) {
+            if !matches!(f.content, Content::Removed) && p.parent() == Some(dir) {
                 if let Some(n) = p.file_name().and_then(|n| n.to_str()) {
                     work::probe(1);
                     names.insert(n.to_owned());
@@ -762,7 +855,7 @@ impl SnapshotIo for PlanIo {
 
     fn exists(&self, path: &Path) -> bool {
         if let Some(f) = self.lock().files.get(path) {
-            return f.is_some();
+            return !matches!(f.content, Content::Removed);
         }
         let listed = self.listed.lock().unwrap_or_else(|p| p.into_inner());
         match (path.parent().and_then(|d| listed.get(d)), path.file_name()) {
@@ -775,7 +868,7 @@ impl SnapshotIo for PlanIo {
     }
 
     fn remove(&self, path: &Path) -> io::Result<()> {
-        self.lock().files.insert(path.to_path_buf(), None);
+        self.lock().set(path, Content::Removed);
         self.record(SnapshotOp::Remove {
             path: path.to_path_buf(),
         });
@@ -787,12 +880,27 @@ impl SnapshotIo for PlanIo {
 // Planning
 // ------------------------------------------------------------------------------------------------
 
-/// A live segment file and where its bytes are before the leftovers are handled.
+/// A live segment file and where its bytes are before the leftovers are handled. Its path is
+/// `<dir>/<its name>` ([`LiveFile::path`]): a partition of 100,000 segments has 300,000 of them,
+/// so no path is kept but a `.swap`'s.
 #[derive(Debug, Clone)]
 struct LiveFile {
-    path: PathBuf,
-    source: PathBuf,
     parsed: ParsedName,
+    /// The `.swap` renamed into place as this file; `None`: the file itself.
+    swap: Option<PathBuf>,
+}
+
+impl LiveFile {
+    /// Its live name in `dir` (a parsed name without a temporary suffix is exactly
+    /// [`file_name`]'s).
+    fn path(&self, dir: &Path) -> PathBuf {
+        segment_file_path(dir, self.parsed.base_offset, self.parsed.kind)
+    }
+
+    /// Where its bytes are before the leftovers are handled.
+    fn source(&self, dir: &Path) -> PathBuf {
+        self.swap.clone().unwrap_or_else(|| self.path(dir))
+    }
 }
 
 /// The live files of a plan by (base offset, kind): one segment's files are found by a binary
@@ -835,8 +943,15 @@ fn not_found_is_empty<T>(r: Result<Vec<T>, SegmentError>) -> Result<Vec<T>, Segm
     }
 }
 
+/// Whether `name` is a live `.log`, `.index`, `.timeindex` or `.txnindex`: nothing but the
+/// segment planning looks at those names (the snapshot rules never list nor ask for them).
+fn is_live_segment_name(name: &OsString) -> bool {
+    parse_file_name(name).is_ok_and(|p| p.temp.is_none() && p.kind != FileKind::Snapshot)
+}
+
 /// Kafka `removeTempFilesAndCollectSwapFiles` + swap completion and orphan index removal, decided
-/// only: the actions, the live files they leave, and the names of `dir` as listed.
+/// only: the actions, the live files they leave, and the names of `dir` as listed but the live
+/// segment files' ([`is_live_segment_name`]).
 #[allow(clippy::type_complexity)]
 fn plan_leftovers(
     opts: &LoadOptions,
@@ -844,16 +959,15 @@ fn plan_leftovers(
 ) -> Result<(Vec<LeftoverAction>, Vec<LiveFile>, Vec<OsString>), PartitionLogError> {
     let storage = &opts.env.storage;
     let mut actions = Vec::new();
-    let mut parsed = Vec::new();
     let typed = not_found_is_empty(storage.list_dir_typed(dir))?;
     refuse_hostile_entries(dir, &typed)?;
-    let names: Vec<OsString> = typed.into_iter().map(|(n, _)| n).collect();
-    for name in &names {
-        if let Ok(p) = parse_file_name(name) {
-            parsed.push((dir.join(name), p));
-        }
-    }
-    parsed.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut names: Vec<OsString> = typed.into_iter().map(|(n, _)| n).collect();
+    let mut parsed: Vec<(&OsString, ParsedName)> = names
+        .iter()
+        .filter_map(|name| parse_file_name(name).ok().map(|p| (name, p)))
+        .collect();
+    // In the order of their paths (all in `dir`): by name.
+    parsed.sort_by(|a, b| a.0.cmp(b.0));
     let min_cleaned = parsed
         .iter()
         .filter(|(_, p)| p.temp == Some(TempSuffix::Cleaned))
@@ -861,26 +975,28 @@ fn plan_leftovers(
         .min()
         .unwrap_or(i64::MAX);
     let mut swaps = Vec::new();
-    let mut live = Vec::new();
-    for (path, p) in parsed {
+    let mut live = Vec::with_capacity(parsed.len());
+    for (name, p) in parsed {
         match p.temp {
             Some(TempSuffix::Deleted) | Some(TempSuffix::Cleaned) => {
+                let path = dir.join(name);
                 actions.push(LeftoverAction::Remove { path, kind: p.kind });
             }
             Some(TempSuffix::Swap) if p.base_offset >= min_cleaned => {
+                let path = dir.join(name);
                 actions.push(LeftoverAction::Remove { path, kind: p.kind });
             }
-            Some(TempSuffix::Swap) => swaps.push((path, p)),
+            Some(TempSuffix::Swap) => swaps.push((dir.join(name), p)),
             None => live.push(LiveFile {
-                source: path.clone(),
-                path,
                 parsed: p,
+                swap: None,
             }),
         }
     }
+    names.retain(|n| !is_live_segment_name(n));
     // A cleaner's completed output is renamed into place and replaces the segments in its range
     // (Kafka's swap completion); any other `.swap` is stray and moves to quarantine.
-    let (complete, stray) = classify_swaps(opts, swaps, &live)?;
+    let (complete, stray) = classify_swaps(opts, dir, swaps, &live)?;
     for (path, p) in stray {
         actions.push(LeftoverAction::Quarantine { path, kind: p.kind });
     }
@@ -889,7 +1005,7 @@ fn plan_leftovers(
             let p = &f.parsed;
             if p.kind != FileKind::Snapshot && p.base_offset >= lo && p.base_offset < hi {
                 actions.push(LeftoverAction::Remove {
-                    path: f.path.clone(),
+                    path: f.path(dir),
                     kind: p.kind,
                 });
             }
@@ -899,7 +1015,14 @@ fn plan_leftovers(
             p.kind == FileKind::Snapshot || p.base_offset < lo || p.base_offset >= hi
         });
     }
-    let live_paths: FxHashSet<PathBuf> = live.iter().map(|f| f.path.clone()).collect();
+    // A live file is named by its (base offset, kind).
+    let live_keys: FxHashSet<(i64, FileKind)> = if complete.swaps.is_empty() {
+        FxHashSet::default()
+    } else {
+        live.iter()
+            .map(|f| (f.parsed.base_offset, f.parsed.kind))
+            .collect()
+    };
     let mut replaced = FxHashSet::default();
     let mut renamed = Vec::with_capacity(complete.swaps.len());
     for (path, p) in &complete.swaps {
@@ -915,13 +1038,13 @@ fn plan_leftovers(
         }
         let to = segment_file_path(dir, p.base_offset, p.kind);
         work::probe(1);
-        if live_paths.contains(&to) {
+        if live_keys.contains(&(p.base_offset, p.kind)) {
             // Not covered by the swapped range, yet the rename would replace it.
             actions.push(LeftoverAction::SetAside {
                 path: to.clone(),
                 kind: p.kind,
             });
-            replaced.insert(to.clone());
+            replaced.insert((p.base_offset, p.kind));
         }
         actions.push(LeftoverAction::Rename {
             from: path.clone(),
@@ -929,13 +1052,12 @@ fn plan_leftovers(
             kind: p.kind,
         });
         renamed.push(LiveFile {
-            path: to,
-            source: path.clone(),
             parsed: ParsedName { temp: None, ..*p },
+            swap: Some(path.clone()),
         });
     }
     if !replaced.is_empty() {
-        live.retain(|f| !replaced.contains(&f.path));
+        live.retain(|f| !replaced.contains(&(f.parsed.base_offset, f.parsed.kind)));
     }
     live.extend(renamed);
     // Orphan indexes (no `.log`).
@@ -951,7 +1073,7 @@ fn plan_leftovers(
         ) && !logs.contains(&f.parsed.base_offset);
         if orphan {
             actions.push(LeftoverAction::Remove {
-                path: f.path.clone(),
+                path: f.path(dir),
                 kind: f.parsed.kind,
             });
         }
@@ -1059,6 +1181,7 @@ fn live_log_next_offset(
 /// (renaming it into place would replace a live file, or drop offsets the log holds).
 fn classify_swaps(
     opts: &LoadOptions,
+    dir: &Path,
     swaps: Vec<(PathBuf, ParsedName)>,
     live: &[LiveFile],
 ) -> Result<(CompleteSwaps, Vec<(PathBuf, ParsedName)>), PartitionLogError> {
@@ -1093,7 +1216,7 @@ fn classify_swaps(
                 .max_by_key(|f| f.parsed.base_offset);
             match last {
                 None => true,
-                Some(f) => live_log_next_offset(opts, &f.source, f.parsed.base_offset)? <= hi,
+                Some(f) => live_log_next_offset(opts, &f.source(dir), f.parsed.base_offset)? <= hi,
             }
         }
     };
@@ -1183,29 +1306,64 @@ const RELEASE_ALIGN_BYTES: usize = 2 << 20;
 struct Sources<'a> {
     opts: &'a LoadOptions,
     lock: Option<&'a DirLock>,
-    /// base → (source path, bytes, valid length after recovery)
-    open: BTreeMap<i64, (PathBuf, Option<ReadOnlyBytes>, Option<u64>)>,
+    /// The partition directory.
+    dir: &'a Path,
+    /// base → (where its bytes are, valid length after recovery)
+    open: BTreeMap<i64, (Source, Option<u64>)>,
+    /// The bytes of the one segment open (one segment in memory at a time, whatever their
+    /// number).
+    current: Option<(i64, ReadOnlyBytes)>,
+}
+
+/// Where the bytes of a segment of [`Sources`] are.
+enum Source {
+    /// Its own `.log` in the partition directory.
+    Log,
+    /// The `.swap` renamed into place as its `.log`.
+    Swap(PathBuf),
+    /// None: the empty segment at 0 of an empty directory.
+    Empty,
 }
 
 impl<'a> Sources<'a> {
-    fn bytes(&mut self, base: i64) -> Result<&[u8], PartitionLogError> {
-        let Some((path, slot, valid)) = self.open.get_mut(&base) else {
-            return Ok(&[]);
-        };
-        if slot.is_none() {
-            *slot = Some(ReadOnlyBytes::open(
-                self.opts.env.storage.as_ref(),
-                path,
-                self.lock,
-            )?);
+    /// Where the bytes of the segment at `base` are read from.
+    fn path(dir: &Path, base: i64, source: &Source) -> PathBuf {
+        match source {
+            Source::Swap(p) => p.clone(),
+            Source::Log | Source::Empty => segment_file_path(dir, base, FileKind::Log),
         }
-        let all = slot.as_ref().map_or(&[][..], ReadOnlyBytes::bytes);
+    }
+
+    /// The bytes of the segment at `base` open in [`Self::current`] (`false`: it has none).
+    fn open_current(&mut self, base: i64) -> Result<bool, PartitionLogError> {
+        let Some((source, _)) = self.open.get(&base) else {
+            return Ok(false);
+        };
+        if matches!(source, Source::Empty) {
+            return Ok(false);
+        }
+        if self.current.as_ref().is_none_or(|(b, _)| *b != base) {
+            let path = Self::path(self.dir, base, source);
+            // The other segment's bytes go first: one open at a time.
+            self.current = None;
+            let bytes = ReadOnlyBytes::open(self.opts.env.storage.as_ref(), &path, self.lock)?;
+            self.current = Some((base, bytes));
+        }
+        Ok(true)
+    }
+
+    fn bytes(&mut self, base: i64) -> Result<&[u8], PartitionLogError> {
+        if !self.open_current(base)? {
+            return Ok(&[]);
+        }
+        let valid = self.open.get(&base).and_then(|(_, v)| *v);
+        let all = self.current.as_ref().map_or(&[][..], |(_, b)| b.bytes());
         let len = valid.map_or(all.len(), |v| usize::try_from(v).unwrap_or(usize::MAX));
         Ok(all.get(..len).unwrap_or(all))
     }
 
     fn set_valid(&mut self, base: i64, valid: u64) {
-        if let Some((_, _, v)) = self.open.get_mut(&base) {
+        if let Some((_, v)) = self.open.get_mut(&base) {
             *v = Some(valid);
         }
     }
@@ -1231,15 +1389,17 @@ impl<'a> Sources<'a> {
         config: &SegmentConfig,
         visitor: &mut RecoveryVisitor<'_, PartitionLogError>,
     ) -> Result<SegmentScan, PartitionLogError> {
-        let Some((path, slot, _)) = self.open.get_mut(&base) else {
+        let Some((source, _)) = self.open.get(&base) else {
             return Err(PartitionLogError::from(SegmentError::io(
                 PathBuf::new(),
                 "scan",
                 io::Error::from(io::ErrorKind::NotFound),
             )));
         };
-        let path = path.clone();
-        if slot.is_none() {
+        let path = Self::path(self.dir, base, source);
+        let has_file = !matches!(source, Source::Empty);
+        if has_file && self.current.as_ref().is_none_or(|(b, _)| *b != base) {
+            self.current = None;
             let storage = self.opts.env.storage.as_ref();
             let handle = storage.open(&path, segment_store::OpenMode::Read)?;
             let size = handle.len()?;
@@ -1248,7 +1408,7 @@ impl<'a> Sources<'a> {
                 Some(_) => None,
             };
             if let Some(bytes) = guarded {
-                *slot = Some(bytes);
+                self.current = Some((base, bytes));
             } else {
                 let mapped = ReadOnlyBytes::map_lock(storage, self.lock, size).is_some();
                 if !mapped && size > READ_CHUNK_BYTES as u64 {
@@ -1256,13 +1416,16 @@ impl<'a> Sources<'a> {
                     scanner.scan_file(handle.as_ref(), visitor)?;
                     return Ok(scanner.finish());
                 }
-                *slot = Some(ReadOnlyBytes::from_handle(
-                    storage, &path, handle, size, self.lock,
-                )?);
+                let bytes = ReadOnlyBytes::from_handle(storage, &path, handle, size, self.lock)?;
+                self.current = Some((base, bytes));
             }
         }
         let len = self.bytes(base)?.len();
-        let source = self.open.get(&base).and_then(|(_, s, _)| s.as_ref());
+        let source = self
+            .current
+            .as_ref()
+            .filter(|(b, _)| has_file && *b == base)
+            .map(|(_, s)| s);
         let Some(source) = source else {
             return scan_segment(&path, &[], base, config, visitor);
         };
@@ -1296,14 +1459,13 @@ impl<'a> Sources<'a> {
 
     /// Drops the bytes of `base` (opened again if needed): one segment in memory at a time.
     fn release(&mut self, base: i64) {
-        if let Some((_, slot, _)) = self.open.get_mut(&base) {
-            if slot.is_some() && base_has_file(slot) {
-                *slot = None;
-            }
+        if self.current.as_ref().is_some_and(|(b, _)| *b == base) {
+            self.current = None;
         }
     }
 
     fn forget(&mut self, base: i64) {
+        self.release(base);
         self.open.remove(&base);
     }
 
@@ -1438,6 +1600,11 @@ impl IndexCheck {
         check.next_position = check.peek_position();
         beyond.extend(more_entry_problems(beyond_omitted));
         (check, beyond)
+    }
+
+    /// Both indexes are empty: [`Self::finish`] finds nothing whatever the scan.
+    fn is_empty(&self) -> bool {
+        self.index.bytes().is_empty() && self.time.bytes().is_empty()
     }
 
     /// The next entry inside the `.log` in position order, not consumed.
@@ -1604,11 +1771,6 @@ fn snapshot_findings(
         });
     }
     Ok(out)
-}
-
-/// Whether the bytes came from a file (the empty directory's virtual segment did not).
-fn base_has_file(slot: &Option<ReadOnlyBytes>) -> bool {
-    !matches!(slot, Some(ReadOnlyBytes::Owned(v)) if v.is_empty())
 }
 
 /// Kafka's `readNextOffset` over bytes: from the last offset-index entry's position, the offset
@@ -1843,7 +2005,7 @@ struct FoundSegments<'a> {
 
 /// The segments of the `live` files, with their sizes and index findings.
 fn plan_segments<'a>(
-    dir: &Path,
+    dir: &'a Path,
     opts: &'a LoadOptions,
     lock: Option<&'a DirLock>,
     live: &[LiveFile],
@@ -1858,16 +2020,22 @@ fn plan_segments<'a>(
     // Where the segment's file of `kind` is read from; `None` when there is none after the
     // leftovers are handled (missing, or a file a swap's completion removes: not read).
     let by_key = LiveIndex::new(live);
-    let source_of = |base: i64, kind: FileKind| by_key.get(base, kind).map(|f| f.source.clone());
+    let source_of = |base: i64, kind: FileKind| by_key.get(base, kind).map(|f| f.source(dir));
+    let has = |base: i64, kind: FileKind| by_key.get(base, kind).is_some();
     let mut sources = Sources {
         opts,
         lock,
+        dir,
         open: logs
             .iter()
-            .map(|f| (f.parsed.base_offset, (f.source.clone(), None, None)))
+            .map(|f| {
+                let source = f.swap.clone().map_or(Source::Log, Source::Swap);
+                (f.parsed.base_offset, (source, None))
+            })
             .collect(),
+        current: None,
     };
-    let mut segments = Vec::new();
+    let mut segments = Vec::with_capacity(logs.len());
     let mut insane = Vec::new();
     let mut index_checks: BTreeMap<i64, IndexCheck> = BTreeMap::new();
     let mut last_index = ReadOnlyBytes::Owned(Vec::new());
@@ -1876,7 +2044,7 @@ fn plan_segments<'a>(
         let base = f.parsed.base_offset;
         let size = env
             .storage
-            .open(&f.source, segment_store::OpenMode::Read)?
+            .open(&f.source(dir), segment_store::OpenMode::Read)?
             .len()?;
         let IndexesChecked {
             index,
@@ -1898,7 +2066,8 @@ fn plan_segments<'a>(
         if !sane {
             insane.push(base);
         }
-        if let Some(check) = check {
+        // A check of two empty indexes finds nothing: not kept (one per segment adds up).
+        if let Some(check) = check.filter(|c| !c.is_empty()) {
             index_checks.insert(base, check);
         }
         if Some(base) == last_base {
@@ -1906,20 +2075,17 @@ fn plan_segments<'a>(
         }
         segments.push(SegmentPlan {
             base_offset: base,
-            path: f.path.clone(),
             size,
             index_findings,
-            has_txn_index: source_of(base, FileKind::TxnIndex).is_some(),
-            files: segment_files(dir, &by_key, base),
+            has_txn_index: has(base, FileKind::TxnIndex),
+            has_index: has(base, FileKind::Index),
+            has_time_index: has(base, FileKind::TimeIndex),
             next_offset: None,
         });
     }
     if segments.is_empty() {
         // An empty directory gets one empty segment at offset 0 (recovered, if at all, as such).
-        let path = segment_file_path(dir, 0, FileKind::Log);
-        sources
-            .open
-            .insert(0, (path, Some(ReadOnlyBytes::Owned(Vec::new())), None));
+        sources.open.insert(0, (Source::Empty, None));
     }
     let bases = sources.open.keys().copied().collect();
     Ok(FoundSegments {
@@ -1930,20 +2096,6 @@ fn plan_segments<'a>(
         index_checks,
         last_index,
     })
-}
-
-/// The files of the segment at `base` among the live ones, by kind, at their final paths.
-fn segment_files(dir: &Path, live: &LiveIndex<'_>, base: i64) -> Vec<(FileKind, PathBuf)> {
-    [
-        FileKind::Log,
-        FileKind::TxnIndex,
-        FileKind::Index,
-        FileKind::TimeIndex,
-    ]
-    .into_iter()
-    .filter(|&k| live.get(base, k).is_some())
-    .map(|k| (k, segment_file_path(dir, base, k)))
-    .collect()
 }
 
 /// The base offset recovery starts from (`None`: nothing is recovered): Kafka's choice from the
@@ -2081,10 +2233,9 @@ fn recover_from(
     // describe bytes about to be validated again, so they go once the scan is done (the scan
     // writes one at each segment boundary, close one at the log end). Kept, a stale or
     // corrupt snapshot at the new log end would stand for the recovered state.
-    let stale: Vec<_> = list_snapshots_with(io, dir)?
-        .into_iter()
-        .filter(|s| s.offset > base)
-        .collect();
+    // (offset, name): a path each only when it is used (there may be one per segment).
+    let mut stale = crate::snapshot::snapshot_names(io, dir)?;
+    stale.retain(|(offset, _)| *offset > base);
     st.expired_producers.extend(load.expired_producers);
     let from = st.psm.map_end_offset().max(log_start_before);
     if base > from {
@@ -2099,11 +2250,12 @@ fn recover_from(
     io.set_phase(SnapshotPhase::AfterInstall);
     if cut {
         // The snapshots past the new log end are among `stale` (the scan writes none there).
-        for s in stale.iter().filter(|s| s.offset > st.log_end) {
-            let to = quarantine_dir.join(file_name(s.offset, FileKind::Snapshot, None));
-            io.quarantine(&s.path, &to)
+        for (offset, name) in stale.iter().filter(|(o, _)| *o > st.log_end) {
+            let path = dir.join(name);
+            let to = quarantine_dir.join(file_name(*offset, FileKind::Snapshot, None));
+            io.quarantine(&path, &to)
                 .map_err(|source| SnapshotError::Io {
-                    path: s.path.clone(),
+                    path: path.clone(),
                     op: "moving snapshot to quarantine",
                     source,
                 })?;
@@ -2111,10 +2263,11 @@ fn recover_from(
     }
     // The stale snapshots neither rewritten by the scan nor quarantined with a cut go, as
     // Kafka deletes them (derived state; each deletion is in the plan's snapshot operations).
-    for s in &stale {
-        if io.exists(&s.path) && !io.written(&s.path) {
-            io.remove(&s.path).map_err(|source| SnapshotError::Io {
-                path: s.path.clone(),
+    for (_, name) in &stale {
+        let path = dir.join(name);
+        if io.exists(&path) && !io.written(&path) {
+            io.remove(&path).map_err(|source| SnapshotError::Io {
+                path: path.clone(),
                 op: "deleting snapshot",
                 source,
             })?;
@@ -2141,6 +2294,9 @@ fn scan_segments(
     let boundaries: Vec<i64> = found.bases.iter().copied().filter(|&b| b > base).collect();
     let mut next_boundary = 0usize;
     let mut applied = AppliedBatches::default();
+    // One scan per segment from `base` at most: allocated once (no doubling of 100,000 of them).
+    st.scans
+        .reserve_exact(found.bases.iter().filter(|&&b| b >= base).count());
     let mut cut = false;
     for &seg_base in found.bases.iter().filter(|&&b| b >= base) {
         if cut {
@@ -2236,8 +2392,8 @@ fn plan_producer_state(
         log_start = opts.log_start_offset;
     }
 
-    let no_snapshot = list_snapshots_with(io, dir)?.is_empty();
-    if clean_unrecovered && no_snapshot {
+    // Listed only when it matters (a full recovery's plan has a snapshot per segment here).
+    if clean_unrecovered && list_snapshots_with(io, dir)?.is_empty() {
         // Kafka's shortcut: a clean shutdown without any snapshot (an upgrade) starts empty.
         st.psm.truncate_fully_and_start_at(st.log_end);
         st.psm.take_snapshot_with(io, dir)?;
@@ -2282,6 +2438,7 @@ fn plan_with(
     let clean = opts.had_clean_shutdown && !opts.full;
     let recovery_point = if opts.full { 0 } else { opts.recovery_point };
     let mut found = plan_segments(dir, opts, lock, &live, audit)?;
+    drop(live);
     let recover_base = recovery_base(opts, clean, recovery_point, &mut found)?;
 
     let now = env.clock.now_ms();
@@ -2294,6 +2451,7 @@ fn plan_with(
     let latest_epoch = epochs.latest_epoch();
     let audit = audit.then(ProducerAudit::new);
     let quarantine_dir = next_quarantine_dir(opts, dir, &names)?;
+    drop(names);
     let log_start_before = found.bases.first().copied().unwrap_or(0);
     let log_end = match found.segments.last() {
         Some(s) => s.next_offset.unwrap_or(s.base_offset),
@@ -2597,9 +2755,9 @@ fn apply_moves(plan: &mut RecoveryPlan) -> Result<(Vec<PathBuf>, bool), Partitio
         .iter()
         .filter(|s| plan.is_quarantined(s.base_offset))
     {
-        for (kind, path) in &seg.files {
-            let to = segment_file_path(&plan.quarantine_dir, seg.base_offset, *kind);
-            rename_segment_file(env, path, &to, *kind)?;
+        for (kind, path) in seg.files(&plan.dir) {
+            let to = segment_file_path(&plan.quarantine_dir, seg.base_offset, kind);
+            rename_segment_file(env, &path, &to, kind)?;
             quarantined.push(to);
         }
     }

@@ -475,16 +475,29 @@ pub fn list_snapshots_with(
     io: &dyn SnapshotIo,
     dir: &Path,
 ) -> Result<Vec<SnapshotFile>, SnapshotError> {
-    let names = io.list(dir).map_err(io_err(dir, "listing snapshots in"))?;
-    let mut files: Vec<SnapshotFile> = names
-        .iter()
-        .filter_map(|n| parse_snapshot_file_name(n).map(|offset| (offset, n)))
+    Ok(snapshot_names(io, dir)?
+        .into_iter()
         .map(|(offset, n)| SnapshotFile {
             offset,
             path: dir.join(n),
         })
+        .collect())
+}
+
+/// The snapshot files of `dir` as (offset, name), in [`list_snapshots_with`]'s order, without a
+/// path each (a directory of 100,000 segments has as many snapshots; most callers need one or a
+/// few of them).
+pub(crate) fn snapshot_names(
+    io: &dyn SnapshotIo,
+    dir: &Path,
+) -> Result<Vec<(i64, String)>, SnapshotError> {
+    let names = io.list(dir).map_err(io_err(dir, "listing snapshots in"))?;
+    let mut files: Vec<(i64, String)> = names
+        .into_iter()
+        .filter_map(|n| parse_snapshot_file_name(&n).map(|offset| (offset, n)))
         .collect();
-    files.sort();
+    // As their paths order (one folder: by name).
+    files.sort_unstable();
     Ok(files)
 }
 
@@ -517,8 +530,16 @@ pub fn read_latest_valid_snapshot(
     at_or_below: i64,
 ) -> Result<LatestValidSnapshot, SnapshotError> {
     let mut out = LatestValidSnapshot::default();
-    let files = list_snapshots_with(io, dir)?;
-    for file in files.into_iter().rev().filter(|f| f.offset <= at_or_below) {
+    let files = snapshot_names(io, dir)?;
+    let files = files
+        .into_iter()
+        .rev()
+        .filter(|(offset, _)| *offset <= at_or_below)
+        .map(|(offset, n)| SnapshotFile {
+            offset,
+            path: dir.join(n),
+        });
+    for file in files {
         match read_snapshot_with(io, &file.path) {
             Ok(entries) => {
                 out.loaded = Some((file, entries));
@@ -578,7 +599,7 @@ pub fn latest_snapshot_offset_with(
     io: &dyn SnapshotIo,
     dir: &Path,
 ) -> Result<Option<i64>, SnapshotError> {
-    Ok(list_snapshots_with(io, dir)?.last().map(|f| f.offset))
+    Ok(snapshot_names(io, dir)?.last().map(|f| f.0))
 }
 
 /// Kafka `ProducerStateManager.oldestSnapshotOffset`: the offset of the oldest snapshot file of
@@ -587,7 +608,7 @@ pub fn oldest_snapshot_offset_with(
     io: &dyn SnapshotIo,
     dir: &Path,
 ) -> Result<Option<i64>, SnapshotError> {
-    Ok(list_snapshots_with(io, dir)?.first().map(|f| f.offset))
+    Ok(snapshot_names(io, dir)?.first().map(|f| f.0))
 }
 
 /// Kafka `ProducerStateManager.deleteSnapshotsBefore`: deletes the snapshot files of `dir` with
@@ -645,8 +666,12 @@ fn delete_snapshots_where(
     pred: impl Fn(i64) -> bool,
 ) -> Result<Vec<SnapshotFile>, SnapshotError> {
     let mut deleted = Vec::new();
-    for f in list_snapshots_with(io, dir)? {
-        if pred(f.offset) {
+    for (offset, name) in snapshot_names(io, dir)? {
+        if pred(offset) {
+            let f = SnapshotFile {
+                offset,
+                path: dir.join(name),
+            };
             io.remove(&f.path)
                 .map_err(io_err(&f.path, "deleting snapshot"))?;
             deleted.push(f);
@@ -821,9 +846,9 @@ impl ProducerStateManager {
         self.unreplicated_txns
             .retain(|_, t| t.last_offset.is_none_or(|l| l >= log_start_offset));
         self.last_map_offset = self.last_map_offset.max(log_start_offset);
-        self.last_snap_offset = list_snapshots_with(io, dir)?
+        self.last_snap_offset = snapshot_names(io, dir)?
             .last()
-            .map_or(log_start_offset, |f| f.offset);
+            .map_or(log_start_offset, |f| f.0);
         Ok(())
     }
 }

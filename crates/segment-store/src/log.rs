@@ -171,7 +171,9 @@ pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 8;
 /// a bounded number of descriptors and maps.
 #[derive(Debug)]
 struct Slot {
-    seg: OnceLock<LogSegment>,
+    /// Boxed: a closed slot is a few words, not a whole segment's struct (a partition holds one
+    /// slot per segment, 100,000 or more).
+    seg: OnceLock<Box<LogSegment>>,
     /// The `.log`'s size, for a segment that is not open (an open one answers itself).
     size: u64,
 }
@@ -180,7 +182,7 @@ impl Slot {
     fn open(seg: LogSegment) -> Slot {
         Slot {
             size: seg.size(),
-            seg: OnceLock::from(seg),
+            seg: OnceLock::from(Box::new(seg)),
         }
     }
 
@@ -192,7 +194,7 @@ impl Slot {
     }
 
     fn size(&self) -> u64 {
-        self.seg.get().map_or(self.size, LogSegment::size)
+        self.seg.get().map_or(self.size, |s| s.size())
     }
 
     /// Closes the segment's files if they are open ([`LogSegment::release`]).
@@ -209,7 +211,7 @@ impl Slot {
     /// The segment, opened or not: for deleting or moving it.
     fn into_segment(self, log: &LocalLog, base: i64) -> Result<LogSegment> {
         match self.seg.into_inner() {
-            Some(seg) => Ok(seg),
+            Some(seg) => Ok(*seg),
             None => LogSegment::open(&log.ctx, &log.dir, base),
         }
     }
@@ -662,10 +664,13 @@ impl LocalLog {
             let active = inner.segments.keys().next_back() == Some(&base);
             let seg = self.open_segment(base, active)?;
             // Cannot be set already: every opening holds `opened`.
-            let _ = slot.seg.set(seg);
+            let _ = slot.seg.set(Box::new(seg));
             opened.push(base);
         }
-        slot.seg.get().ok_or_else(|| self.no_segment(inner, base))
+        slot.seg
+            .get()
+            .map(|s| &**s)
+            .ok_or_else(|| self.no_segment(inner, base))
     }
 
     /// [`Self::seg`] under the write lock.
@@ -675,7 +680,7 @@ impl LocalLog {
         let slot = inner.segments.get_mut(&base).ok_or(missing)?;
         if slot.seg.get().is_none() {
             let seg = self.open_segment(base, active)?;
-            let _ = slot.seg.set(seg);
+            let _ = slot.seg.set(Box::new(seg));
             self.opened().push(base);
         }
         let missing = SegmentError::OffsetOutOfRange {
@@ -683,7 +688,7 @@ impl LocalLog {
             log_start_offset: base,
             log_end_offset: base,
         };
-        slot.seg.get_mut().ok_or(missing)
+        slot.seg.get_mut().map(|s| &mut **s).ok_or(missing)
     }
 
     fn no_segment(&self, inner: &Inner, base: i64) -> SegmentError {

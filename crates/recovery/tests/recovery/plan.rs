@@ -275,7 +275,7 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
                         .iter()
                         .find(|s| s.base_offset == c.segment)
                         .unwrap();
-                    let bytes = std::fs::read(&log.path).unwrap();
+                    let bytes = std::fs::read(log.log_path(&plan.dir)).unwrap();
                     (
                         c.quarantined_to.clone(),
                         bytes[c.position as usize..].to_vec(),
