@@ -26,7 +26,8 @@
 //! * `compaction::differential_compaction`: 248 seeded compacted partitions cleaned by Kafka's
 //!   own `Cleaner` (harness, fixed clock) and by `seglog compact`; every segment and index file
 //!   byte-identical for the 200 uncompressed ones; for the 48 compressed ones the batch headers
-//!   (but for length and CRC), the records and the index entries as Kafka's dump tool reads them.
+//!   (but for length and CRC) and the records as Kafka's dump tool reads them, and indexes built by
+//!   Kafka's rule from each side's own batches.
 //! * `compaction::broker_serves_a_log_seglog_compacted`: a broker restarted on a compacted topic
 //!   `seglog compact` cleaned serves exactly the records the producers' acks say a compaction keeps.
 #![cfg(unix)]
