@@ -216,6 +216,11 @@ impl Broker {
     /// storage as `kafka-storage format` does; then starts the broker and waits (bounded) until a
     /// client can reach it.
     pub fn start(work: &Path, log_dir: &Path, format: bool) -> Broker {
+        Broker::start_with(work, log_dir, format, "")
+    }
+
+    /// [`Broker::start`] with `extra` lines of broker configuration (`key=value\n`...).
+    pub fn start_with(work: &Path, log_dir: &Path, format: bool, extra: &str) -> Broker {
         let (port, cport) = (free_port(), free_port());
         std::fs::create_dir_all(work).expect("mkdir work");
         let config = work.join(format!("server-{port}.properties"));
@@ -233,7 +238,7 @@ impl Broker {
              replica.fetch.max.bytes=4194304\nnum.recovery.threads.per.data.dir=1\n\
              log.flush.offset.checkpoint.interval.ms=600000\n\
              log.flush.start.offset.checkpoint.interval.ms=600000\n\
-             log.flush.scheduler.interval.ms=600000\n",
+             log.flush.scheduler.interval.ms=600000\n{extra}",
             log_dir.display()
         );
         std::fs::write(&config, text).expect("write config");

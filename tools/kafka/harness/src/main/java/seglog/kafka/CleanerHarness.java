@@ -13,6 +13,7 @@ import java.util.function.Supplier;
 
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.compress.Compression;
+import org.apache.kafka.common.record.internal.CompressionType;
 import org.apache.kafka.common.record.TimestampType;
 import org.apache.kafka.common.record.internal.ControlRecordType;
 import org.apache.kafka.common.record.internal.EndTransactionMarker;
@@ -38,7 +39,9 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * Kafka's log cleaner as an oracle (issue 31), with a fixed clock.
  *
  * <pre>
- * compact-write (DIR SEED BATCHES SEGMENT_BYTES)...   each a keyed, uncompressed partition for a compacted topic, through
+ * compact-write (DIR SEED BATCHES SEGMENT_BYTES CODEC)...
+ *                                                each a keyed partition for a compacted topic, its batches compressed
+ *                                                with CODEC (none, gzip, snappy, lz4, zstd), through
  *                                                UnifiedLog.appendAsLeader (keys, tombstones, idempotent producers,
  *                                                committed and aborted transactions); closed cleanly, with the
  *                                                parent's recovery-point, replication-offset and clean-shutdown files
@@ -105,12 +108,13 @@ final class CleanerHarness {
     }
 
     static void write(String[] a) throws Exception {
-        for (int i = 0; i + 3 < a.length; i += 4) {
-            writeOne(new File(a[i]), Long.parseLong(a[i + 1]), Integer.parseInt(a[i + 2]), Integer.parseInt(a[i + 3]));
+        for (int i = 0; i + 4 < a.length; i += 5) {
+            Compression codec = Compression.of(CompressionType.forName(a[i + 4])).build();
+            writeOne(new File(a[i]), Long.parseLong(a[i + 1]), Integer.parseInt(a[i + 2]), Integer.parseInt(a[i + 3]), codec);
         }
     }
 
-    static void writeOne(File dir, long seed, int batches, int segmentBytes) throws Exception {
+    static void writeOne(File dir, long seed, int batches, int segmentBytes, Compression codec) throws Exception {
         Random rnd = new Random(seed);
         FixedTime time = new FixedTime(T0 + 10_000_000L);
         KafkaScheduler scheduler = new KafkaScheduler(1, true, "compact-write-");
@@ -133,14 +137,14 @@ final class CleanerHarness {
             int p = 2 + rnd.nextInt(2);
             if (kind < 3) {
                 log.appendAsLeader(records(rnd, RecordBatch.NO_PRODUCER_ID, (short) -1, -1, false, n, ts, keys,
-                        tombstoneOneIn), 0, AppendOrigin.CLIENT);
+                        tombstoneOneIn, codec), 0, AppendOrigin.CLIENT);
             } else if (kind < 6) {
                 int q = rnd.nextInt(2);
-                log.appendAsLeader(records(rnd, pid[q], epoch[q], seq[q], false, n, ts, keys, tombstoneOneIn), 0,
+                log.appendAsLeader(records(rnd, pid[q], epoch[q], seq[q], false, n, ts, keys, tombstoneOneIn, codec), 0,
                         AppendOrigin.CLIENT);
                 seq[q] += n;
             } else {
-                log.appendAsLeader(records(rnd, pid[p], epoch[p], seq[p], true, n, ts, keys, tombstoneOneIn), 0,
+                log.appendAsLeader(records(rnd, pid[p], epoch[p], seq[p], true, n, ts, keys, tombstoneOneIn, codec), 0,
                         AppendOrigin.CLIENT);
                 seq[p] += n;
                 inTxn[p] = true;
@@ -167,9 +171,9 @@ final class CleanerHarness {
     }
 
     static MemoryRecords records(Random rnd, long pid, short epoch, int seq, boolean txn, int n, long ts, int keys,
-                                 int tombstoneOneIn) {
+                                 int tombstoneOneIn, Compression codec) {
         java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(64 * 1024);
-        MemoryRecordsBuilder b = MemoryRecords.builder(buf, RecordBatch.CURRENT_MAGIC_VALUE, Compression.NONE,
+        MemoryRecordsBuilder b = MemoryRecords.builder(buf, RecordBatch.CURRENT_MAGIC_VALUE, codec,
                 TimestampType.CREATE_TIME, 0L, ts, pid, epoch, seq, txn, RecordBatch.NO_PARTITION_LEADER_EPOCH);
         for (int i = 0; i < n; i++) {
             byte[] key = ("k" + rnd.nextInt(keys)).getBytes(StandardCharsets.UTF_8);

@@ -70,6 +70,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * create-topic BOOTSTRAP TOPIC PARTITIONS [k=v...]
  * produce-mix BOOTSTRAP TOPIC             the scenario of tests/kafka_interop.rs; prints what was acked
  * produce-loop BOOTSTRAP TOPIC PARTITIONS produces until killed, printing acked offsets
+ * produce-compacted BOOTSTRAP TOPIC ROUNDS  keyed records, tombstones, idempotent and transactional (some aborted)
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION   every record up to the end offsets, as JSON lines
  * utf8                                  hex lines on stdin: DumpLogSegments' StringDecoder text, as UTF-8 hex
  * compact-write, compact-clean           Kafka's log cleaner as an oracle: see CleanerHarness
@@ -103,6 +104,7 @@ public final class Harness {
             case "consume" -> consume(rest);
             case "utf8" -> utf8();
             case "compact-write" -> CleanerHarness.write(rest);
+            case "produce-compacted" -> produceCompacted(rest);
             case "compact-clean" -> CleanerHarness.clean(rest);
             case "read" -> ReadHarness.read(rest);
             default -> {
@@ -673,6 +675,56 @@ public final class Harness {
                     RecordMetadata m = fs.get(i).get();
                     ProducerRecord<byte[], byte[]> r = recs.get(i);
                     out.add(recordJson(6, m.offset(), r.key(), r.value(), r.headers(), abort));
+                }
+            }
+        }
+        for (String s : out) OUT.println(s);
+    }
+
+    /**
+     * Keyed records for partition 0 of a compacted TOPIC (issue 31): rounds of an idempotent lz4 producer (60 keys,
+     * one value in 8 a tombstone) and of a transactional producer (every third transaction aborted), random 1-2 KiB
+     * values. Each acked record is printed (aborted ones marked "aborted").
+     */
+    static void produceCompacted(String[] a) throws Exception {
+        String bootstrap = a[0];
+        String topic = a[1];
+        int rounds = Integer.parseInt(a[2]);
+        Random rnd = new Random(31);
+        List<String> out = new ArrayList<>();
+        Properties p = clientProps(bootstrap);
+        p.put("enable.idempotence", "true");
+        p.put("acks", "all");
+        p.put("compression.type", "lz4");
+        p.put("linger.ms", "5");
+        Properties t = clientProps(bootstrap);
+        t.put("transactional.id", "seglog-interop-compacted");
+        t.put("transaction.timeout.ms", "60000");
+        try (KafkaProducer<byte[], byte[]> idem = new KafkaProducer<>(p); KafkaProducer<byte[], byte[]> txn = new KafkaProducer<>(t)) {
+            txn.initTransactions();
+            for (int round = 0; round < rounds; round++) {
+                for (int pass = 0; pass < 2; pass++) {
+                    boolean transactional = pass == 1;
+                    KafkaProducer<byte[], byte[]> prod = transactional ? txn : idem;
+                    boolean abort = transactional && round % 3 == 1;
+                    if (transactional) prod.beginTransaction();
+                    List<Future<RecordMetadata>> fs = new ArrayList<>();
+                    List<ProducerRecord<byte[], byte[]>> recs = new ArrayList<>();
+                    for (int i = 0; i < (transactional ? 30 : 60); i++) {
+                        byte[] key = ("key-" + rnd.nextInt(60)).getBytes(StandardCharsets.UTF_8);
+                        byte[] v = rnd.nextInt(8) == 0 ? null : value(rnd, 1024 + rnd.nextInt(1024));
+                        ProducerRecord<byte[], byte[]> r = new ProducerRecord<>(topic, 0, key, v);
+                        recs.add(r);
+                        fs.add(prod.send(r));
+                    }
+                    prod.flush();
+                    if (abort) prod.abortTransaction();
+                    else if (transactional) prod.commitTransaction();
+                    for (int i = 0; i < fs.size(); i++) {
+                        RecordMetadata m = fs.get(i).get();
+                        ProducerRecord<byte[], byte[]> r = recs.get(i);
+                        out.add(recordJson(0, m.offset(), r.key(), r.value(), r.headers(), abort));
+                    }
                 }
             }
         }
