@@ -472,8 +472,14 @@ pub fn check_partitions(
 ) -> Result<(u64, Vec<String>), String> {
     let mut v = Vec::new();
     let dirs = partition_dirs(image, root);
+    // Small indexes: on simulated storage they are held in memory, and a 10 MiB preallocation
+    // per recovery would be most of the check's time (an index found longer is reset and
+    // rebuilt, as the loader does).
+    let mut config = recovery::PartitionLogConfig::default();
+    config.log.max_index_size = 4096;
     for dir in &dirs {
         let opts = LoadOptions {
+            config: config.clone(),
             env: LogEnv {
                 storage: Arc::new(sim.clone()),
                 clock: Arc::clone(clock) as Arc<dyn Clock>,
