@@ -35,6 +35,9 @@ fn config(
         .with_segment_bytes(600)
         .with_recovery_threads(1);
     config.high_watermark_checkpoint_interval_ms = 0;
+    // Indexes of 4 KiB instead of 10 MiB: on the simulated storage they are held in memory, and
+    // every crash state copies them.
+    config.log.log.max_index_size = 4096;
     config
 }
 

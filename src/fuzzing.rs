@@ -14,13 +14,14 @@
 //! libfuzzer_sys::fuzz_target!(|data: &[u8]| seglog::fuzzing::partition(data));
 //! ```
 //!
-//! The in-memory partition keeps its `.log`, `.txnindex`, snapshot, checkpoint and quarantine
-//! files in memory. Two kinds of file stay real, in a scratch directory created once per process
-//! under `/dev/shm` (or the temp dir) and emptied before each input: the directory locks
-//! (`.lock`, as `flock` needs a file) and the memory-mapped `.index`/`.timeindex` files, which
-//! are outside the storage seam. [`partition_on_disk`] runs the same input on real files, the
-//! baseline the in-memory target is measured against (`docs/testing.md`). [`partition_input`]
-//! and [`log_dir_input`] encode files as inputs, to seed a corpus.
+//! The in-memory partition and log directory keep every file in memory, on a fresh
+//! [`SimulatedFs`] per input under a path that exists only there: `.log`, `.index`,
+//! `.timeindex` (held in memory and written through the seam where the storage cannot map),
+//! `.txnindex`, snapshot, checkpoint and quarantine files; the directory locks are names only
+//! (`DirLock::acquire_in`). Nothing is created on the real file system. [`partition_on_disk`]
+//! runs the same input on real files, the baseline the in-memory target is measured against
+//! (`docs/testing.md`). [`partition_input`] and [`log_dir_input`] encode files as inputs, to
+//! seed a corpus.
 //!
 //! Input layout of [`partition`]: byte 0 holds flags (bit 0: the log directory has a
 //! clean-shutdown marker; bit 1: full recovery; bit 2: a recovery-point checkpoint, its offset in
@@ -31,7 +32,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 // The file-based harnesses of the project's own cargo-fuzz targets (real files in a per-process
 // scratch directory on /dev/shm), also `#[path]`-included by the replay tests of each crate.
@@ -328,32 +329,19 @@ pub fn log_dir_input(flags: u8, partitions: &[Vec<u8>]) -> Vec<u8> {
     out
 }
 
-/// Removes the scratch directories this process's entry points made (under `/dev/shm` or the
-/// temp dir, named `seglog-fuzz*-<pid>`); a test calls it when done, a fuzzer process leaves
-/// them. The entry points create them again when called after.
+/// Removes the scratch directories the file-based harnesses of this process made (under
+/// `/dev/shm` or the temp dir, named `seglog-fuzz*-<pid>`); a test calls it when done, a fuzzer
+/// process leaves them. They are created again when called after. [`partition`] and
+/// [`log_dir`] make none.
 pub fn remove_scratch_dirs() {
     recovery_harness::remove_scratch();
     recovery_harness::remove_snapshot_dir();
     store::remove_temp_root();
-    let dir = scratch().lock().unwrap_or_else(|e| e.into_inner());
-    let _ = std::fs::remove_dir_all(&*dir);
 }
 
-/// The scratch directory of this process, where the directory locks live.
-fn scratch() -> &'static Mutex<PathBuf> {
-    static DIR: OnceLock<Mutex<PathBuf>> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let shm = Path::new("/dev/shm");
-        let base = if shm.is_dir() {
-            shm.to_path_buf()
-        } else {
-            std::env::temp_dir()
-        };
-        let dir = base.join(format!("seglog-fuzzing-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create the fuzzing scratch directory");
-        Mutex::new(dir)
-    })
-}
+/// Where [`partition`] and [`log_dir`] lay out their log directory: a path on their
+/// [`SimulatedFs`] only.
+const MEMORY_ROOT: &str = "/seglog-fuzzing";
 
 const TOPIC: &str = "fuzz";
 
@@ -361,7 +349,8 @@ fn config(storage: Arc<dyn Storage>) -> Config {
     // Not `Config::default()`, which asks the system for the cores (cgroup files) each time.
     let mut log = recovery::PartitionLogConfig::default();
     log.log.segment_bytes = 4096;
-    // Index files are mapped (and unmapped) at this size for every input: 64 KiB, not 10 MiB.
+    // Index files are preallocated (mapped on disk) at this size for every input: 64 KiB, not
+    // 10 MiB.
     log.log.max_index_size = 64 * 1024;
     Config {
         log,
@@ -397,30 +386,17 @@ fn write_checkpoint(storage: &dyn Storage, path: &Path, entries: &[(String, i64)
     write_file(storage, path, text.as_bytes());
 }
 
-/// Writes a log directory of `partitions` (folder name → files) under `root`. The offset and
-/// time indexes are memory-mapped files outside the storage seam: they are real files (at the
-/// same path) whatever `storage` is, and the real partition directory holds nothing else but
-/// its `.lock`.
+/// Writes a log directory of `partitions` (folder name → files) under `root`, every file
+/// through `storage` (the offset and time indexes too).
 fn lay_out(storage: &dyn Storage, root: &Path, parts: &[(String, PartitionFiles)], clean: bool) {
     let mut recovery_points = Vec::new();
     for (name, p) in parts {
         let dir = root.join(name);
-        std::fs::create_dir_all(&dir).expect("create the real partition dir");
-        for e in std::fs::read_dir(&dir).expect("list the real partition dir") {
-            let e = e.expect("entry");
-            if e.file_name() != ".lock" {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
         storage
             .create_dir_all(&dir)
             .expect("create a partition dir");
         for (file, bytes) in &p.files {
-            if file.ends_with(".index") || file.ends_with(".timeindex") {
-                std::fs::write(dir.join(file), bytes).expect("write an index");
-            } else {
-                write_file(storage, &dir.join(file), bytes);
-            }
+            write_file(storage, &dir.join(file), bytes);
         }
         storage.sync_dir(&dir).expect("sync a partition dir");
         if let Some(rp) = p.recovery_point {
@@ -616,9 +592,7 @@ fn list_files(storage: &dyn Storage, root: &Path) -> BTreeMap<PathBuf, Vec<u8>> 
 /// recovers nothing and keeps the log start, end and records.
 pub fn partition(data: &[u8]) -> PartitionOutcome {
     let p = decode_partition(data);
-    let root = scratch().lock().unwrap_or_else(|e| e.into_inner());
-    std::fs::create_dir_all(&*root).expect("create the fuzzing scratch directory");
-    let log_dir = root.join("mem");
+    let log_dir = Path::new(MEMORY_ROOT).join("mem");
     let fs = Arc::new(SimulatedFs::new());
     fs.create_durable_dir_all(&log_dir);
     let storage: Arc<dyn Storage> = fs;
@@ -662,9 +636,7 @@ pub fn log_dir(data: &[u8]) -> usize {
         parts.push((format!("{TOPIC}-{}", parts.len()), p));
         rest = &rest[2 + n..];
     }
-    let root = scratch().lock().unwrap_or_else(|e| e.into_inner());
-    let log_dir = root.join("dir");
-    std::fs::create_dir_all(&log_dir).expect("lock directory");
+    let log_dir = Path::new(MEMORY_ROOT).join("dir");
     let fs = Arc::new(SimulatedFs::new());
     fs.create_durable_dir_all(&log_dir);
     let storage: Arc<dyn Storage> = fs;

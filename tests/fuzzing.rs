@@ -322,3 +322,166 @@ fn fuzzing_entry_points() {
     every_fuzz_target_is_one_call_of_an_entry_point();
     fuzzing::remove_scratch_dirs();
 }
+
+/// Set in the child process of [`in_memory_runs_create_no_real_file`].
+const NO_REAL_FILES_CHILD: &str = "SEGLOG_TEST_NO_REAL_FILES_CHILD";
+
+/// A `crash_test_fn` run of a partition opened with `seglog::Log` under the run's root, a batch
+/// flushed and acknowledged, a roll, and a close.
+fn crash_test_fn_on_a_log() -> testkit::FnSummary {
+    use seglog::record_format::RecordBatchBuilder;
+    use seglog::{AppendOrigin, Config, Log};
+    use std::error::Error;
+    use testkit::{crash_test_fn, CrashEnv, FnOptions, Recovered};
+
+    fn config(
+        env_storage: std::sync::Arc<dyn seglog::segment_store::Storage>,
+        clock: std::sync::Arc<dyn seglog::Clock>,
+    ) -> Config {
+        let mut config = Config::default()
+            .with_storage(env_storage)
+            .with_clock(clock)
+            .with_segment_bytes(200)
+            .with_recovery_threads(1);
+        config.high_watermark_checkpoint_interval_ms = 0;
+        config
+    }
+    let workload = |env: &CrashEnv| -> Result<(), Box<dyn Error>> {
+        let mut log = Log::open(
+            env.root().join("events-0"),
+            config(env.storage(), env.dyn_clock()),
+        )?;
+        for seq in 0..4 {
+            let mut b = RecordBatchBuilder::new(0).producer(1, 0, seq);
+            b.append(
+                testkit::crash_test::TIMESTAMP,
+                Some(b"k"),
+                Some(b"value"),
+                &[],
+            )?;
+            log.append_as_leader(&b.build(), 0, AppendOrigin::Client)?;
+            log.flush()?;
+            env.ack("events-0", vec![seq as u8]);
+        }
+        log.close()?;
+        // While the runs go on: nothing of them on the real file system.
+        let real = real_entries_of_this_process();
+        if !real.is_empty() {
+            return Err(format!("real files or folders: {real:?}").into());
+        }
+        Ok(())
+    };
+    let check = |state: &Recovered<'_>| -> Result<(), Box<dyn Error>> {
+        let log = Log::open(
+            state.root().join("events-0"),
+            config(state.storage(), state.dyn_clock()),
+        )?;
+        let acked = state.acked_for("events-0").len() as i64;
+        if log.log_end_offset() < acked {
+            return Err(format!(
+                "{} acknowledged, log ends at {}",
+                acked,
+                log.log_end_offset()
+            )
+            .into());
+        }
+        log.close()?;
+        Ok(())
+    };
+    let options = FnOptions {
+        sample_points: Some((12, 7)),
+        ..FnOptions::default()
+    };
+    crash_test_fn(&options, workload, check).unwrap()
+}
+
+/// The entries of `dir` whose name holds `pid` as a number of its own (`seglog-fuzz-<pid>`).
+fn entries_naming(dir: &Path, pid: u32) -> Vec<PathBuf> {
+    let pid = pid.to_string();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .split(|c: char| !c.is_ascii_digit())
+                .any(|t| t == pid)
+        })
+        .collect()
+}
+
+/// What this process has in `/dev/shm` (entries naming its pid) and in its temp dir (all
+/// entries: the test gives the child process an empty one of its own).
+fn real_entries_of_this_process() -> Vec<PathBuf> {
+    let mut out = entries_naming(Path::new("/dev/shm"), std::process::id());
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        out.extend(entries.map(|e| e.unwrap().path()));
+    }
+    out
+}
+
+/// The in-memory entry points (`fuzzing::partition`, `fuzzing::log_dir`) and a `crash_test_fn`
+/// run on `seglog::Log` create nothing on the real file system, the offset and time indexes
+/// included. Run in a child process whose temp dir is a fresh empty directory: it stays empty,
+/// and no entry of `/dev/shm` names the child's pid (the scratch directories' naming).
+#[test]
+fn in_memory_runs_create_no_real_file() {
+    if std::env::var_os(NO_REAL_FILES_CHILD).is_some() {
+        // First, so that the workload's own look at the real file system sees only its runs.
+        let sum = crash_test_fn_on_a_log();
+        let corpus = partition_corpus();
+        let mut opened = 0;
+        for input in corpus.iter().take(40) {
+            opened += usize::from(fuzzing::partition(input).opened);
+        }
+        assert!(opened > 0);
+        assert!(fuzzing::log_dir(&fuzzing::log_dir_input(0, &corpus[..3])) > 0);
+        assert!(
+            sum.violations.is_empty() && sum.crash_points > 0,
+            "{sum}: {:?}",
+            sum.violations
+        );
+        eprintln!("child: {opened} partitions opened; crash_test_fn: {sum}");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let child_tmp = tmp.path().join("tmp");
+    std::fs::create_dir(&child_tmp).unwrap();
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "in_memory_runs_create_no_real_file",
+            "--nocapture",
+        ])
+        .env(NO_REAL_FILES_CHILD, "1")
+        .env("TMPDIR", &child_tmp)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shm = entries_naming(Path::new("/dev/shm"), pid);
+    for p in &shm {
+        let _ = std::fs::remove_dir_all(p);
+    }
+    let in_tmp: Vec<PathBuf> = std::fs::read_dir(&child_tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(in_tmp.is_empty(), "created in the temp dir: {in_tmp:?}");
+    assert!(shm.is_empty(), "created in /dev/shm: {shm:?}");
+    assert!(out.status.success(), "the child failed: {log}");
+    assert!(
+        log.contains("crash_test_fn:"),
+        "the child did not run: {log}"
+    );
+}

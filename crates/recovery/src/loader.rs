@@ -50,8 +50,8 @@ use segment_store::file_name::{
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use segment_store::{
-    DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, SegmentError, StdFs, Storage,
-    TopicPartition,
+    index_storage, DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, SegmentError,
+    Storage, TopicPartition,
 };
 
 use crate::log::{HighWatermark, PartitionLog, PartitionLogConfig, PartitionLogError};
@@ -231,23 +231,31 @@ impl fmt::Display for RecoveryReport {
     }
 }
 
-/// Whether files of `kind` live on the real file system rather than behind the storage seam: only
-/// the memory-mapped offset and time indexes (see `segment_store::io`).
-fn outside_the_seam(kind: FileKind) -> bool {
-    matches!(kind, FileKind::Index | FileKind::TimeIndex)
+/// The storage files of `kind` are on: the offset and time indexes on the real file system where
+/// the storage can map (see `segment_store::io::index_storage`), everything else (and every file
+/// of simulated storage) through the storage seam.
+fn storage_of(env: &LogEnv, kind: FileKind) -> &dyn Storage {
+    if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
+        index_storage(env.storage.as_ref())
+    } else {
+        env.storage.as_ref()
+    }
 }
 
-/// Removes a segment file: `.log`, `.txnindex` and snapshots through the storage seam, the
-/// mapped indexes on the real file system (where segment-store keeps them).
+/// Removes a segment file (a missing offset or time index is no error).
 pub(crate) fn remove_segment_file(
     env: &LogEnv,
     path: &Path,
     kind: FileKind,
 ) -> Result<(), PartitionLogError> {
-    if !outside_the_seam(kind) {
+    if !matches!(kind, FileKind::Index | FileKind::TimeIndex) {
         return Ok(env.storage.remove_file(path)?);
     }
-    match StdFs.remove_file(path) {
+    let storage = storage_of(env, kind);
+    if !storage.supports_mmap() && !storage.exists(path)? {
+        return Ok(());
+    }
+    match storage.remove_file(path) {
         Err(e) if e.io_kind() != Some(std::io::ErrorKind::NotFound) => Err(e.into()),
         _ => Ok(()),
     }
@@ -259,14 +267,16 @@ pub(crate) fn rename_segment_file(
     to: &Path,
     kind: FileKind,
 ) -> Result<(), PartitionLogError> {
-    if outside_the_seam(kind) {
-        // Derived data outside the seam: one a crash left only as a name is rebuilt, not moved.
-        match StdFs.rename(from, to) {
-            Err(e) if e.io_kind() != Some(std::io::ErrorKind::NotFound) => Err(e.into()),
-            _ => Ok(()),
+    match storage_of(env, kind).rename(from, to) {
+        // An offset or time index (derived data) a crash left only as a name is rebuilt, not
+        // moved.
+        Err(e)
+            if matches!(kind, FileKind::Index | FileKind::TimeIndex)
+                && e.io_kind() == Some(std::io::ErrorKind::NotFound) =>
+        {
+            Ok(())
         }
-    } else {
-        Ok(env.storage.rename(from, to)?)
+        r => Ok(r?),
     }
 }
 

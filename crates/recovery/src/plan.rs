@@ -34,9 +34,9 @@ use segment_store::file_name::{
     file_name, parse_file_name, segment_file_path, FileKind, TempSuffix,
 };
 use segment_store::{
-    scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView, OffsetPosition,
-    ParsedName, ReadOnlyBytes, RecoveryVisitor, SegmentConfig, SegmentError, SegmentScan,
-    SegmentScanner, StdFs, TimeIndexView, TxnIndexView,
+    index_storage, scan_segment, AbortedTxn, DirLock, IndexCorruption, LocalLog, OffsetIndexView,
+    OffsetPosition, ParsedName, ReadOnlyBytes, RecoveryVisitor, SegmentConfig, SegmentError,
+    SegmentScan, SegmentScanner, TimeIndexView, TxnIndexView,
 };
 
 use crate::audit::{AuditFinding, ProducerAudit};
@@ -1238,8 +1238,8 @@ fn classify_swaps(
 }
 
 /// Reads an index file that may be missing. Offset and time indexes live on the real file system
-/// (they are mapped), and under the directory lock those of `file_records::MAP_MIN_BYTES` or
-/// more are mapped rather than read ([`ReadOnlyBytes::open`]): loading looks at their first and
+/// where the storage can map (`segment_store::index_storage`), and there, under the directory
+/// lock, those of `file_records::MAP_MIN_BYTES` or more are mapped rather than read ([`ReadOnlyBytes::open`]): loading looks at their first and
 /// last entries only, and a crashed broker's are preallocated to 10 MiB of zeros each (reading
 /// them took a tenth of recovering a 1 GiB segment).
 fn read_index(
@@ -1249,7 +1249,7 @@ fn read_index(
     kind: FileKind,
 ) -> Result<ReadOnlyBytes, PartitionLogError> {
     let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
-        open_index(&StdFs, path, lock)
+        open_index(index_storage(opts.env.storage.as_ref()), path, lock)
     } else {
         open_index(opts.env.storage.as_ref(), path, None)
     }

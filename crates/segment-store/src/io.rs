@@ -9,13 +9,13 @@
 //! [`write_atomically`] is the one way small state files (checkpoints, producer snapshots, the
 //! `mirror-state` file) are replaced: `<file>.tmp`, fsync, rename, fsync of the directory.
 //!
-//! Memory-mapped indexes ([`crate::mmap`]) cannot go through this seam: a map writes to the page
-//! cache without a call we could intercept. That is acceptable because Kafka treats the offset and
-//! time indexes as non-durable: everything above the recovery point is re-indexed by
-//! `LogSegment.recover`. A crash harness must therefore treat `.index` and `.timeindex` files as
-//! rebuilt, not as part of the durable image. The transaction index and the checkpoint files do
-//! go through this seam, and so do the recovery crate's producer snapshots, `mirror-state` file
-//! and quarantine folders.
+//! The offset and time indexes are memory-mapped where the storage names real files
+//! ([`Storage::supports_mmap`]): a map writes to the page cache without a call to intercept, so
+//! there they are opened, renamed and removed on the real file system ([`index_storage`]). On
+//! any other storage (the simulated one) they are held in memory and read and written through
+//! this seam, with the durability points of a map (see `index::file`): nothing of a partition
+//! lives outside the storage. The transaction index, the checkpoint files, the recovery crate's
+//! producer snapshots, `mirror-state` file and quarantine folders always go through it.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -223,6 +223,17 @@ pub trait Storage: Send + Sync + fmt::Debug {
         let n = h.read_at(0, &mut buf)?;
         buf.truncate(n);
         Ok(buf)
+    }
+}
+
+/// The storage the offset and time index files of `storage` are on: the real file system where
+/// `storage` can map ([`Storage::supports_mmap`]: they are memory-mapped there, beside any
+/// wrapper of it), else `storage` itself (they are then held in memory and go through it).
+pub fn index_storage(storage: &dyn Storage) -> &dyn Storage {
+    if storage.supports_mmap() {
+        &StdFs
+    } else {
+        storage
     }
 }
 

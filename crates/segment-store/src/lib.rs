@@ -69,7 +69,9 @@ pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
 };
-pub use io::{write_atomically, EntryType, FileHandle, OpenMode, ReadBuf, StdFs, Storage};
+pub use io::{
+    index_storage, write_atomically, EntryType, FileHandle, OpenMode, ReadBuf, StdFs, Storage,
+};
 pub use lock::DirLock;
 pub use log::{AppendOutcome, ExactFetch, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
 pub use segment::{

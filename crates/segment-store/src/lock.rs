@@ -178,8 +178,8 @@ impl DirLock {
     /// Whether `path` (which must exist, or whose parent must exist) lies inside the locked
     /// directory, after resolving symlinks.
     pub fn covers(&self, path: &Path) -> bool {
-        // On simulated storage the directory exists only in memory (its mapped index files sit
-        // in a real scratch folder that may not exist yet): a name under it, spelled so.
+        // On simulated storage the directory exists only in memory (nothing to resolve on the
+        // real file system): a name under it, spelled so.
         if self.is_simulated() {
             return path.starts_with(&self.inner.dir)
                 && !path

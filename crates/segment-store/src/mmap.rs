@@ -125,14 +125,6 @@ impl MmapFile {
     /// Creates a new file (failing if it exists), sets its length to `len` (zero-filled) and maps
     /// it writable.
     pub fn create(lock: &DirLock, path: &Path, len: u64) -> Result<MmapFile> {
-        if lock.is_simulated() {
-            // The directory exists only in the simulated storage: the mapped index, which
-            // never goes through it, needs the folder on the real file system too.
-            if let Some(parent) = path.parent().filter(|p| !p.exists()) {
-                std::fs::create_dir_all(parent)
-                    .map_err(|e| SegmentError::io(parent, "create_dir_all", e))?;
-            }
-        }
         Self::check_covered(lock, path)?;
         let file = StdFs::open_std(path, OpenMode::CreateNew)?;
         Self::from_file(lock, path, file, true, Some(len))

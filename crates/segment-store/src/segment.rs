@@ -35,7 +35,7 @@ use crate::index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetPosition, TimeIndex, TimestampOffset,
     TransactionIndex, TxnIndexSearchResult, DEFAULT_MAX_INDEX_SIZE,
 };
-use crate::io::{partial_path, FileHandle, OpenMode, ReadBuf, StdFs, Storage};
+use crate::io::{index_storage, partial_path, FileHandle, OpenMode, ReadBuf, Storage};
 use crate::lock::DirLock;
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
@@ -213,6 +213,7 @@ impl LogSegment {
             mode,
         )?;
         let offset_index = OffsetIndex::open_with(
+            &ctx.storage,
             &ctx.lock,
             &segment_file_path(dir, base_offset, FileKind::Index),
             base_offset,
@@ -221,6 +222,7 @@ impl LogSegment {
             active,
         )?;
         let time_index = TimeIndex::open_with(
+            &ctx.storage,
             &ctx.lock,
             &segment_file_path(dir, base_offset, FileKind::TimeIndex),
             base_offset,
@@ -262,7 +264,10 @@ impl LogSegment {
             ));
         }
         for kind in [FileKind::Index, FileKind::TimeIndex] {
-            remove_os_file_if_exists(&segment_file_path(dir, base_offset, kind))?;
+            remove_file_if_exists(
+                index_storage(ctx.storage.as_ref()),
+                &segment_file_path(dir, base_offset, kind),
+            )?;
         }
         let txn = segment_file_path(dir, base_offset, FileKind::TxnIndex);
         if ctx.storage.exists(&txn)? {
@@ -934,8 +939,8 @@ impl LogSegment {
     }
 
     /// Deletes the segment's files: each is first renamed to `<name>.deleted` (what a loader
-    /// cleans up if a crash interrupts), the directory synced, then the files removed. The
-    /// mapped indexes live on the real file system (see [`crate::io`]) and are renamed there.
+    /// cleans up if a crash interrupts), the directory synced, then the files removed. Mapped
+    /// indexes are renamed on the real file system ([`index_storage`]).
     pub fn delete(self) -> Result<()> {
         let LogSegment {
             base_offset,
@@ -957,11 +962,12 @@ impl LogSegment {
                 renamed.push((true, to));
             }
         }
+        let indexes = index_storage(ctx.storage.as_ref());
         for kind in [FileKind::Index, FileKind::TimeIndex] {
             let p = segment_file_path(&dir, base_offset, kind);
-            if StdFs.exists(&p)? {
+            if indexes.exists(&p)? {
                 let to = deleted_path(&p);
-                StdFs.rename(&p, &to)?;
+                indexes.rename(&p, &to)?;
                 renamed.push((false, to));
             }
         }
@@ -970,7 +976,7 @@ impl LogSegment {
             if through_storage {
                 ctx.storage.remove_file(&p)?;
             } else {
-                StdFs.remove_file(&p)?;
+                indexes.remove_file(&p)?;
             }
         }
         Ok(())
@@ -1004,13 +1010,14 @@ impl LogSegment {
                 moved.push(to);
             }
         }
+        let indexes = index_storage(ctx.storage.as_ref());
         for kind in [FileKind::Index, FileKind::TimeIndex] {
             let p = segment_file_path(&dir, base_offset, kind);
-            if StdFs.exists(&p)? {
-                // The mapped indexes live on the real file system, whatever the storage is.
-                StdFs.create_dir_all(to_dir)?;
+            if indexes.exists(&p)? {
+                // Mapped indexes live on the real file system, whatever wraps it.
+                indexes.create_dir_all(to_dir)?;
                 let to = segment_file_path(to_dir, base_offset, kind);
-                StdFs.rename(&p, &to)?;
+                indexes.rename(&p, &to)?;
                 moved.push(to);
             }
         }
@@ -1516,8 +1523,13 @@ fn deleted_path(p: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-fn remove_os_file_if_exists(p: &Path) -> Result<()> {
-    match StdFs.remove_file(p) {
+/// Removes the file `p` of `storage` if there is one (a lookup first where the storage is not the
+/// real file system: a simulated removal of nothing would still be an I/O point).
+fn remove_file_if_exists(storage: &dyn Storage, p: &Path) -> Result<()> {
+    if !storage.supports_mmap() && !storage.exists(p)? {
+        return Ok(());
+    }
+    match storage.remove_file(p) {
         Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => Ok(()),
         r => r,
     }

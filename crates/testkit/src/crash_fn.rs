@@ -80,10 +80,10 @@ impl CrashEnv {
     pub fn dyn_clock(&self) -> Arc<dyn Clock> {
         Arc::clone(&self.clock) as Arc<dyn Clock>
     }
-    /// A directory for your log directories (durable and empty at the start of each run). What
-    /// goes through the storage seam exists only on the simulated storage; the memory-mapped
-    /// indexes, which cannot go through it, are real files under the same path (a fresh scratch
-    /// directory, see [`FnOptions::scratch`]).
+    /// A directory for your log directories (durable and empty at the start of each run). It
+    /// exists only on the simulated storage ([`ROOT`]): every file of a log, the offset and time
+    /// indexes included, goes through the storage seam, and nothing is created on the real file
+    /// system.
     pub fn root(&self) -> &Path {
         &self.root
     }
@@ -156,11 +156,6 @@ pub struct FnOptions {
     pub sample_points: Option<(u64, u64)>,
     /// Also check seglog's own invariants ([`check_partitions`]) on every state.
     pub seglog_invariants: bool,
-    /// Where the root of the runs is created on the real file system (only the memory-mapped
-    /// offset and time indexes, derived data that never goes through the storage seam, land
-    /// there; removed at the end). Default: `/dev/shm` when it exists, else the system temporary
-    /// directory.
-    pub scratch: Option<PathBuf>,
 }
 
 impl Default for FnOptions {
@@ -170,7 +165,6 @@ impl Default for FnOptions {
             model: CrashModel::Today,
             sample_points: None,
             seglog_invariants: true,
-            scratch: None,
         }
     }
 }
@@ -238,11 +232,8 @@ impl fmt::Display for FnSummary {
     }
 }
 
-/// Empties the real directory `root` (where only the memory-mapped indexes land).
-fn reset_real(root: &Path) {
-    let _ = std::fs::remove_dir_all(root);
-    let _ = std::fs::create_dir_all(root);
-}
+/// The directory every run's [`CrashEnv::root`] is: a path on the simulated storage only.
+pub const ROOT: &str = "/seglog-crash-test-fn";
 
 struct Run {
     sim: SimulatedFs,
@@ -255,7 +246,6 @@ fn run_once<W>(workload: &mut W, root: &Path, fail_at: Option<u64>) -> Run
 where
     W: FnMut(&CrashEnv) -> Result<(), Box<dyn Error>>,
 {
-    reset_real(root);
     let sim = SimulatedFs::new();
     let root = root.to_path_buf();
     sim.create_durable_dir_all(&root);
@@ -302,22 +292,7 @@ where
     W: FnMut(&CrashEnv) -> Result<(), Box<dyn Error>>,
     C: FnMut(&Recovered<'_>) -> Result<(), Box<dyn Error>>,
 {
-    let scratch = options.scratch.clone().unwrap_or_else(default_scratch);
-    let root =
-        crate::crash_test::fresh_dir(&scratch, "crash-test-fn").map_err(CrashFnError::Workload)?;
-    let result = crash_test_fn_in(options, &root, &mut workload, &mut check);
-    let _ = std::fs::remove_dir_all(&root);
-    result
-}
-
-/// `/dev/shm` when it exists, else the system temporary directory.
-fn default_scratch() -> PathBuf {
-    let shm = PathBuf::from("/dev/shm");
-    if shm.is_dir() {
-        shm
-    } else {
-        std::env::temp_dir()
-    }
+    crash_test_fn_in(options, Path::new(ROOT), &mut workload, &mut check)
 }
 
 fn crash_test_fn_in<W, C>(
@@ -341,14 +316,7 @@ where
     };
     let image = first.sim.durable_state();
     check_state(
-        options,
-        root,
-        &first,
-        (&image, &image),
-        None,
-        0,
-        &mut check,
-        &mut sum,
+        options, root, &first, &image, &image, None, 0, &mut check, &mut sum,
     );
     let points: Vec<u64> = match options.sample_points {
         // Point `io_points`: the power fails after the workload's last I/O.
@@ -366,7 +334,7 @@ where
         let run = run_once(&mut workload, root, Some(point));
         compare_traces(&reference, &run.sim.io_trace(), point)?;
         sum.crash_points += 1;
-        // What was synced before the crash (taken first: the crash below changes the storage).
+        // What was synced before the crash (`crash` below makes the write in flight durable).
         let synced = run.sim.durable_state();
         let images = match &options.model {
             CrashModel::Weak(m) => {
@@ -375,7 +343,7 @@ where
                 states.images
             }
             CrashModel::Today => {
-                let durable = run.sim.durable_state();
+                let durable = synced.clone();
                 run.sim.crash(TornWrite::Prefix(usize::MAX));
                 let full = run.sim.durable_state();
                 sum.states_explored += 2;
@@ -391,7 +359,8 @@ where
                 options,
                 root,
                 &run,
-                (image, &synced),
+                image,
+                &synced,
                 Some(point),
                 n,
                 &mut check,
@@ -429,7 +398,8 @@ fn check_state<C>(
     options: &FnOptions,
     root: &Path,
     run: &Run,
-    (image, synced): (&CrashImage, &CrashImage),
+    image: &CrashImage,
+    synced: &CrashImage,
     point: Option<u64>,
     state: usize,
     check: &mut C,
@@ -444,7 +414,6 @@ fn check_state<C>(
     };
     let clock = Arc::new(ManualClock::new(run.clock.now_ms()));
     if options.seglog_invariants {
-        reset_real(root);
         let sim = SimulatedFs::from_image(image);
         match check_partitions(&sim, &clock, root, image, synced) {
             Ok((n, violations)) => {
@@ -455,7 +424,6 @@ fn check_state<C>(
             Err(e) => sum.violations.push(format!("{at}: seglog: {e}")),
         }
     }
-    reset_real(root);
     let recovered = Recovered {
         sim: SimulatedFs::from_image(image),
         clock,
@@ -504,8 +472,14 @@ pub fn check_partitions(
 ) -> Result<(u64, Vec<String>), String> {
     let mut v = Vec::new();
     let dirs = partition_dirs(image, root);
+    // Small indexes: on simulated storage they are held in memory, and a 10 MiB preallocation
+    // per recovery would be most of the check's time (an index found longer is reset and
+    // rebuilt, as the loader does).
+    let mut config = recovery::PartitionLogConfig::default();
+    config.log.max_index_size = 4096;
     for dir in &dirs {
         let opts = LoadOptions {
+            config: config.clone(),
             env: LogEnv {
                 storage: Arc::new(sim.clone()),
                 clock: Arc::clone(clock) as Arc<dyn Clock>,

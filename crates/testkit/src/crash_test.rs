@@ -15,14 +15,16 @@
 //!    the run left it) and run the checks of [`check_dir`].
 //!
 //! Every file the partition writes goes through the seam and is lost unless synced: `.log`,
-//! `.txnindex`, producer snapshots and the `mirror-state` file (temporary file, fsync, rename,
-//! fsync of the directory, see [`recovery::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the
-//! loader's quarantine folders and cut bytes, `*.deleted` renames, and every directory entry.
-//! A snapshot written at an unflushed log end is durable while the tail it describes is not
-//! ("from the future"): recovery must discard it. The one exception is the offset and time
-//! indexes: they are memory-mapped real files and derived data (Kafka rebuilds them above the
-//! recovery point), so they are **not** copied into the recovered directory; recovery must work
-//! without them and the checks verify the rebuilt ones.
+//! `.txnindex`, the offset and time indexes (held in memory on the simulated storage and
+//! written through it, durable at a flush as a map is at its `msync`), producer snapshots and
+//! the `mirror-state` file (temporary file, fsync, rename, fsync of the directory, see
+//! [`recovery::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the loader's quarantine
+//! folders and cut bytes, `*.deleted` renames, and every directory entry. A snapshot written at
+//! an unflushed log end is durable while the tail it describes is not ("from the future"):
+//! recovery must discard it. The offset and time indexes are left out of the images (derived
+//! data: recovery must work without them, rebuilds them, and check (c) verifies the rebuilt
+//! ones); `crash_test_fn` keeps them in its states. The run directory exists on the real file
+//! system only to be checked empty afterwards: a file there was written around the seam.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -38,9 +40,6 @@ use recovery::leader_epoch::EpochHistory;
 use recovery::{
     AppendOrigin, BatchSummary, EpochEndOffsets, LastMirrorEpoch, LoadOptions, LogLoader,
     PartitionLog, PartitionLogConfig, ProducerStateManager, StopPolicy,
-};
-use segment_store::file_name::{
-    DELETED_FILE_SUFFIX, INDEX_FILE_SUFFIX, LOCK_FILE_NAME, TIME_INDEX_FILE_SUFFIX,
 };
 use segment_store::{Clock, LogConfig, LogEnv, StdFs};
 
@@ -904,9 +903,23 @@ pub fn run_crashed_in(
     for img in weak.iter().flat_map(|s| &s.images) {
         exp.harvest_files(&img.files);
     }
+    // The offset and time indexes are left out of what is recovered (see the module docs).
+    let durable = without_indexes(durable);
+    let full = without_indexes(full);
+    let weak = weak.map(|mut s| {
+        let mut seen = BTreeSet::new();
+        s.images = std::mem::take(&mut s.images)
+            .into_iter()
+            .map(|mut img| {
+                img.files = without_indexes(img.files);
+                img
+            })
+            .filter(|img| seen.insert(img.files.clone()))
+            .collect();
+        s
+    });
     let torn = torn_images(&durable, &full);
-    // Only the memory-mapped indexes (derived data, rebuilt by recovery) and the directory lock
-    // may be real files: anything else was written around the seam.
+    // Nothing of the run may be a real file: it was written around the seam.
     let around = files_around_the_seam(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(e) = stopped_by.as_deref().filter(|e| e.starts_with("PANIC")) {
@@ -926,8 +939,22 @@ pub fn run_crashed_in(
     })
 }
 
-/// The real files under `dir` (recursively) other than the memory-mapped `.index` and
-/// `.timeindex` files (also as `*.deleted`) and the `.lock` file.
+/// `image` without its offset and time indexes (also as `*.deleted`, `*.swap`, ...).
+fn without_indexes(image: BTreeMap<PathBuf, Vec<u8>>) -> BTreeMap<PathBuf, Vec<u8>> {
+    image
+        .into_iter()
+        .filter(|(p, _)| {
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            !(name.contains(".index") || name.contains(".timeindex"))
+        })
+        .collect()
+}
+
+/// The real files and directories under `dir` (recursively): a run on [`SimulatedFs`] creates
+/// none.
 pub fn files_around_the_seam(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
@@ -938,16 +965,9 @@ pub fn files_around_the_seam(dir: &Path) -> Vec<PathBuf> {
         for e in entries.flatten() {
             let path = e.path();
             if path.is_dir() {
-                dirs.push(path);
-                continue;
+                dirs.push(path.clone());
             }
-            let name = e.file_name().to_string_lossy().into_owned();
-            let name = name.strip_suffix(DELETED_FILE_SUFFIX).unwrap_or(&name);
-            let mapped =
-                name.ends_with(INDEX_FILE_SUFFIX) || name.ends_with(TIME_INDEX_FILE_SUFFIX);
-            if !mapped && name != LOCK_FILE_NAME {
-                out.push(path);
-            }
+            out.push(path);
         }
     }
     out.sort();

@@ -1,17 +1,22 @@
-//! Segment indexes: the memory-mapped offset and time indexes (Kafka's `AbstractIndex`,
-//! `OffsetIndex`, `TimeIndex`) and the plain-file transaction index (`TransactionIndex`).
+//! Segment indexes: the offset and time indexes (Kafka's `AbstractIndex`, `OffsetIndex`,
+//! `TimeIndex`) and the plain-file transaction index (`TransactionIndex`).
 //!
-//! The mapped indexes work on real files only (see [`crate::io`] for why that is fine for crash
-//! testing: Kafka rebuilds them during recovery). Entries are decoded with `from_be_bytes` on byte
-//! slices of the map; nothing is cast to a struct.
+//! The offset and time indexes are memory-mapped on a real file system and held in memory
+//! through the storage seam on any other storage (see `file`, which keeps the map's durability
+//! points). Entries are decoded with `from_be_bytes` on byte slices; nothing is cast to a
+//! struct.
 
 use std::cmp::Ordering;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Result, SegmentError};
+use crate::io::Storage;
 use crate::lock::DirLock;
-use crate::mmap::MmapFile;
+
+mod file;
+use file::IndexFile;
 
 pub mod offset;
 pub mod time;
@@ -38,7 +43,7 @@ pub(crate) enum SearchResult {
 /// The entry-format-agnostic part of Kafka's `AbstractIndex`.
 #[derive(Debug)]
 pub(crate) struct IndexCore {
-    map: MmapFile,
+    map: IndexFile,
     base_offset: i64,
     max_index_size: u64,
     entry_size: usize,
@@ -82,7 +87,9 @@ impl IndexCore {
     /// `grow`: the index of the active segment, opened writable at its maximum size (an existing
     /// file of whole entries is zero-extended before it is mapped, instead of mapped and
     /// resized).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
+        storage: &Arc<dyn Storage>,
         lock: &DirLock,
         path: &Path,
         base_offset: i64,
@@ -97,11 +104,11 @@ impl IndexCore {
         let opened = if writable && grow {
             // A file of whole entries only: any other length stays as it is, for the sanity
             // check to see (and `resize` to refuse or round).
-            MmapFile::open_grown(lock, path, max_len, |len| {
+            IndexFile::open_grown(storage, lock, path, max_len, |len| {
                 len.is_multiple_of(entry_size as u64)
             })
         } else {
-            MmapFile::open(lock, path, writable).map(|m| {
+            IndexFile::open(storage, lock, path, writable).map(|m| {
                 let len = m.len();
                 (m, len)
             })
@@ -115,7 +122,7 @@ impl IndexCore {
                         minimum: entry_size as u64,
                     });
                 }
-                (MmapFile::create(lock, path, max_len)?, 0)
+                (IndexFile::create(storage, lock, path, max_len)?, 0)
             }
             r => r?,
         };
@@ -169,7 +176,9 @@ impl IndexCore {
         if self.entries < self.max_entries {
             self.close_trimmed()
         } else {
-            self.end_bulk()
+            self.end_bulk()?;
+            let len = self.map.len();
+            self.map.close_with_len(len)
         }
     }
 

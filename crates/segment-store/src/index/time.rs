@@ -10,10 +10,12 @@
 //! for the entry written on roll/close (`is_full` is `entries >= max_entries - 1`).
 
 use std::path::Path;
+use std::sync::Arc;
 
 use crate::error::{Result, SegmentError};
 use crate::index::view::{length_check, TimeIndexView};
 use crate::index::{be_i32, be_i64, IndexCore, SearchResult};
+use crate::io::{StdFs, Storage};
 use crate::lock::DirLock;
 
 /// Size of one entry.
@@ -51,11 +53,36 @@ impl TimeIndex {
         max_index_size: u64,
         writable: bool,
     ) -> Result<TimeIndex> {
-        Self::open_with(lock, path, base_offset, max_index_size, writable, false)
+        let storage: Arc<dyn Storage> = Arc::new(StdFs);
+        Self::open_in(&storage, lock, path, base_offset, max_index_size, writable)
     }
 
-    /// [`Self::open`]; `active`: writable at its maximum size at once (see `IndexCore::open`).
+    /// [`Self::open`] on `storage`: memory-mapped where it names real files
+    /// ([`Storage::supports_mmap`]), otherwise held in memory and read and written through
+    /// `storage` (durable at [`Self::flush`], as a map is at its `msync`).
+    pub fn open_in(
+        storage: &Arc<dyn Storage>,
+        lock: &DirLock,
+        path: &Path,
+        base_offset: i64,
+        max_index_size: u64,
+        writable: bool,
+    ) -> Result<TimeIndex> {
+        Self::open_with(
+            storage,
+            lock,
+            path,
+            base_offset,
+            max_index_size,
+            writable,
+            false,
+        )
+    }
+
+    /// [`Self::open_in`]; `active`: writable at its maximum size at once (see
+    /// `IndexCore::open`).
     pub(crate) fn open_with(
+        storage: &Arc<dyn Storage>,
         lock: &DirLock,
         path: &Path,
         base_offset: i64,
@@ -64,6 +91,7 @@ impl TimeIndex {
         active: bool,
     ) -> Result<TimeIndex> {
         let core = IndexCore::open(
+            storage,
             lock,
             path,
             base_offset,
