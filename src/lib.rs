@@ -79,4 +79,5 @@ pub use recovery::{
     AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
     IsolationLevel, LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
 };
+pub use segment_store::file_records::TimestampAndOffset;
 pub use segment_store::{Clock, SystemClock, TopicPartition};

@@ -353,7 +353,7 @@ impl Log {
     pub fn fetch_offset_by_timestamp(
         &self,
         target: i64,
-    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>> {
+    ) -> Result<Option<crate::TimestampAndOffset>> {
         Ok(self.log().fetch_offset_by_timestamp(target)?)
     }
 

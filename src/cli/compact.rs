@@ -174,11 +174,11 @@ fn selected(args: &CompactArgs) -> Result<(PathBuf, Vec<PathBuf>), String> {
     match partition::detect(&args.dir)? {
         Target::Partition(dir) => {
             if !args.topic.is_empty() || args.all_topics {
-                return Err(format!(
-                    "{} is a partition directory: --topic and --all-topics select partitions of a \
-                     log directory",
-                    args.dir.display()
-                ));
+                return Err(
+                    "a partition directory: --topic and --all-topics select partitions \
+                     of a log directory"
+                        .to_owned(),
+                );
             }
             let parent = dir
                 .parent()
@@ -189,12 +189,12 @@ fn selected(args: &CompactArgs) -> Result<(PathBuf, Vec<PathBuf>), String> {
             dir, partitions, ..
         } => {
             if args.topic.is_empty() && !args.all_topics {
-                return Err(format!(
-                    "{} is a log directory, which does not record which topics are compacted \
+                return Err(
+                    "a log directory does not record which topics are compacted \
                      (cleanup.policy is topic metadata): name them with --topic TOPIC, or pass \
-                     --all-topics",
-                    args.dir.display()
-                ));
+                     --all-topics"
+                        .to_owned(),
+                );
             }
             let chosen: Vec<PathBuf> = partitions
                 .into_iter()
@@ -209,10 +209,7 @@ fn selected(args: &CompactArgs) -> Result<(PathBuf, Vec<PathBuf>), String> {
                     .any(|p| partition_of(p).is_ok_and(|tp| &tp.topic == t))
             };
             if let Some(missing) = args.topic.iter().find(|t| !found(t)) {
-                return Err(format!(
-                    "{} holds no partition of topic {missing}",
-                    args.dir.display()
-                ));
+                return Err(format!("no partition of topic {missing} here"));
             }
             Ok((dir, chosen))
         }

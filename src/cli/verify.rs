@@ -307,15 +307,18 @@ fn interrupted_leftover(path: &Path, kind: FileKind) -> Option<Finding> {
     let (what, detail) = match parsed.temp? {
         TempSuffix::Cleaned => (
             "cleanerLeftover",
-            "an interrupted cleaning pass's output (before its commit point, the rename to              `.swap`): recovery deletes it; the segments it was made from are intact",
+            "an interrupted cleaning pass's output (before its commit point, the rename to \
+             `.swap`): recovery deletes it; the segments it was made from are intact",
         ),
         TempSuffix::Swap if matches!(kind, FileKind::Index | FileKind::TimeIndex) => (
             "swapIndexRebuilt",
-            "the index of a cleaner's completed output: recovery deletes it and rebuilds the              index from the segment, as Kafka does",
+            "the index of a cleaner's completed output: recovery deletes it and rebuilds the \
+             index from the segment, as Kafka does",
         ),
         TempSuffix::Swap => (
             "cleanerLeftover",
-            "a cleaning pass's output from the same pass as a `.cleaned` file, so before its              commit point: recovery deletes it; the segments it was made from are intact",
+            "a cleaning pass's output from the same pass as a `.cleaned` file, so before its \
+             commit point: recovery deletes it; the segments it was made from are intact",
         ),
         TempSuffix::Deleted => (
             "deletedLeftover",
