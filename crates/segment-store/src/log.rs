@@ -1163,8 +1163,8 @@ impl LocalLog {
         if start_offset >= max_offset {
             return Ok(Some(empty(bound_base, bound_position)));
         }
-        let bases: Vec<i64> = inner.segments.range(floor..).map(|(&b, _)| b).collect();
-        for (i, &base) in bases.iter().enumerate() {
+        let mut bases = inner.segments.range(floor..).map(|(&b, _)| b).peekable();
+        while let Some(base) = bases.next() {
             let seg = self.seg(&inner, base)?;
             let max_position = match base.cmp(&bound_base) {
                 std::cmp::Ordering::Less => seg.size(),
@@ -1184,7 +1184,7 @@ impl LocalLog {
                     meta.relative_position_in_segment,
                     info.records.len(),
                 )
-                .unwrap_or_else(|| bases.get(i + 1).copied().unwrap_or(end));
+                .unwrap_or_else(|| bases.peek().copied().unwrap_or(end));
             return Ok(Some(ExactFetch {
                 data: FetchData {
                     fetch_offset_metadata: meta,
