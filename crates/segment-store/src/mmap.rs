@@ -305,6 +305,19 @@ impl MmapFile {
         }
     }
 
+    /// [`Self::flush`], then the file's data and length synced (`fdatasync`): a length set by a
+    /// resize is durable only once its file is synced, which `msync` does not do.
+    pub fn sync(&self) -> Result<()> {
+        self.flush()?;
+        if self.writable {
+            self.file
+                .file()
+                .sync_data()
+                .map_err(|e| SegmentError::io(&self.path, "fdatasync", e))?;
+        }
+        Ok(())
+    }
+
     /// Unmaps, sets the file length to `len` and closes (unlocking): [`Self::resize`] without
     /// mapping the new length only to unmap it again.
     pub fn close_with_len(mut self, len: u64) -> Result<()> {

@@ -649,6 +649,12 @@ impl LogSegment {
         self.force_final_time_index_entry()?;
         self.offset_index.trim_to_valid_size()?;
         self.time_index.trim_to_valid_size()?;
+        // The trimmed indexes durable at once (Kafka leaves them to the next flush, which skips
+        // a segment already below the recovery point): a segment below the recovery point is
+        // trusted after a crash, and an index that kept its preallocated length there would
+        // bring back, as entries, bytes of a truncated past (found by the weak crash model).
+        self.offset_index.sync()?;
+        self.time_index.sync()?;
         self.map_log()
     }
 

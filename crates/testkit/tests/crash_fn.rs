@@ -214,3 +214,74 @@ fn a_flushed_batch_of_a_new_partition_folder_survives_under_the_weak_model() {
     assert!(sum.crash_points > 3 && sum.partitions_checked > 0, "{sum}");
     assert!(sum.violations.is_empty(), "{:?}", sum.violations);
 }
+
+/// A segment that a roll makes inactive has its trimmed indexes durable at once: otherwise, once
+/// the recovery point is past it (it is then trusted after a crash), its `.index` could come back
+/// with its preallocated length, and with it the bytes of entries a truncation removed (the
+/// weak crash model found such a stale entry surviving recovery).
+#[test]
+fn a_rolled_segment_s_trimmed_indexes_are_durable_at_the_roll() {
+    use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
+    use segment_store::{Clock, LogConfig, LogEnv};
+    use std::sync::Arc;
+
+    let sim = testkit::SimulatedFs::new();
+    let root = std::path::PathBuf::from("/sim/trim");
+    sim.create_durable_dir_all(&root);
+    let dir = root.join("t-0");
+    let opts = LoadOptions {
+        config: PartitionLogConfig {
+            log: LogConfig {
+                index_interval_bytes: 1,
+                max_index_size: 4096,
+                ..LogConfig::default()
+            },
+            ..PartitionLogConfig::default()
+        },
+        env: LogEnv {
+            storage: Arc::new(sim.clone()),
+            clock: Arc::new(testkit::ManualClock::new(testkit::crash_test::TIMESTAMP))
+                as Arc<dyn Clock>,
+        },
+        ..LoadOptions::default()
+    };
+    let (mut log, _) = LogLoader::load(&dir, &opts).expect("load");
+    for seq in 0..6 {
+        let b = testkit::crash_test::client_batch(1, seq, 1, false).expect("batch");
+        log.append_as_leader(&b, 0, AppendOrigin::Client)
+            .expect("append");
+    }
+    log.flush().expect("flush");
+    // A truncation leaves the removed entries' bytes in the preallocated file; two more
+    // batches, flushed; then the roll trims the index to its three entries.
+    log.truncate_to(3).expect("truncate");
+    for seq in 3..5 {
+        let b = testkit::crash_test::client_batch(1, seq, 1, false).expect("batch");
+        log.append_as_leader(&b, 0, AppendOrigin::Client)
+            .expect("append");
+    }
+    log.flush().expect("flush");
+    log.roll().expect("roll");
+    let trimmed = log
+        .local_log()
+        .with_segments(|segs| {
+            segs.next()
+                .and_then(|s| s.ok())
+                .map(|s| (s.offset_index().size_in_bytes(), s.offset_index().entries()))
+        })
+        .expect("segments")
+        .expect("segment 0");
+    assert!(trimmed.1 >= 3, "{trimmed:?}");
+    let image = sim.durable_state();
+    let index = image
+        .files
+        .get(&dir.join("00000000000000000000.index"))
+        .expect("the rolled segment's index");
+    assert_eq!(
+        index.len(),
+        trimmed.0,
+        "the durable .index of the rolled segment is {} bytes, not its {} entries",
+        index.len(),
+        trimmed.1
+    );
+}

@@ -181,6 +181,15 @@ impl IndexFile {
         }
     }
 
+    /// Makes the written bytes and the file's length durable (the map's `msync` and an
+    /// `fdatasync`; in memory the changed bytes written and the file's data synced).
+    pub(crate) fn sync(&self) -> Result<()> {
+        match self {
+            IndexFile::Mapped(m) => m.sync(),
+            IndexFile::Stored(f) => f.flush(),
+        }
+    }
+
     /// Closes the file with length `len` ([`MmapFile::close_with_len`]).
     pub(crate) fn close_with_len(self, len: u64) -> Result<()> {
         match self {

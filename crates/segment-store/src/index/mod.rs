@@ -329,6 +329,10 @@ impl IndexCore {
         self.map.flush()
     }
 
+    pub(crate) fn sync(&self) -> Result<()> {
+        self.map.sync()
+    }
+
     /// Kafka's `indexSlotRangeFor`: search the warm section (the last `8192 / entry_size`
     /// entries) first, then the rest. `key(n)` is the searched field of slot `n`.
     pub(crate) fn search(

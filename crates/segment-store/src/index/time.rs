@@ -293,6 +293,11 @@ impl TimeIndex {
         self.core.flush()
     }
 
+    /// [`Self::flush`] and the file's length made durable too (after a trim or resize).
+    pub fn sync(&self) -> Result<()> {
+        self.core.sync()
+    }
+
     /// Trims the file to its entries and unmaps it.
     pub fn close(self) -> Result<()> {
         self.core.close_trimmed()
