@@ -1210,14 +1210,7 @@ impl PartitionLog {
         max_bytes: usize,
         isolation: IsolationLevel,
     ) -> Result<FetchResult, PartitionLogError> {
-        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
-        if start_offset < log_start_offset || start_offset > log_end_offset {
-            return Err(PartitionLogError::OffsetOutOfRange {
-                offset: start_offset,
-                log_start_offset,
-                log_end_offset,
-            });
-        }
+        let log_start_offset = self.check_in_range(start_offset)?;
         let high_watermark = self.high_watermark;
         let last_stable_offset = self.last_stable_offset();
         let bound = match isolation {
@@ -1263,6 +1256,20 @@ impl PartitionLog {
         })
     }
 
+    /// [`PartitionLogError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`;
+    /// the log start offset otherwise.
+    fn check_in_range(&self, offset: i64) -> Result<i64, PartitionLogError> {
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        Ok(log_start_offset)
+    }
+
     /// Kafka's `UnifiedLog.read(startOffset, maxLength, isolation, minOneMessage)` exactly: the
     /// bytes from the batch holding `start_offset` in the first segment that has one, up to the
     /// byte position of the batch holding the bound of `isolation` (log end, high watermark or
@@ -1283,14 +1290,7 @@ impl PartitionLog {
     ) -> Result<FetchResult, PartitionLogError> {
         let high_watermark = self.high_watermark;
         let last_stable_offset = self.last_stable_offset();
-        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
-        if start_offset < log_start_offset || start_offset > log_end_offset {
-            return Err(PartitionLogError::OffsetOutOfRange {
-                offset: start_offset,
-                log_start_offset,
-                log_end_offset,
-            });
-        }
+        let log_start_offset = self.check_in_range(start_offset)?;
         let bound = match isolation {
             FetchIsolation::LogEnd => self.log_end_offset(),
             FetchIsolation::HighWatermark => high_watermark,
@@ -1405,14 +1405,7 @@ impl PartitionLog {
         offset: i64,
         isolation: IsolationLevel,
     ) -> Result<RecordIter<'_>, PartitionLogError> {
-        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
-        if offset < log_start_offset || offset > log_end_offset {
-            return Err(PartitionLogError::OffsetOutOfRange {
-                offset,
-                log_start_offset,
-                log_end_offset,
-            });
-        }
+        self.check_in_range(offset)?;
         let bound = match isolation {
             IsolationLevel::ReadUncommitted => self.high_watermark,
             IsolationLevel::ReadCommitted => self.last_stable_offset(),
