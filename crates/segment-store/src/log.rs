@@ -133,6 +133,32 @@ pub struct FetchData {
     pub first_entry_incomplete: bool,
 }
 
+/// [`SegmentError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`.
+fn out_of_range(inner: &Inner, offset: i64) -> Result<()> {
+    if offset > inner.log_end_offset || offset < inner.log_start_offset {
+        return Err(SegmentError::OffsetOutOfRange {
+            offset,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+        });
+    }
+    Ok(())
+}
+
+/// The base offset of the segment holding `offset` (the last one at or below it).
+fn floor_base(inner: &Inner, offset: i64) -> Result<i64> {
+    inner
+        .segments
+        .range(..=offset)
+        .next_back()
+        .map(|(&b, _)| b)
+        .ok_or(SegmentError::OffsetOutOfRange {
+            offset,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+        })
+}
+
 /// What [`LocalLog::read_exact`] returns: Kafka's bytes, and the upper bound of the aborted
 /// transactions that go with them (Kafka's `addAbortedTransactions`: the offset of the first
 /// offset-index entry past the bytes returned, else the next segment's base offset, else the log
@@ -1065,14 +1091,7 @@ impl LocalLog {
     ) -> Result<R> {
         let inner = self.read_inner();
         let end = inner.log_end_offset;
-        let out_of_range = || SegmentError::OffsetOutOfRange {
-            offset: start_offset,
-            log_start_offset: inner.log_start_offset,
-            log_end_offset: end,
-        };
-        if start_offset > end || start_offset < inner.log_start_offset {
-            return Err(out_of_range());
-        }
+        out_of_range(&inner, start_offset)?;
         let empty_at_end = |base: i64, size: u64| FetchDataInfo {
             fetch_offset_metadata: LogOffsetMetadata {
                 message_offset: end,
@@ -1090,12 +1109,7 @@ impl LocalLog {
         if start_offset == end {
             return Ok(f(empty_at_end(active_base, active_size)));
         }
-        let floor = inner
-            .segments
-            .range(..=start_offset)
-            .next_back()
-            .map(|(&b, _)| b)
-            .ok_or_else(out_of_range)?;
+        let floor = floor_base(&inner, start_offset)?;
         for &base in inner.segments.range(floor..).map(|(b, _)| b) {
             let seg = self.seg(&inner, base)?;
             if let Some(info) = seg.read(start_offset, max_bytes, None, min_one_message)? {
@@ -1133,20 +1147,8 @@ impl LocalLog {
     ) -> Result<Option<ExactFetch>> {
         let inner = self.read_inner();
         let end = inner.log_end_offset;
-        let out_of_range = || SegmentError::OffsetOutOfRange {
-            offset: start_offset,
-            log_start_offset: inner.log_start_offset,
-            log_end_offset: end,
-        };
-        if start_offset > end || start_offset < inner.log_start_offset {
-            return Err(out_of_range());
-        }
-        let floor = inner
-            .segments
-            .range(..=start_offset)
-            .next_back()
-            .map(|(&b, _)| b)
-            .ok_or_else(out_of_range)?;
+        out_of_range(&inner, start_offset)?;
+        let floor = floor_base(&inner, start_offset)?;
         let (bound_base, bound_position) = self.offset_position(&inner, max_offset.min(end))?;
         let empty = |base: i64, position: u64| ExactFetch {
             data: FetchData {
