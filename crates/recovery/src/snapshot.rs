@@ -256,6 +256,11 @@ pub trait SnapshotIo {
     fn exists(&self, path: &Path) -> bool;
     /// Deletes a file.
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Makes the entry changes of `dir` durable (its `fsync`). The default does nothing: for
+    /// implementations with nothing to make durable.
+    fn sync_dir(&self, _dir: &Path) -> io::Result<()> {
+        Ok(())
+    }
     /// Reads a whole file of at most `limit` bytes; a longer one is an error of kind
     /// `FileTooLarge` ([`file_too_large`]), not read. The default reads the file first: for
     /// implementations whose files are in memory already.
@@ -328,6 +333,10 @@ impl SnapshotIo for StdIo {
     fn remove(&self, path: &Path) -> io::Result<()> {
         StdFs.remove_file(path).map_err(into_io)
     }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        StdFs.sync_dir(dir).map_err(into_io)
+    }
 }
 
 /// [`SnapshotIo`] through segment-store's [`Storage`] seam: the storage a partition's segments
@@ -382,6 +391,10 @@ impl SnapshotIo for StorageIo {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         self.0.remove_file(path).map_err(into_io)
+    }
+
+    fn sync_dir(&self, dir: &Path) -> io::Result<()> {
+        self.0.sync_dir(dir).map_err(into_io)
     }
 }
 
@@ -657,6 +670,12 @@ pub fn remove_stray_snapshots_with(
         io.remove(&f.path)
             .map_err(io_err(&f.path, "deleting snapshot"))?;
     }
+    if !stray.is_empty() {
+        io.sync_dir(dir).map_err(io_err(
+            dir,
+            "syncing the directory after deleting snapshots",
+        ))?;
+    }
     Ok(stray)
 }
 
@@ -676,6 +695,15 @@ fn delete_snapshots_where(
                 .map_err(io_err(&f.path, "deleting snapshot"))?;
             deleted.push(f);
         }
+    }
+    // Durable before any later deletion: a crash must not keep the deletion of a newer snapshot
+    // without that of an older one (the older one, loaded, would stand for producer state that
+    // the newer one and the segments deleted since had moved on from).
+    if !deleted.is_empty() {
+        io.sync_dir(dir).map_err(io_err(
+            dir,
+            "syncing the directory after deleting snapshots",
+        ))?;
     }
     Ok(deleted)
 }

@@ -21,9 +21,9 @@
 //! [`recovery::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the loader's quarantine
 //! folders and cut bytes, `*.deleted` renames, and every directory entry. A snapshot written at
 //! an unflushed log end is durable while the tail it describes is not ("from the future"):
-//! recovery must discard it. The offset and time indexes are left out of the images (derived
-//! data: recovery must work without them, rebuilds them, and check (c) verifies the rebuilt
-//! ones); `crash_test_fn` keeps them in its states. The run directory exists on the real file
+//! recovery must discard it. The offset and time indexes are in the images as the crash left
+//! them (missing, short, zero-filled, stale past a truncation): recovery trusts those of a
+//! segment below the recovery point, and check (c) verifies them against the log. The run directory exists on the real file
 //! system only to be checked empty afterwards: a file there was written around the seam.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -903,21 +903,6 @@ pub fn run_crashed_in(
     for img in weak.iter().flat_map(|s| &s.images) {
         exp.harvest_files(&img.files);
     }
-    // The offset and time indexes are left out of what is recovered (see the module docs).
-    let durable = without_indexes(durable);
-    let full = without_indexes(full);
-    let weak = weak.map(|mut s| {
-        let mut seen = BTreeSet::new();
-        s.images = std::mem::take(&mut s.images)
-            .into_iter()
-            .map(|mut img| {
-                img.files = without_indexes(img.files);
-                img
-            })
-            .filter(|img| seen.insert(img.files.clone()))
-            .collect();
-        s
-    });
     let torn = torn_images(&durable, &full);
     // Nothing of the run may be a real file: it was written around the seam.
     let around = files_around_the_seam(&dir);
@@ -937,20 +922,6 @@ pub fn run_crashed_in(
         dir,
         weak,
     })
-}
-
-/// `image` without its offset and time indexes (also as `*.deleted`, `*.swap`, ...).
-fn without_indexes(image: BTreeMap<PathBuf, Vec<u8>>) -> BTreeMap<PathBuf, Vec<u8>> {
-    image
-        .into_iter()
-        .filter(|(p, _)| {
-            let name = p
-                .file_name()
-                .map(|n| n.to_string_lossy())
-                .unwrap_or_default();
-            !(name.contains(".index") || name.contains(".timeindex"))
-        })
-        .collect()
 }
 
 /// The real files and directories under `dir` (recursively): a run on [`SimulatedFs`] creates

@@ -186,7 +186,7 @@ impl IndexFile {
     pub(crate) fn sync(&self) -> Result<()> {
         match self {
             IndexFile::Mapped(m) => m.sync(),
-            IndexFile::Stored(f) => f.flush(),
+            IndexFile::Stored(f) => f.sync(),
         }
     }
 
@@ -333,7 +333,16 @@ impl StoredFile {
     /// The map's `msync` (a no-op on a read-only or empty, unmapped, one): the changed bytes
     /// written and the file's data synced.
     fn flush(&self) -> Result<()> {
-        if !self.writable || self.bytes.is_empty() {
+        if self.bytes.is_empty() {
+            return Ok(());
+        }
+        self.sync()
+    }
+
+    /// The map's `msync` and an `fdatasync` of a writable file, also of an empty one (whose
+    /// length change, a trim to no entries, becomes durable only so).
+    fn sync(&self) -> Result<()> {
+        if !self.writable {
             return Ok(());
         }
         self.write_back(u64::MAX)?;
