@@ -215,18 +215,21 @@ fn a_flushed_batch_of_a_new_partition_folder_survives_under_the_weak_model() {
     assert!(sum.violations.is_empty(), "{:?}", sum.violations);
 }
 
-/// A segment that a roll makes inactive has its trimmed indexes durable at once: otherwise, once
-/// the recovery point is past it (it is then trusted after a crash), its `.index` could come back
-/// with its preallocated length, and with it the bytes of entries a truncation removed (the
-/// weak crash model found such a stale entry surviving recovery).
-#[test]
-fn a_rolled_segment_s_trimmed_indexes_are_durable_at_the_roll() {
+/// A partition on a fresh `SimulatedFs` under `root` (an index entry per batch, 4 KiB indexes)
+/// with six one-record batches of producer 1 appended and flushed.
+fn six_batches_flushed(
+    root: &str,
+) -> (
+    testkit::SimulatedFs,
+    std::path::PathBuf,
+    recovery::PartitionLog,
+) {
     use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
     use segment_store::{Clock, LogConfig, LogEnv};
     use std::sync::Arc;
 
     let sim = testkit::SimulatedFs::new();
-    let root = std::path::PathBuf::from("/sim/trim");
+    let root = std::path::PathBuf::from(root);
     sim.create_durable_dir_all(&root);
     let dir = root.join("t-0");
     let opts = LoadOptions {
@@ -252,12 +255,22 @@ fn a_rolled_segment_s_trimmed_indexes_are_durable_at_the_roll() {
             .expect("append");
     }
     log.flush().expect("flush");
+    (sim, dir, log)
+}
+
+/// A segment that a roll makes inactive has its trimmed indexes durable at once: otherwise, once
+/// the recovery point is past it (it is then trusted after a crash), its `.index` could come back
+/// with its preallocated length, and with it the bytes of entries a truncation removed (the
+/// weak crash model found such a stale entry surviving recovery).
+#[test]
+fn a_rolled_segment_s_trimmed_indexes_are_durable_at_the_roll() {
+    let (sim, dir, mut log) = six_batches_flushed("/sim/trim");
     // A truncation leaves the removed entries' bytes in the preallocated file; two more
     // batches, flushed; then the roll trims the index to its three entries.
     log.truncate_to(3).expect("truncate");
     for seq in 3..5 {
         let b = testkit::crash_test::client_batch(1, seq, 1, false).expect("batch");
-        log.append_as_leader(&b, 0, AppendOrigin::Client)
+        log.append_as_leader(&b, 0, recovery::AppendOrigin::Client)
             .expect("append");
     }
     log.flush().expect("flush");
@@ -291,37 +304,7 @@ fn a_rolled_segment_s_trimmed_indexes_are_durable_at_the_roll() {
 /// length), so no entry of the truncated past comes back with the preallocated length.
 #[test]
 fn a_rolled_segment_s_index_trimmed_to_no_entry_is_durable_at_the_roll() {
-    use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
-    use segment_store::{Clock, LogConfig, LogEnv};
-    use std::sync::Arc;
-
-    let sim = testkit::SimulatedFs::new();
-    let root = std::path::PathBuf::from("/sim/trim-empty");
-    sim.create_durable_dir_all(&root);
-    let dir = root.join("t-0");
-    let opts = LoadOptions {
-        config: PartitionLogConfig {
-            log: LogConfig {
-                index_interval_bytes: 1,
-                max_index_size: 4096,
-                ..LogConfig::default()
-            },
-            ..PartitionLogConfig::default()
-        },
-        env: LogEnv {
-            storage: Arc::new(sim.clone()),
-            clock: Arc::new(testkit::ManualClock::new(testkit::crash_test::TIMESTAMP))
-                as Arc<dyn Clock>,
-        },
-        ..LoadOptions::default()
-    };
-    let (mut log, _) = LogLoader::load(&dir, &opts).expect("load");
-    for seq in 0..6 {
-        let b = testkit::crash_test::client_batch(1, seq, 1, false).expect("batch");
-        log.append_as_leader(&b, 0, AppendOrigin::Client)
-            .expect("append");
-    }
-    log.flush().expect("flush");
+    let (sim, dir, mut log) = six_batches_flushed("/sim/trim-empty");
     let durable = sim.durable_state();
     let before = &durable.files[&dir.join("00000000000000000000.index")];
     assert!(
