@@ -277,8 +277,13 @@ fn decode_partition(data: &[u8]) -> PartitionFiles {
             FileKind::Log => add_log(&mut p, bytes, &mut first_log),
             FileKind::Snapshot => {
                 let (off, body) = bytes.split_first().map_or((0, &[][..]), |(o, b)| (*o, b));
-                p.files
-                    .insert(segment_name(i64::from(off), ".snapshot"), body.to_vec());
+                p.files.insert(
+                    segment_name(
+                        i64::from(off),
+                        segment_store::file_name::PRODUCER_SNAPSHOT_FILE_SUFFIX,
+                    ),
+                    body.to_vec(),
+                );
             }
             FileKind::LeaderEpochCheckpoint => {
                 p.files

@@ -299,8 +299,8 @@ fn print_audit(args: &ProducersArgs, r: &Rebuilt, out: &mut impl Write) -> io::R
                     "type": "finding",
                     "partition": r.partition,
                     "severity": f.severity().to_string(),
-                    "offset": f.offset(),
-                    "producerId": f.producer_id(),
+                    "offset": f.offset,
+                    "producerId": f.producer_id,
                     "message": f.to_string(),
                 }),
             )?;

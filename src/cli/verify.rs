@@ -445,7 +445,7 @@ fn plan_findings(plan: &RecoveryPlan) -> Vec<Finding> {
                 "producerState",
                 "producer state",
                 format!("{}: {f}", f.severity()),
-                json!({"severity": f.severity().to_string(), "offset": f.offset(), "producerId": f.producer_id()}),
+                json!({"severity": f.severity().to_string(), "offset": f.offset, "producerId": f.producer_id}),
             ));
         }
     }

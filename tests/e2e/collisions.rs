@@ -492,9 +492,14 @@ fn downstream_same_epoch_without_barrier_merges_two_producers_silently() {
     assert_eq!(recovered_cached_5(&b), [9, 29, 39, 44]);
     let errors = audit_errors(&c);
     assert!(
-        errors
-            .iter()
-            .any(|f| matches!(f, recovery::AuditFinding::Duplicate { producer_id: 5, .. })),
+        errors.iter().any(|f| matches!(
+            f,
+            recovery::AuditFinding {
+                producer_id: 5,
+                kind: recovery::AuditKind::Duplicate { .. },
+                ..
+            }
+        )),
         "{errors:?}"
     );
 }
@@ -547,7 +552,11 @@ fn downstream_different_epochs_without_barrier_only_warns() {
     assert!(
         errors.iter().any(|f| matches!(
             f,
-            recovery::AuditFinding::EpochWentBackwards { producer_id: 5, .. }
+            recovery::AuditFinding {
+                producer_id: 5,
+                kind: recovery::AuditKind::EpochWentBackwards { .. },
+                ..
+            }
         )),
         "{errors:?}"
     );

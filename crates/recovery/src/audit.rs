@@ -58,17 +58,24 @@ impl fmt::Display for Severity {
     }
 }
 
-/// One audit finding. `offset` is the base offset of the batch that showed it;
-/// `previous_offset` the last offset of the producer id's previous batch or marker.
+/// One audit finding: the batch that showed it, the producer id concerned, and what was found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum AuditFinding {
+pub struct AuditFinding {
+    /// The base offset of the batch (or marker, or barrier) that showed the finding.
+    pub offset: i64,
+    /// The producer id concerned.
+    pub producer_id: i64,
+    /// What was found.
+    pub kind: AuditKind,
+}
+
+/// What an [`AuditFinding`] found. `previous_offset` is the last offset of the producer id's
+/// previous batch or marker.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum AuditKind {
     /// Epoch lower than the producer's last epoch (Kafka: `InvalidProducerEpochException`, or
     /// only a warning for replicated batches).
     EpochWentBackwards {
-        /// Batch or marker offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// Its epoch.
         epoch: i16,
         /// The producer's epoch before it.
@@ -78,10 +85,6 @@ pub enum AuditFinding {
     },
     /// A data batch with a higher epoch whose first sequence is not 0.
     NewEpochSequenceNotZero {
-        /// Batch offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// Its (new) epoch.
         epoch: i16,
         /// The producer's epoch before it.
@@ -93,10 +96,6 @@ pub enum AuditFinding {
     },
     /// Same epoch, first sequence 0 after a batch ending at a non-zero sequence.
     SequenceRestart {
-        /// Batch offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// The epoch.
         epoch: i16,
         /// Last sequence of the previous batch.
@@ -106,10 +105,6 @@ pub enum AuditFinding {
     },
     /// Same epoch, first sequence neither the expected one nor 0.
     SequenceGap {
-        /// Batch offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// The epoch.
         epoch: i16,
         /// The batch's first sequence.
@@ -122,10 +117,6 @@ pub enum AuditFinding {
     /// Same epoch and the same first and last sequence as a cached batch (Kafka's
     /// `findDuplicateBatch`).
     Duplicate {
-        /// Batch offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// The epoch.
         epoch: i16,
         /// First sequence.
@@ -138,10 +129,6 @@ pub enum AuditFinding {
     /// A COMMIT/ABORT whose epoch is below the epoch of the batch that opened the transaction it
     /// closes: one producer's marker closing another producer's transaction.
     TxnClosedByLowerEpoch {
-        /// Marker offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// COMMIT (`true`) or ABORT.
         commit: bool,
         /// The marker's epoch.
@@ -154,10 +141,6 @@ pub enum AuditFinding {
     /// A non-transactional batch while the producer's transaction is open (Kafka:
     /// `InvalidTxnStateException`).
     NonTransactionalInTxn {
-        /// Batch offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// First offset of the open transaction.
         txn_first_offset: i64,
     },
@@ -168,10 +151,6 @@ pub enum AuditFinding {
     /// too (KIP-1279 PID collision scenario 3 with a higher local epoch). A correct producer
     /// never does this: an epoch bump ends the open transaction with a marker first.
     NewEpochInOpenTxn {
-        /// Batch offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// The batch's epoch.
         epoch: i16,
         /// First offset of the open transaction.
@@ -181,10 +160,6 @@ pub enum AuditFinding {
     },
     /// A COMMIT/ABORT for a producer with no open transaction.
     MarkerWithoutOpenTxn {
-        /// Marker offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// The marker's epoch.
         epoch: i16,
         /// COMMIT (`true`) or ABORT.
@@ -194,19 +169,11 @@ pub enum AuditFinding {
     },
     /// A transaction still open when a barrier arrives; the barrier aborts it.
     OpenTxnAtBarrier {
-        /// Barrier offset.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// First offset of the transaction.
         txn_first_offset: i64,
     },
     /// A producer id seen before a barrier and again after it (informational).
     PidReusedAcrossBarrier {
-        /// Offset of its first batch after the barrier.
-        offset: i64,
-        /// Producer id.
-        producer_id: i64,
         /// The latest barrier before `offset`.
         barrier_offset: i64,
         /// Last offset of the id's last batch before that barrier.
@@ -215,40 +182,13 @@ pub enum AuditFinding {
 }
 
 impl AuditFinding {
-    /// The offset of the batch that showed the finding.
-    pub fn offset(&self) -> i64 {
-        match self {
-            Self::EpochWentBackwards { offset, .. }
-            | Self::NewEpochSequenceNotZero { offset, .. }
-            | Self::SequenceRestart { offset, .. }
-            | Self::SequenceGap { offset, .. }
-            | Self::Duplicate { offset, .. }
-            | Self::TxnClosedByLowerEpoch { offset, .. }
-            | Self::NonTransactionalInTxn { offset, .. }
-            | Self::NewEpochInOpenTxn { offset, .. }
-            | Self::MarkerWithoutOpenTxn { offset, .. }
-            | Self::OpenTxnAtBarrier { offset, .. }
-            | Self::PidReusedAcrossBarrier { offset, .. } => *offset,
-        }
+    /// How serious it is (see the module table).
+    pub fn severity(&self) -> Severity {
+        self.kind.severity()
     }
+}
 
-    /// The producer id concerned.
-    pub fn producer_id(&self) -> i64 {
-        match self {
-            Self::EpochWentBackwards { producer_id, .. }
-            | Self::NewEpochSequenceNotZero { producer_id, .. }
-            | Self::SequenceRestart { producer_id, .. }
-            | Self::SequenceGap { producer_id, .. }
-            | Self::Duplicate { producer_id, .. }
-            | Self::TxnClosedByLowerEpoch { producer_id, .. }
-            | Self::NonTransactionalInTxn { producer_id, .. }
-            | Self::NewEpochInOpenTxn { producer_id, .. }
-            | Self::MarkerWithoutOpenTxn { producer_id, .. }
-            | Self::OpenTxnAtBarrier { producer_id, .. }
-            | Self::PidReusedAcrossBarrier { producer_id, .. } => *producer_id,
-        }
-    }
-
+impl AuditKind {
     /// How serious it is (see the module table).
     pub fn severity(&self) -> Severity {
         match self {
@@ -276,10 +216,15 @@ impl fmt::Display for AuditFinding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "offset {}: producerId {} ",
-            self.offset(),
-            self.producer_id()
-        )?;
+            "offset {}: producerId {} {}",
+            self.offset, self.producer_id, self.kind
+        )
+    }
+}
+
+/// The text after "offset N: producerId P ".
+impl fmt::Display for AuditKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::EpochWentBackwards { .. }
             | Self::NewEpochSequenceNotZero { .. }
@@ -296,8 +241,8 @@ impl fmt::Display for AuditFinding {
     }
 }
 
-impl AuditFinding {
-    /// The text after "offset N: producerId P " of the epoch and sequence findings.
+impl AuditKind {
+    /// The epoch and sequence findings.
     fn fmt_sequence_finding(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::EpochWentBackwards {
@@ -358,7 +303,7 @@ impl AuditFinding {
         }
     }
 
-    /// The text after "offset N: producerId P " of the transaction and barrier findings.
+    /// The transaction and barrier findings.
     fn fmt_txn_finding(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::TxnClosedByLowerEpoch {
@@ -535,10 +480,10 @@ impl ProducerAudit {
         tracks.sort_unstable_by_key(|(producer_id, _)| *producer_id);
         for (producer_id, track) in tracks {
             if let Some((txn_first_offset, _)) = track.open_txn {
-                self.findings.push(AuditFinding::OpenTxnAtBarrier {
+                self.findings.push(AuditFinding {
                     offset,
                     producer_id,
-                    txn_first_offset,
+                    kind: AuditKind::OpenTxnAtBarrier { txn_first_offset },
                 });
             }
             self.before_barrier.insert(producer_id, track.last_offset);
@@ -556,11 +501,13 @@ impl ProducerAudit {
         if let (Some(previous_offset), Some(barrier_offset)) =
             (self.before_barrier.remove(&producer_id), self.last_barrier)
         {
-            self.findings.push(AuditFinding::PidReusedAcrossBarrier {
+            self.findings.push(AuditFinding {
                 offset: batch.base_offset,
                 producer_id,
-                barrier_offset,
-                previous_offset,
+                kind: AuditKind::PidReusedAcrossBarrier {
+                    barrier_offset,
+                    previous_offset,
+                },
             });
         }
     }
@@ -580,21 +527,25 @@ impl ProducerAudit {
         };
         let previous_offset = track.last_offset;
         let finding = if epoch < track.epoch {
-            Some(AuditFinding::EpochWentBackwards {
+            Some(AuditFinding {
                 offset,
                 producer_id,
-                epoch,
-                previous_epoch: track.epoch,
-                previous_offset,
+                kind: AuditKind::EpochWentBackwards {
+                    epoch,
+                    previous_epoch: track.epoch,
+                    previous_offset,
+                },
             })
         } else if epoch > track.epoch {
-            (first != 0).then_some(AuditFinding::NewEpochSequenceNotZero {
+            (first != 0).then_some(AuditFinding {
                 offset,
                 producer_id,
-                epoch,
-                previous_epoch: track.epoch,
-                first_sequence: first,
-                previous_offset,
+                kind: AuditKind::NewEpochSequenceNotZero {
+                    epoch,
+                    previous_epoch: track.epoch,
+                    first_sequence: first,
+                    previous_offset,
+                },
             })
         } else {
             let expected = track
@@ -609,51 +560,53 @@ impl ProducerAudit {
                     .iter()
                     .find(|c| c.first_sequence == first && c.last_sequence == batch.last_sequence);
                 match (duplicate, track.last_sequence) {
-                    (Some(original), _) => Some(AuditFinding::Duplicate {
+                    (Some(original), _) => Some(AuditFinding {
                         offset,
                         producer_id,
-                        epoch,
-                        first_sequence: first,
-                        last_sequence: batch.last_sequence,
-                        original_offset: original.base_offset,
+                        kind: AuditKind::Duplicate {
+                            epoch,
+                            first_sequence: first,
+                            last_sequence: batch.last_sequence,
+                            original_offset: original.base_offset,
+                        },
                     }),
-                    (None, Some(previous_sequence)) if first == 0 => {
-                        Some(AuditFinding::SequenceRestart {
-                            offset,
-                            producer_id,
+                    (None, Some(previous_sequence)) if first == 0 => Some(AuditFinding {
+                        offset,
+                        producer_id,
+                        kind: AuditKind::SequenceRestart {
                             epoch,
                             previous_sequence,
                             previous_offset,
-                        })
-                    }
-                    (None, _) => Some(AuditFinding::SequenceGap {
+                        },
+                    }),
+                    (None, _) => Some(AuditFinding {
                         offset,
                         producer_id,
-                        epoch,
-                        first_sequence: first,
-                        expected_sequence: expected,
-                        previous_offset,
+                        kind: AuditKind::SequenceGap {
+                            epoch,
+                            first_sequence: first,
+                            expected_sequence: expected,
+                            previous_offset,
+                        },
                     }),
                 }
             }
         };
         let txn_finding = match track.open_txn {
-            Some((txn_first_offset, _)) if !batch.is_transactional => {
-                Some(AuditFinding::NonTransactionalInTxn {
-                    offset,
-                    producer_id,
-                    txn_first_offset,
-                })
-            }
-            Some((txn_first_offset, txn_epoch)) if epoch > txn_epoch => {
-                Some(AuditFinding::NewEpochInOpenTxn {
-                    offset,
-                    producer_id,
+            Some((txn_first_offset, _)) if !batch.is_transactional => Some(AuditFinding {
+                offset,
+                producer_id,
+                kind: AuditKind::NonTransactionalInTxn { txn_first_offset },
+            }),
+            Some((txn_first_offset, txn_epoch)) if epoch > txn_epoch => Some(AuditFinding {
+                offset,
+                producer_id,
+                kind: AuditKind::NewEpochInOpenTxn {
                     epoch,
                     txn_first_offset,
                     txn_epoch,
-                })
-            }
+                },
+            }),
             _ => None,
         };
         let finding = finding.or(txn_finding);
@@ -674,32 +627,36 @@ impl ProducerAudit {
             return;
         };
         let finding = if epoch < track.epoch {
-            Some(AuditFinding::EpochWentBackwards {
+            Some(AuditFinding {
                 offset,
                 producer_id,
-                epoch,
-                previous_epoch: track.epoch,
-                previous_offset: track.last_offset,
+                kind: AuditKind::EpochWentBackwards {
+                    epoch,
+                    previous_epoch: track.epoch,
+                    previous_offset: track.last_offset,
+                },
             })
         } else {
             match track.open_txn {
-                None => Some(AuditFinding::MarkerWithoutOpenTxn {
+                None => Some(AuditFinding {
                     offset,
                     producer_id,
-                    epoch,
-                    commit,
-                    previous_offset: track.last_offset,
+                    kind: AuditKind::MarkerWithoutOpenTxn {
+                        epoch,
+                        commit,
+                        previous_offset: track.last_offset,
+                    },
                 }),
-                Some((txn_first_offset, txn_epoch)) if epoch < txn_epoch => {
-                    Some(AuditFinding::TxnClosedByLowerEpoch {
-                        offset,
-                        producer_id,
+                Some((txn_first_offset, txn_epoch)) if epoch < txn_epoch => Some(AuditFinding {
+                    offset,
+                    producer_id,
+                    kind: AuditKind::TxnClosedByLowerEpoch {
                         commit,
                         marker_epoch: epoch,
                         txn_first_offset,
                         txn_epoch,
-                    })
-                }
+                    },
+                }),
                 Some(_) => None,
             }
         };

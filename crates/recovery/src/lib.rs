@@ -76,7 +76,7 @@ pub mod ring;
 pub mod snapshot;
 pub mod summary;
 
-pub use audit::{audit_batches, AuditFinding, ProducerAudit, Severity};
+pub use audit::{audit_batches, AuditFinding, AuditKind, ProducerAudit, Severity};
 pub use barrier::BarrierOutcome;
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,

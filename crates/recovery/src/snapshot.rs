@@ -72,8 +72,8 @@ pub const ENTRY_TXN_FIRST_OFFSET_OFFSET: usize = ENTRY_COORDINATOR_EPOCH_OFFSET 
 /// Size of one entry (46).
 pub const ENTRY_SIZE: usize = ENTRY_TXN_FIRST_OFFSET_OFFSET + 8;
 
-/// Suffix of snapshot files.
-pub const SNAPSHOT_SUFFIX: &str = ".snapshot";
+/// Suffix of snapshot files (segment-store names every file of a partition).
+pub(crate) use segment_store::file_name::PRODUCER_SNAPSHOT_FILE_SUFFIX as SNAPSHOT_SUFFIX;
 /// Suffix appended to a corrupt snapshot set aside by loading.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
 /// Suffix of the temporary file of an atomic write.

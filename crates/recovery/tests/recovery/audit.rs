@@ -7,7 +7,8 @@
 //! Setting: producer id 5 belongs to a producer "A" on the source cluster; "B" is an unrelated
 //! producer that got id 5 too (a local producer after failover, or another source).
 
-use recovery::AuditFinding::{self, *};
+use recovery::AuditFinding;
+use recovery::AuditKind::*;
 use recovery::{audit_batches, BatchSummary, ControlInfo, ProducerAudit, Severity};
 
 use crate::common::*;
@@ -67,12 +68,14 @@ fn scenario_1_restart() -> Vec<BatchSummary> {
 
 #[test]
 fn scenario_1_same_epoch_sequence_restart_without_barrier() {
-    let expected = [SequenceRestart {
+    let expected = [AuditFinding {
         offset: 10,
         producer_id: 5,
-        epoch: 0,
-        previous_sequence: 9,
-        previous_offset: 9,
+        kind: SequenceRestart {
+            epoch: 0,
+            previous_sequence: 9,
+            previous_offset: 9,
+        },
     }];
     assert_findings(&scenario_1_restart(), &expected);
     assert_eq!(
@@ -86,11 +89,13 @@ fn scenario_1_same_epoch_sequence_restart_without_barrier() {
 fn scenario_1_same_epoch_sequence_restart_with_barrier() {
     assert_findings(
         &with_barrier_at(&scenario_1_restart(), 10),
-        &[PidReusedAcrossBarrier {
+        &[AuditFinding {
             offset: 11,
             producer_id: 5,
-            barrier_offset: 10,
-            previous_offset: 9,
+            kind: PidReusedAcrossBarrier {
+                barrier_offset: 10,
+                previous_offset: 9,
+            },
         }],
     );
 }
@@ -105,13 +110,15 @@ fn scenario_1_duplicate() -> Vec<BatchSummary> {
 
 #[test]
 fn scenario_1_same_epoch_duplicate_without_barrier() {
-    let expected = [Duplicate {
+    let expected = [AuditFinding {
         offset: 3,
         producer_id: 5,
-        epoch: 0,
-        first_sequence: 0,
-        last_sequence: 0,
-        original_offset: 0,
+        kind: Duplicate {
+            epoch: 0,
+            first_sequence: 0,
+            last_sequence: 0,
+            original_offset: 0,
+        },
     }];
     assert_findings(&scenario_1_duplicate(), &expected);
     assert_eq!(
@@ -131,24 +138,28 @@ fn only_the_last_five_batches_count_as_duplicates_the_oldest_first() {
         data(5, 0, 3, 8, 1),
         data(5, 0, 1, 9, 1),
     ]);
-    let duplicate = |offset| Duplicate {
+    let duplicate = |offset| AuditFinding {
         offset,
         producer_id: 5,
-        epoch: 0,
-        first_sequence: 3,
-        last_sequence: 3,
-        original_offset: 3,
+        kind: Duplicate {
+            epoch: 0,
+            first_sequence: 3,
+            last_sequence: 3,
+            original_offset: 3,
+        },
     };
     let expected = [
         duplicate(7),
         duplicate(8),
-        SequenceGap {
+        AuditFinding {
             offset: 9,
             producer_id: 5,
-            epoch: 0,
-            first_sequence: 1,
-            expected_sequence: 4,
-            previous_offset: 8,
+            kind: SequenceGap {
+                epoch: 0,
+                first_sequence: 1,
+                expected_sequence: 4,
+                previous_offset: 8,
+            },
         },
     ];
     assert_findings(&log, &expected);
@@ -158,11 +169,13 @@ fn only_the_last_five_batches_count_as_duplicates_the_oldest_first() {
 fn scenario_1_same_epoch_duplicate_with_barrier() {
     assert_findings(
         &with_barrier_at(&scenario_1_duplicate(), 3),
-        &[PidReusedAcrossBarrier {
+        &[AuditFinding {
             offset: 4,
             producer_id: 5,
-            barrier_offset: 3,
-            previous_offset: 2,
+            kind: PidReusedAcrossBarrier {
+                barrier_offset: 3,
+                previous_offset: 2,
+            },
         }],
     );
 }
@@ -184,12 +197,14 @@ fn scenario_2() -> Vec<BatchSummary> {
 
 #[test]
 fn scenario_2_different_epochs_without_barrier() {
-    let expected = [EpochWentBackwards {
+    let expected = [AuditFinding {
         offset: 5,
         producer_id: 5,
-        epoch: 1,
-        previous_epoch: 3,
-        previous_offset: 4,
+        kind: EpochWentBackwards {
+            epoch: 1,
+            previous_epoch: 3,
+            previous_offset: 4,
+        },
     }];
     assert_findings(&scenario_2(), &expected);
     assert_eq!(
@@ -202,11 +217,13 @@ fn scenario_2_different_epochs_without_barrier() {
 fn scenario_2_different_epochs_with_barrier() {
     assert_findings(
         &with_barrier_at(&scenario_2(), 5),
-        &[PidReusedAcrossBarrier {
+        &[AuditFinding {
             offset: 6,
             producer_id: 5,
-            barrier_offset: 5,
-            previous_offset: 4,
+            kind: PidReusedAcrossBarrier {
+                barrier_offset: 5,
+                previous_offset: 4,
+            },
         }],
     );
 }
@@ -233,27 +250,33 @@ fn scenario_3_without_barrier() -> Vec<BatchSummary> {
 #[test]
 fn scenario_3_transactional_interleaving_without_barrier() {
     let expected = [
-        EpochWentBackwards {
+        AuditFinding {
             offset: 4,
             producer_id: 5,
-            epoch: 0,
-            previous_epoch: 2,
-            previous_offset: 3,
+            kind: EpochWentBackwards {
+                epoch: 0,
+                previous_epoch: 2,
+                previous_offset: 3,
+            },
         },
-        TxnClosedByLowerEpoch {
+        AuditFinding {
             offset: 5,
             producer_id: 5,
-            commit: true,
-            marker_epoch: 0,
-            txn_first_offset: 3,
-            txn_epoch: 2,
+            kind: TxnClosedByLowerEpoch {
+                commit: true,
+                marker_epoch: 0,
+                txn_first_offset: 3,
+                txn_epoch: 2,
+            },
         },
-        MarkerWithoutOpenTxn {
+        AuditFinding {
             offset: 6,
             producer_id: 5,
-            epoch: 2,
-            commit: false,
-            previous_offset: 5,
+            kind: MarkerWithoutOpenTxn {
+                epoch: 2,
+                commit: false,
+                previous_offset: 5,
+            },
         },
     ];
     assert_findings(&scenario_3_without_barrier(), &expected);
@@ -287,11 +310,13 @@ fn scenario_3_transactional_interleaving_with_barrier() {
         txn(5, 0, 0, 4, 1),
         marker(5, 0, 5, COMMIT, 0),
     ];
-    let expected = [PidReusedAcrossBarrier {
+    let expected = [AuditFinding {
         offset: 4,
         producer_id: 5,
-        barrier_offset: 3,
-        previous_offset: 2,
+        kind: PidReusedAcrossBarrier {
+            barrier_offset: 3,
+            previous_offset: 2,
+        },
     }];
     assert_findings(&log, &expected);
     assert_eq!(
@@ -316,10 +341,12 @@ fn transactions_open_at_a_barrier_are_reported_by_producer_id() {
     sorted.sort_unstable();
     let expected: Vec<AuditFinding> = sorted
         .iter()
-        .map(|&pid| OpenTxnAtBarrier {
+        .map(|&pid| AuditFinding {
             offset: 6,
             producer_id: pid,
-            txn_first_offset: ids.iter().position(|&p| p == pid).unwrap() as i64,
+            kind: OpenTxnAtBarrier {
+                txn_first_offset: ids.iter().position(|&p| p == pid).unwrap() as i64,
+            },
         })
         .collect();
     assert_findings(&log, &expected);
@@ -333,16 +360,20 @@ fn barrier_without_truncation_reports_the_open_transaction() {
         .chain([txn(5, 0, 0, 5, 1), marker(5, 0, 6, COMMIT, 0)])
         .collect::<Vec<_>>();
     let expected = [
-        OpenTxnAtBarrier {
+        AuditFinding {
             offset: 4,
             producer_id: 5,
-            txn_first_offset: 3,
+            kind: OpenTxnAtBarrier {
+                txn_first_offset: 3,
+            },
         },
-        PidReusedAcrossBarrier {
+        AuditFinding {
             offset: 5,
             producer_id: 5,
-            barrier_offset: 4,
-            previous_offset: 3,
+            kind: PidReusedAcrossBarrier {
+                barrier_offset: 4,
+                previous_offset: 3,
+            },
         },
     ];
     assert_findings(&log, &expected);
@@ -371,51 +402,63 @@ fn two_sources_interleaved_into_one_partition() {
         data(5, 3, 0, 8, 2), // exactly the batch at 6 again
     ];
     let expected = [
-        EpochWentBackwards {
+        AuditFinding {
             offset: 2,
             producer_id: 5,
-            epoch: 1,
-            previous_epoch: 3,
-            previous_offset: 1,
+            kind: EpochWentBackwards {
+                epoch: 1,
+                previous_epoch: 3,
+                previous_offset: 1,
+            },
         },
-        NewEpochSequenceNotZero {
+        AuditFinding {
             offset: 3,
             producer_id: 5,
-            epoch: 3,
-            previous_epoch: 1,
-            first_sequence: 2,
-            previous_offset: 2,
+            kind: NewEpochSequenceNotZero {
+                epoch: 3,
+                previous_epoch: 1,
+                first_sequence: 2,
+                previous_offset: 2,
+            },
         },
-        SequenceGap {
+        AuditFinding {
             offset: 4,
             producer_id: 5,
-            epoch: 3,
-            first_sequence: 7,
-            expected_sequence: 3,
-            previous_offset: 3,
+            kind: SequenceGap {
+                epoch: 3,
+                first_sequence: 7,
+                expected_sequence: 3,
+                previous_offset: 3,
+            },
         },
-        SequenceGap {
+        AuditFinding {
             offset: 5,
             producer_id: 5,
-            epoch: 3,
-            first_sequence: 1,
-            expected_sequence: 8,
-            previous_offset: 4,
+            kind: SequenceGap {
+                epoch: 3,
+                first_sequence: 1,
+                expected_sequence: 8,
+                previous_offset: 4,
+            },
         },
-        SequenceRestart {
+        AuditFinding {
             offset: 6,
             producer_id: 5,
-            epoch: 3,
-            previous_sequence: 1,
-            previous_offset: 5,
+            kind: SequenceRestart {
+                epoch: 3,
+                previous_sequence: 1,
+                previous_offset: 5,
+            },
         },
-        Duplicate {
+        AuditFinding {
             offset: 8,
             producer_id: 5,
-            epoch: 3,
-            first_sequence: 0,
-            last_sequence: 1,
-            original_offset: 6,
+            kind: Duplicate {
+                epoch: 3,
+                first_sequence: 0,
+                last_sequence: 1,
+                original_offset: 6,
+            },
         },
     ];
     assert_findings(&log, &expected);
@@ -441,13 +484,15 @@ fn duplicate_of_a_multi_record_batch() {
     ];
     assert_findings(
         &log,
-        &[Duplicate {
+        &[AuditFinding {
             offset: 110,
             producer_id: 9,
-            epoch: 0,
-            first_sequence: 0,
-            last_sequence: 4,
-            original_offset: 100,
+            kind: Duplicate {
+                epoch: 0,
+                first_sequence: 0,
+                last_sequence: 4,
+                original_offset: 100,
+            },
         }],
     );
 }
@@ -455,10 +500,12 @@ fn duplicate_of_a_multi_record_batch() {
 #[test]
 fn non_transactional_batch_inside_a_transaction() {
     let log = [txn(5, 0, 0, 0, 1), data(5, 0, 1, 1, 1)];
-    let expected = [NonTransactionalInTxn {
+    let expected = [AuditFinding {
         offset: 1,
         producer_id: 5,
-        txn_first_offset: 0,
+        kind: NonTransactionalInTxn {
+            txn_first_offset: 0,
+        },
     }];
     assert_findings(&log, &expected);
     assert_eq!(
@@ -479,12 +526,14 @@ fn a_higher_epoch_writing_into_an_open_transaction_is_reported() {
         txn(5, 3, 0, 2, 2),
         marker(5, 3, 4, COMMIT, 0),
     ];
-    let expected = [NewEpochInOpenTxn {
+    let expected = [AuditFinding {
         offset: 2,
         producer_id: 5,
-        epoch: 3,
-        txn_first_offset: 0,
-        txn_epoch: 0,
+        kind: NewEpochInOpenTxn {
+            epoch: 3,
+            txn_first_offset: 0,
+            txn_epoch: 0,
+        },
     }];
     assert_findings(&log, &expected);
     assert_eq!(
@@ -512,11 +561,13 @@ fn a_higher_epoch_writing_into_an_open_transaction_is_reported() {
             txn(5, 3, 0, 3, 2),
             marker(5, 3, 5, COMMIT, 0),
         ],
-        &[PidReusedAcrossBarrier {
+        &[AuditFinding {
             offset: 3,
             producer_id: 5,
-            barrier_offset: 2,
-            previous_offset: 1,
+            kind: PidReusedAcrossBarrier {
+                barrier_offset: 2,
+                previous_offset: 1,
+            },
         }],
     );
 }
@@ -526,12 +577,14 @@ fn a_marker_with_a_lower_epoch_reports_the_epoch_only() {
     let log = [txn(5, 2, 0, 0, 1), marker(5, 1, 1, ABORT, 0)];
     assert_findings(
         &log,
-        &[EpochWentBackwards {
+        &[AuditFinding {
             offset: 1,
             producer_id: 5,
-            epoch: 1,
-            previous_epoch: 2,
-            previous_offset: 0,
+            kind: EpochWentBackwards {
+                epoch: 1,
+                previous_epoch: 2,
+                previous_offset: 0,
+            },
         }],
     );
 }
@@ -590,17 +643,21 @@ fn barrier_resets_tracking_for_every_producer() {
     assert_findings(
         &log,
         &[
-            PidReusedAcrossBarrier {
+            AuditFinding {
                 offset: 6,
                 producer_id: 2,
-                barrier_offset: 5,
-                previous_offset: 4,
+                kind: PidReusedAcrossBarrier {
+                    barrier_offset: 5,
+                    previous_offset: 4,
+                },
             },
-            PidReusedAcrossBarrier {
+            AuditFinding {
                 offset: 7,
                 producer_id: 1,
-                barrier_offset: 5,
-                previous_offset: 2,
+                kind: PidReusedAcrossBarrier {
+                    barrier_offset: 5,
+                    previous_offset: 2,
+                },
             },
         ],
     );
@@ -621,17 +678,21 @@ fn reuse_is_reported_once_against_the_latest_barrier() {
     assert_findings(
         &log,
         &[
-            PidReusedAcrossBarrier {
+            AuditFinding {
                 offset: 4,
                 producer_id: 5,
-                barrier_offset: 3,
-                previous_offset: 0,
+                kind: PidReusedAcrossBarrier {
+                    barrier_offset: 3,
+                    previous_offset: 0,
+                },
             },
-            PidReusedAcrossBarrier {
+            AuditFinding {
                 offset: 6,
                 producer_id: 8,
-                barrier_offset: 3,
-                previous_offset: 2,
+                kind: PidReusedAcrossBarrier {
+                    barrier_offset: 3,
+                    previous_offset: 2,
+                },
             },
         ],
     );
@@ -644,7 +705,7 @@ fn observe_returns_the_findings_of_each_batch() {
     let per_batch: Vec<usize> = log.iter().map(|b| audit.observe(b).len()).collect();
     assert_eq!(per_batch, [0, 0, 0, 0, 0, 1, 0, 0]);
     assert_eq!(audit.findings().len(), 1);
-    assert_eq!(audit.findings()[0].offset(), 5);
-    assert_eq!(audit.findings()[0].producer_id(), 5);
+    assert_eq!(audit.findings()[0].offset, 5);
+    assert_eq!(audit.findings()[0].producer_id, 5);
     assert_eq!(audit.into_findings(), audit_batches(&log));
 }
