@@ -7,14 +7,14 @@
 //! sees what a power loss could leave of a map:
 //!
 //! - a write only changes the buffer, as a write to a map only dirties pages of the page cache;
-//! - [`IndexFile::flush`] (the map's `msync`, which syncs the file's data) writes the changed
+//! - [`IndexBytes::flush`] (the map's `msync`, which syncs the file's data) writes the changed
 //!   bytes to the file and syncs its data;
-//! - a length change ([`IndexFile::resize`], [`IndexFile::close_with_len`], the preallocation of
-//!   [`IndexFile::create`] and [`IndexFile::open_grown`]) is a `set_len` of the file, not synced,
+//! - a length change ([`IndexBytes::resize`], [`IndexBytes::close_with_len`], the preallocation of
+//!   [`IndexBytes::create`] and [`IndexBytes::open_grown`]) is a `set_len` of the file, not synced,
 //!   as the map's `ftruncate` is; the changed bytes are written to the file first (not synced),
 //!   as the pages of an unmapped map stay in the page cache;
 //! - dropping it without a close loses the changed bytes (a crash may lose a map's dirty
-//!   pages): every way seglog closes an index closes it ([`IndexFile::close_with_len`]).
+//!   pages): every way seglog closes an index closes it ([`IndexBytes::close_with_len`]).
 
 use std::io;
 use std::ops::Range;
@@ -29,7 +29,7 @@ use crate::mmap::MmapFile;
 
 /// An index file: a map ([`MmapFile`]) or a buffer kept through the storage seam.
 #[derive(Debug)]
-pub(crate) enum IndexFile {
+pub(crate) enum IndexBytes {
     /// Memory-mapped (a real file system).
     Mapped(MmapFile),
     /// In memory, through the storage seam.
@@ -83,18 +83,18 @@ fn too_large(path: &Path, op: &'static str) -> SegmentError {
     )
 }
 
-impl IndexFile {
+impl IndexBytes {
     /// Opens the existing file `path` ([`MmapFile::open`] where `storage` can map).
     pub(crate) fn open(
         storage: &Arc<dyn Storage>,
         lock: &DirLock,
         path: &Path,
         writable: bool,
-    ) -> Result<IndexFile> {
+    ) -> Result<IndexBytes> {
         if storage.supports_mmap() {
-            return MmapFile::open(lock, path, writable).map(IndexFile::Mapped);
+            return MmapFile::open(lock, path, writable).map(IndexBytes::Mapped);
         }
-        StoredFile::open(storage, lock, path, writable).map(IndexFile::Stored)
+        StoredFile::open(storage, lock, path, writable).map(IndexBytes::Stored)
     }
 
     /// [`MmapFile::open_grown`]: opened writable, zero-extended to `len` first if it is
@@ -105,17 +105,17 @@ impl IndexFile {
         path: &Path,
         len: u64,
         grow_from: impl Fn(u64) -> bool,
-    ) -> Result<(IndexFile, u64)> {
+    ) -> Result<(IndexBytes, u64)> {
         if storage.supports_mmap() {
             let (m, original) = MmapFile::open_grown(lock, path, len, grow_from)?;
-            return Ok((IndexFile::Mapped(m), original));
+            return Ok((IndexBytes::Mapped(m), original));
         }
         let mut f = StoredFile::open(storage, lock, path, true)?;
         let original = f.bytes.len() as u64;
         if len > original && grow_from(original) {
             f.set_len(len)?;
         }
-        Ok((IndexFile::Stored(f), original))
+        Ok((IndexBytes::Stored(f), original))
     }
 
     /// [`MmapFile::create`]: a new file (failing if it exists) of `len` zero bytes.
@@ -124,9 +124,9 @@ impl IndexFile {
         lock: &DirLock,
         path: &Path,
         len: u64,
-    ) -> Result<IndexFile> {
+    ) -> Result<IndexBytes> {
         if storage.supports_mmap() {
-            return MmapFile::create(lock, path, len).map(IndexFile::Mapped);
+            return MmapFile::create(lock, path, len).map(IndexBytes::Mapped);
         }
         check_covered(lock, path)?;
         let handle = storage.open(path, OpenMode::CreateNew)?;
@@ -140,44 +140,44 @@ impl IndexFile {
             unsynced: AtomicBool::new(false),
         };
         f.set_len(len)?;
-        Ok(IndexFile::Stored(f))
+        Ok(IndexBytes::Stored(f))
     }
 
     pub(crate) fn path(&self) -> &Path {
         match self {
-            IndexFile::Mapped(m) => m.path(),
-            IndexFile::Stored(f) => &f.path,
+            IndexBytes::Mapped(m) => m.path(),
+            IndexBytes::Stored(f) => &f.path,
         }
     }
 
     pub(crate) fn len(&self) -> u64 {
         match self {
-            IndexFile::Mapped(m) => m.len(),
-            IndexFile::Stored(f) => f.bytes.len() as u64,
+            IndexBytes::Mapped(m) => m.len(),
+            IndexBytes::Stored(f) => f.bytes.len() as u64,
         }
     }
 
     /// `len` bytes at `offset`, or `None` if out of bounds.
     pub(crate) fn read(&self, offset: usize, len: usize) -> Option<&[u8]> {
         match self {
-            IndexFile::Mapped(m) => m.read(offset, len),
-            IndexFile::Stored(f) => f.bytes.get(offset..offset.checked_add(len)?),
+            IndexBytes::Mapped(m) => m.read(offset, len),
+            IndexBytes::Stored(f) => f.bytes.get(offset..offset.checked_add(len)?),
         }
     }
 
     /// Writes `data` at `offset` (in the buffer or the map; durable at [`Self::flush`]).
     pub(crate) fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
         match self {
-            IndexFile::Mapped(m) => m.write_at(offset, data),
-            IndexFile::Stored(f) => f.write_at(offset, data),
+            IndexBytes::Mapped(m) => m.write_at(offset, data),
+            IndexBytes::Stored(f) => f.write_at(offset, data),
         }
     }
 
     /// Makes the written bytes durable (the map's `msync`).
     pub(crate) fn flush(&self) -> Result<()> {
         match self {
-            IndexFile::Mapped(m) => m.flush(),
-            IndexFile::Stored(f) => f.flush(),
+            IndexBytes::Mapped(m) => m.flush(),
+            IndexBytes::Stored(f) => f.flush(),
         }
     }
 
@@ -185,16 +185,16 @@ impl IndexFile {
     /// `fdatasync`; in memory the changed bytes written and the file's data synced).
     pub(crate) fn sync(&self) -> Result<()> {
         match self {
-            IndexFile::Mapped(m) => m.sync(),
-            IndexFile::Stored(f) => f.sync(),
+            IndexBytes::Mapped(m) => m.sync(),
+            IndexBytes::Stored(f) => f.sync(),
         }
     }
 
     /// Closes the file with length `len` ([`MmapFile::close_with_len`]).
     pub(crate) fn close_with_len(self, len: u64) -> Result<()> {
         match self {
-            IndexFile::Mapped(m) => m.close_with_len(len),
-            IndexFile::Stored(mut f) => {
+            IndexBytes::Mapped(m) => m.close_with_len(len),
+            IndexBytes::Stored(mut f) => {
                 f.write_back(len)?;
                 if len != f.bytes.len() as u64 {
                     f.set_len(len)?;
@@ -208,8 +208,8 @@ impl IndexFile {
     /// Truncates or zero-extends the file to `new_len` ([`MmapFile::resize`]).
     pub(crate) fn resize(&mut self, new_len: u64) -> Result<()> {
         match self {
-            IndexFile::Mapped(m) => m.resize(new_len),
-            IndexFile::Stored(f) => {
+            IndexBytes::Mapped(m) => m.resize(new_len),
+            IndexBytes::Stored(f) => {
                 if new_len == f.bytes.len() as u64 {
                     return Ok(());
                 }

@@ -15,14 +15,16 @@ use crate::error::{Result, SegmentError};
 use crate::io::Storage;
 use crate::lock::DirLock;
 
+mod entry_file;
 mod file;
-use file::IndexFile;
+use file::IndexBytes;
 
 pub mod offset;
 pub mod time;
 pub mod txn;
 pub mod view;
 
+pub use entry_file::{IndexEntry, IndexFile};
 pub use offset::{FilePosition, OffsetIndex, OffsetPosition};
 pub use time::{TimeIndex, TimestampOffset, NO_TIMESTAMP};
 pub use txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
@@ -43,7 +45,7 @@ pub(crate) enum SearchResult {
 /// The entry-format-agnostic part of Kafka's `AbstractIndex`.
 #[derive(Debug)]
 pub(crate) struct IndexCore {
-    map: IndexFile,
+    map: IndexBytes,
     base_offset: i64,
     max_index_size: u64,
     entry_size: usize,
@@ -104,11 +106,11 @@ impl IndexCore {
         let opened = if writable && grow {
             // A file of whole entries only: any other length stays as it is, for the sanity
             // check to see (and `resize` to refuse or round).
-            IndexFile::open_grown(storage, lock, path, max_len, |len| {
+            IndexBytes::open_grown(storage, lock, path, max_len, |len| {
                 len.is_multiple_of(entry_size as u64)
             })
         } else {
-            IndexFile::open(storage, lock, path, writable).map(|m| {
+            IndexBytes::open(storage, lock, path, writable).map(|m| {
                 let len = m.len();
                 (m, len)
             })
@@ -122,7 +124,7 @@ impl IndexCore {
                         minimum: entry_size as u64,
                     });
                 }
-                (IndexFile::create(storage, lock, path, max_len)?, 0)
+                (IndexBytes::create(storage, lock, path, max_len)?, 0)
             }
             r => r?,
         };

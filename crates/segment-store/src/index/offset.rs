@@ -9,14 +9,10 @@
 //! The file is preallocated to `round_down(max_index_size, 8)` bytes when created and trimmed to
 //! `entries * 8` on roll/close; an existing file is assumed to hold `len / 8` entries.
 
-use std::path::Path;
-use std::sync::Arc;
-
-use crate::error::{Result, SegmentError};
-use crate::index::view::{length_check, OffsetIndexView};
-use crate::index::{be_i32, be_u32, IndexCore, SearchResult};
-use crate::io::{StdFs, Storage};
-use crate::lock::DirLock;
+use crate::error::{IndexCorruption, Result, SegmentError};
+use crate::index::entry_file::{IndexEntry, IndexFile};
+use crate::index::view::OffsetIndexView;
+use crate::index::{be_i32, be_u32, SearchResult};
 
 /// Size of one entry.
 pub const ENTRY_SIZE: usize = 8;
@@ -38,146 +34,44 @@ pub struct OffsetPosition {
     pub position: FilePosition,
 }
 
-/// The memory-mapped offset index of one segment.
-#[derive(Debug)]
-pub struct OffsetIndex {
-    core: IndexCore,
-    last_offset: i64,
-}
+impl IndexEntry for OffsetPosition {
+    const ENTRY_SIZE: usize = ENTRY_SIZE;
+    const RELATIVE_OFFSET_AT: usize = RELATIVE_OFFSET_OFFSET;
+    const RESERVED_SLOTS: usize = 0;
 
-impl OffsetIndex {
-    /// Opens or creates the index at `path` (Kafka's constructor). A new file (only if
-    /// `writable`) is preallocated to `round_down(max_index_size, 8)` bytes and holds no
-    /// entries; an existing file holds `len / 8` entries. `lock` must cover `path` (see
-    /// [`crate::mmap::MmapFile`]).
-    pub fn open(
-        lock: &DirLock,
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u64,
-        writable: bool,
-    ) -> Result<OffsetIndex> {
-        let storage: Arc<dyn Storage> = Arc::new(StdFs);
-        Self::open_in(&storage, lock, path, base_offset, max_index_size, writable)
-    }
-
-    /// [`Self::open`] on `storage`: memory-mapped where it names real files
-    /// ([`Storage::supports_mmap`]), otherwise held in memory and read and written through
-    /// `storage` (durable at [`Self::flush`], as a map is at its `msync`).
-    pub fn open_in(
-        storage: &Arc<dyn Storage>,
-        lock: &DirLock,
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u64,
-        writable: bool,
-    ) -> Result<OffsetIndex> {
-        Self::open_with(
-            storage,
-            lock,
-            path,
-            base_offset,
-            max_index_size,
-            writable,
-            false,
-        )
-    }
-
-    /// [`Self::open_in`]; `active`: writable at its maximum size at once (see
-    /// `IndexCore::open`).
-    pub(crate) fn open_with(
-        storage: &Arc<dyn Storage>,
-        lock: &DirLock,
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u64,
-        writable: bool,
-        active: bool,
-    ) -> Result<OffsetIndex> {
-        let core = IndexCore::open(
-            storage,
-            lock,
-            path,
-            base_offset,
-            max_index_size,
-            writable,
-            ENTRY_SIZE,
-            active,
-        )?;
-        let mut idx = OffsetIndex {
-            core,
-            last_offset: base_offset,
-        };
-        idx.last_offset = idx.last_entry().offset;
-        Ok(idx)
-    }
-
-    fn parse(&self, b: &[u8]) -> OffsetPosition {
+    fn parse(base_offset: i64, b: &[u8]) -> Self {
         OffsetPosition {
-            offset: self.core.base_offset() + i64::from(be_i32(b, RELATIVE_OFFSET_OFFSET)),
+            offset: base_offset + i64::from(be_i32(b, RELATIVE_OFFSET_OFFSET)),
             position: FilePosition(be_u32(b, POSITION_OFFSET)),
         }
     }
 
-    fn offset_key(base: i64) -> impl Fn(&[u8]) -> i64 {
-        move |b| base + i64::from(be_i32(b, RELATIVE_OFFSET_OFFSET))
-    }
-
-    /// The index file.
-    pub fn path(&self) -> &Path {
-        self.core.path()
-    }
-    /// The segment's base offset.
-    pub fn base_offset(&self) -> i64 {
-        self.core.base_offset()
-    }
-    /// Number of entries.
-    pub fn entries(&self) -> usize {
-        self.core.entries()
-    }
-    /// Slots the current file length can hold.
-    pub fn max_entries(&self) -> usize {
-        self.core.max_entries()
-    }
-    /// The configured maximum size (what [`Self::reset`] resizes to).
-    pub fn max_index_size(&self) -> u64 {
-        self.core.max_index_size()
-    }
-    /// Current file length in bytes.
-    pub fn length(&self) -> u64 {
-        self.core.length()
-    }
-    /// Bytes used by entries (`entries * 8`).
-    pub fn size_in_bytes(&self) -> usize {
-        self.core.size_in_bytes()
-    }
-    /// No free slot left.
-    pub fn is_full(&self) -> bool {
-        self.entries() >= self.max_entries()
-    }
-    /// Offset of the last entry, or the base offset if empty.
-    pub fn last_offset(&self) -> i64 {
-        self.last_offset
-    }
-
-    /// The last entry, or `(base_offset, 0)` if empty.
-    pub fn last_entry(&self) -> OffsetPosition {
-        match self
-            .entries()
-            .checked_sub(1)
-            .and_then(|n| self.core.slot(n))
-        {
-            Some(b) => self.parse(b),
-            None => OffsetPosition {
-                offset: self.base_offset(),
-                position: FilePosition(0),
-            },
+    /// `(base_offset, 0)`.
+    fn empty(base_offset: i64) -> Self {
+        OffsetPosition {
+            offset: base_offset,
+            position: FilePosition(0),
         }
     }
 
-    /// Entry `n`, or `None` if `n >= entries()`.
-    pub fn entry(&self, n: usize) -> Option<OffsetPosition> {
-        self.core.slot(n).map(|b| self.parse(b))
+    fn offset(&self) -> i64 {
+        self.offset
+    }
+
+    /// Entries with a last offset below the base mean corruption.
+    fn check_entries(base_offset: i64, used: &[u8]) -> Result<(), IndexCorruption> {
+        OffsetIndexView::new(base_offset, used).sanity_check()
+    }
+}
+
+/// The memory-mapped offset index of one segment (Kafka's `OffsetIndex`): its last entry is
+/// `(base_offset, 0)` when empty.
+pub type OffsetIndex = IndexFile<OffsetPosition>;
+
+impl IndexFile<OffsetPosition> {
+    /// Offset of the last entry, or the base offset if empty.
+    pub fn last_offset(&self) -> i64 {
+        self.last.offset
     }
 
     /// Whether `offset` fits this index's relative offsets (`canAppendOffset`).
@@ -196,11 +90,11 @@ impl OffsetIndex {
                 entries: self.entries(),
             });
         }
-        if self.entries() != 0 && offset <= self.last_offset {
+        if self.entries() != 0 && offset <= self.last.offset {
             return Err(SegmentError::InvalidOffset {
                 path: self.path().to_path_buf(),
                 offset,
-                last_offset: self.last_offset,
+                last_offset: self.last.offset,
             });
         }
         let relative = self.core.relative_offset(offset)?;
@@ -214,7 +108,7 @@ impl OffsetIndex {
         entry[RELATIVE_OFFSET_OFFSET..POSITION_OFFSET].copy_from_slice(&relative.to_be_bytes());
         entry[POSITION_OFFSET..].copy_from_slice(&position.0.to_be_bytes());
         self.core.push(&entry)?;
-        self.last_offset = offset;
+        self.last = OffsetPosition { offset, position };
         Ok(())
     }
 
@@ -226,10 +120,7 @@ impl OffsetIndex {
             .search(target, key, SearchResult::LargestLowerBound)
         {
             Some(slot) => self.entry(slot).unwrap_or(self.last_entry()),
-            None => OffsetPosition {
-                offset: self.base_offset(),
-                position: FilePosition(0),
-            },
+            None => OffsetPosition::empty(self.base_offset()),
         }
     }
 
@@ -246,77 +137,5 @@ impl OffsetIndex {
         self.core
             .search(target, key, SearchResult::SmallestUpperBound)
             .and_then(|slot| self.entry(slot))
-    }
-
-    /// Removes every entry with offset `>= offset` (Kafka's slot rule: the largest entry `<=
-    /// offset` is kept unless it equals `offset`).
-    pub fn truncate_to(&mut self, offset: i64) {
-        let key = Self::offset_key(self.base_offset());
-        self.core.truncate_to_offset(offset, key);
-        self.last_offset = self.last_entry().offset;
-    }
-
-    /// Removes all entries (the file keeps its length).
-    pub fn truncate(&mut self) {
-        self.core.truncate_to_entries(0);
-        self.last_offset = self.base_offset();
-    }
-
-    /// Runs `f` (which appends entries) and writes what it appends in writes of 256 KiB, the
-    /// rest when it returns, whether it succeeded or not: recovery rebuilds a segment's index
-    /// this way (writing the entries of a 1 GiB segment one by one through the map, each first
-    /// write of a page a page fault, took longer than a few large writes).
-    pub fn append_in_bulk<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
-        super::in_bulk(self, |index| &mut index.core, f)
-    }
-
-    /// Removes all entries and resizes the file to the max index size.
-    pub fn reset(&mut self) -> Result<()> {
-        self.truncate();
-        self.resize(self.max_index_size()).map(|_| ())
-    }
-
-    /// Resizes the file to `round_down(new_size, 8)`; returns whether anything changed.
-    pub fn resize(&mut self, new_size: u64) -> Result<bool> {
-        self.core.resize(new_size)
-    }
-
-    /// Shrinks the file to exactly the used entries.
-    pub fn trim_to_valid_size(&mut self) -> Result<()> {
-        self.resize(self.size_in_bytes() as u64).map(|_| ())
-    }
-
-    /// Kafka's `sanityCheck`: entries with a last offset below the base, or a length that is
-    /// not a multiple of 8, mean corruption. The entries are checked through the same
-    /// [`OffsetIndexView`] a recovery plan and `dump` use.
-    pub fn sanity_check(&self) -> Result<()> {
-        OffsetIndexView::new(self.base_offset(), self.core.used())
-            .sanity_check()
-            .and_then(|()| length_check(self.length(), ENTRY_SIZE))
-            .map_err(|reason| SegmentError::CorruptIndex {
-                path: self.path().to_path_buf(),
-                reason,
-            })
-    }
-
-    /// Writes dirty pages to disk.
-    pub fn flush(&self) -> Result<()> {
-        self.core.flush()
-    }
-
-    /// [`Self::flush`] and the file's length made durable too (after a trim or resize).
-    pub fn sync(&self) -> Result<()> {
-        self.core.sync()
-    }
-
-    /// Trims the file to its entries and unmaps it.
-    pub fn close(self) -> Result<()> {
-        self.core.close_trimmed()
-    }
-
-    /// Closes the index to move it out of the log: trimmed only if the log gave it room (see
-    /// `IndexCore::close_without_room`).
-    pub(crate) fn close_without_room(self) -> Result<()> {
-        self.core.close_without_room()
     }
 }

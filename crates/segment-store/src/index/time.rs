@@ -9,14 +9,10 @@
 //! Preallocation, trimming and search are as for the offset index; the last slot is reserved
 //! for the entry written on roll/close (`is_full` is `entries >= max_entries - 1`).
 
-use std::path::Path;
-use std::sync::Arc;
-
-use crate::error::{Result, SegmentError};
-use crate::index::view::{length_check, TimeIndexView};
-use crate::index::{be_i32, be_i64, IndexCore, SearchResult};
-use crate::io::{StdFs, Storage};
-use crate::lock::DirLock;
+use crate::error::{IndexCorruption, Result, SegmentError};
+use crate::index::entry_file::{IndexEntry, IndexFile};
+use crate::index::view::TimeIndexView;
+use crate::index::{be_i32, be_i64, SearchResult};
 
 /// Size of one entry.
 pub const ENTRY_SIZE: usize = 12;
@@ -36,143 +32,42 @@ pub struct TimestampOffset {
     pub offset: i64,
 }
 
-/// The memory-mapped time index of one segment.
-#[derive(Debug)]
-pub struct TimeIndex {
-    core: IndexCore,
-    last_entry: TimestampOffset,
-}
+impl IndexEntry for TimestampOffset {
+    const ENTRY_SIZE: usize = ENTRY_SIZE;
+    const RELATIVE_OFFSET_AT: usize = RELATIVE_OFFSET_OFFSET;
+    const RESERVED_SLOTS: usize = 1;
 
-impl TimeIndex {
-    /// Opens or creates the index at `path`; as [`crate::OffsetIndex::open`] with 12-byte
-    /// entries.
-    pub fn open(
-        lock: &DirLock,
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u64,
-        writable: bool,
-    ) -> Result<TimeIndex> {
-        let storage: Arc<dyn Storage> = Arc::new(StdFs);
-        Self::open_in(&storage, lock, path, base_offset, max_index_size, writable)
-    }
-
-    /// [`Self::open`] on `storage`: memory-mapped where it names real files
-    /// ([`Storage::supports_mmap`]), otherwise held in memory and read and written through
-    /// `storage` (durable at [`Self::flush`], as a map is at its `msync`).
-    pub fn open_in(
-        storage: &Arc<dyn Storage>,
-        lock: &DirLock,
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u64,
-        writable: bool,
-    ) -> Result<TimeIndex> {
-        Self::open_with(
-            storage,
-            lock,
-            path,
-            base_offset,
-            max_index_size,
-            writable,
-            false,
-        )
-    }
-
-    /// [`Self::open_in`]; `active`: writable at its maximum size at once (see
-    /// `IndexCore::open`).
-    pub(crate) fn open_with(
-        storage: &Arc<dyn Storage>,
-        lock: &DirLock,
-        path: &Path,
-        base_offset: i64,
-        max_index_size: u64,
-        writable: bool,
-        active: bool,
-    ) -> Result<TimeIndex> {
-        let core = IndexCore::open(
-            storage,
-            lock,
-            path,
-            base_offset,
-            max_index_size,
-            writable,
-            ENTRY_SIZE,
-            active,
-        )?;
-        let mut idx = TimeIndex {
-            core,
-            last_entry: TimestampOffset {
-                timestamp: NO_TIMESTAMP,
-                offset: base_offset,
-            },
-        };
-        idx.last_entry = idx.last_entry_from_file();
-        Ok(idx)
-    }
-
-    fn parse(&self, b: &[u8]) -> TimestampOffset {
+    fn parse(base_offset: i64, b: &[u8]) -> Self {
         TimestampOffset {
             timestamp: be_i64(b, TIMESTAMP_OFFSET),
-            offset: self.core.base_offset() + i64::from(be_i32(b, RELATIVE_OFFSET_OFFSET)),
+            offset: base_offset + i64::from(be_i32(b, RELATIVE_OFFSET_OFFSET)),
         }
     }
 
-    fn last_entry_from_file(&self) -> TimestampOffset {
-        match self
-            .entries()
-            .checked_sub(1)
-            .and_then(|n| self.core.slot(n))
-        {
-            Some(b) => self.parse(b),
-            None => TimestampOffset {
-                timestamp: NO_TIMESTAMP,
-                offset: self.base_offset(),
-            },
+    /// `(NO_TIMESTAMP, base_offset)`.
+    fn empty(base_offset: i64) -> Self {
+        TimestampOffset {
+            timestamp: NO_TIMESTAMP,
+            offset: base_offset,
         }
     }
 
-    /// The index file.
-    pub fn path(&self) -> &Path {
-        self.core.path()
-    }
-    /// The segment's base offset.
-    pub fn base_offset(&self) -> i64 {
-        self.core.base_offset()
-    }
-    /// Number of entries.
-    pub fn entries(&self) -> usize {
-        self.core.entries()
-    }
-    /// Slots the current file length can hold.
-    pub fn max_entries(&self) -> usize {
-        self.core.max_entries()
-    }
-    /// The configured maximum size.
-    pub fn max_index_size(&self) -> u64 {
-        self.core.max_index_size()
-    }
-    /// Current file length in bytes.
-    pub fn length(&self) -> u64 {
-        self.core.length()
-    }
-    /// Bytes used by entries (`entries * 12`).
-    pub fn size_in_bytes(&self) -> usize {
-        self.core.size_in_bytes()
-    }
-    /// Full for ordinary appends: the last slot is kept for the roll/close entry.
-    pub fn is_full(&self) -> bool {
-        self.entries() + 1 >= self.max_entries()
-    }
-    /// The last entry, or `(NO_TIMESTAMP, base_offset)` if empty.
-    pub fn last_entry(&self) -> TimestampOffset {
-        self.last_entry
-    }
-    /// Entry `n`, or `None` if `n >= entries()`.
-    pub fn entry(&self, n: usize) -> Option<TimestampOffset> {
-        self.core.slot(n).map(|b| self.parse(b))
+    fn offset(&self) -> i64 {
+        self.offset
     }
 
+    /// Last timestamp below the first, or last offset below the base, mean corruption.
+    fn check_entries(base_offset: i64, used: &[u8]) -> Result<(), IndexCorruption> {
+        TimeIndexView::new(base_offset, used).sanity_check()
+    }
+}
+
+/// The memory-mapped time index of one segment (Kafka's `TimeIndex`): its last entry is
+/// `(NO_TIMESTAMP, base_offset)` when empty, and its last slot is kept for the entry written at
+/// a roll or close ([`IndexFile::is_full`] counts it).
+pub type TimeIndex = IndexFile<TimestampOffset>;
+
+impl IndexFile<TimestampOffset> {
     /// Kafka's `maybeAppend`: fails if full (unless `skip_full_check`), if `offset` is below the
     /// last offset ([`SegmentError::InvalidOffset`]) or `timestamp` below the last timestamp
     /// ([`SegmentError::TimestampDecreasing`]); appends only if `timestamp` is larger than the
@@ -190,21 +85,21 @@ impl TimeIndex {
                 entries: self.entries(),
             });
         }
-        if self.entries() != 0 && offset < self.last_entry.offset {
+        if self.entries() != 0 && offset < self.last.offset {
             return Err(SegmentError::InvalidOffset {
                 path: self.path().to_path_buf(),
                 offset,
-                last_offset: self.last_entry.offset,
+                last_offset: self.last.offset,
             });
         }
-        if self.entries() != 0 && timestamp < self.last_entry.timestamp {
+        if self.entries() != 0 && timestamp < self.last.timestamp {
             return Err(SegmentError::TimestampDecreasing {
                 path: self.path().to_path_buf(),
                 timestamp,
-                last_timestamp: self.last_entry.timestamp,
+                last_timestamp: self.last.timestamp,
             });
         }
-        if timestamp <= self.last_entry.timestamp {
+        if timestamp <= self.last.timestamp {
             return Ok(false);
         }
         let relative = self.core.relative_offset(offset)?;
@@ -212,7 +107,7 @@ impl TimeIndex {
         entry[TIMESTAMP_OFFSET..RELATIVE_OFFSET_OFFSET].copy_from_slice(&timestamp.to_be_bytes());
         entry[RELATIVE_OFFSET_OFFSET..].copy_from_slice(&relative.to_be_bytes());
         self.core.push(&entry)?;
-        self.last_entry = TimestampOffset { timestamp, offset };
+        self.last = TimestampOffset { timestamp, offset };
         Ok(true)
     }
 
@@ -225,87 +120,7 @@ impl TimeIndex {
             .and_then(|slot| self.entry(slot))
         {
             Some(e) => e,
-            None => TimestampOffset {
-                timestamp: NO_TIMESTAMP,
-                offset: self.base_offset(),
-            },
+            None => TimestampOffset::empty(self.base_offset()),
         }
-    }
-
-    /// Removes every entry with offset `>= offset` (searching by the offset field).
-    pub fn truncate_to(&mut self, offset: i64) {
-        let base = self.base_offset();
-        self.core.truncate_to_offset(offset, move |b| {
-            base + i64::from(be_i32(b, RELATIVE_OFFSET_OFFSET))
-        });
-        self.last_entry = self.last_entry_from_file();
-    }
-
-    /// Removes all entries (the file keeps its length).
-    pub fn truncate(&mut self) {
-        self.core.truncate_to_entries(0);
-        self.last_entry = self.last_entry_from_file();
-    }
-
-    /// Runs `f` (which appends entries) and writes what it appends in writes of 256 KiB, the
-    /// rest when it returns, whether it succeeded or not: recovery rebuilds a segment's index
-    /// this way (writing the entries of a 1 GiB segment one by one through the map, each first
-    /// write of a page a page fault, took longer than a few large writes).
-    pub fn append_in_bulk<R>(&mut self, f: impl FnOnce(&mut Self) -> Result<R>) -> Result<R> {
-        super::in_bulk(self, |index| &mut index.core, f)
-    }
-
-    /// Removes all entries and resizes the file to the max index size.
-    pub fn reset(&mut self) -> Result<()> {
-        self.truncate();
-        self.resize(self.max_index_size()).map(|_| ())
-    }
-
-    /// Resizes the file to `round_down(new_size, 12)`; returns whether anything changed.
-    pub fn resize(&mut self, new_size: u64) -> Result<bool> {
-        let changed = self.core.resize(new_size)?;
-        if changed {
-            self.last_entry = self.last_entry_from_file();
-        }
-        Ok(changed)
-    }
-
-    /// Shrinks the file to exactly the used entries.
-    pub fn trim_to_valid_size(&mut self) -> Result<()> {
-        self.resize(self.size_in_bytes() as u64).map(|_| ())
-    }
-
-    /// Kafka's `sanityCheck`: last timestamp below the first, last offset below the base, or a
-    /// length not a multiple of 12 mean corruption. The entries are checked through the same
-    /// [`TimeIndexView`] a recovery plan and `dump` use.
-    pub fn sanity_check(&self) -> Result<()> {
-        TimeIndexView::new(self.base_offset(), self.core.used())
-            .sanity_check()
-            .and_then(|()| length_check(self.length(), ENTRY_SIZE))
-            .map_err(|reason| SegmentError::CorruptIndex {
-                path: self.path().to_path_buf(),
-                reason,
-            })
-    }
-
-    /// Writes dirty pages to disk.
-    pub fn flush(&self) -> Result<()> {
-        self.core.flush()
-    }
-
-    /// [`Self::flush`] and the file's length made durable too (after a trim or resize).
-    pub fn sync(&self) -> Result<()> {
-        self.core.sync()
-    }
-
-    /// Trims the file to its entries and unmaps it.
-    pub fn close(self) -> Result<()> {
-        self.core.close_trimmed()
-    }
-
-    /// Closes the index to move it out of the log: trimmed only if the log gave it room (see
-    /// `IndexCore::close_without_room`).
-    pub(crate) fn close_without_room(self) -> Result<()> {
-        self.core.close_without_room()
     }
 }
