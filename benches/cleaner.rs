@@ -194,7 +194,12 @@ impl Kafka {
             .and_then(|r| r.split('<').next())?
             .trim()
             .to_string();
-        let home = repo.join("target/kafka").join(&version);
+        // Where tools/kafka/fetch.sh puts them, or under `CARGO_TARGET_DIR` as tests/kafka_interop
+        // looks for them.
+        let home = std::env::var_os("CARGO_TARGET_DIR")
+            .map(|t| PathBuf::from(t).join("kafka").join(&version))
+            .filter(|h| h.join("harness.jar").is_file())
+            .unwrap_or_else(|| repo.join("target/kafka").join(&version));
         if !home.join("harness.jar").is_file() {
             eprintln!(
                 "cleaner: Apache Kafka {version}'s cleaner skipped: no {} (run tools/kafka/fetch.sh)",
