@@ -38,6 +38,7 @@ use segment_store::file_name::{
     file_name, parse_file_name, FileKind, TempSuffix, CLEANER_OFFSET_CHECKPOINT_FILE,
 };
 use segment_store::io::{FileHandle, OpenMode, Storage};
+use segment_store::ReadOnlyBytes;
 use segment_store::{AbortedTxn, SegmentError};
 
 pub use offset_map::OffsetMap;
@@ -316,6 +317,13 @@ struct BatchReader<'a> {
     window: Vec<u8>,
     window_len: usize,
     window_start: u64,
+    /// The whole file, mapped read-only, when the storage can map it (a [`GuardedMap`]: a
+    /// truncation under it reads zeros and is reported), instead of the window; the pages
+    /// behind the reader are let go as it moves on, so that it holds a window of the file.
+    ///
+    /// [`GuardedMap`]: segment_store::mmap::GuardedMap
+    mapped: Option<ReadOnlyBytes>,
+    released: u64,
     config: &'a CleanerConfig,
 }
 
@@ -323,6 +331,10 @@ impl<'a> BatchReader<'a> {
     fn open(storage: &dyn Storage, path: &Path, config: &'a CleanerConfig) -> Result<Self> {
         let handle = storage.open(path, OpenMode::Read)?;
         let size = handle.len()?;
+        // Where no map can be made the file is read through the window.
+        let mapped = ReadOnlyBytes::map_guarded(storage, path, size)
+            .unwrap_or(None)
+            .filter(|m| m.bytes().len() as u64 == size);
         Ok(BatchReader {
             handle,
             path: path.to_path_buf(),
@@ -331,6 +343,8 @@ impl<'a> BatchReader<'a> {
             window: Vec::new(),
             window_len: 0,
             window_start: 0,
+            mapped,
+            released: 0,
             config,
         })
     }
@@ -345,12 +359,41 @@ impl<'a> BatchReader<'a> {
 
     /// The window's bytes read from the file.
     fn valid(&self) -> &[u8] {
-        self.window.get(..self.window_len).unwrap_or(&[])
+        match &self.mapped {
+            Some(m) => m.bytes(),
+            None => self.window.get(..self.window_len).unwrap_or(&[]),
+        }
+    }
+
+    /// An error if the mapped file was truncated while it was read.
+    fn check_mapped(&self) -> Result<()> {
+        match &self.mapped {
+            Some(m) if m.was_truncated() => {
+                Err(self.unsupported("the segment was truncated while it was read"))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Ensures bytes `[position, position + len)` are in the window.
     fn fill(&mut self, len: u64) -> Result<()> {
         let end = self.position + len;
+        if self.mapped.is_some() {
+            // The whole file is there; let go of what lies a read buffer behind.
+            if let Some(m) = &self.mapped {
+                let behind = self
+                    .position
+                    .saturating_sub(self.config.io_buffer_size as u64);
+                if behind >= self.released + (1 << 20) {
+                    m.release(self.released as usize, behind as usize);
+                    self.released = behind;
+                }
+            }
+            if end > self.size {
+                return Err(self.unsupported("the segment ends inside a batch"));
+            }
+            return Ok(());
+        }
         let window_end = self.window_start + self.window_len as u64;
         if self.position >= self.window_start && end <= window_end {
             return Ok(());
@@ -383,6 +426,7 @@ impl<'a> BatchReader<'a> {
     /// The next batch and its position, `None` at the end of the file.
     fn next_batch(&mut self) -> Result<Option<(u64, RecordBatch<'_>)>> {
         if self.position >= self.size {
+            self.check_mapped()?;
             return Ok(None);
         }
         if self.size - self.position < LOG_OVERHEAD as u64 {
@@ -435,10 +479,13 @@ impl<'a> BatchReader<'a> {
                 reason: format!("a magic v{} batch (only v2 is cleaned)", batch.magic()),
             });
         }
-        batch.validate().map_err(|source| CleanerError::Format {
-            path: self.path.clone(),
-            source,
-        })?;
+        if let Err(source) = batch.validate() {
+            self.check_mapped()?;
+            return Err(CleanerError::Format {
+                path: self.path.clone(),
+                source,
+            });
+        }
         Ok(Some((position, batch)))
     }
 }
