@@ -98,7 +98,7 @@ impl OffsetMap {
     fn home(hash: &[u8; 16], table: usize) -> usize {
         let mut w = [0u8; 8];
         w.copy_from_slice(&hash[..8]);
-        ((u128::from(u64::from_le_bytes(w)) * table as u128) >> 64) as usize
+        ((u128::from(u64::from_be_bytes(w)) * table as u128) >> 64) as usize
     }
 
     /// Kafka's `isEmpty`: a slot of all zeros.
