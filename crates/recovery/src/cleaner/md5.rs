@@ -1,6 +1,6 @@
 //! MD5 (RFC 1321), the digest Kafka's `SkimpyOffsetMap` stores for each key
-//! (`log.cleaner.hash.algorithm`, MD5 by default). Kept here so that keys collide, and probe,
-//! exactly where Kafka's would: the map's slot of a key is read from its digest.
+//! (`log.cleaner.hash.algorithm`, MD5 by default). Kept here so that keys collide exactly where
+//! Kafka's would: two keys with one digest are one key of the map.
 #![allow(
     clippy::indexing_slicing,
     reason = "fixed-size digests and slots indexed below their length, checked where computed"
@@ -45,19 +45,38 @@ fn block(state: &mut [u32; 4], chunk: &[u8; 64]) {
         *w = u32::from_le_bytes(b);
     }
     let [mut a, mut b, mut c, mut d] = *state;
-    for (i, &shift) in S.iter().enumerate() {
-        let (f, g) = match i / 16 {
-            0 => ((b & c) | (!b & d), i),
-            1 => ((d & b) | (!d & c), (5 * i + 1) % 16),
-            2 => (b ^ c ^ d, (3 * i + 5) % 16),
-            _ => (c ^ (b | !d), (7 * i) % 16),
+    // The four rounds of 16 steps, each with its own function and message order (a loop per
+    // round, which the compiler unrolls, rather than one loop choosing per step).
+    macro_rules! round {
+        ($range:expr, $f:expr, $g:expr) => {
+            for i in $range {
+                let f: u32 = $f(b, c, d);
+                let g: usize = $g(i);
+                let f = f.wrapping_add(a).wrapping_add(k(i)).wrapping_add(m[g]);
+                a = d;
+                d = c;
+                c = b;
+                b = b.wrapping_add(f.rotate_left(S[i]));
+            }
         };
-        let f = f.wrapping_add(a).wrapping_add(k(i)).wrapping_add(m[g]);
-        a = d;
-        d = c;
-        c = b;
-        b = b.wrapping_add(f.rotate_left(shift));
     }
+    round!(
+        0..16,
+        |b: u32, c: u32, d: u32| (b & c) | (!b & d),
+        |i: usize| i
+    );
+    round!(
+        16..32,
+        |b: u32, c: u32, d: u32| (d & b) | (!d & c),
+        |i: usize| (5 * i + 1) % 16
+    );
+    round!(32..48, |b: u32, c: u32, d: u32| b ^ c ^ d, |i: usize| (3
+        * i
+        + 5)
+        % 16);
+    round!(48..64, |b: u32, c: u32, d: u32| c ^ (b | !d), |i: usize| (7
+        * i)
+        % 16);
     state[0] = state[0].wrapping_add(a);
     state[1] = state[1].wrapping_add(b);
     state[2] = state[2].wrapping_add(c);

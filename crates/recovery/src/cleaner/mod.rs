@@ -38,6 +38,7 @@ use segment_store::file_name::{
     file_name, parse_file_name, FileKind, TempSuffix, CLEANER_OFFSET_CHECKPOINT_FILE,
 };
 use segment_store::io::{FileHandle, OpenMode, Storage};
+use segment_store::ReadOnlyBytes;
 use segment_store::{AbortedTxn, SegmentError};
 
 pub use offset_map::OffsetMap;
@@ -311,8 +312,18 @@ struct BatchReader<'a> {
     path: PathBuf,
     size: u64,
     position: u64,
+    /// The read buffer: grown, never shrunk or zeroed again; `window_len` bytes of it are the
+    /// file's from `window_start`.
     window: Vec<u8>,
+    window_len: usize,
     window_start: u64,
+    /// The whole file, mapped read-only, when the storage can map it (a [`GuardedMap`]: a
+    /// truncation under it reads zeros and is reported), instead of the window; the pages
+    /// behind the reader are let go as it moves on, so that it holds a window of the file.
+    ///
+    /// [`GuardedMap`]: segment_store::mmap::GuardedMap
+    mapped: Option<ReadOnlyBytes>,
+    released: u64,
     config: &'a CleanerConfig,
 }
 
@@ -320,13 +331,20 @@ impl<'a> BatchReader<'a> {
     fn open(storage: &dyn Storage, path: &Path, config: &'a CleanerConfig) -> Result<Self> {
         let handle = storage.open(path, OpenMode::Read)?;
         let size = handle.len()?;
+        // Where no map can be made the file is read through the window.
+        let mapped = ReadOnlyBytes::map_guarded(storage, path, size)
+            .unwrap_or(None)
+            .filter(|m| m.bytes().len() as u64 == size);
         Ok(BatchReader {
             handle,
             path: path.to_path_buf(),
             size,
             position: 0,
             window: Vec::new(),
+            window_len: 0,
             window_start: 0,
+            mapped,
+            released: 0,
             config,
         })
     }
@@ -339,10 +357,44 @@ impl<'a> BatchReader<'a> {
         }
     }
 
+    /// The window's bytes read from the file.
+    fn valid(&self) -> &[u8] {
+        match &self.mapped {
+            Some(m) => m.bytes(),
+            None => self.window.get(..self.window_len).unwrap_or(&[]),
+        }
+    }
+
+    /// An error if the mapped file was truncated while it was read.
+    fn check_mapped(&self) -> Result<()> {
+        match &self.mapped {
+            Some(m) if m.was_truncated() => {
+                Err(self.unsupported("the segment was truncated while it was read"))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Ensures bytes `[position, position + len)` are in the window.
     fn fill(&mut self, len: u64) -> Result<()> {
         let end = self.position + len;
-        let window_end = self.window_start + self.window.len() as u64;
+        if self.mapped.is_some() {
+            // The whole file is there; let go of what lies a read buffer behind.
+            if let Some(m) = &self.mapped {
+                let behind = self
+                    .position
+                    .saturating_sub(self.config.io_buffer_size as u64);
+                if behind >= self.released + (1 << 20) {
+                    m.release(self.released as usize, behind as usize);
+                    self.released = behind;
+                }
+            }
+            if end > self.size {
+                return Err(self.unsupported("the segment ends inside a batch"));
+            }
+            return Ok(());
+        }
+        let window_end = self.window_start + self.window_len as u64;
         if self.position >= self.window_start && end <= window_end {
             return Ok(());
         }
@@ -350,10 +402,20 @@ impl<'a> BatchReader<'a> {
             .max(len)
             .min(self.size - self.position);
         let want = usize::try_from(want).map_err(|_| self.unsupported("window too large"))?;
-        self.window.clear();
-        self.window.resize(want, 0);
-        let n = self.handle.read_at(self.position, &mut self.window)?;
-        self.window.truncate(n);
+        if self.window.len() < want {
+            self.window.resize(want, 0);
+        }
+        self.window_len = 0;
+        let buf = self
+            .window
+            .get_mut(..want)
+            .ok_or_else(|| CleanerError::Unsupported {
+                path: self.path.clone(),
+                position: self.position,
+                reason: "window too large".into(),
+            })?;
+        let n = self.handle.read_at(self.position, buf)?.min(want);
+        self.window_len = n;
         self.window_start = self.position;
         if (n as u64) < len {
             return Err(self.unsupported("the segment ends inside a batch"));
@@ -364,6 +426,7 @@ impl<'a> BatchReader<'a> {
     /// The next batch and its position, `None` at the end of the file.
     fn next_batch(&mut self) -> Result<Option<(u64, RecordBatch<'_>)>> {
         if self.position >= self.size {
+            self.check_mapped()?;
             return Ok(None);
         }
         if self.size - self.position < LOG_OVERHEAD as u64 {
@@ -372,7 +435,7 @@ impl<'a> BatchReader<'a> {
         self.fill(LOG_OVERHEAD as u64)?;
         let at = (self.position - self.window_start) as usize;
         let len_bytes: [u8; 4] = self
-            .window
+            .valid()
             .get(at + 8..at + 12)
             .and_then(|b| b.try_into().ok())
             .ok_or_else(|| self.unsupported("short read"))?;
@@ -398,7 +461,7 @@ impl<'a> BatchReader<'a> {
         self.position += total;
         let at = (position - self.window_start) as usize;
         let bytes =
-            self.window
+            self.valid()
                 .get(at..at + total as usize)
                 .ok_or_else(|| CleanerError::Unsupported {
                     path: self.path.clone(),
@@ -416,10 +479,13 @@ impl<'a> BatchReader<'a> {
                 reason: format!("a magic v{} batch (only v2 is cleaned)", batch.magic()),
             });
         }
-        batch.validate().map_err(|source| CleanerError::Format {
-            path: self.path.clone(),
-            source,
-        })?;
+        if let Err(source) = batch.validate() {
+            self.check_mapped()?;
+            return Err(CleanerError::Format {
+                path: self.path.clone(),
+                source,
+            });
+        }
         Ok(Some((position, batch)))
     }
 }
@@ -624,6 +690,10 @@ struct CleanedSegment {
     base_offset: i64,
     log: Option<Box<dyn FileHandle>>,
     size: u64,
+    /// Retained batches not yet written, at most `write_buffer_size` bytes (Kafka's cleaner
+    /// writes its write buffer, not each batch).
+    pending: Vec<u8>,
+    write_buffer_size: usize,
     offset_index: Vec<u8>,
     time_index: Vec<u8>,
     last_time_entry: (i64, i64),
@@ -634,11 +704,18 @@ struct CleanedSegment {
 }
 
 impl CleanedSegment {
-    fn new(log: Option<Box<dyn FileHandle>>, base_offset: i64, index_interval_bytes: u32) -> Self {
+    fn new(
+        log: Option<Box<dyn FileHandle>>,
+        base_offset: i64,
+        index_interval_bytes: u32,
+        write_buffer_size: usize,
+    ) -> Self {
         CleanedSegment {
             base_offset,
             log,
             size: 0,
+            pending: Vec::new(),
+            write_buffer_size,
             offset_index: Vec::new(),
             time_index: Vec::new(),
             last_time_entry: (-1, base_offset),
@@ -672,11 +749,26 @@ impl CleanedSegment {
             self.time_index_maybe_append(ts, off);
             self.bytes_since_last_index_entry = 0;
         }
-        if let Some(h) = &self.log {
-            h.write_at(self.size, bytes)?;
+        if self.log.is_some() {
+            if self.pending.len() + bytes.len() > self.write_buffer_size {
+                self.flush_pending()?;
+            }
+            match &self.log {
+                Some(h) if bytes.len() > self.write_buffer_size => h.write_at(self.size, bytes)?,
+                _ => self.pending.extend_from_slice(bytes),
+            }
         }
         self.size += bytes.len() as u64;
         self.bytes_since_last_index_entry += bytes.len() as u64;
+        Ok(())
+    }
+
+    /// Writes the pending batches, which end at `size`.
+    fn flush_pending(&mut self) -> Result<()> {
+        if let (Some(h), false) = (&self.log, self.pending.is_empty()) {
+            h.write_at(self.size - self.pending.len() as u64, &self.pending)?;
+            self.pending.clear();
+        }
         Ok(())
     }
 
@@ -685,6 +777,7 @@ impl CleanedSegment {
     fn finish(mut self, storage: &dyn Storage, dir: &Path) -> Result<u64> {
         let (ts, off) = self.max_timestamp_so_far;
         self.time_index_maybe_append(ts, off);
+        self.flush_pending()?;
         let Some(log) = self.log.take() else {
             return Ok(self.size);
         };
@@ -1061,7 +1154,12 @@ fn run_pass(
                 OpenMode::CreateTruncate,
             )?),
         };
-        let mut dest = CleanedSegment::new(handle, base, config.index_interval_bytes);
+        let mut dest = CleanedSegment::new(
+            handle,
+            base,
+            config.index_interval_bytes,
+            config.io_buffer_size / 2,
+        );
         let mut g = GroupReport {
             segments: group.iter().map(|s| s.base_offset).collect(),
             ..GroupReport::default()

@@ -1,10 +1,16 @@
-//! Kafka's `SkimpyOffsetMap`: a fixed-size open-addressing table of (MD5 of key, offset) slots.
+//! Kafka's `SkimpyOffsetMap`: a fixed-capacity table of (MD5 of key, offset) slots.
 //!
-//! The map holds `memory / 24` slots (16 digest bytes + an 8-byte offset each) and is never
-//! grown: memory is what `log.cleaner.dedupe.buffer.size / log.cleaner.threads` allows. The
-//! cleaner stops filling it at `slots * log.cleaner.io.buffer.load.factor` entries, which is where
-//! a dirty section too large for one pass is split. Two keys with the same digest are the same
-//! key here, as in Kafka.
+//! The map has `memory / 24` slots (16 digest bytes + an 8-byte offset each) and never more: memory
+//! is what `log.cleaner.dedupe.buffer.size / log.cleaner.threads` allows. The cleaner stops filling
+//! it at `slots * log.cleaner.io.buffer.load.factor` entries, which is where a dirty section too
+//! large for one pass is split. Two keys with the same digest are the same key here, as in Kafka.
+//!
+//! What the map answers is Kafka's (the newest offset per digest, the same capacity); where a
+//! digest sits is not. The buffer is allocated zeroed (the operating system maps its pages when
+//! they are first written) and the keys live in a prefix of it, a linear-probing table that is
+//! never more than half full until it spans the whole buffer: it doubles in place as keys come.
+//! A log with few keys thus touches a few cache lines and pages, not slots spread over the whole
+//! buffer.
 #![allow(
     clippy::indexing_slicing,
     reason = "fixed-size digests and slots indexed below their length, checked where computed"
@@ -15,11 +21,17 @@ use super::md5::md5;
 /// Bytes of a slot: the digest, then the offset (Kafka's `bytesPerEntry` for MD5).
 pub const BYTES_PER_ENTRY: usize = 16 + 8;
 
+/// Slots of the table a map starts with (or all of them, when it has fewer).
+const INITIAL_TABLE_SLOTS: usize = 4096;
+
 /// The offset map of one cleaner thread.
 #[derive(Debug)]
 pub struct OffsetMap {
     bytes: Vec<u8>,
+    /// Slots of the buffer (Kafka's capacity).
     slots: usize,
+    /// Slots of the table in use: the first `table` slots of the buffer.
+    table: usize,
     entries: usize,
     latest_offset: i64,
 }
@@ -31,6 +43,7 @@ impl OffsetMap {
         OffsetMap {
             bytes: vec![0; slots * BYTES_PER_ENTRY],
             slots,
+            table: slots.min(INITIAL_TABLE_SLOTS),
             entries: 0,
             latest_offset: -1,
         }
@@ -62,11 +75,14 @@ impl OffsetMap {
         self.latest_offset = offset;
     }
 
-    /// Empties the map.
+    /// Empties the map. Only the table in use is written (the rest of the buffer is still zero).
     pub fn clear(&mut self) {
+        if self.entries > 0 {
+            self.bytes[..self.table * BYTES_PER_ENTRY].fill(0);
+        }
+        self.table = self.slots.min(INITIAL_TABLE_SLOTS);
         self.entries = 0;
         self.latest_offset = -1;
-        self.bytes.fill(0);
     }
 
     /// Fraction of slots in use.
@@ -78,43 +94,112 @@ impl OffsetMap {
         }
     }
 
-    /// Kafka's `positionOf`: the first 4 digest bytes, then sliding 4-byte windows, then linear.
-    fn position_of(&self, hash: &[u8; 16], attempt: usize) -> usize {
-        let at = attempt.min(12);
-        let word = i32::from_be_bytes([hash[at], hash[at + 1], hash[at + 2], hash[at + 3]]);
-        let extra = attempt.saturating_sub(12) as i32;
-        let probe = word.wrapping_add(extra);
-        // Kafka's Utils.abs: i32::MIN maps to 0, otherwise the absolute value.
-        let abs = if probe == i32::MIN { 0 } else { probe.abs() } as usize;
-        (abs % self.slots) * BYTES_PER_ENTRY
+    /// The slot a digest is probed from in a table of `table` slots.
+    fn home(hash: &[u8; 16], table: usize) -> usize {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&hash[..8]);
+        ((u128::from(u64::from_be_bytes(w)) * table as u128) >> 64) as usize
     }
 
-    fn is_empty_at(&self, pos: usize) -> bool {
-        self.bytes[pos..pos + BYTES_PER_ENTRY]
-            .iter()
-            .all(|b| *b == 0)
+    /// Kafka's `isEmpty`: a slot of all zeros.
+    fn is_empty_at(&self, slot: usize) -> bool {
+        let pos = slot * BYTES_PER_ENTRY;
+        self.bytes[pos..pos + BYTES_PER_ENTRY] == [0u8; BYTES_PER_ENTRY]
+    }
+
+    fn hash_at(&self, slot: usize) -> &[u8] {
+        let pos = slot * BYTES_PER_ENTRY;
+        &self.bytes[pos..pos + 16]
+    }
+
+    fn take(&mut self, slot: usize) -> [u8; BYTES_PER_ENTRY] {
+        let pos = slot * BYTES_PER_ENTRY;
+        let mut e = [0u8; BYTES_PER_ENTRY];
+        e.copy_from_slice(&self.bytes[pos..pos + BYTES_PER_ENTRY]);
+        self.bytes[pos..pos + BYTES_PER_ENTRY].fill(0);
+        e
+    }
+
+    fn set(&mut self, slot: usize, entry: &[u8; BYTES_PER_ENTRY]) {
+        let pos = slot * BYTES_PER_ENTRY;
+        self.bytes[pos..pos + BYTES_PER_ENTRY].copy_from_slice(entry);
+    }
+
+    /// Doubles the table in place (up to the whole buffer): every entry of the old table is
+    /// moved to its place in the new one once, an entry whose place holds an entry not yet
+    /// moved taking that place and moving the one it displaces next.
+    fn grow(&mut self) {
+        let old = self.table;
+        let table = (old * 2).min(self.slots);
+        self.table = table;
+        // One bit per slot of the new table: whether it holds an entry already moved.
+        let mut moved = vec![0u64; table.div_ceil(64)];
+        let is_moved = |m: &[u64], slot: usize| m[slot / 64] >> (slot % 64) & 1 == 1;
+        let mark = |m: &mut [u64], slot: usize| m[slot / 64] |= 1 << (slot % 64);
+        for i in 0..old {
+            if is_moved(&moved, i) || self.is_empty_at(i) {
+                continue;
+            }
+            let mut cur = self.take(i);
+            'place: loop {
+                let mut hash = [0u8; 16];
+                hash.copy_from_slice(&cur[..16]);
+                let mut slot = Self::home(&hash, table);
+                loop {
+                    if self.is_empty_at(slot) {
+                        self.set(slot, &cur);
+                        mark(&mut moved, slot);
+                        break 'place;
+                    }
+                    if !is_moved(&moved, slot) {
+                        let next = self.take(slot);
+                        self.set(slot, &cur);
+                        mark(&mut moved, slot);
+                        cur = next;
+                        continue 'place;
+                    }
+                    slot = if slot + 1 == table { 0 } else { slot + 1 };
+                }
+            }
+        }
+    }
+
+    /// The slot holding `hash`, or the empty slot where it would go (`None`: the table is full
+    /// and does not hold it).
+    fn find(&self, hash: &[u8; 16]) -> Option<usize> {
+        let mut slot = Self::home(hash, self.table);
+        for _ in 0..self.table {
+            if self.is_empty_at(slot) || self.hash_at(slot) == hash {
+                return Some(slot);
+            }
+            slot = if slot + 1 == self.table { 0 } else { slot + 1 };
+        }
+        None
     }
 
     /// Records `offset` as the newest offset of `key`. Refused (false) when a new key would need
     /// a slot and none is free.
     pub fn put(&mut self, key: &[u8], offset: i64) -> bool {
-        if self.entries >= self.slots {
-            return false;
-        }
         let hash = md5(key);
-        let mut attempt = 0;
-        let mut pos = self.position_of(&hash, attempt);
-        while !self.is_empty_at(pos) {
-            if self.bytes[pos..pos + 16] == hash {
-                self.bytes[pos + 16..pos + 24].copy_from_slice(&offset.to_be_bytes());
+        let mut entry = [0u8; BYTES_PER_ENTRY];
+        entry[..16].copy_from_slice(&hash);
+        entry[16..].copy_from_slice(&offset.to_be_bytes());
+        match self.find(&hash) {
+            Some(slot) if !self.is_empty_at(slot) => {
+                self.set(slot, &entry);
                 self.latest_offset = offset;
                 return true;
             }
-            attempt += 1;
-            pos = self.position_of(&hash, attempt);
+            _ if self.entries >= self.slots => return false,
+            _ => {}
         }
-        self.bytes[pos..pos + 16].copy_from_slice(&hash);
-        self.bytes[pos + 16..pos + 24].copy_from_slice(&offset.to_be_bytes());
+        if self.table < self.slots && (self.entries + 1) * 2 > self.table {
+            self.grow();
+        }
+        let Some(slot) = self.find(&hash) else {
+            return false;
+        };
+        self.set(slot, &entry);
         self.latest_offset = offset;
         self.entries += 1;
         true
@@ -126,19 +211,15 @@ impl OffsetMap {
             return -1;
         }
         let hash = md5(key);
-        let max_attempts = self.slots + 12;
-        for attempt in 0..max_attempts {
-            let pos = self.position_of(&hash, attempt);
-            if self.is_empty_at(pos) {
-                return -1;
-            }
-            if self.bytes[pos..pos + 16] == hash {
+        match self.find(&hash) {
+            Some(slot) if !self.is_empty_at(slot) => {
+                let pos = slot * BYTES_PER_ENTRY + 16;
                 let mut o = [0u8; 8];
-                o.copy_from_slice(&self.bytes[pos + 16..pos + 24]);
-                return i64::from_be_bytes(o);
+                o.copy_from_slice(&self.bytes[pos..pos + 8]);
+                i64::from_be_bytes(o)
             }
+            _ => -1,
         }
-        -1
     }
 }
 
@@ -165,6 +246,43 @@ mod tests {
         assert_eq!(m.latest_offset(), 9, "the last put");
         m.clear();
         assert_eq!((m.size(), m.get(b"k3"), m.latest_offset()), (0, -1, -1));
+    }
+
+    #[test]
+    fn the_table_grows_in_place_and_answers_as_a_dictionary() {
+        // 5,000 slots: the table starts at 4,096, doubles to the whole buffer at 2,049 keys,
+        // and takes keys up to every slot.
+        let mut m = OffsetMap::new(5_000 * BYTES_PER_ENTRY);
+        let mut model = std::collections::HashMap::new();
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for offset in 0..40_000i64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let key = format!("key-{}", x % 6_000);
+            let fits = model.contains_key(&key) || model.len() < 5_000;
+            assert_eq!(m.put(key.as_bytes(), offset), fits, "put {key} at {offset}");
+            if fits {
+                model.insert(key, offset);
+            }
+            assert_eq!(m.size(), model.len());
+            if offset % 997 == 0 || model.len() == 2_049 {
+                for (k, o) in &model {
+                    assert_eq!(m.get(k.as_bytes()), *o, "{k} after {offset} puts");
+                }
+            }
+        }
+        assert_eq!(m.size(), 5_000, "every slot is taken");
+        for (k, o) in &model {
+            assert_eq!(m.get(k.as_bytes()), *o);
+        }
+        assert_eq!(m.get(b"absent"), -1, "a full table answers an absent key");
+        m.clear();
+        assert_eq!((m.size(), m.get(b"key-1")), (0, -1));
+        assert!(
+            m.bytes.iter().all(|b| *b == 0),
+            "clear zeroes what was used"
+        );
     }
 
     #[test]

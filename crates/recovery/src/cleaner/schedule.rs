@@ -290,8 +290,10 @@ impl Storage for ThrottledStorage {
     fn sync_filesystem(&self, dir: &Path) -> SResult<()> {
         self.inner.sync_filesystem(dir)
     }
+    /// No: a mapped file's bytes would be read without passing the throttle, so a throttled
+    /// pass reads its segments through [`FileHandle::read_at`].
     fn supports_mmap(&self) -> bool {
-        self.inner.supports_mmap()
+        false
     }
     fn entry_type(&self, path: &Path) -> SResult<Option<EntryType>> {
         self.inner.entry_type(path)

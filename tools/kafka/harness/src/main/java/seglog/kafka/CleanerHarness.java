@@ -49,9 +49,18 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  *                                                PASSES passes of Kafka's Cleaner.doClean on DIR: the range from
  *                                                LogCleanerManager.cleanableOffsets (first pass from the log start,
  *                                                then from the previous pass's end), pass i at NOW + i * (retention + 1)
+ * compact-bench NOW DEDUPE_BYTES SEGMENT_BYTES   the benchmark peer of benches/cleaner.rs: one JVM, one Cleaner (one
+ *                                                thread, its offset map reused as a broker's cleaner thread reuses
+ *                                                it); for each line "DIR LOG_END_OFFSET" on stdin, marks DIR's log
+ *                                                directory cleanly shut down at that offset, opens the log (not
+ *                                                timed), then times one pass: cleanableOffsets, doClean (offset map,
+ *                                                rewrite, indexes, flush, swap), the cleaner-offset-checkpoint
+ *                                                write (as LogCleanerManager.doneCleaning writes it) and the
+ *                                                scheduler's deletion of the replaced segments; closes the log
  * </pre>
  *
- * Prints one JSON line per pass: dir, pass, first dirty, first uncleanable and end offsets.
+ * Prints one JSON line per pass: dir, pass, first dirty, first uncleanable and end offsets
+ * (compact-bench: dir, seconds with and without the deletion, first dirty, first uncleanable and end offsets, map keys).
  */
 final class CleanerHarness {
     /** The clock of every write: records are stamped T0 + n. */
@@ -241,6 +250,62 @@ final class CleanerHarness {
             for (File f : Optional.ofNullable(dir.listFiles()).orElse(new File[0])) {
                 if (f.getName().endsWith(".deleted")) Files.deleteIfExists(f.toPath());
             }
+        }
+    }
+
+    static void bench(String[] a) throws Exception {
+        Method cleanable = LogCleanerManager.class.getDeclaredMethod("cleanableOffsets", UnifiedLog.class,
+                Optional.class, long.class);
+        cleanable.setAccessible(true);
+        long now = Long.parseLong(a[0]);
+        long dedupe = Long.parseLong(a[1]);
+        int segmentBytes = Integer.parseInt(a[2]);
+        FixedTime time = new FixedTime(now);
+        LogConfig config = config(segmentBytes, 86_400_000L);
+        SkimpyOffsetMap map = new SkimpyOffsetMap((int) Math.min(dedupe, Integer.MAX_VALUE));
+        Throttler throttler = new Throttler(Double.MAX_VALUE, Long.MAX_VALUE, "cleaner-io", "bytes", time);
+        // Kafka: ioBufferSize = log.cleaner.io.buffer.size / threads / 2 (512 KiB / 1 / 2).
+        Cleaner cleaner = new Cleaner(0, map, 256 * 1024, config.maxMessageSize(), 0.9, throttler, time, t -> { });
+        java.io.BufferedReader in = new java.io.BufferedReader(
+                new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null && !line.isBlank(); ) {
+            int sp = line.lastIndexOf(' ');
+            File dir = new File(line.substring(0, sp));
+            long leo = Long.parseLong(line.substring(sp + 1).trim());
+            TopicPartition tp = UnifiedLog.parseTopicPartitionName(dir);
+            File parent = dir.getAbsoluteFile().getParentFile();
+            new OffsetCheckpointFile(new File(parent, "recovery-point-offset-checkpoint"), FAILURES).write(Map.of(tp, leo));
+            new OffsetCheckpointFile(new File(parent, "replication-offset-checkpoint"), FAILURES).write(Map.of(tp, leo));
+            Files.createFile(new File(parent, ".kafka_cleanshutdown").toPath());
+            KafkaScheduler scheduler = new KafkaScheduler(1, true, "compact-bench-");
+            scheduler.startup();
+            UnifiedLog log = open(dir, config, time, scheduler, true);
+            log.updateHighWatermark(leo);
+            OffsetCheckpointFile cleanerCheckpoint = new OffsetCheckpointFile(new File(parent, "cleaner-offset-checkpoint"),
+                    FAILURES);
+            long t0 = System.nanoTime();
+            Object offsets = cleanable.invoke(null, log, Optional.empty(), now);
+            long dirty = (Long) accessor(offsets, "firstDirtyOffset");
+            long uncleanable = (Long) accessor(offsets, "firstUncleanableDirtyOffset");
+            LogToClean ltc = new LogToClean(log, dirty, uncleanable, false);
+            long end = cleaner.doClean(ltc, now).getKey();
+            cleanerCheckpoint.write(Map.of(tp, end));
+            long cleanNanos = System.nanoTime() - t0;
+            // The replaced segments are deleted by the scheduler (file.delete.delay.ms = 0); seglog's
+            // pass removes them itself, so the time includes their deletion.
+            while (Optional.ofNullable(dir.list((d, n) -> n.endsWith(".deleted"))).map(l -> l.length).orElse(0) > 0) {
+                java.util.concurrent.locks.LockSupport.parkNanos(50_000L);
+            }
+            long nanos = System.nanoTime() - t0;
+            log.close();
+            scheduler.shutdown();
+            for (File f : Optional.ofNullable(dir.listFiles()).orElse(new File[0])) {
+                if (f.getName().endsWith(".deleted")) Files.deleteIfExists(f.toPath());
+            }
+            System.out.println("{\"dir\":" + Harness.q(dir.getPath()) + ",\"seconds\":" + nanos / 1e9 + ",\"clean_seconds\":" + cleanNanos / 1e9 + ",\"first_dirty\":"
+                    + dirty + ",\"first_uncleanable\":" + ltc.firstUncleanableOffset() + ",\"end\":" + end
+                    + ",\"map_keys\":" + map.size() + "}");
+            System.out.flush();
         }
     }
 }

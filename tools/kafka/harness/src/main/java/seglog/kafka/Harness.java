@@ -74,6 +74,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * consume BOOTSTRAP TOPIC PARTITIONS ISOLATION   every record up to the end offsets, as JSON lines
  * utf8                                  hex lines on stdin: DumpLogSegments' StringDecoder text, as UTF-8 hex
  * compact-write, compact-clean           Kafka's log cleaner as an oracle: see CleanerHarness
+ * compact-bench NOW DEDUPE_BYTES SEGMENT_BYTES   Kafka's log cleaner timed, one pass per stdin line: see CleanerHarness
  * </pre>
  *
  * JSON is printed on stdout, one object per line; diagnostics go to stderr.
@@ -106,6 +107,7 @@ public final class Harness {
             case "compact-write" -> CleanerHarness.write(rest);
             case "produce-compacted" -> produceCompacted(rest);
             case "compact-clean" -> CleanerHarness.clean(rest);
+            case "compact-bench" -> CleanerHarness.bench(rest);
             case "read" -> ReadHarness.read(rest);
             default -> {
                 System.err.println("unknown subcommand " + args[0]);
