@@ -1,0 +1,259 @@
+//! One cleaning pass: the offset map built over the dirty range, each group cleaned, and the
+//! cleaned segments swapped in.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::clean::{clean_into, CleanedSegment, Mode};
+use super::error::Result;
+use super::reader::{
+    collect_aborted, first_control_type, format_err, head, read_txn_indexes, BatchReader,
+};
+use super::segments::{
+    group_segments_by_size, list_segments, segment_path, segments_in, SegmentFiles,
+};
+use super::{CleanReport, CleanerConfig, GroupReport, LogToClean};
+use super::{CleanedTransactionMetadata, OffsetMap};
+use record_format::DecodeLimits;
+use segment_store::file_name::{FileKind, TempSuffix};
+use segment_store::io::{OpenMode, Storage};
+use segment_store::AbortedTxn;
+
+/// Kafka's `Cleaner.buildOffsetMap` over `[start, end)`: returns whether the map filled up.
+#[allow(clippy::too_many_arguments)]
+fn build_offset_map(
+    storage: &dyn Storage,
+    dir: &Path,
+    segments: &[SegmentFiles],
+    txns: &BTreeMap<i64, Vec<AbortedTxn>>,
+    start: i64,
+    end: i64,
+    map: &mut OffsetMap,
+    config: &CleanerConfig,
+) -> Result<bool> {
+    map.clear();
+    let dirty: Vec<&SegmentFiles> = segments_in(segments, start, end);
+    let mut meta = CleanedTransactionMetadata::default();
+    meta.add_aborted_transactions(collect_aborted(txns, start, end));
+    let max_desired = (map.slots() as f64 * config.io_buffer_load_factor) as usize;
+    for (i, seg) in dirty.iter().enumerate() {
+        let next_start = dirty.get(i + 1).map_or(end, |s| s.base_offset);
+        let path = segment_path(dir, seg.base_offset, FileKind::Log, None);
+        let mut reader = BatchReader::open(storage, &path, config)?;
+        while let Some((_, b)) = reader.next_batch()? {
+            let h = head(&b);
+            if h.control {
+                let t = first_control_type(&path, &b)?;
+                meta.on_control_batch_read(h.last_offset, h.producer_id, t);
+            } else if !meta.on_batch_read(h.last_offset, h.producer_id, h.transactional) {
+                let records = b
+                    .records(&DecodeLimits::default())
+                    .map_err(|e| format_err(&path, e))?;
+                for r in records.iter() {
+                    let r = r.map_err(|e| format_err(&path, e))?;
+                    if let Some(key) = r.key() {
+                        if r.offset() >= start {
+                            if map.size() < max_desired {
+                                map.put(key, r.offset());
+                            } else {
+                                return Ok(true);
+                            }
+                        }
+                    }
+                }
+            }
+            if h.last_offset >= start {
+                map.update_latest_offset(h.last_offset);
+            }
+        }
+        map.update_latest_offset(next_start - 1);
+    }
+    Ok(false)
+}
+
+pub(super) fn log_delete_retention(config: &CleanerConfig) -> i64 {
+    config.delete_retention_ms
+}
+
+/// The max timestamp of the first batch of the `.log` at `path` (Kafka's
+/// `getFirstBatchTimestamp`, the segment's rolling-based timestamp), if it holds one.
+pub(super) fn read_first_batch_timestamp(
+    storage: &dyn Storage,
+    path: &Path,
+) -> Result<Option<i64>> {
+    let config = CleanerConfig::default();
+    let mut reader = BatchReader::open(storage, path, &config)?;
+    Ok(reader.next_batch()?.map(|(_, b)| b.max_timestamp()))
+}
+
+/// The largest timestamp of a segment: its time index's last entry if any, else the max
+/// timestamp of its batches (Kafka's `largestTimestamp` falls back to the file's mtime, which
+/// the storage seam does not have).
+pub(super) fn largest_timestamp(
+    storage: &dyn Storage,
+    dir: &Path,
+    s: &SegmentFiles,
+    config: &CleanerConfig,
+) -> Result<i64> {
+    let mut max = -1;
+    let path = segment_path(dir, s.base_offset, FileKind::Log, None);
+    let mut reader = BatchReader::open(storage, &path, config)?;
+    while let Some((_, b)) = reader.next_batch()? {
+        max = max.max(b.max_timestamp());
+    }
+    Ok(max)
+}
+
+/// One cleaning pass from `first_dirty` (see the module docs). The checkpoint is not written:
+/// [`clean`] does that.
+pub(super) fn run_pass(
+    storage: &dyn Storage,
+    log: &LogToClean,
+    first_dirty: i64,
+    first_uncleanable: i64,
+    config: &CleanerConfig,
+    mode: Mode,
+) -> Result<CleanReport> {
+    let dir = &log.dir;
+    let segments = list_segments(storage, dir)?;
+    let txns = read_txn_indexes(storage, dir, &segments)?;
+    let mut map = OffsetMap::new(OffsetMap::memory_for(
+        config.dedupe_buffer_size,
+        config.threads,
+    ));
+    build_offset_map(
+        storage,
+        dir,
+        &segments,
+        &txns,
+        first_dirty,
+        first_uncleanable,
+        &mut map,
+        config,
+    )?;
+    let end_offset = map.latest_offset() + 1;
+    let mut report = CleanReport {
+        first_dirty_offset: first_dirty,
+        first_uncleanable_offset: first_uncleanable,
+        end_offset,
+        map_slots: map.slots(),
+        map_keys: map.size(),
+        groups: Vec::new(),
+    };
+    let to_clean: Vec<&SegmentFiles> = segments
+        .iter()
+        .filter(|s| s.base_offset < end_offset)
+        .collect();
+    let groups = group_segments_by_size(
+        &to_clean,
+        config.segment_bytes,
+        config.max_index_size,
+        first_uncleanable,
+    );
+    let mut meta = CleanedTransactionMetadata::default();
+    for group in groups {
+        let base = group.first().map_or(0, |s| s.base_offset);
+        let handle = match mode {
+            Mode::DryRun => None,
+            Mode::Apply => Some(storage.open(
+                &segment_path(dir, base, FileKind::Log, Some(TempSuffix::Cleaned)),
+                OpenMode::CreateTruncate,
+            )?),
+        };
+        let mut dest = CleanedSegment::new(
+            handle,
+            base,
+            config.index_interval_bytes,
+            config.io_buffer_size / 2,
+        );
+        let mut g = GroupReport {
+            segments: group.iter().map(|s| s.base_offset).collect(),
+            ..GroupReport::default()
+        };
+        meta.retained_aborted.clear();
+        for (i, seg) in group.iter().enumerate() {
+            let path = segment_path(dir, seg.base_offset, FileKind::Log, None);
+            let upper = match group.get(i + 1) {
+                Some(n) => n.base_offset,
+                None => read_next_offset(storage, &path, seg.base_offset, config)?,
+            };
+            meta.add_aborted_transactions(collect_aborted(&txns, seg.base_offset, upper));
+            clean_into(
+                storage,
+                &path,
+                &mut dest,
+                &map,
+                &mut meta,
+                &log.last_records,
+                first_uncleanable,
+                log,
+                config,
+                &mut g,
+            )?;
+        }
+        dest.txn_index = std::mem::take(&mut meta.retained_aborted);
+        g.bytes_written = dest.finish(storage, dir)?;
+        if mode == Mode::Apply {
+            swap_in(storage, dir, base, &g.segments)?;
+        }
+        report.groups.push(g);
+    }
+    Ok(report)
+}
+
+/// The next offset of a segment (its base when empty).
+pub(super) fn read_next_offset(
+    storage: &dyn Storage,
+    path: &Path,
+    base: i64,
+    config: &CleanerConfig,
+) -> Result<i64> {
+    let mut next = base;
+    let mut reader = BatchReader::open(storage, path, config)?;
+    while let Some((_, b)) = reader.next_batch()? {
+        next = b.last_offset() + 1;
+    }
+    Ok(next)
+}
+
+/// Kafka's `replaceSegments`: every `.cleaned` file of `base` renamed to `.swap` (the commit
+/// point, once the directory is synced), the replaced segments' files removed, the `.swap`
+/// files renamed to their live names.
+fn swap_in(storage: &dyn Storage, dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
+    const KINDS: [FileKind; 4] = [
+        FileKind::TxnIndex,
+        FileKind::TimeIndex,
+        FileKind::Index,
+        FileKind::Log,
+    ];
+    let mut swapped = Vec::new();
+    // The `.log` last: a `.log.swap` present means its indexes are there too.
+    for kind in KINDS {
+        let cleaned = segment_path(dir, base, kind, Some(TempSuffix::Cleaned));
+        if storage.exists(&cleaned)? {
+            storage.rename(
+                &cleaned,
+                &segment_path(dir, base, kind, Some(TempSuffix::Swap)),
+            )?;
+            swapped.push(kind);
+        }
+    }
+    storage.sync_dir(dir)?;
+    for &old in replaced {
+        for kind in KINDS {
+            let live = segment_path(dir, old, kind, None);
+            if storage.exists(&live)? {
+                storage.remove_file(&live)?;
+            }
+        }
+    }
+    storage.sync_dir(dir)?;
+    for kind in KINDS.iter().rev().filter(|k| swapped.contains(k)) {
+        storage.rename(
+            &segment_path(dir, base, *kind, Some(TempSuffix::Swap)),
+            &segment_path(dir, base, *kind, None),
+        )?;
+    }
+    storage.sync_dir(dir)?;
+    Ok(())
+}

@@ -1,0 +1,355 @@
+//! Reads: fetches bounded by the high watermark or the last stable offset, offsets by
+//! timestamp and by leader epoch, the aborted transactions of a range.
+
+use record_format::Batches;
+use segment_store::AbortedTxn;
+
+use super::consumer::RecordIter;
+use super::error::PartitionLogError;
+use super::PartitionLog;
+
+/// Kafka `IsolationLevel`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IsolationLevel {
+    /// Everything below the high watermark.
+    ReadUncommitted,
+    /// Everything below the last stable offset, with the aborted transactions of the range.
+    ReadCommitted,
+}
+
+/// The whole batches at the start of `bytes`, by their length fields (a fetch's last batch may be
+/// cut short).
+pub(super) fn whole_batches(bytes: &[u8]) -> &[u8] {
+    let mut pos = 0usize;
+    while pos < bytes.len() {
+        let Some(len) = bytes
+            .get(pos + 8..pos + 12)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+        else {
+            break; // a header cut short
+        };
+        let size = i32::from_be_bytes(len);
+        let Some(end) = usize::try_from(size)
+            .ok()
+            .and_then(|s| s.checked_add(12))
+            .and_then(|s| s.checked_add(pos))
+        else {
+            // Not a length: left for the batch reader to report.
+            return bytes;
+        };
+        if end > bytes.len() {
+            break; // a batch cut short
+        }
+        pos = end;
+    }
+    bytes.get(..pos).unwrap_or_default()
+}
+
+/// Kafka's `ListOffsetsRequest.LATEST_TIMESTAMP`: [`PartitionLog::fetch_offset_by_timestamp`]
+/// answers the log end offset.
+pub const LATEST_TIMESTAMP: i64 = -1;
+/// Kafka's `ListOffsetsRequest.EARLIEST_TIMESTAMP`: the log start offset.
+pub const EARLIEST_TIMESTAMP: i64 = -2;
+/// Kafka's `ListOffsetsRequest.MAX_TIMESTAMP` (KIP-734): the first record with the largest
+/// timestamp.
+pub const MAX_TIMESTAMP: i64 = -3;
+/// Kafka's `ListOffsetsRequest.EARLIEST_LOCAL_TIMESTAMP`: the local log start offset (the log
+/// start offset: seglog has no tiered storage).
+pub const EARLIEST_LOCAL_TIMESTAMP: i64 = -4;
+/// Kafka's `ListOffsetsRequest.LATEST_TIERED_TIMESTAMP` (no tiered storage: offset -1).
+pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
+/// Kafka's `ListOffsetsRequest.EARLIEST_PENDING_UPLOAD_TIMESTAMP` (no tiered storage: offset -1).
+pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
+
+/// Kafka `FetchIsolation`: the bound of a fetch ([`PartitionLog::fetch`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FetchIsolation {
+    /// Up to the log end offset (a follower's fetch).
+    LogEnd,
+    /// Up to the high watermark (a `read_uncommitted` consumer).
+    HighWatermark,
+    /// Up to the last stable offset, with the aborted transactions (a `read_committed`
+    /// consumer).
+    TxnCommitted,
+}
+
+impl From<IsolationLevel> for FetchIsolation {
+    fn from(i: IsolationLevel) -> Self {
+        match i {
+            IsolationLevel::ReadUncommitted => FetchIsolation::HighWatermark,
+            IsolationLevel::ReadCommitted => FetchIsolation::TxnCommitted,
+        }
+    }
+}
+
+/// An owned fetch result (Kafka `FetchDataInfo` plus the partition's offsets).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchResult {
+    /// The offset asked for.
+    pub fetch_offset: i64,
+    /// The isolation level of the read.
+    pub isolation: IsolationLevel,
+    /// The batches, all below the bound of the isolation level: whole ones from
+    /// [`PartitionLog::read`]; from [`PartitionLog::fetch`] Kafka's bytes exactly, whose last
+    /// batch may be cut short by `max_bytes` (a reader stops at a batch that is not whole).
+    pub records: Vec<u8>,
+    /// Kafka's `firstEntryIncomplete`: the first batch is larger than `max_bytes` and
+    /// `min_one_message` was not asked for.
+    pub first_entry_incomplete: bool,
+    /// High watermark at the time of the read.
+    pub high_watermark: i64,
+    /// Last stable offset at the time of the read.
+    pub last_stable_offset: i64,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// `ReadCommitted`: aborted transactions overlapping the returned batches.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
+    /// The offset the next fetch asks for: one past the last offset of the last batch returned
+    /// (reads return whole batches only), or `fetch_offset` when nothing was returned. Fetching
+    /// from it goes on across segments.
+    pub next_fetch_offset: i64,
+}
+
+impl PartitionLog {
+    /// Reads whole batches from the one containing `start_offset`, at most `max_bytes` (at least
+    /// one batch), below the high watermark (`ReadUncommitted`) or the last stable offset
+    /// (`ReadCommitted`, which also returns the aborted transactions overlapping the batches).
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: IsolationLevel,
+    ) -> Result<FetchResult, PartitionLogError> {
+        let log_start_offset = self.check_in_range(start_offset)?;
+        let high_watermark = self.high_watermark;
+        let last_stable_offset = self.last_stable_offset();
+        let bound = match isolation {
+            IsolationLevel::ReadUncommitted => high_watermark,
+            IsolationLevel::ReadCommitted => last_stable_offset,
+        };
+        let mut records = Vec::new();
+        let mut upper = start_offset;
+        if start_offset < bound {
+            let data = self.local.read(start_offset, max_bytes, true)?;
+            let mut keep = 0usize;
+            for entry in Batches::new(&data.records, 0) {
+                let entry = entry?;
+                if entry.last_offset() >= bound {
+                    break;
+                }
+                keep = usize::try_from(entry.position())
+                    .unwrap_or(usize::MAX)
+                    .saturating_add(entry.size_in_bytes());
+                upper = entry.last_offset().saturating_add(1);
+            }
+            records = data.records;
+            records.truncate(keep);
+        }
+        let aborted_transactions = match isolation {
+            IsolationLevel::ReadUncommitted => None,
+            IsolationLevel::ReadCommitted => Some(if upper > start_offset {
+                self.collect_aborted_transactions(start_offset, upper)?
+            } else {
+                Vec::new()
+            }),
+        };
+        Ok(FetchResult {
+            fetch_offset: start_offset,
+            isolation,
+            records,
+            first_entry_incomplete: false,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            aborted_transactions,
+            next_fetch_offset: upper,
+        })
+    }
+
+    /// [`PartitionLogError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`;
+    /// the log start offset otherwise.
+    fn check_in_range(&self, offset: i64) -> Result<i64, PartitionLogError> {
+        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+        if offset < log_start_offset || offset > log_end_offset {
+            return Err(PartitionLogError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            });
+        }
+        Ok(log_start_offset)
+    }
+
+    /// Kafka's `UnifiedLog.read(startOffset, maxLength, isolation, minOneMessage)` exactly: the
+    /// bytes from the batch holding `start_offset` in the first segment that has one, up to the
+    /// byte position of the batch holding the bound of `isolation` (log end, high watermark or
+    /// last stable offset), at most `max_bytes` (raised to the first batch's size with
+    /// `min_one_message`); the last batch may be cut short, as Kafka's fetch may end (a server
+    /// hands these bytes on; a reader stops at the first batch that is not whole). With
+    /// [`FetchIsolation::TxnCommitted`], the aborted transactions Kafka's
+    /// `addAbortedTransactions` returns: those overlapping the fetch offset up to the first
+    /// offset-index entry past the bytes returned (else the next segment's base, else the log
+    /// end). `next_fetch_offset` is one past the last whole batch returned. Compared with Kafka
+    /// 4.3.1's own `UnifiedLog.read` on broker-written logs in `kafka_interop`.
+    pub fn fetch(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchResult, PartitionLogError> {
+        let high_watermark = self.high_watermark;
+        let last_stable_offset = self.last_stable_offset();
+        let log_start_offset = self.check_in_range(start_offset)?;
+        let bound = match isolation {
+            FetchIsolation::LogEnd => self.log_end_offset(),
+            FetchIsolation::HighWatermark => high_watermark,
+            FetchIsolation::TxnCommitted => last_stable_offset,
+        };
+        let committed = isolation == FetchIsolation::TxnCommitted;
+        let exact = self
+            .local
+            .read_exact(start_offset, max_bytes, min_one_message, bound)?;
+        let (records, first_entry_incomplete, aborted_transactions) = match exact {
+            // No segment holds a batch at or after the offset: no records, no list.
+            None => (Vec::new(), false, None),
+            Some(e) => {
+                let aborted = if !committed {
+                    None
+                } else if start_offset >= bound {
+                    Some(Vec::new())
+                } else {
+                    Some(self.collect_aborted_transactions(start_offset, e.upper_bound_offset)?)
+                };
+                (e.data.records, e.data.first_entry_incomplete, aborted)
+            }
+        };
+        let mut next_fetch_offset = start_offset;
+        for entry in Batches::new(&records, 0) {
+            match entry {
+                Ok(e) => next_fetch_offset = e.last_offset().saturating_add(1),
+                Err(_) => break,
+            }
+        }
+        Ok(FetchResult {
+            fetch_offset: start_offset,
+            isolation: match isolation {
+                FetchIsolation::TxnCommitted => IsolationLevel::ReadCommitted,
+                _ => IsolationLevel::ReadUncommitted,
+            },
+            records,
+            first_entry_incomplete,
+            high_watermark,
+            last_stable_offset,
+            log_start_offset,
+            aborted_transactions,
+            next_fetch_offset,
+        })
+    }
+
+    /// Kafka's `UnifiedLog.fetchOffsetByTimestamp` (what the leader answers to `ListOffsets`,
+    /// before the broker bounds `latest` by the isolation level): for
+    /// [`EARLIEST_TIMESTAMP`]/[`EARLIEST_LOCAL_TIMESTAMP`] the log start offset (with the first
+    /// cached leader epoch if it starts at or below it), for [`LATEST_TIMESTAMP`] the log end
+    /// offset and the latest epoch, for [`MAX_TIMESTAMP`] the first record with the largest
+    /// timestamp (KIP-734), for [`LATEST_TIERED_TIMESTAMP`] and
+    /// [`EARLIEST_PENDING_UPLOAD_TIMESTAMP`] offset -1 and epoch -1 (no tiered storage), and for a
+    /// real timestamp the first record at or after it from the log start on (`None` if none).
+    /// The timestamp of the special answers is -1. Compared with Kafka 4.3.1's own on
+    /// broker-written logs (`kafka_interop`, `reads`).
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        target: i64,
+    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
+        use segment_store::file_records::TimestampAndOffset;
+        let special = |offset: i64, leader_epoch: Option<i32>| {
+            Some(TimestampAndOffset {
+                timestamp: -1,
+                offset,
+                leader_epoch,
+            })
+        };
+        Ok(match target {
+            EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
+                let start = self.log_start_offset();
+                let epoch = self
+                    .epochs
+                    .earliest_entry()
+                    .filter(|e| e.start_offset <= start)
+                    .map(|e| e.epoch);
+                special(start, epoch)
+            }
+            LATEST_TIMESTAMP => special(self.log_end_offset(), self.epochs.latest_epoch()),
+            LATEST_TIERED_TIMESTAMP | EARLIEST_PENDING_UPLOAD_TIMESTAMP => special(-1, Some(-1)),
+            MAX_TIMESTAMP => self.local.offset_of_max_timestamp()?,
+            t => self.local.fetch_offset_by_timestamp(t)?,
+        })
+    }
+
+    /// Kafka's `UnifiedLog.endOffsetForEpoch` (what the leader answers to
+    /// `OffsetsForLeaderEpoch`): `(epoch, end offset)` for the largest epoch at or below
+    /// `leader_epoch`, its end the start of the next epoch or the log end; `None` when it is
+    /// undefined (no epoch at all, or `leader_epoch` above the latest one).
+    pub fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
+        let (epoch, offset) = self
+            .epochs
+            .end_offset_for(leader_epoch, self.log_end_offset());
+        (offset != crate::leader_epoch::UNDEFINED_EPOCH_OFFSET).then_some((epoch, offset))
+    }
+
+    /// The records from `offset` on as a consumer at `isolation` sees them, across segments:
+    /// Kafka's fetch loop, reading 1 MiB at a time from the batch holding `offset` and going on
+    /// at each fetch's [`FetchResult::next_fetch_offset`], each fetch read by a
+    /// [`ConsumerReader`](crate::ConsumerReader) (control batches hidden; under `ReadCommitted`, the records of aborted
+    /// transactions skipped, including a transaction whose batches span several segments, since
+    /// each fetch carries the aborted transactions that overlap it). Records below `offset` in
+    /// the first batch are skipped.
+    ///
+    /// The iterator stops at the bound of `isolation` when it was created: the high watermark
+    /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`). It borrows the log, so
+    /// nothing can be appended, truncated or deleted while it lives; it does not follow the
+    /// tail. Memory is one fetch's window, whatever the log's size.
+    /// [`PartitionLogError::OffsetOutOfRange`] for an `offset` outside `[log start, log end]`.
+    pub fn iter_from(
+        &self,
+        offset: i64,
+        isolation: IsolationLevel,
+    ) -> Result<RecordIter<'_>, PartitionLogError> {
+        self.check_in_range(offset)?;
+        let bound = match isolation {
+            IsolationLevel::ReadUncommitted => self.high_watermark,
+            IsolationLevel::ReadCommitted => self.last_stable_offset(),
+        };
+        Ok(RecordIter {
+            log: self,
+            isolation,
+            next_offset: offset,
+            bound,
+            pending: std::collections::VecDeque::new(),
+            done: false,
+        })
+    }
+
+    /// Kafka `collectAbortedTransactions(startOffset, upperBoundOffset)`: from the segment
+    /// containing `start_offset` on, until a segment's search is complete.
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>, PartitionLogError> {
+        // As Kafka's `LocalLog.collectAbortedTransactions`: no stop at the upper bound's
+        // segment, because an aborted transaction is indexed in the segment holding its ABORT
+        // marker, which may be any later segment.
+        self.local.with_segments_from(start_offset, |segments| {
+            let mut out = Vec::new();
+            for seg in segments {
+                let found = seg?.collect_aborted_txns(start_offset, upper_bound_offset)?;
+                out.extend(found.aborted_transactions);
+                if found.is_complete {
+                    break;
+                }
+            }
+            Ok(out)
+        })?
+    }
+}

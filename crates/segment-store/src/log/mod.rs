@@ -1,0 +1,282 @@
+//! The multi-segment log of one partition (Kafka's `LocalLog` plus the segment-deletion part of
+//! `UnifiedLog`).
+//!
+//! # Concurrency
+//!
+//! [`LocalLog`] is `Send + Sync`; every method takes `&self`. The segments live behind one
+//! `RwLock`: appends, rolls, truncations and deletions take the write lock, reads take the read
+//! lock. An append holds the write lock only for the write call and the index update of its
+//! batches, and a segment's size advances only after the whole append was written, so a reader
+//! can never observe part of a batch. Reads of sealed segments borrow from the segment's
+//! read-only map inside [`LocalLog::read_with`]; [`LocalLog::read`] returns an owned copy.
+//!
+//! # Open segments
+//!
+//! A segment's files (the `.log`'s handle and, for an inactive segment, its read-only map; the
+//! mapped `.index` and `.timeindex`) are opened when the log first needs the segment and closed
+//! again once more than [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive segments are open (those read
+//! last stay open), at the end of the operation that opened them. Loading opens each inactive
+//! segment for its sanity check only; recovery closes each segment once its scan is installed;
+//! [`LocalLog::release_segments`] closes every one, the active one too (a log directory does it
+//! after loading). So a log of any number of segments holds a bounded number of descriptors and
+//! maps.
+//!
+//! # Loading
+//!
+//! [`LocalLog::open_unrecovered`] and [`LocalLog::open_planned`] open the segments as they are
+//! (deleting `*.deleted` leftovers); the recovery crate's `LogLoader` plans recovery and installs
+//! its scans with [`LocalLog::install_scans`]. [`LocalLog::open_with`] is the same opening
+//! followed by [`LocalLog::recover_from`] (the segment containing the recovery point, and any
+//! earlier one whose index fails its sanity check) for users of this crate alone: recovery never
+//! deletes, the segments after a cut are moved to the quarantine directory. `.cleaned`/`.swap`
+//! handling and producer state belong to the recovery crate's loader.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use record_format::RecordBatch;
+
+use crate::error::{Result, SegmentError};
+use crate::index::AbortedTxn;
+use crate::io::{StdFs, Storage};
+use crate::segment::{
+    Clock, LogOffsetMetadata, LogSegment, RollReason, SegmentContext, SystemClock,
+};
+
+mod append;
+mod open;
+mod read;
+mod retention;
+mod segments;
+
+/// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes` (default 1 GiB).
+    pub segment_bytes: u64,
+    /// `segment.ms` (default 7 days).
+    pub segment_ms: i64,
+    /// `segment.jitter.ms` applied to every segment (Kafka draws one at random per segment; a
+    /// fixed value keeps tests deterministic). Default 0.
+    pub segment_jitter_ms: i64,
+    /// `index.interval.bytes` (default 4096).
+    pub index_interval_bytes: u32,
+    /// `segment.index.bytes` (default 10 MiB).
+    pub max_index_size: u64,
+    /// `retention.bytes` (default -1: unlimited).
+    pub retention_bytes: i64,
+    /// `retention.ms` (default 7 days; -1: unlimited).
+    pub retention_ms: i64,
+    /// Where recovery writes the bytes it cuts (`None`: the partition directory).
+    pub quarantine_dir: Option<PathBuf>,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 3600 * 1000,
+            segment_jitter_ms: 0,
+            index_interval_bytes: 4096,
+            max_index_size: crate::index::DEFAULT_MAX_INDEX_SIZE,
+            retention_bytes: -1,
+            retention_ms: 7 * 24 * 3600 * 1000,
+            quarantine_dir: None,
+        }
+    }
+}
+
+/// The environment of a log: storage seam and clock.
+#[derive(Debug, Clone)]
+pub struct LogEnv {
+    /// Storage every write of the partition goes through (`.log`, `.txnindex`, deletions,
+    /// checkpoints; the recovery crate adds producer snapshots, `mirror-state` and quarantine),
+    /// all but the memory-mapped indexes.
+    pub storage: Arc<dyn Storage>,
+    /// Time source for rolls and retention.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for LogEnv {
+    fn default() -> Self {
+        LogEnv {
+            storage: Arc::new(StdFs),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+/// What an append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendOutcome {
+    /// Base offset of the first batch.
+    pub first_offset: i64,
+    /// Last offset of the last batch.
+    pub last_offset: i64,
+    /// Largest batch max timestamp.
+    pub max_timestamp: i64,
+    /// Where the records were written.
+    pub position: LogOffsetMetadata,
+    /// If the append rolled first: the new segment's base offset and why (the caller takes its
+    /// producer-state snapshot named after that base).
+    pub rolled: Option<(i64, RollReason)>,
+}
+
+/// An owned read result: whole batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchData {
+    /// Where the fetch started.
+    pub fetch_offset_metadata: LogOffsetMetadata,
+    /// Whole batches.
+    pub records: Vec<u8>,
+    /// The first batch did not fit `max_bytes`.
+    pub first_entry_incomplete: bool,
+}
+
+/// [`SegmentError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`.
+fn out_of_range(inner: &Inner, offset: i64) -> Result<()> {
+    if offset > inner.log_end_offset || offset < inner.log_start_offset {
+        return Err(SegmentError::OffsetOutOfRange {
+            offset,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+        });
+    }
+    Ok(())
+}
+
+/// The base offset of the segment holding `offset` (the last one at or below it).
+fn floor_base(inner: &Inner, offset: i64) -> Result<i64> {
+    inner
+        .segments
+        .range(..=offset)
+        .next_back()
+        .map(|(&b, _)| b)
+        .ok_or(SegmentError::OffsetOutOfRange {
+            offset,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+        })
+}
+
+/// What [`LocalLog::read_exact`] returns: Kafka's bytes, and the upper bound of the aborted
+/// transactions that go with them (Kafka's `addAbortedTransactions`: the offset of the first
+/// offset-index entry past the bytes returned, else the next segment's base offset, else the log
+/// end offset).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExactFetch {
+    /// The bytes (the last batch may be cut short) and where they start.
+    pub data: FetchData,
+    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with them.
+    pub upper_bound_offset: i64,
+}
+
+/// Summary of one segment, for iteration without holding the lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentInfo {
+    /// Base offset.
+    pub base_offset: i64,
+    /// `.log` size in bytes.
+    pub size: u64,
+    /// Largest timestamp (max timestamp, or creation time if none).
+    pub largest_timestamp: i64,
+    /// Offset-index entries.
+    pub index_entries: usize,
+    /// Time-index entries.
+    pub time_index_entries: usize,
+}
+
+/// Inactive segments a log keeps open at most once an operation is over (a fetch, an append):
+/// those read last. Each holds up to four descriptors and three maps (the `.log`'s handle and
+/// read-only map, the mapped `.index` and `.timeindex`).
+pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 8;
+
+/// One segment of the log, open or not: a segment's files are opened when the log first needs
+/// them (as Kafka opens its indexes lazily) and closed again when more than
+/// [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive ones are open, so a log of any number of segments holds
+/// a bounded number of descriptors and maps.
+#[derive(Debug)]
+struct Slot {
+    /// Boxed: a closed slot is a few words, not a whole segment's struct (a partition holds one
+    /// slot per segment, 100,000 or more).
+    seg: OnceLock<Box<LogSegment>>,
+    /// The `.log`'s size, for a segment that is not open (an open one answers itself).
+    size: u64,
+}
+
+impl Slot {
+    fn open(seg: LogSegment) -> Slot {
+        Slot {
+            size: seg.size(),
+            seg: OnceLock::from(Box::new(seg)),
+        }
+    }
+
+    fn closed(size: u64) -> Slot {
+        Slot {
+            seg: OnceLock::new(),
+            size,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        self.seg.get().map_or(self.size, |s| s.size())
+    }
+
+    /// Closes the segment's files if they are open ([`LogSegment::release`]).
+    fn release(&mut self) -> Result<()> {
+        match self.seg.take() {
+            Some(seg) => {
+                self.size = seg.size();
+                seg.release()
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// The segment, opened or not: for deleting or moving it.
+    fn into_segment(self, log: &LocalLog, base: i64) -> Result<LogSegment> {
+        match self.seg.into_inner() {
+            Some(seg) => Ok(*seg),
+            None => LogSegment::open(&log.ctx, &log.dir, base),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    segments: BTreeMap<i64, Slot>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+    recovery_point: i64,
+    dir_dirty: bool,
+}
+
+/// The segments of one partition directory.
+#[derive(Debug)]
+pub struct LocalLog {
+    dir: PathBuf,
+    config: LogConfig,
+    ctx: SegmentContext,
+    inner: RwLock<Inner>,
+    /// The segments opened on demand since the last [`LocalLog::trim`], oldest first. Its lock
+    /// also serialises opening under the read lock (a mapped index locks its file: two opens of
+    /// one segment would collide).
+    opened: Mutex<Vec<i64>>,
+}
+
+/// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted
+/// transactions it pushes go into the segment's transaction index.
+pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>, &mut Vec<AbortedTxn>) -> Result<()> + 'v;
+
+fn no_producer_state(_: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>) -> Result<()> {
+    Ok(())
+}
+
+struct Summary {
+    first_offset: i64,
+    last_offset: i64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+}

@@ -1,0 +1,280 @@
+//! The segments of a log: the locks around them, the bounded cache of open inactive segments,
+//! and what they are.
+
+use std::path::Path;
+use std::sync::{RwLockReadGuard, RwLockWriteGuard};
+
+use super::{Inner, LocalLog, LogConfig, SegmentInfo, Slot, MAX_OPEN_INACTIVE_SEGMENTS};
+use crate::error::{Result, SegmentError};
+use crate::segment::LogSegment;
+
+impl LocalLog {
+    pub(super) fn read_inner(&self) -> RwLockReadGuard<'_, Inner> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn write_inner(&self) -> RwLockWriteGuard<'_, Inner> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn opened(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
+        self.opened.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The segment's files, opened: the active (last) one writable at its maximum index size,
+    /// any other with its `.log` mapped read-only for zero-copy reads.
+    fn open_segment(&self, base: i64, active: bool) -> Result<LogSegment> {
+        if active {
+            let mut seg = LogSegment::open_active(&self.ctx, &self.dir, base)?;
+            seg.resize_indexes(self.config.max_index_size)?;
+            Ok(seg)
+        } else {
+            let mut seg = LogSegment::open(&self.ctx, &self.dir, base)?;
+            seg.map_log()?;
+            Ok(seg)
+        }
+    }
+
+    /// The segment at `base` (which must be in `inner`), opened if it is not (under the read
+    /// lock: opening is serialised by [`Self::opened`]).
+    pub(super) fn seg<'a>(&self, inner: &'a Inner, base: i64) -> Result<&'a LogSegment> {
+        let slot = inner
+            .segments
+            .get(&base)
+            .ok_or_else(|| self.no_segment(inner, base))?;
+        if let Some(seg) = slot.seg.get() {
+            return Ok(seg);
+        }
+        let mut opened = self.opened();
+        if slot.seg.get().is_none() {
+            let active = inner.segments.keys().next_back() == Some(&base);
+            let seg = self.open_segment(base, active)?;
+            // Cannot be set already: every opening holds `opened`.
+            let _ = slot.seg.set(Box::new(seg));
+            opened.push(base);
+        }
+        slot.seg
+            .get()
+            .map(|s| &**s)
+            .ok_or_else(|| self.no_segment(inner, base))
+    }
+
+    /// [`Self::seg`] under the write lock.
+    pub(super) fn seg_mut<'a>(
+        &self,
+        inner: &'a mut Inner,
+        base: i64,
+    ) -> Result<&'a mut LogSegment> {
+        let active = inner.segments.keys().next_back() == Some(&base);
+        let missing = self.no_segment(inner, base);
+        let slot = inner.segments.get_mut(&base).ok_or(missing)?;
+        if slot.seg.get().is_none() {
+            let seg = self.open_segment(base, active)?;
+            let _ = slot.seg.set(Box::new(seg));
+            self.opened().push(base);
+        }
+        let missing = SegmentError::OffsetOutOfRange {
+            offset: base,
+            log_start_offset: base,
+            log_end_offset: base,
+        };
+        slot.seg.get_mut().map(|s| &mut **s).ok_or(missing)
+    }
+
+    fn no_segment(&self, inner: &Inner, base: i64) -> SegmentError {
+        SegmentError::OffsetOutOfRange {
+            offset: base,
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+        }
+    }
+
+    /// The active (last) segment, opened.
+    pub(super) fn active_mut<'a>(&self, inner: &'a mut Inner) -> Result<&'a mut LogSegment> {
+        let Some(&base) = inner.segments.keys().next_back() else {
+            let end = inner.log_end_offset;
+            return Err(SegmentError::OffsetOutOfRange {
+                offset: end,
+                log_start_offset: inner.log_start_offset,
+                log_end_offset: end,
+            });
+        };
+        self.seg_mut(inner, base)
+    }
+
+    /// Closes the inactive segments opened on demand beyond the [`MAX_OPEN_INACTIVE_SEGMENTS`]
+    /// read last.
+    pub(super) fn trim(&self, inner: &mut Inner) -> Result<()> {
+        let mut opened = self.opened();
+        if opened.len() <= MAX_OPEN_INACTIVE_SEGMENTS {
+            return Ok(());
+        }
+        let active = inner.segments.keys().next_back().copied();
+        // The most recently opened are kept (each base once).
+        let mut keep = Vec::with_capacity(MAX_OPEN_INACTIVE_SEGMENTS);
+        let mut close = Vec::new();
+        for &base in opened.iter().rev() {
+            if Some(base) == active || keep.contains(&base) || close.contains(&base) {
+                continue;
+            }
+            if keep.len() < MAX_OPEN_INACTIVE_SEGMENTS / 2 {
+                keep.push(base);
+            } else {
+                close.push(base);
+            }
+        }
+        keep.reverse();
+        *opened = keep;
+        drop(opened);
+        for base in close {
+            if let Some(slot) = inner.segments.get_mut(&base) {
+                slot.release()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::trim`] after an operation under the read lock, if it opened too many segments.
+    pub(super) fn trim_after_read(&self) -> Result<()> {
+        if self.opened().len() > MAX_OPEN_INACTIVE_SEGMENTS {
+            let mut inner = self.write_inner();
+            self.trim(&mut inner)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every open segment's files, the active one's too (`LogSegment::release`: its
+    /// indexes trimmed, nothing flushed): the log then holds no descriptor and no map until it is
+    /// next read or appended to. For a log directory that keeps many partitions open.
+    pub fn release_segments(&self) -> Result<()> {
+        let mut inner = self.write_inner();
+        for slot in inner.segments.values_mut() {
+            slot.release()?;
+        }
+        self.opened().clear();
+        Ok(())
+    }
+
+    /// The number of segments whose files are open now (the active one included).
+    pub fn open_segments(&self) -> usize {
+        self.read_inner()
+            .segments
+            .values()
+            .filter(|s| s.seg.get().is_some())
+            .count()
+    }
+
+    /// The partition directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+    /// The offset after the last appended batch.
+    pub fn log_end_offset(&self) -> i64 {
+        self.read_inner().log_end_offset
+    }
+    /// The first offset readable.
+    pub fn log_start_offset(&self) -> i64 {
+        self.read_inner().log_start_offset
+    }
+    /// Everything below this offset is durable.
+    pub fn recovery_point(&self) -> i64 {
+        self.read_inner().recovery_point
+    }
+    /// Base offset of the active (last) segment.
+    pub fn active_segment_base(&self) -> i64 {
+        self.read_inner()
+            .segments
+            .keys()
+            .next_back()
+            .copied()
+            .unwrap_or(0)
+    }
+    /// Total size of all segments' `.log` files.
+    pub fn size(&self) -> u64 {
+        self.read_inner().segments.values().map(Slot::size).sum()
+    }
+    /// A summary of every segment, in base-offset order (each segment opened in turn, closed
+    /// again but for the last ones read).
+    pub fn segments(&self) -> Result<Vec<SegmentInfo>> {
+        self.segments_from(Vec::new())
+    }
+
+    /// [`Self::segments`] after the bases already in `out`, a few segments at a time.
+    fn segments_from(&self, mut out: Vec<SegmentInfo>) -> Result<Vec<SegmentInfo>> {
+        loop {
+            let after = out.last().map_or(i64::MIN, |s| s.base_offset);
+            let inner = self.read_inner();
+            let bases: Vec<i64> = inner
+                .segments
+                .range(after.saturating_add(1)..)
+                .map(|(&b, _)| b)
+                .take(MAX_OPEN_INACTIVE_SEGMENTS)
+                .collect();
+            if bases.is_empty() || after == i64::MAX {
+                drop(inner);
+                self.trim_after_read()?;
+                return Ok(out);
+            }
+            for base in bases {
+                let s = self.seg(&inner, base)?;
+                out.push(SegmentInfo {
+                    base_offset: s.base_offset(),
+                    size: s.size(),
+                    largest_timestamp: s.largest_timestamp(),
+                    index_entries: s.offset_index().entries(),
+                    time_index_entries: s.time_index().entries(),
+                });
+            }
+            drop(inner);
+            self.trim_after_read()?;
+        }
+    }
+
+    /// Runs `f` over the segments (in base-offset order) under the read lock, each opened as the
+    /// iterator reaches it (an error if it cannot be); those opened are closed again afterwards
+    /// but for the last ones read.
+    pub fn with_segments<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Iterator<Item = Result<&LogSegment>>) -> R,
+    ) -> Result<R> {
+        self.with_segments_from(i64::MIN, f)
+    }
+
+    /// [`Self::with_segments`] from the segment holding `offset` (the last whose base offset is
+    /// at most `offset`; the first segment if there is none).
+    pub fn with_segments_from<R>(
+        &self,
+        offset: i64,
+        f: impl FnOnce(&mut dyn Iterator<Item = Result<&LogSegment>>) -> R,
+    ) -> Result<R> {
+        let r = {
+            let inner = self.read_inner();
+            let inner = &*inner;
+            let from = inner
+                .segments
+                .range(..=offset)
+                .next_back()
+                .map_or(i64::MIN, |(&b, _)| b);
+            f(&mut inner
+                .segments
+                .range(from..)
+                .map(|(&b, _)| self.seg(inner, b)))
+        };
+        self.trim_after_read()?;
+        Ok(r)
+    }
+
+    /// The base offset of the first segment.
+    pub fn first_segment_base(&self) -> Option<i64> {
+        self.read_inner().segments.keys().next().copied()
+    }
+
+    /// The base offsets of every segment, ascending, without opening any.
+    pub fn segment_bases(&self) -> Vec<i64> {
+        self.read_inner().segments.keys().copied().collect()
+    }
+}

@@ -1,0 +1,252 @@
+//! Appends to a segment and reads from it: offsets translated through the offset index,
+//! timestamps through the time index.
+
+use std::borrow::Cow;
+
+use record_format::RecordBatch;
+
+use super::scan::{check_framing, headers_in};
+use super::{FetchDataInfo, LogOffsetMetadata, LogSegment};
+use crate::error::{Result, SegmentError};
+use crate::file_records::{whole_batches_len, LogOffsetPosition, TimestampAndOffset};
+use crate::index::{FilePosition, OffsetPosition, TimestampOffset};
+
+impl LogSegment {
+    /// Kafka's `append`: writes `records` (whole v2 batches with offsets assigned, all
+    /// `<= largest_offset`) and maintains the indexes per batch. `largest_timestamp` becomes
+    /// the rolling base timestamp if the segment was empty; `(largest_timestamp,
+    /// offset_of_max_timestamp)` raise the max timestamp so far if the per-batch values did not
+    /// already. Returns the position the records were written at. Malformed framing is
+    /// rejected before anything is written.
+    pub fn append(
+        &mut self,
+        largest_offset: i64,
+        largest_timestamp: i64,
+        offset_of_max_timestamp: i64,
+        records: &[u8],
+    ) -> Result<u64> {
+        let mut position = self.log.size();
+        if records.is_empty() {
+            return Ok(position);
+        }
+        self.ensure_offset_in_range(largest_offset)?;
+        let end = position + records.len() as u64;
+        if end > i32::MAX as u64 {
+            return Err(SegmentError::PositionOverflow {
+                path: self.log.path().to_path_buf(),
+                position: end,
+            });
+        }
+        check_framing(self.log.path(), records, position)?;
+        if position == 0 {
+            self.rolling_based_timestamp = Some(largest_timestamp);
+        }
+        let start = self.log.append(records)?;
+        for h in headers_in(records, start) {
+            if h.max_timestamp > self.max_timestamp_so_far.timestamp {
+                self.max_timestamp_so_far = TimestampOffset {
+                    timestamp: h.max_timestamp,
+                    offset: h.last_offset,
+                };
+            }
+            if self.bytes_since_last_index_entry > u64::from(self.ctx.config.index_interval_bytes) {
+                self.offset_index
+                    .append(h.last_offset, FilePosition(position as u32))?;
+                self.time_index.maybe_append(
+                    self.max_timestamp_so_far.timestamp,
+                    self.max_timestamp_so_far.offset,
+                    false,
+                )?;
+                self.bytes_since_last_index_entry = 0;
+            }
+            position += u64::from(h.size);
+            self.bytes_since_last_index_entry += u64::from(h.size);
+        }
+        if largest_timestamp > self.max_timestamp_so_far.timestamp {
+            self.max_timestamp_so_far = TimestampOffset {
+                timestamp: largest_timestamp,
+                offset: offset_of_max_timestamp,
+            };
+        }
+        Ok(start)
+    }
+
+    /// Kafka's `translateOffset`: the batch containing `offset` (the first whose last offset is
+    /// `>= offset`), searching from the index entry or `starting_position`, whichever is later.
+    pub fn translate_offset(
+        &self,
+        offset: i64,
+        starting_position: u64,
+    ) -> Result<Option<LogOffsetPosition>> {
+        let mapping = self.offset_index.lookup(offset);
+        self.log.search_for_offset_with_size(
+            offset,
+            u64::from(mapping.position.0).max(starting_position),
+        )
+    }
+
+    /// Kafka's `read`, cut to whole batches: from the batch containing `start_offset`, at most
+    /// `max_size` bytes (at least the first batch if `min_one_message`) and not past
+    /// `max_position` (default: the segment size). `None` if `start_offset` is past the
+    /// segment's last batch.
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> Result<Option<FetchDataInfo<'_>>> {
+        let Some(mut info) =
+            self.read_exact(start_offset, max_size, max_position, min_one_message)?
+        else {
+            return Ok(None);
+        };
+        let whole = whole_batches_len(&info.records);
+        if whole < info.records.len() {
+            info.records = match info.records {
+                Cow::Borrowed(b) => Cow::Borrowed(b.get(..whole).unwrap_or_default()),
+                Cow::Owned(mut v) => {
+                    v.truncate(whole);
+                    Cow::Owned(v)
+                }
+            };
+        }
+        Ok(Some(info))
+    }
+
+    /// Kafka's `LogSegment.read` exactly: the bytes from the batch containing `start_offset`,
+    /// `min(max_position - start, max_size)` of them (`max_size` raised to the first batch's size
+    /// if `min_one_message`), so the last batch may be cut short, as Kafka's fetch may end; empty
+    /// when that is 0 bytes. `first_entry_incomplete` when the first batch is larger than what
+    /// may be returned. `None` if `start_offset` is past the segment's last batch.
+    pub fn read_exact(
+        &self,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> Result<Option<FetchDataInfo<'_>>> {
+        let Some(start) = self.translate_offset(start_offset, 0)? else {
+            return Ok(None);
+        };
+        let meta = LogOffsetMetadata {
+            message_offset: start_offset,
+            segment_base_offset: self.base_offset,
+            relative_position_in_segment: start.position,
+        };
+        let adjusted = if min_one_message {
+            max_size.max(start.size as usize)
+        } else {
+            max_size
+        };
+        let max_position = max_position.unwrap_or(self.size()).min(self.size());
+        if adjusted == 0 || max_position <= start.position {
+            return Ok(Some(FetchDataInfo {
+                fetch_offset_metadata: meta,
+                records: Cow::Borrowed(&[][..]),
+                first_entry_incomplete: false,
+            }));
+        }
+        let incomplete = adjusted < start.size as usize;
+        let fetch_size = ((max_position - start.position) as usize).min(adjusted);
+        Ok(Some(FetchDataInfo {
+            fetch_offset_metadata: meta,
+            records: self.log.read(start.position, fetch_size)?,
+            first_entry_incomplete: incomplete,
+        }))
+    }
+
+    /// Kafka's `LogSegment.fetchUpperBoundOffset`: the offset of the first offset-index entry at
+    /// or after byte `position + fetch_size`, if any (the upper bound of the aborted
+    /// transactions a fetch of `fetch_size` bytes from `position` returns).
+    pub fn fetch_upper_bound_offset(
+        &self,
+        offset: i64,
+        position: u64,
+        fetch_size: usize,
+    ) -> Option<i64> {
+        let from = OffsetPosition {
+            offset,
+            position: FilePosition(u32::try_from(position).unwrap_or(u32::MAX)),
+        };
+        self.offset_index
+            .fetch_upper_bound_offset(from, u32::try_from(fetch_size).unwrap_or(u32::MAX))
+            .map(|p| p.offset)
+    }
+
+    /// Kafka's `readNextOffset`: the offset after the last batch (the base offset if empty).
+    pub fn read_next_offset(&self) -> Result<i64> {
+        let from = u64::from(self.offset_index.last_entry().position.0);
+        let mut next = self.base_offset;
+        for h in self.log.headers_from(from) {
+            next = h?.next_offset();
+        }
+        Ok(next)
+    }
+
+    /// Kafka's `hasOverflow`: the segment holds an offset that does not fit 32 bits relative to
+    /// its base (possible in segments written by old Kafka versions).
+    pub fn has_overflow(&self) -> Result<bool> {
+        let next = self.read_next_offset()?;
+        Ok(next > self.base_offset && !self.can_convert_to_relative_offset(next - 1))
+    }
+
+    /// Kafka's `findOffsetByTimestamp`: the first record with timestamp `>= timestamp` and
+    /// offset `>= starting_offset`, starting the scan from the time and offset indexes.
+    pub fn find_offset_by_timestamp(
+        &self,
+        timestamp: i64,
+        starting_offset: i64,
+    ) -> Result<Option<TimestampAndOffset>> {
+        let to = self.time_index.lookup(timestamp);
+        let position = self
+            .offset_index
+            .lookup(to.offset.max(starting_offset))
+            .position;
+        self.log
+            .search_for_timestamp(timestamp, u64::from(position.0), starting_offset)
+    }
+
+    /// Kafka's `MAX_TIMESTAMP` lookup in this segment (KIP-734): the first batch from the
+    /// offset-index entry of [`Self::offset_of_max_timestamp_so_far`] whose max timestamp is
+    /// [`Self::max_timestamp_so_far`], and in it the first record with that timestamp (Kafka's
+    /// `offsetOfMaxTimestamp`), with the batch's leader epoch if it has one. `None` when no
+    /// batch or record matches (an empty segment, a legacy batch).
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
+        let max = self.max_timestamp_so_far();
+        let from = self
+            .offset_index
+            .lookup(self.offset_of_max_timestamp_so_far());
+        for h in self.log.headers_from(u64::from(from.position.0)) {
+            let h = h?;
+            if h.max_timestamp != max {
+                continue;
+            }
+            if h.magic < 2 {
+                return Ok(None);
+            }
+            let bytes = self.log.read(h.position, h.size as usize)?;
+            let format = |error| SegmentError::Format {
+                path: self.log.path().to_path_buf(),
+                error,
+            };
+            let batch = RecordBatch::new(&bytes, h.position).map_err(format)?;
+            let records = batch
+                .records(&record_format::DecodeLimits::default())
+                .map_err(format)?;
+            for r in records.iter() {
+                let r = r.map_err(format)?;
+                if r.timestamp() == max {
+                    return Ok(Some(TimestampAndOffset {
+                        timestamp: max,
+                        offset: r.offset(),
+                        leader_epoch: (h.partition_leader_epoch >= 0)
+                            .then_some(h.partition_leader_epoch),
+                    }));
+                }
+            }
+            return Ok(None);
+        }
+        Ok(None)
+    }
+}
