@@ -1,5 +1,5 @@
 //! Library bugs found by the end-to-end tests, each kept as a regression test of the correct
-//! behaviour (both fixed in `crates/recovery/src/log.rs`).
+//! behaviour (both fixed in `crates/recovery/src/log/`).
 //!
 //! 1. `PartitionLog::collect_aborted_transactions` stops at the first segment whose base offset
 //!    reaches the upper bound (`if seg.base_offset() >= upper_bound_offset { break; }`). Kafka's
