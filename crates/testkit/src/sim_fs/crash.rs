@@ -90,13 +90,6 @@ enum Choice {
     Name(usize),
 }
 
-fn next_rand(x: &mut u64) -> u64 {
-    *x ^= *x << 13;
-    *x ^= *x >> 7;
-    *x ^= *x << 17;
-    *x
-}
-
 impl SimState {
     /// The bytes of `inode` with the write in flight applied (what the weak model may keep).
     fn latest(&self, id: u64) -> Vec<u8> {
@@ -251,11 +244,11 @@ impl SimulatedFs {
         } else {
             add(st.image_of(&choices, &|_| false));
             add(st.image_of(&choices, &|_| true));
-            let mut x = (model.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1;
+            let mut x = crate::crash_test::XorShift::new(
+                (model.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1,
+            );
             for _ in 0..model.samples {
-                let bits: Vec<bool> = (0..choices.len())
-                    .map(|_| next_rand(&mut x) & 1 == 1)
-                    .collect();
+                let bits: Vec<bool> = (0..choices.len()).map(|_| x.next_u64() & 1 == 1).collect();
                 add(st.image_of(&choices, &|n| bits.get(n).copied().unwrap_or(false)));
             }
             explored = model.samples as u64 + 2;
