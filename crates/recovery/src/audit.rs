@@ -9,17 +9,17 @@
 //!
 //! | finding | seen when | severity |
 //! |---|---|---|
-//! | [`EpochWentBackwards`](AuditFinding::EpochWentBackwards) | a batch or marker with a lower epoch than the last one | error |
-//! | [`NewEpochSequenceNotZero`](AuditFinding::NewEpochSequenceNotZero) | a data batch bumps the epoch but does not start at sequence 0 | error |
-//! | [`SequenceRestart`](AuditFinding::SequenceRestart) | same epoch, sequence back to 0 after a non-zero one | error |
-//! | [`SequenceGap`](AuditFinding::SequenceGap) | same epoch, sequence is not last + 1 | error backwards, warning forwards (compaction removes whole batches) |
-//! | [`Duplicate`](AuditFinding::Duplicate) | same epoch and sequences as one of the last five batches (the client path would answer it as a duplicate *without writing it*) | error |
-//! | [`TxnClosedByLowerEpoch`](AuditFinding::TxnClosedByLowerEpoch) | a COMMIT/ABORT with an epoch below the epoch that opened the transaction it closes | error |
-//! | [`NonTransactionalInTxn`](AuditFinding::NonTransactionalInTxn) | a non-transactional batch while the id's transaction is open | error |
-//! | [`NewEpochInOpenTxn`](AuditFinding::NewEpochInOpenTxn) | a transactional batch with a higher epoch while a transaction opened in a lower epoch is open, no marker or barrier in between (the PSM merges them: the new epoch's marker closes both) | error |
-//! | [`MarkerWithoutOpenTxn`](AuditFinding::MarkerWithoutOpenTxn) | a COMMIT/ABORT for a known id with no open transaction | warning (legal if the transaction added the partition but wrote nothing to it) |
-//! | [`OpenTxnAtBarrier`](AuditFinding::OpenTxnAtBarrier) | a transaction still open at a `MIRROR_PID_RESET` barrier (the barrier aborts it) | warning |
-//! | [`PidReusedAcrossBarrier`](AuditFinding::PidReusedAcrossBarrier) | an id seen before a barrier appears again after it: the situation the barrier makes safe | info |
+//! | [`EpochWentBackwards`](AuditKind::EpochWentBackwards) | a batch or marker with a lower epoch than the last one | error |
+//! | [`NewEpochSequenceNotZero`](AuditKind::NewEpochSequenceNotZero) | a data batch bumps the epoch but does not start at sequence 0 | error |
+//! | [`SequenceRestart`](AuditKind::SequenceRestart) | same epoch, sequence back to 0 after a non-zero one | error |
+//! | [`SequenceGap`](AuditKind::SequenceGap) | same epoch, sequence is not last + 1 | error backwards, warning forwards (compaction removes whole batches) |
+//! | [`Duplicate`](AuditKind::Duplicate) | same epoch and sequences as one of the last five batches (the client path would answer it as a duplicate *without writing it*) | error |
+//! | [`TxnClosedByLowerEpoch`](AuditKind::TxnClosedByLowerEpoch) | a COMMIT/ABORT with an epoch below the epoch that opened the transaction it closes | error |
+//! | [`NonTransactionalInTxn`](AuditKind::NonTransactionalInTxn) | a non-transactional batch while the id's transaction is open | error |
+//! | [`NewEpochInOpenTxn`](AuditKind::NewEpochInOpenTxn) | a transactional batch with a higher epoch while a transaction opened in a lower epoch is open, no marker or barrier in between (the PSM merges them: the new epoch's marker closes both) | error |
+//! | [`MarkerWithoutOpenTxn`](AuditKind::MarkerWithoutOpenTxn) | a COMMIT/ABORT for a known id with no open transaction | warning (legal if the transaction added the partition but wrote nothing to it) |
+//! | [`OpenTxnAtBarrier`](AuditKind::OpenTxnAtBarrier) | a transaction still open at a `MIRROR_PID_RESET` barrier (the barrier aborts it) | warning |
+//! | [`PidReusedAcrossBarrier`](AuditKind::PidReusedAcrossBarrier) | an id seen before a barrier appears again after it: the situation the barrier makes safe | info |
 //!
 //! A barrier resets all tracking, as it resets the PSM, so a correct failover (truncate to the LSO,
 //! barrier, local producers) produces only the informational reuse findings. Each batch produces
