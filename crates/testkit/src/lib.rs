@@ -55,6 +55,7 @@ pub mod clock;
 pub mod crash_fn;
 pub mod crash_test;
 pub mod kill_child;
+pub mod rng;
 pub mod segments;
 pub mod sim_fs;
 

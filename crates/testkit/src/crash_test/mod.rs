@@ -37,6 +37,7 @@ mod crash;
 mod ops;
 mod workload;
 
+pub use crate::rng::XorShift;
 pub(crate) use check::producer_keys;
 pub use check::{check_dir, check_image, CheckOutcome};
 pub use crash::{
@@ -49,8 +50,8 @@ pub use ops::{
     replica_batch_at, txn_open, valid_batches,
 };
 pub use workload::{
-    Expectation, Op, Workload, XorShift, MAX_ADVANCE_MS, REPLICA_PID, RETENTION_BYTES,
-    RETENTION_MS, SOURCE_PID, TIMESTAMP,
+    Expectation, Op, Workload, MAX_ADVANCE_MS, REPLICA_PID, RETENTION_BYTES, RETENTION_MS,
+    SOURCE_PID, TIMESTAMP,
 };
 
 /// How many torn variants of each crash point to check.

@@ -8,6 +8,7 @@ use recovery::{PartitionLog, PartitionLogConfig};
 use segment_store::LogConfig;
 
 use super::ops::{read_log, valid_batches};
+use crate::rng::XorShift;
 
 /// Where the clock of every run starts. Batches are stamped with the clock, which only
 /// [`Op::Retention`] moves forward (by at most [`MAX_ADVANCE_MS`] a step): no producer ever
@@ -24,38 +25,6 @@ pub const REPLICA_PID: i64 = 50;
 /// The source cluster's producer id in a mirror failover (reused locally after the barrier).
 pub const SOURCE_PID: i64 = 5;
 pub(super) const READ_CHUNK: usize = 1 << 20;
-
-/// A xorshift64 generator: the workload is a pure function of the seed.
-#[derive(Debug, Clone)]
-pub struct XorShift(u64);
-
-impl XorShift {
-    /// A generator; seed 0 is replaced by a fixed non-zero value.
-    pub fn new(seed: u64) -> Self {
-        Self(if seed == 0 {
-            0x9E37_79B9_7F4A_7C15
-        } else {
-            seed
-        })
-    }
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-    /// Uniform in `0..n` (`0` if `n == 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next_u64() % n
-        }
-    }
-}
 
 /// One step of a workload. Steps are intents resolved against the log's state when run (the
 /// next sequence number, whether a transaction is open), so every generated step is valid.

@@ -244,7 +244,7 @@ impl SimulatedFs {
         } else {
             add(st.image_of(&choices, &|_| false));
             add(st.image_of(&choices, &|_| true));
-            let mut x = crate::crash_test::XorShift::new(
+            let mut x = crate::rng::XorShift::new(
                 (model.seed ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1,
             );
             for _ in 0..model.samples {
