@@ -23,8 +23,9 @@
 //! an unflushed log end is durable while the tail it describes is not ("from the future"):
 //! recovery must discard it. The offset and time indexes are in the images as the crash left
 //! them (missing, short, zero-filled, stale past a truncation): recovery trusts those of a
-//! segment below the recovery point, and check (c) verifies them against the log. The run directory exists on the real file
-//! system only to be checked empty afterwards: a file there was written around the seam.
+//! segment below the recovery point, and check (c) verifies them against the log. The run
+//! directory exists on the real file system only to be checked empty afterwards: a file there was
+//! written around the seam.
 
 use std::collections::BTreeMap;
 use std::fmt;
