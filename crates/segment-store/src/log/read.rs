@@ -1,8 +1,6 @@
 //! Reads: batches from an offset, exact reads, offsets by timestamp.
 
-use super::{
-    floor_base, out_of_range, ExactFetch, FetchData, Inner, LocalLog, MAX_OPEN_INACTIVE_SEGMENTS,
-};
+use super::{floor_base, out_of_range, ExactFetch, FetchData, Inner, LocalLog};
 use crate::error::Result;
 use crate::file_records::TimestampAndOffset;
 use crate::segment::{FetchDataInfo, LogOffsetMetadata};
@@ -196,12 +194,7 @@ impl LocalLog {
         let mut after = i64::MIN;
         loop {
             let inner = self.read_inner();
-            let bases: Vec<i64> = inner
-                .segments
-                .range(after.saturating_add(1)..)
-                .map(|(&b, _)| b)
-                .take(MAX_OPEN_INACTIVE_SEGMENTS)
-                .collect();
+            let bases = inner.window_after(after);
             if bases.is_empty() {
                 let found = match best {
                     Some((base, _)) => self.seg(&inner, base)?.offset_of_max_timestamp(),
@@ -233,12 +226,7 @@ impl LocalLog {
         let mut after = after;
         loop {
             let inner = self.read_inner();
-            let bases: Vec<i64> = inner
-                .segments
-                .range(after.saturating_add(1)..)
-                .map(|(&b, _)| b)
-                .take(MAX_OPEN_INACTIVE_SEGMENTS)
-                .collect();
+            let bases = inner.window_after(after);
             let Some(&last) = bases.last().filter(|_| after < i64::MAX) else {
                 return Ok(None);
             };

@@ -208,12 +208,7 @@ impl LocalLog {
         loop {
             let after = out.last().map_or(i64::MIN, |s| s.base_offset);
             let inner = self.read_inner();
-            let bases: Vec<i64> = inner
-                .segments
-                .range(after.saturating_add(1)..)
-                .map(|(&b, _)| b)
-                .take(MAX_OPEN_INACTIVE_SEGMENTS)
-                .collect();
+            let bases = inner.window_after(after);
             if bases.is_empty() || after == i64::MAX {
                 drop(inner);
                 self.trim_after_read()?;
@@ -276,5 +271,18 @@ impl LocalLog {
     /// The base offsets of every segment, ascending, without opening any.
     pub fn segment_bases(&self) -> Vec<i64> {
         self.read_inner().segments.keys().copied().collect()
+    }
+}
+
+impl Inner {
+    /// The base offsets of at most [`MAX_OPEN_INACTIVE_SEGMENTS`] segments after `after`: the
+    /// window a walk over every segment takes under one read lock, trimming between windows so
+    /// that the open descriptors stay bounded.
+    pub(super) fn window_after(&self, after: i64) -> Vec<i64> {
+        self.segments
+            .range(after.saturating_add(1)..)
+            .map(|(&b, _)| b)
+            .take(MAX_OPEN_INACTIVE_SEGMENTS)
+            .collect()
     }
 }
