@@ -71,7 +71,7 @@ fn workload(env: &CrashEnv) -> Result<(), Box<dyn Error>> {
                 let tp = TopicPartition::new(*topic, *partition);
                 let value = format!("{tp}/r{round}s{step}");
                 let b = batch(n as i64 + 1, seqs[n], &value)?;
-                let log = logs.partition_mut(&tp).ok_or("partition")?;
+                let log = logs.partition(&tp).ok_or("partition")?;
                 log.append_as_leader(&b, 0, seglog::AppendOrigin::Client)?;
                 if step == 1 && n == 0 {
                     // A retried batch (the producer did not hear back): a duplicate, not

@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     let config = Config::default().with_segment_bytes(1 << 20);
 
     // 1. Open, creating the directory.
-    let mut log = Log::open(&dir, config.clone())?;
+    let log = Log::open(&dir, config.clone())?;
     println!("opened {}: {}", dir.display(), log.recovery_report());
 
     // 2. Idempotent appends: producer 1 writes sequences 0-1 and 2; a retry of the first
@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     // 5. Close cleanly: the next open recovers nothing.
     log.append_as_leader(&marker(2, true), 0, AppendOrigin::Coordinator)?;
     log.close()?;
-    let mut log = Log::open(&dir, config.clone())?;
+    let log = Log::open(&dir, config.clone())?;
     assert!(log.recovery_report().had_clean_shutdown);
     println!("reopened: {}", log.recovery_report());
 
@@ -123,7 +123,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     assert_eq!(log.log_end_offset(), end, "every flushed batch survived");
 
     // 8. Producer state survived both: producer 1's next sequence is 4.
-    for (pid, e) in log.producer_state().active_producers() {
+    for (pid, e) in log.producer_state()?.active_producers() {
         println!(
             "producer {pid}: epoch {} last sequence {} last offset {}",
             e.producer_epoch(),
@@ -132,7 +132,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         );
     }
     assert_eq!(
-        log.producer_state().last_entry(1).map(|e| e.last_seq()),
+        log.producer_state()?.last_entry(1).map(|e| e.last_seq()),
         Some(3)
     );
     for e in log.expired_producers() {

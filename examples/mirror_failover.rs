@@ -32,14 +32,14 @@ fn main() -> Result<(), Box<dyn Error>> {
     let config = Config::default();
 
     // The source cluster's partition: producer 5 writes sequences 0..=5.
-    let mut source = Log::open(out.join("source").join("orders-0"), config.clone())?;
+    let source = Log::open(out.join("source").join("orders-0"), config.clone())?;
     source.append(&batch(0, 3, "east")?)?;
     source.append(&batch(3, 3, "east")?)?;
     source.flush()?;
 
     // The target partition mirrors it: aligned by leader epoch, then read-only for clients.
-    let mut target = Log::open(out.join("target").join("orders-0"), config)?;
-    target.start_mirroring("east", source.partition())?;
+    let target = Log::open(out.join("target").join("orders-0"), config)?;
+    target.start_mirroring("east", &source)?;
     let mut offset = target.log_end_offset();
     while offset < source.high_watermark() {
         let fetch = source.read(offset, 1 << 20, IsolationLevel::ReadUncommitted)?;
@@ -61,7 +61,7 @@ fn main() -> Result<(), Box<dyn Error>> {
     println!("mirroring stopped, barrier at offset {barrier}");
     assert_eq!(barrier, 6, "the barrier follows everything mirrored");
     assert!(matches!(
-        target.partition().mirror_state(),
+        target.mirror_state()?,
         MirrorPartitionState::Stopped { .. }
     ));
 
@@ -76,7 +76,8 @@ fn main() -> Result<(), Box<dyn Error>> {
         let value = String::from_utf8_lossy(r.value.as_deref().unwrap_or_default()).into_owned();
         println!("  offset {}: {value}", r.offset);
     }
-    let entry = target.producer_state().last_entry(5).ok_or("producer 5")?;
+    let producers = target.producer_state()?;
+    let entry = producers.last_entry(5).ok_or("producer 5")?;
     println!(
         "producer 5 on the target: epoch {} last sequence {}",
         entry.producer_epoch(),

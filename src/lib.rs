@@ -5,14 +5,18 @@
 //!
 //! The two types to start from:
 //!
-//! * [`Log`]: one partition (Kafka's `UnifiedLog`), in a directory of its own. Open or create
-//!   it with a [`Config`], append as a leader (client or coordinator) or as a follower, read by
-//!   offset and isolation level, flush, roll, apply retention, truncate, snapshot producer
-//!   state, close. The readable range is explicit ([`Log::readable_range`]); who moves the high
-//!   watermark is a [`Config`] choice ([`HighWatermark`]).
+//! * [`Log`]: one partition (Kafka's `UnifiedLog`), in a directory of its own or handed out by
+//!   a [`LogDir`]. Open or create it with a [`Config`], append as a leader (client or
+//!   coordinator), a follower or a mirror, read by offset and isolation level, flush, roll,
+//!   apply retention, truncate, snapshot producer state, close. The readable range is explicit
+//!   ([`Log::readable_range`]); who moves the high watermark is a [`Config`] choice
+//!   ([`HighWatermark`]). A `Log` is a cheap handle, `Clone + Send + Sync`: one thread writes
+//!   while any number read, and reads never wait for the writer (`docs/design.md`,
+//!   "Concurrency").
 //! * [`LogDir`]: a Kafka log directory of many partitions (the part of Kafka's `LogManager`
-//!   that owns one): partitions created and deleted at run time, the recovery-point,
-//!   log-start-offset and high-watermark checkpoints, recovery of many partitions in parallel.
+//!   that owns one): partitions created and deleted at run time, each a [`Log`]
+//!   ([`LogDir::partition`]), the recovery-point, log-start-offset and high-watermark
+//!   checkpoints, recovery of many partitions in parallel.
 //!
 //! Both recover only after an unclean shutdown, through one engine that first plans what
 //! recovery would do (read only: [`recovery::LogLoader::plan`], what `seglog verify` prints)
@@ -24,8 +28,11 @@
 //! use seglog::{Config, IsolationLevel, Log};
 //!
 //! let tmp = tempfile::tempdir()?;
-//! let mut log = Log::open(tmp.path().join("events-0"), Config::default())?;
-//! let now = 1_700_000_000_000;
+//! let config = Config::default();
+//! let log = Log::open(tmp.path().join("events-0"), config.clone())?;
+//! // Timestamps from the clock the log runs on (producer expiry, retention and rolls use it):
+//! // a batch stamped in the past would make its producer expire at the next open.
+//! let now = config.clock.now_ms();
 //! let mut batch = RecordBatchBuilder::new(0).producer(1, 0, 0); // idempotent producer 1
 //! batch.append(now, Some(b"key"), Some(b"value"), &[])?;
 //! log.append(&batch.build())?;
@@ -81,3 +88,5 @@ pub use recovery::{
 };
 pub use segment_store::file_records::TimestampAndOffset;
 pub use segment_store::{Clock, SystemClock, TopicPartition};
+
+pub use recovery::{LogReader, ReadState};

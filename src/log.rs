@@ -4,10 +4,14 @@ use std::ffi::OsStr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use recovery::snapshot::SnapshotFile;
 use recovery::{
     consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
-    IsolationLevel, LogAppendInfo, PartitionLog, ProducerStateManager, RecordIter, RecoveryReport,
+    IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ProducerStateManager, RecordIter,
+    RecoveryReport,
 };
 use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
 use segment_store::{EntryType, TopicPartition};
@@ -27,6 +31,14 @@ use crate::log_dir::{follow_policy, LogDir};
 /// [`recovery::LogLoader`]'s plan/apply engine (what it cut is quarantined and reported in
 /// [`recovery_report`](Self::recovery_report)).
 ///
+/// **A handle, for many threads.** `Log` is `Clone + Send + Sync`; every method takes `&self`.
+/// Clones share the partition: hand one to each thread that reads and one to the thread that
+/// writes. Writes (appends, flush, roll, retention, truncation, mirror transitions) go through
+/// the partition's writer lock one at a time, in the order they take it; reads never take that
+/// lock: they see the bounds the writer last published and read the segments beside it, so a
+/// read does not wait for an append, an fsync or producer-state work (`docs/design.md`,
+/// "Concurrency"). A [`LogDir`]'s partitions are the same type ([`LogDir::partition`]).
+///
 /// **What readers see.** Reads return the batches in
 /// [`readable_range`](Self::readable_range): from the log start offset to the high watermark
 /// (`ReadUncommitted`) or to the last stable offset (`ReadCommitted`: below the first open
@@ -44,7 +56,7 @@ use crate::log_dir::{follow_policy, LogDir};
 /// // The clock is part of the config: it decides rolls, retention and producer expiry.
 /// let clock = Arc::new(ManualClock::new(1_700_000_000_000));
 /// let config = Config::default().with_clock(clock.clone());
-/// let mut log = Log::open(&dir, config.clone())?;
+/// let log = Log::open(&dir, config.clone())?;
 ///
 /// // An idempotent producer's batch (producer id 7, epoch 0, first sequence 0).
 /// let mut batch = RecordBatchBuilder::new(0).producer(7, 0, 0);
@@ -61,22 +73,39 @@ use crate::log_dir::{follow_policy, LogDir};
 ///
 /// let log = Log::open(&dir, config.clone())?;
 /// assert!(log.recovery_report().had_clean_shutdown);
-/// assert_eq!(log.producer_state().last_entry(7).map(|e| e.last_seq()), Some(0));
+/// assert_eq!(log.producer_state()?.last_entry(7).map(|e| e.last_seq()), Some(0));
 /// log.close()?;
 ///
 /// // Two days later the producer has expired (producer.id.expiration.ms is one day): the
 /// // open says so instead of dropping it silently.
 /// clock.set(1_700_000_000_000 + 2 * 86_400_000);
 /// let log = Log::open(&dir, config)?;
-/// assert!(log.producer_state().last_entry(7).is_none());
+/// assert!(log.producer_state()?.last_entry(7).is_none());
 /// assert_eq!(log.expired_producers()[0].producer_id, 7);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Log {
-    dir: LogDir,
+    part: Arc<Partition>,
+    /// The log directory a [`Log::open`]ed partition owns, shared by its clones (taken out by
+    /// [`close`](Self::close) or [`compact`](Self::compact)). `None` for a [`LogDir`]'s
+    /// partition: the directory owns itself.
+    owned: Option<Arc<Mutex<Option<LogDir>>>>,
+}
+
+/// What every handle of one partition shares.
+#[derive(Debug)]
+pub(crate) struct Partition {
     tp: TopicPartition,
+    dir: PathBuf,
+    config: Config,
     report: RecoveryReport,
+    /// The writer; `None` once its log directory closed it.
+    writer: Mutex<Option<PartitionLog>>,
+    /// Reads: published bounds and the shared segments, never the writer's lock.
+    reader: LogReader,
+    /// When producers were last checked for expiry, on the clock.
+    last_expiration_check_ms: AtomicI64,
 }
 
 impl Log {
@@ -98,126 +127,160 @@ impl Log {
             });
         }
         let mut log_dir = LogDir::open(&parent, config)?;
-        if log_dir.partition(&tp).is_none() {
-            log_dir.create_partition(tp.clone())?;
-        }
-        let report = log_dir
-            .recovery_reports()
-            .iter()
-            .find(|r| r.partition == tp.to_string())
-            .cloned()
-            .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
+        let log = match log_dir.partition(&tp) {
+            Some(log) => log,
+            None => log_dir.create_partition(tp)?,
+        };
         Ok(Log {
-            dir: log_dir,
-            tp,
-            report,
+            part: log.part,
+            owned: Some(Arc::new(Mutex::new(Some(log_dir)))),
         })
     }
 
-    fn log(&self) -> &PartitionLog {
-        // A `Log` is only built with its partition loaded, and nothing removes it.
-        self.dir
-            .partition(&self.tp)
-            .unwrap_or_else(|| unreachable!("the partition of a Log is always loaded"))
+    /// A handle on a partition a [`LogDir`] loaded or created.
+    pub(crate) fn of_dir(
+        tp: TopicPartition,
+        log: PartitionLog,
+        config: Config,
+        report: RecoveryReport,
+    ) -> Log {
+        let now = config.clock.now_ms();
+        Log {
+            part: Arc::new(Partition {
+                tp,
+                dir: log.dir().to_path_buf(),
+                reader: log.reader(),
+                writer: Mutex::new(Some(log)),
+                config,
+                report,
+                last_expiration_check_ms: AtomicI64::new(now),
+            }),
+            owned: None,
+        }
     }
 
-    fn log_mut(&mut self) -> &mut PartitionLog {
-        self.dir
-            .partition_mut(&self.tp)
-            .unwrap_or_else(|| unreachable!("the partition of a Log is always loaded"))
+    /// The writer, locked (`None` once closed).
+    pub(crate) fn lock_writer(&self) -> MutexGuard<'_, Option<PartitionLog>> {
+        // A panic while holding it cannot leave a half-applied append visible: readers see
+        // only what was published, and every write publishes at its end.
+        self.part.writer.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn after_write(&mut self) {
-        let policy = self.dir.config().high_watermark;
-        follow_policy(self.log_mut(), policy);
+    /// Runs `f` on the writer, then moves the high watermark as [`Config::high_watermark`] says,
+    /// runs the periodic producer-expiry check and publishes the bounds to readers.
+    fn write<R>(&self, f: impl FnOnce(&mut PartitionLog) -> Result<R>) -> Result<R> {
+        let mut guard = self.lock_writer();
+        let log = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed(self.part.tp.clone()))?;
+        let r = f(log);
+        self.after_write(log);
+        r
+    }
+
+    fn after_write(&self, log: &mut PartitionLog) {
+        follow_policy(log, self.part.config.high_watermark);
         // Kafka's periodic producer expiry, on the configured clock: the producers dropped are
         // not reported here (Kafka drops them silently too);
         // `maybe_remove_expired_producers` returns them to a caller that wants them.
-        self.dir.maybe_remove_expired_producers();
+        self.expire_producers(log);
+        log.publish();
+    }
+
+    fn expire_producers(&self, log: &mut PartitionLog) -> Vec<ExpiredProducer> {
+        let interval = self.part.config.producer_id_expiration_check_interval_ms;
+        let now = self.part.config.clock.now_ms();
+        let last = self.part.last_expiration_check_ms.load(Ordering::Relaxed);
+        if interval <= 0 || now.saturating_sub(last) < interval {
+            return Vec::new();
+        }
+        self.part
+            .last_expiration_check_ms
+            .store(now, Ordering::Relaxed);
+        log.remove_expired_producers()
     }
 
     /// Kafka's `PeriodicProducerExpirationCheck` for this partition, if
     /// [`Config::producer_id_expiration_check_interval_ms`] passed since the last check:
     /// removes the producers idle for `producer.id.expiration.ms` with no open transaction and
     /// returns them. Every write of the `Log` runs this check too.
-    pub fn maybe_remove_expired_producers(&mut self) -> Vec<ExpiredProducer> {
-        self.dir
-            .maybe_remove_expired_producers()
-            .into_iter()
-            .map(|(_, e)| e)
-            .collect()
+    pub fn maybe_remove_expired_producers(&self) -> Result<Vec<ExpiredProducer>> {
+        let mut guard = self.lock_writer();
+        let log = guard
+            .as_mut()
+            .ok_or_else(|| Error::Closed(self.part.tp.clone()))?;
+        Ok(self.expire_producers(log))
     }
 
     /// The topic and partition, from the directory name.
     pub fn topic_partition(&self) -> &TopicPartition {
-        &self.tp
+        &self.part.tp
     }
 
     /// The partition directory.
     pub fn dir(&self) -> &Path {
-        self.log().dir()
+        &self.part.dir
     }
 
     /// The settings it was opened with.
     pub fn config(&self) -> &Config {
-        self.dir.config()
+        &self.part.config
     }
 
     /// What opening did: whether the shutdown before was clean, what recovery scanned, cut
     /// and quarantined, and the producers that expired at load.
     pub fn recovery_report(&self) -> &RecoveryReport {
-        &self.report
+        &self.part.report
     }
 
     /// The producers dropped at load because their last write was at least
     /// `producer.id.expiration.ms` older than [`Config::clock`] (Kafka does the same, silently):
     /// a later batch of such a producer is not checked against its old sequence.
     pub fn expired_producers(&self) -> &[ExpiredProducer] {
-        &self.report.expired_producers
+        &self.part.report.expired_producers
     }
 
-    /// The partition log underneath (Kafka `UnifiedLog`): leader epochs, mirror state, indexes.
-    pub fn partition(&self) -> &PartitionLog {
-        self.log()
+    /// Runs `f` on the partition log underneath (Kafka `UnifiedLog`), as the writer, for what
+    /// the facade does not wrap: the KIP-1279 mirror transitions ([`recovery::MirroredLog`]),
+    /// leader-epoch alignment, barrier searches, indexes. Afterwards the high watermark follows
+    /// [`Config::high_watermark`] and readers see what `f` changed. Appends and other writes of
+    /// the partition wait for `f`; reads do not.
+    pub fn with_partition<R>(&self, f: impl FnOnce(&mut PartitionLog) -> R) -> Result<R> {
+        self.write(|log| Ok(f(log)))
     }
 
-    /// The partition log underneath, for what the facade does not wrap: the KIP-1279 mirror
-    /// transitions ([`recovery::MirroredLog`]), leader-epoch alignment, barrier searches.
-    pub fn partition_mut(&mut self) -> &mut PartitionLog {
-        self.log_mut()
+    /// A reader of this partition ([`LogReader`]): the read half of this handle on its own.
+    pub fn reader(&self) -> &LogReader {
+        &self.part.reader
     }
 
     /// A client's produce request as the leader, at the current leader epoch: batches get
     /// their offsets here; producer ids, epochs and sequences are checked (a duplicate returns
     /// the original offsets and writes nothing); control batches are refused. Not durable
     /// until [`flush`](Self::flush).
-    pub fn append(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
-        let epoch = self.log().leader_epoch();
-        self.append_as_leader(records, epoch, AppendOrigin::Client)
+    pub fn append(&self, records: &[u8]) -> Result<LogAppendInfo> {
+        self.write(|log| {
+            let epoch = log.leader_epoch();
+            Ok(log.append_as_leader(records, epoch, AppendOrigin::Client)?)
+        })
     }
 
     /// Kafka `appendAsLeader` with an explicit leader epoch and origin: `Client` for produce
     /// requests, `Coordinator` for what a transaction or group coordinator writes (transaction
     /// markers, KIP-1279 barriers).
     pub fn append_as_leader(
-        &mut self,
+        &self,
         records: &[u8],
         leader_epoch: i32,
         origin: AppendOrigin,
     ) -> Result<LogAppendInfo> {
-        let info = self
-            .log_mut()
-            .append_as_leader(records, leader_epoch, origin)?;
-        self.after_write();
-        Ok(info)
+        self.write(|log| Ok(log.append_as_leader(records, leader_epoch, origin)?))
     }
 
     /// Kafka `appendAsFollower`: batches replicated from a leader keep their offsets, leader
     /// epochs and bytes; producer state applies replication rules (warnings, not errors).
-    pub fn append_as_follower(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
-        let info = self.log_mut().append_as_follower(records)?;
-        self.after_write();
-        Ok(info)
+    pub fn append_as_follower(&self, records: &[u8]) -> Result<LogAppendInfo> {
+        self.write(|log| Ok(log.append_as_follower(records)?))
     }
 
     /// KIP-1279: starts mirroring the partition of the cluster `source_cluster_id`, first
@@ -229,21 +292,17 @@ impl Log {
     /// coordinator appends are refused; [`append_as_mirror`](Self::append_as_mirror) feeds the
     /// source's batches.
     pub fn start_mirroring(
-        &mut self,
+        &self,
         source_cluster_id: &str,
         source: &dyn recovery::EpochEndOffsets,
     ) -> Result<()> {
-        self.log_mut().start_mirroring(source_cluster_id, source)?;
-        self.after_write();
-        Ok(())
+        self.write(|log| Ok(log.start_mirroring(source_cluster_id, source)?))
     }
 
     /// KIP-1279's mirror fetcher: appends the source's batches as they are (offsets, leader
     /// epochs, bytes), only while mirroring.
-    pub fn append_as_mirror(&mut self, records: &[u8]) -> Result<LogAppendInfo> {
-        let info = self.log_mut().append_as_mirror(records)?;
-        self.after_write();
-        Ok(info)
+    pub fn append_as_mirror(&self, records: &[u8]) -> Result<LogAppendInfo> {
+        self.write(|log| Ok(log.append_as_mirror(records)?))
     }
 
     /// KIP-1279's failover: flushes (so that, with the high watermark following the flushed
@@ -252,27 +311,37 @@ impl Log {
     /// for the open transactions), a leader-epoch bump, the `MIRROR_PID_RESET` barrier, then
     /// `Stopped`, after which the partition is writable and every producer id the source used
     /// starts afresh. Returns the barrier's offset; the new leader epoch is
-    /// [`PartitionLog::leader_epoch`]. An interrupted stop is finished by the next open's owner
-    /// with [`PartitionLog::resume_mirror_stop`].
-    pub fn stop_mirroring(&mut self) -> Result<i64> {
-        self.log_mut().flush()?;
-        self.after_write();
-        let policy = self.config().mirror_stop_policy;
-        let barrier = self.log_mut().stop_mirroring_with(policy)?;
-        self.after_write();
-        Ok(barrier)
+    /// [`leader_epoch`](Self::leader_epoch). An interrupted stop is finished by the next open's
+    /// owner with [`PartitionLog::resume_mirror_stop`].
+    pub fn stop_mirroring(&self) -> Result<i64> {
+        let policy = self.part.config.mirror_stop_policy;
+        self.write(|log| {
+            log.flush()?;
+            self.after_write(log);
+            Ok(log.stop_mirroring_with(policy)?)
+        })
     }
 
     /// [`stop_mirroring`](Self::stop_mirroring), returning the barrier's offset and the leader
     /// epoch the library chose for the stop (local appends continue in it; the caller's
     /// metadata follows it).
-    pub fn stop_mirroring_outcome(&mut self) -> Result<recovery::StopOutcome> {
-        self.log_mut().flush()?;
-        self.after_write();
-        let policy = self.config().mirror_stop_policy;
-        let outcome = recovery::MirroredLog::stop_mirroring_outcome(self.log_mut(), policy)?;
-        self.after_write();
-        Ok(outcome)
+    pub fn stop_mirroring_outcome(&self) -> Result<recovery::StopOutcome> {
+        let policy = self.part.config.mirror_stop_policy;
+        self.write(|log| {
+            log.flush()?;
+            self.after_write(log);
+            Ok(recovery::MirroredLog::stop_mirroring_outcome(log, policy)?)
+        })
+    }
+
+    /// The KIP-1279 mirror state ([`PartitionLog::mirror_state`]): never mirrored, mirroring,
+    /// stopping or stopped.
+    pub fn mirror_state(&self) -> Result<recovery::MirrorPartitionState> {
+        let guard = self.lock_writer();
+        let log = guard
+            .as_ref()
+            .ok_or_else(|| Error::Closed(self.part.tp.clone()))?;
+        Ok(log.mirror_state().clone())
     }
 
     /// The partition's leader epoch ([`PartitionLog::leader_epoch`]): while mirroring, the
@@ -281,18 +350,18 @@ impl Log {
     /// [`PartitionLog::set_mirror_leader_epoch`]); after a stop, the stop's. The caller's
     /// metadata follows it.
     pub fn leader_epoch(&self) -> i32 {
-        self.log().leader_epoch()
+        self.part.reader.state().leader_epoch
     }
 
     /// The offsets a read at `isolation` can return now: from the log start offset to the high
     /// watermark (`ReadUncommitted`) or the last stable offset (`ReadCommitted`).
     pub fn readable_range(&self, isolation: IsolationLevel) -> Range<i64> {
-        let log = self.log();
+        let state = self.part.reader.state();
         let end = match isolation {
-            IsolationLevel::ReadUncommitted => log.high_watermark(),
-            IsolationLevel::ReadCommitted => log.last_stable_offset(),
+            IsolationLevel::ReadUncommitted => state.high_watermark,
+            IsolationLevel::ReadCommitted => state.last_stable_offset,
         };
-        log.log_start_offset()..end
+        self.part.reader.log_start_offset()..end
     }
 
     /// Kafka's fetch: whole batches from the one holding `offset`, at most `max_bytes` (at
@@ -305,7 +374,7 @@ impl Log {
         max_bytes: usize,
         isolation: IsolationLevel,
     ) -> Result<FetchResult> {
-        Ok(self.log().read(offset, max_bytes, isolation)?)
+        Ok(self.part.reader.read(offset, max_bytes, isolation)?)
     }
 
     /// Kafka's `UnifiedLog.read` exactly, as a server hands it on: the bytes may end in a batch
@@ -321,7 +390,8 @@ impl Log {
         min_one_message: bool,
     ) -> Result<FetchResult> {
         Ok(self
-            .log()
+            .part
+            .reader
             .fetch(offset, max_bytes, isolation, min_one_message)?)
     }
 
@@ -338,11 +408,13 @@ impl Log {
     }
 
     /// The records from `offset` on as a consumer at `isolation` sees them, across segments,
-    /// up to the end of [`readable_range`](Self::readable_range) as it is now (Kafka's fetch
-    /// loop, [`PartitionLog::iter_from`]): control batches hidden, aborted records skipped under
-    /// `ReadCommitted`. The iterator borrows the log, so it sees no later append.
-    pub fn iter_from(&self, offset: i64, isolation: IsolationLevel) -> Result<RecordIter<'_>> {
-        Ok(self.log().iter_from(offset, isolation)?)
+    /// up to the end of [`readable_range`](Self::readable_range) when it is called (Kafka's
+    /// fetch loop, [`PartitionLog::iter_from`]): control batches hidden, aborted records
+    /// skipped under `ReadCommitted`. It stops at that bound (later appends are not followed:
+    /// call it again from the last offset plus one) and holds a reader of its own, so appends,
+    /// rolls and retention go on while it lives.
+    pub fn iter_from(&self, offset: i64, isolation: IsolationLevel) -> Result<RecordIter> {
+        Ok(self.part.reader.iter_from(offset, isolation)?)
     }
 
     /// Kafka's `ListOffsets` for this partition ([`PartitionLog::fetch_offset_by_timestamp`]):
@@ -354,154 +426,201 @@ impl Log {
         &self,
         target: i64,
     ) -> Result<Option<crate::TimestampAndOffset>> {
-        Ok(self.log().fetch_offset_by_timestamp(target)?)
+        Ok(self.part.reader.fetch_offset_by_timestamp(target)?)
     }
 
     /// Kafka's `OffsetsForLeaderEpoch` for this partition: `(epoch, end offset)` for the largest
     /// leader epoch at or below `leader_epoch`, or `None` when undefined
     /// ([`PartitionLog::end_offset_for_leader_epoch`]).
     pub fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
-        self.log().end_offset_for_leader_epoch(leader_epoch)
+        self.part.reader.end_offset_for_leader_epoch(leader_epoch)
     }
 
     /// The offset the next batch gets.
     pub fn log_end_offset(&self) -> i64 {
-        self.log().log_end_offset()
+        self.part.reader.log_end_offset()
     }
 
     /// The first offset still in the log.
     pub fn log_start_offset(&self) -> i64 {
-        self.log().log_start_offset()
+        self.part.reader.log_start_offset()
     }
 
     /// Everything below it is on disk.
     pub fn recovery_point(&self) -> i64 {
-        self.log().recovery_point()
+        self.part.reader.recovery_point()
     }
 
     /// The high watermark: the end of what `ReadUncommitted` reads see.
     pub fn high_watermark(&self) -> i64 {
-        self.log().high_watermark()
+        self.part.reader.state().high_watermark
     }
 
     /// The last stable offset: the end of what `ReadCommitted` reads see.
     pub fn last_stable_offset(&self) -> i64 {
-        self.log().last_stable_offset()
+        self.part.reader.state().last_stable_offset
     }
 
     /// Sets the high watermark (clamped to the log); what replication does in Kafka. With
     /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd) or [`HighWatermark::LogEnd`](crate::HighWatermark::LogEnd) the log moves it too.
     /// Returns the value set.
-    pub fn set_high_watermark(&mut self, offset: i64) -> i64 {
-        self.log_mut().set_high_watermark(offset)
+    pub fn set_high_watermark(&self, offset: i64) -> Result<i64> {
+        self.write(|log| Ok(log.set_high_watermark(offset)))
     }
 
-    /// Producer state: every producer id's epoch, last sequences and open transaction.
-    pub fn producer_state(&self) -> &ProducerStateManager {
-        self.log().producer_state()
+    /// Producer state: every producer id's epoch, last sequences and open transaction, as a
+    /// copy taken now (O(producers)).
+    pub fn producer_state(&self) -> Result<ProducerStateManager> {
+        let guard = self.lock_writer();
+        let log = guard
+            .as_ref()
+            .ok_or_else(|| Error::Closed(self.part.tp.clone()))?;
+        Ok(log.producer_state().clone())
     }
 
-    /// Writes everything appended to disk (fsync) and the log directory's checkpoints; with
-    /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd), readers now see it.
-    pub fn flush(&mut self) -> Result<()> {
-        self.dir.flush()
+    /// Makes everything appended so far durable (fsync of the segments, then the directory);
+    /// the recovery point moves to the log end of when it started and, with
+    /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd), readers now see
+    /// it. Appends of this partition wait for its fsync; reads do not. A `Log` from
+    /// [`Log::open`] also writes its log directory's checkpoints; a partition of a [`LogDir`]
+    /// leaves them to [`LogDir::flush`] and the high-watermark timer.
+    pub fn flush(&self) -> Result<()> {
+        self.write(|log| Ok(log.flush()?))?;
+        if let Some(owned) = &self.owned {
+            let mut dir = owned.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(dir) = dir.as_mut() {
+                dir.write_checkpoints()?;
+            }
+        }
+        Ok(())
     }
 
     /// Seals the active segment and starts a new one at the log end (flushing first, with a
     /// producer snapshot at the new base). Returns the new base offset.
-    pub fn roll(&mut self) -> Result<i64> {
-        let base = self.log_mut().roll()?;
-        self.after_write();
-        Ok(base)
+    pub fn roll(&self) -> Result<i64> {
+        self.write(|log| Ok(log.roll()?))
     }
 
     /// Retention (Kafka `deleteOldSegments`): deletes the segments past `retention.ms` or
     /// `retention.bytes` or below the log start offset, never past the high watermark.
-    /// Returns how many were deleted.
-    pub fn apply_retention(&mut self) -> Result<usize> {
-        Ok(self.log_mut().delete_old_segments()?)
+    /// Returns how many were deleted. A read in flight keeps the files of the segments it
+    /// reads open until it ends.
+    pub fn apply_retention(&self) -> Result<usize> {
+        self.write(|log| Ok(log.delete_old_segments()?))
     }
 
     /// Kafka `deleteRecords`: moves the log start offset up to `offset` (at most the high
     /// watermark); whole segments below it go at the next
     /// [`apply_retention`](Self::apply_retention). Returns whether it moved.
-    pub fn delete_records_before(&mut self, offset: i64) -> Result<bool> {
-        Ok(self.log_mut().delete_records_before(offset)?)
+    pub fn delete_records_before(&self, offset: i64) -> Result<bool> {
+        self.write(|log| Ok(log.delete_records_before(offset)?))
     }
 
     /// Removes every batch at or above `offset` (a follower's truncation after a leader
     /// change), producer state and leader epochs with it. Returns whether anything was removed.
-    pub fn truncate_to(&mut self, offset: i64) -> Result<bool> {
-        Ok(self.log_mut().truncate_to(offset)?)
+    pub fn truncate_to(&self, offset: i64) -> Result<bool> {
+        self.write(|log| Ok(log.truncate_to(offset)?))
     }
 
     /// Writes a producer snapshot at the log end offset now (Kafka writes them at rolls and
     /// at close). Returns its path, or `None` if one exists there.
-    pub fn take_producer_snapshot(&mut self) -> Result<Option<PathBuf>> {
-        Ok(self.log_mut().take_producer_snapshot()?)
+    pub fn take_producer_snapshot(&self) -> Result<Option<PathBuf>> {
+        self.write(|log| Ok(log.take_producer_snapshot()?))
     }
 
     /// Kafka `ProducerStateManager.latestSnapshotOffset`: the newest producer snapshot's
     /// offset ([`PartitionLog::latest_snapshot_offset`]).
     pub fn latest_snapshot_offset(&self) -> Result<Option<i64>> {
-        Ok(self.log().latest_snapshot_offset()?)
+        self.write(|log| Ok(log.latest_snapshot_offset()?))
     }
 
     /// Kafka `ProducerStateManager.oldestSnapshotOffset`: the oldest producer snapshot's
     /// offset ([`PartitionLog::oldest_snapshot_offset`]).
     pub fn oldest_snapshot_offset(&self) -> Result<Option<i64>> {
-        Ok(self.log().oldest_snapshot_offset()?)
+        self.write(|log| Ok(log.oldest_snapshot_offset()?))
     }
 
     /// Kafka `ProducerStateManager.deleteSnapshotsBefore`: deletes the producer snapshots below
     /// `offset` and returns them ([`PartitionLog::delete_snapshots_before`]).
-    pub fn delete_snapshots_before(&mut self, offset: i64) -> Result<Vec<SnapshotFile>> {
-        Ok(self.log_mut().delete_snapshots_before(offset)?)
+    pub fn delete_snapshots_before(&self, offset: i64) -> Result<Vec<SnapshotFile>> {
+        self.write(|log| Ok(log.delete_snapshots_before(offset)?))
     }
 
     /// Kafka `ProducerStateManager.removeStraySnapshots`: deletes the producer snapshots at no
     /// segment's base but the newest at or above the active segment's, and returns them
     /// ([`PartitionLog::remove_stray_snapshots`]).
-    pub fn remove_stray_snapshots(&mut self) -> Result<Vec<SnapshotFile>> {
-        Ok(self.log_mut().remove_stray_snapshots()?)
+    pub fn remove_stray_snapshots(&self) -> Result<Vec<SnapshotFile>> {
+        self.write(|log| Ok(log.remove_stray_snapshots()?))
     }
 
-    /// Clean shutdown: flush, producer snapshot, leader-epoch checkpoint, the log directory's
-    /// checkpoints, then its `.kafka_cleanshutdown` marker. The next [`open`](Self::open)
-    /// recovers nothing. Dropping a `Log` without `close` is an unclean shutdown.
+    /// Clean shutdown of a `Log` from [`Log::open`]: flush, producer snapshot, leader-epoch
+    /// checkpoint, the log directory's checkpoints, then its `.kafka_cleanshutdown` marker. The
+    /// next [`open`](Self::open) recovers nothing. Its other clones are closed with it: their
+    /// writes fail with [`Error::Closed`], their reads with a closed-log error. Dropping every
+    /// clone without `close` is an unclean shutdown. A partition of a [`LogDir`] is closed with
+    /// its directory ([`LogDir::close`]): here the handle is only dropped.
     pub fn close(self) -> Result<()> {
-        self.dir.close()
+        match self.take_owned_dir() {
+            Some(dir) => dir.close(),
+            None => Ok(()),
+        }
+    }
+
+    fn take_owned_dir(&self) -> Option<LogDir> {
+        let owned = self.owned.as_ref()?;
+        owned.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
     /// One pass of Kafka's log cleaner over the partition (see `docs/cleaner.md`): the dirty
     /// section, from `cleaner-offset-checkpoint` (or the log start) to the first uncleanable
     /// offset (the last stable offset, the active segment, `min.compaction.lag.ms`), keeps the
     /// newest value of each key, as Kafka's cleaner does, with [`Config::cleaner`]'s settings and
-    /// [`Config::clock`]'s time. The partition is closed cleanly, its segments rewritten and
-    /// swapped in (crash-safe: `.cleaned`, then `.swap`, then the live names), and opened
-    /// again: the `Log` returned is the reopened one. A log without a dirty section is only
-    /// closed and reopened.
+    /// [`Config::clock`]'s time. The partition is closed cleanly (its other clones with it), its
+    /// segments rewritten and swapped in (crash-safe: `.cleaned`, then `.swap`, then the live
+    /// names), and opened again: the `Log` returned is the reopened one. A log without a dirty
+    /// section is only closed and reopened. Only a `Log` from [`Log::open`]: a [`LogDir`]'s
+    /// partitions are compacted with [`LogDir::compact`] ([`Error::NotStandalone`]).
     pub fn compact(self) -> Result<(Log, recovery::cleaner::CleanReport)> {
-        let Log { dir, tp, .. } = self;
+        let tp = self.part.tp.clone();
+        if self.owned.is_none() {
+            return Err(Error::NotStandalone(tp));
+        }
+        let dir = self
+            .take_owned_dir()
+            .ok_or_else(|| Error::Closed(tp.clone()))?;
         let (dir, mut reports) = dir.compact(std::slice::from_ref(&tp))?;
         let report = reports
             .pop()
             .map(|(_, r)| r)
             .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
-        let recovery = dir
-            .recovery_reports()
-            .iter()
-            .find(|r| r.partition == tp.to_string())
-            .cloned()
+        let log = dir
+            .partition(&tp)
             .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
         Ok((
             Log {
-                dir,
-                tp,
-                report: recovery,
+                part: log.part,
+                owned: Some(Arc::new(Mutex::new(Some(dir)))),
             },
             report,
         ))
+    }
+}
+
+/// A `Log` as the source of a mirror ([`Log::start_mirroring`] of another partition): its leader
+/// epochs and, once stopped, its Last Mirror Epoch, read under its writer's lock (so a partition
+/// is never its own source). A closed log answers as one with no epochs.
+impl recovery::EpochEndOffsets for Log {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        match self.lock_writer().as_ref() {
+            Some(log) => recovery::EpochEndOffsets::end_offset_for_epoch(log, requested),
+            None => (recovery::UNDEFINED_EPOCH, recovery::UNDEFINED_EPOCH_OFFSET),
+        }
+    }
+
+    fn last_mirror_epoch(&self) -> Option<recovery::LastMirrorEpoch> {
+        self.lock_writer()
+            .as_ref()
+            .and_then(recovery::EpochEndOffsets::last_mirror_epoch)
     }
 }
 

@@ -1,5 +1,6 @@
 //! [`LogDir`]: a Kafka log directory of many partitions.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use segment_store::{EntryType, Storage, TopicPartition};
 use crate::config::{Config, HighWatermark};
 use crate::error::{Error, Result};
 use crate::hw_timer::HwCheckpointTimer;
+use crate::log::Log;
 
 /// A Kafka log directory (`log.dirs` entry): one `<topic>-<partition>` folder per partition,
 /// the `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
@@ -61,11 +63,13 @@ use crate::hw_timer::HwCheckpointTimer;
 pub struct LogDir {
     /// First, so that it is dropped (its thread stopped) before the directory and its lock.
     hw_timer: HwCheckpointTimer,
+    /// The directory as loaded; its partition map is empty but while [`Self::with_all`] lends it
+    /// the partitions' writers (to flush, checkpoint or close them all).
     inner: recovery::LogDir,
+    /// A handle on each partition.
+    logs: BTreeMap<TopicPartition, Log>,
     config: Config,
     deleted: u64,
-    /// When producers were last checked for expiry, on the clock.
-    last_producer_expiration_check_ms: i64,
 }
 
 impl LogDir {
@@ -95,24 +99,24 @@ impl LogDir {
                 source: e,
             })
         })?;
-        let last_producer_expiration_check_ms = config.clock.now_ms();
-        let mut log_dir = LogDir {
-            hw_timer,
-            inner,
-            config,
-            deleted: 0,
-            last_producer_expiration_check_ms,
-        };
+        let mut inner = inner;
+        let mut logs = BTreeMap::new();
         // After an unclean shutdown the engine re-established the high watermarks
         // (`PartitionLog::reestablish_high_watermark`).
-        let policy = log_dir.config.high_watermark;
-        for (tp, log) in &mut log_dir.inner.partitions {
-            follow_policy(log, policy);
-            log_dir
-                .hw_timer
-                .watch(tp.clone(), log.high_watermark_cell());
+        for (tp, mut log) in std::mem::take(&mut inner.partitions) {
+            follow_policy(&mut log, config.high_watermark);
+            log.publish();
+            hw_timer.watch(tp.clone(), log.high_watermark_cell());
+            let report = report_of(&inner, &tp, log.dir())?;
+            logs.insert(tp.clone(), Log::of_dir(tp, log, config.clone(), report));
         }
-        Ok(log_dir)
+        Ok(LogDir {
+            hw_timer,
+            inner,
+            logs,
+            config,
+            deleted: 0,
+        })
     }
 
     /// The partitions refused at open and left untouched, each with its reason (a symlink, or
@@ -163,36 +167,34 @@ impl LogDir {
 
     /// The partitions, in order.
     pub fn partitions(&self) -> impl Iterator<Item = &TopicPartition> {
-        self.inner.partitions.keys()
+        self.logs.keys()
     }
 
-    /// A partition's log (Kafka `UnifiedLog`).
-    pub fn partition(&self, tp: &TopicPartition) -> Option<&PartitionLog> {
-        self.inner.partitions.get(tp)
+    /// A handle on a partition's log (Kafka `UnifiedLog`), the same [`Log`] type as
+    /// [`Log::open`] gives: append, read, flush, roll, truncate, mirror. Clone it into the
+    /// threads that write and read the partition (one writer at a time, any number of readers:
+    /// `docs/design.md`, "Concurrency"). It stays usable until the directory is closed.
+    pub fn partition(&self, tp: &TopicPartition) -> Option<Log> {
+        self.logs.get(tp).cloned()
     }
 
-    /// A partition's log, to append, read, truncate or change its mirror state.
-    pub fn partition_mut(&mut self, tp: &TopicPartition) -> Option<&mut PartitionLog> {
-        self.inner.partitions.get_mut(tp)
-    }
-
-    /// Every partition's log.
-    pub fn partitions_mut(&mut self) -> impl Iterator<Item = (&TopicPartition, &mut PartitionLog)> {
-        self.inner.partitions.iter_mut()
+    /// Every partition's handle, in order.
+    pub fn logs(&self) -> impl Iterator<Item = (&TopicPartition, &Log)> {
+        self.logs.iter()
     }
 
     /// Creates the partition `tp` (its `<topic>-<partition>` folder and an empty active
     /// segment) and returns its log. [`Error::PartitionExists`] if it is loaded already.
     /// [`Error::InvalidPartition`] for a topic-partition Kafka could not have created (nothing is
     /// created: its folder would not be a partition's, or not inside the log directory).
-    pub fn create_partition(&mut self, tp: TopicPartition) -> Result<&mut PartitionLog> {
+    pub fn create_partition(&mut self, tp: TopicPartition) -> Result<Log> {
         if let Err(reason) = tp.validate() {
             return Err(Error::InvalidPartition {
                 partition: tp,
                 reason,
             });
         }
-        if self.inner.partitions.contains_key(&tp) {
+        if self.logs.contains_key(&tp) {
             return Err(Error::PartitionExists(tp));
         }
         if let Some(o) = self
@@ -230,9 +232,12 @@ impl LogDir {
                 .map_err(Error::Log)?;
         }
         follow_policy(&mut log, self.config.high_watermark);
+        log.publish();
         self.hw_timer.watch(tp.clone(), log.high_watermark_cell());
-        self.inner.reports.push(report);
-        Ok(self.inner.partitions.entry(tp).or_insert(log))
+        self.inner.reports.push(report.clone());
+        let handle = Log::of_dir(tp.clone(), log, self.config.clone(), report);
+        self.logs.insert(tp, handle.clone());
+        Ok(handle)
     }
 
     /// Deletes the partition `tp` as Kafka does: the log is closed, its folder renamed to
@@ -240,11 +245,14 @@ impl LogDir {
     /// a folder the next open skips) and then removed. Its entries leave the checkpoints at the
     /// next [`flush`](Self::flush) or [`close`](Self::close). Returns whether it existed.
     pub fn delete_partition(&mut self, tp: &TopicPartition) -> Result<bool> {
-        let Some(log) = self.inner.partitions.remove(tp) else {
+        let Some(handle) = self.logs.remove(tp) else {
             return Ok(false);
         };
         self.hw_timer.unwatch(tp);
         self.inner.reports.retain(|r| r.partition != tp.to_string());
+        let Some(log) = handle.lock_writer().take() else {
+            return Ok(false);
+        };
         let closed = log.close()?;
         self.deleted = self.deleted.wrapping_add(1);
         let id = format!("{:016x}{:016x}", self.config.clock.now_ms(), self.deleted);
@@ -274,13 +282,43 @@ impl LogDir {
     /// log-start-offset and high-watermark checkpoints (with [`HighWatermark::FlushedLogEnd`],
     /// the high watermarks first move to the flushed ends).
     pub fn flush(&mut self) -> Result<()> {
-        self.maybe_remove_expired_producers();
-        for log in self.inner.partitions.values_mut() {
+        // Each partition on its own first (its appends wait for its fsync only), then the
+        // checkpoints of what is durable now.
+        for log in self.logs.values() {
             log.flush()?;
-            follow_policy(log, self.config.high_watermark);
+        }
+        self.write_checkpoints()
+    }
+
+    /// The recovery-point, log-start-offset and high-watermark checkpoints (each partition
+    /// flushed again first: what is unflushed since its own flush).
+    pub(crate) fn write_checkpoints(&mut self) -> Result<()> {
+        self.with_all(|inner| Ok(inner.flush()?))
+    }
+
+    /// Lends every partition's writer to the loaded directory for `f` (its partition map holds
+    /// them meanwhile; writes of every partition wait, reads do not), with the high-watermark
+    /// timer kept out, then gives them back and publishes what changed. Writers closed already
+    /// are left out.
+    fn with_all<R>(&mut self, f: impl FnOnce(&mut recovery::LogDir) -> Result<R>) -> Result<R> {
+        let mut guards = Vec::with_capacity(self.logs.len());
+        for (tp, handle) in &self.logs {
+            let mut guard = handle.lock_writer();
+            if let Some(log) = guard.take() {
+                self.inner.partitions.insert(tp.clone(), log);
+            }
+            guards.push((tp, guard));
         }
         let inner = &mut self.inner;
-        Ok(self.hw_timer.exclusive(|| inner.flush())?)
+        let r = self.hw_timer.exclusive(|| f(inner));
+        for (tp, mut guard) in guards {
+            if let Some(mut log) = self.inner.partitions.remove(tp) {
+                follow_policy(&mut log, self.config.high_watermark);
+                log.publish();
+                *guard = Some(log);
+            }
+        }
+        r
     }
 
     /// Kafka's `PeriodicProducerExpirationCheck`: if
@@ -290,30 +328,23 @@ impl LogDir {
     /// ([`PartitionLog::remove_expired_producers`]) and returns them; otherwise does nothing
     /// (returns an empty list). Every [`Log`](crate::Log) write and every [`Self::flush`] call
     /// it; the check itself is a clock read, the removal O(producers) once per interval.
-    pub fn maybe_remove_expired_producers(&mut self) -> Vec<(TopicPartition, ExpiredProducer)> {
-        let interval = self.config.producer_id_expiration_check_interval_ms;
-        let now = self.config.clock.now_ms();
-        if interval <= 0 || now.saturating_sub(self.last_producer_expiration_check_ms) < interval {
-            return Vec::new();
-        }
-        self.last_producer_expiration_check_ms = now;
+    pub fn maybe_remove_expired_producers(
+        &mut self,
+    ) -> Result<Vec<(TopicPartition, ExpiredProducer)>> {
         let mut expired = Vec::new();
-        for (tp, log) in &mut self.inner.partitions {
+        for (tp, log) in &self.logs {
             expired.extend(
-                log.remove_expired_producers()
+                log.maybe_remove_expired_producers()?
                     .into_iter()
                     .map(|e| (tp.clone(), e)),
             );
         }
-        expired
+        Ok(expired)
     }
 
     /// Kafka `checkpointHighWatermarks`: writes `replication-offset-checkpoint` now.
     pub fn checkpoint_high_watermarks(&mut self) -> Result<()> {
-        let inner = &mut self.inner;
-        Ok(self
-            .hw_timer
-            .exclusive(|| inner.checkpoint_high_watermarks())?)
+        self.with_all(|inner| Ok(inner.checkpoint_high_watermarks()?))
     }
 
     /// Writes `replication-offset-checkpoint` if
@@ -321,10 +352,7 @@ impl LogDir {
     /// periodic task, which the directory also runs on its own thread). Returns whether it
     /// wrote one.
     pub fn maybe_checkpoint_high_watermarks(&mut self) -> Result<bool> {
-        let inner = &mut self.inner;
-        Ok(self
-            .hw_timer
-            .exclusive(|| inner.maybe_checkpoint_high_watermarks())?)
+        self.with_all(|inner| Ok(inner.maybe_checkpoint_high_watermarks()?))
     }
 
     /// The error of the last `replication-offset-checkpoint` write of the directory's own
@@ -343,13 +371,24 @@ impl LogDir {
     pub fn close(mut self) -> Result<()> {
         // No timer write after (or during) the close's own checkpoints.
         self.hw_timer.stop();
-        if self.config.high_watermark != HighWatermark::Manual {
-            for log in self.inner.partitions.values_mut() {
-                let end = log.log_end_offset();
-                log.set_high_watermark(end);
+        // Every writer taken out for good: the handles still held elsewhere are closed.
+        let mut guards = Vec::with_capacity(self.logs.len());
+        for (tp, handle) in &self.logs {
+            let mut guard = handle.lock_writer();
+            if let Some(mut log) = guard.take() {
+                if self.config.high_watermark != HighWatermark::Manual {
+                    let end = log.log_end_offset();
+                    log.set_high_watermark(end);
+                }
+                log.publish();
+                self.inner.partitions.insert(tp.clone(), log);
             }
+            guards.push(guard);
         }
-        Ok(self.inner.close()?)
+        let LogDir { inner, .. } = self;
+        let r = inner.close();
+        drop(guards);
+        Ok(r?)
     }
 }
 
@@ -421,7 +460,8 @@ impl LogDir {
         let mut jobs = Vec::with_capacity(partitions.len());
         for tp in partitions {
             let log = self
-                .partition(tp)
+                .logs
+                .get(tp)
                 .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
             jobs.push((
                 tp.clone(),
@@ -429,7 +469,7 @@ impl LogDir {
                     dir: log.dir().to_path_buf(),
                     log_start_offset: log.log_start_offset(),
                     last_stable_offset: log.last_stable_offset(),
-                    last_records: recovery::cleaner::last_records(log.producer_state()),
+                    last_records: recovery::cleaner::last_records(&log.producer_state()?),
                     now_ms,
                 },
             ));
@@ -495,6 +535,19 @@ fn clean_all(
 /// Moves the high watermark as `policy` says, after a load, flush or append.
 pub(crate) fn follow_policy(log: &mut PartitionLog, policy: HighWatermark) {
     log.follow_high_watermark_policy(policy);
+}
+
+/// The load report of `tp`, whose folder is `dir` (named as Kafka names it, or not: see
+/// [`LogDir::non_canonical_partitions`]).
+fn report_of(inner: &recovery::LogDir, tp: &TopicPartition, dir: &Path) -> Result<RecoveryReport> {
+    let name = tp.to_string();
+    let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned());
+    inner
+        .reports
+        .iter()
+        .find(|r| r.partition == name || Some(&r.partition) == folder.as_ref())
+        .cloned()
+        .ok_or_else(|| Error::UnknownPartition(tp.clone()))
 }
 
 /// Removes `dir` and everything in it through `storage`.

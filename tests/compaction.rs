@@ -53,6 +53,7 @@ struct ProducerView {
 
 fn producers(log: &Log) -> BTreeMap<i64, ProducerView> {
     log.producer_state()
+        .unwrap()
         .active_producers()
         .into_iter()
         .map(|(pid, e)| {
@@ -200,7 +201,7 @@ fn check(ops: &[Op], dedupe: u64) {
     write(&mut log, ops);
     log.roll().unwrap();
     let end = log.log_end_offset();
-    log.set_high_watermark(end);
+    log.set_high_watermark(end).unwrap();
     let before_producers = producers(&log);
     let before_newest = newest(&log);
     let before_barriers = barriers(&dir);
@@ -291,7 +292,7 @@ fn compaction_removes_superseded_values() {
     write(&mut log, &ops);
     log.roll().unwrap();
     let end = log.log_end_offset();
-    log.set_high_watermark(end);
+    log.set_high_watermark(end).unwrap();
     let (log, report) = log.compact().unwrap();
     assert_eq!(report.end_offset, end);
     let kept = consume_all(&log, IsolationLevel::ReadUncommitted);
@@ -462,13 +463,13 @@ fn a_pass_stopped_at_any_mutation_loses_nothing() {
     write(&mut log, &ops);
     log.roll().unwrap();
     let end = log.log_end_offset();
-    log.set_high_watermark(end);
+    log.set_high_watermark(end).unwrap();
     let (want_newest, want_producers) = (newest(&log), producers(&log));
     let to_clean = |dir: &Path, log: &Log| LogToClean {
         dir: dir.to_path_buf(),
         log_start_offset: log.log_start_offset(),
         last_stable_offset: log.last_stable_offset(),
-        last_records: last_records(log.producer_state()),
+        last_records: last_records(&log.producer_state().unwrap()),
         now_ms: T0 + 10_000,
     };
     let template = to_clean(&base, &log);
@@ -699,12 +700,12 @@ fn compact_due_cleans_the_logs_kafkas_cleaner_manager_would_pick() {
         write(&mut log, &many);
         log.roll().unwrap();
         let end = log.log_end_offset();
-        log.set_high_watermark(end);
+        log.set_high_watermark(end).unwrap();
         let (mut log, _) = log.compact().unwrap();
         write(&mut log, more);
         log.roll().unwrap();
         let end = log.log_end_offset();
-        log.set_high_watermark(end);
+        log.set_high_watermark(end).unwrap();
         log.close().unwrap();
         std::fs::rename(&alone, data.join(name)).unwrap();
         let checkpoint = alone.parent().unwrap().join("cleaner-offset-checkpoint");
@@ -814,7 +815,7 @@ fn a_pass_over_mapped_segments_writes_what_a_pass_reading_them_writes() {
     write(&mut log, &ops);
     log.roll().unwrap();
     let end = log.log_end_offset();
-    log.set_high_watermark(end);
+    log.set_high_watermark(end).unwrap();
     log.close().unwrap();
     copy_dir(&a, &b);
     let mapped = segment_files(&a.join("table-0"))

@@ -138,6 +138,7 @@ type Producers = BTreeMap<i64, (i16, i32, i64, i32, Option<i64>)>;
 
 fn producers(log: &Log) -> Producers {
     log.producer_state()
+        .expect("an open log")
         .active_producers()
         .into_iter()
         .map(|(pid, e)| {
@@ -161,7 +162,7 @@ fn write(log: &mut Log) -> Result<(), Box<dyn Error>> {
     }
     log.roll()?;
     let end = log.log_end_offset();
-    log.set_high_watermark(end);
+    log.set_high_watermark(end)?;
     Ok(())
 }
 

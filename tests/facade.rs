@@ -52,13 +52,13 @@ fn clean_close_means_no_recovery_and_a_drop_means_recovery() {
     let dir = tmp.path().join("data").join("events-3");
     let (config, _) = config();
 
-    let mut log = Log::open(&dir, config.clone()).unwrap();
+    let log = Log::open(&dir, config.clone()).unwrap();
     assert!(dir.is_dir(), "open creates the partition directory");
     assert_eq!(log.topic_partition(), &TopicPartition::new("events", 3));
     log.append(&batch(1, 0, &[b"a", b"b"])).unwrap();
     log.close().unwrap();
 
-    let mut log = Log::open(&dir, config.clone()).unwrap();
+    let log = Log::open(&dir, config.clone()).unwrap();
     let report = log.recovery_report().clone();
     assert!(report.had_clean_shutdown);
     assert_eq!(report.segments_scanned, 0, "{report}");
@@ -78,7 +78,10 @@ fn clean_close_means_no_recovery_and_a_drop_means_recovery() {
         [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]
     );
     assert_eq!(
-        log.producer_state().last_entry(1).map(|e| e.last_seq()),
+        log.producer_state()
+            .unwrap()
+            .last_entry(1)
+            .map(|e| e.last_seq()),
         Some(2)
     );
 }
@@ -88,7 +91,7 @@ fn the_readable_range_follows_the_configured_high_watermark() {
     let tmp = tempfile::tempdir().unwrap();
     let (config, _) = config();
 
-    let mut flushed = Log::open(tmp.path().join("a/t-0"), config.clone()).unwrap();
+    let flushed = Log::open(tmp.path().join("a/t-0"), config.clone()).unwrap();
     flushed.append(&batch(1, 0, &[b"x"])).unwrap();
     assert_eq!(
         flushed.readable_range(IsolationLevel::ReadUncommitted),
@@ -100,7 +103,7 @@ fn the_readable_range_follows_the_configured_high_watermark() {
         0..1
     );
 
-    let mut at_end = Log::open(
+    let at_end = Log::open(
         tmp.path().join("b/t-0"),
         config.clone().with_high_watermark(HighWatermark::LogEnd),
     )
@@ -108,7 +111,7 @@ fn the_readable_range_follows_the_configured_high_watermark() {
     at_end.append(&batch(1, 0, &[b"x"])).unwrap();
     assert_eq!(at_end.readable_range(IsolationLevel::ReadUncommitted), 0..1);
 
-    let mut manual = Log::open(
+    let manual = Log::open(
         tmp.path().join("c/t-0"),
         config.with_high_watermark(HighWatermark::Manual),
     )
@@ -116,7 +119,7 @@ fn the_readable_range_follows_the_configured_high_watermark() {
     manual.append(&batch(1, 0, &[b"x"])).unwrap();
     manual.flush().unwrap();
     assert!(values(&manual, IsolationLevel::ReadUncommitted).is_empty());
-    assert_eq!(manual.set_high_watermark(1), 1);
+    assert_eq!(manual.set_high_watermark(1).unwrap(), 1);
     assert_eq!(
         values(&manual, IsolationLevel::ReadUncommitted),
         [b"x".to_vec()]
@@ -127,7 +130,7 @@ fn the_readable_range_follows_the_configured_high_watermark() {
 fn read_committed_stops_at_an_open_transaction_and_hides_aborted_records() {
     let tmp = tempfile::tempdir().unwrap();
     let (config, _) = config();
-    let mut log = Log::open(
+    let log = Log::open(
         tmp.path().join("d/t-0"),
         config.with_high_watermark(HighWatermark::LogEnd),
     )
@@ -230,14 +233,14 @@ fn producers_expired_at_load_are_reported_with_the_configured_clock() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("p-0");
     let (config, clock) = config();
-    let mut log = Log::open(&dir, config.clone().with_producer_id_expiration_ms(60_000)).unwrap();
+    let log = Log::open(&dir, config.clone().with_producer_id_expiration_ms(60_000)).unwrap();
     log.append(&batch(42, 0, &[b"v"])).unwrap();
     log.close().unwrap();
 
     clock.set(T0 + 59_999);
     let log = Log::open(&dir, config.clone().with_producer_id_expiration_ms(60_000)).unwrap();
     assert!(log.expired_producers().is_empty());
-    assert!(log.producer_state().last_entry(42).is_some());
+    assert!(log.producer_state().unwrap().last_entry(42).is_some());
     log.close().unwrap();
 
     clock.set(T0 + 60_000);
@@ -252,7 +255,7 @@ fn producers_expired_at_load_are_reported_with_the_configured_clock() {
         ),
         (42, T0, 60_000)
     );
-    assert!(log.producer_state().last_entry(42).is_none());
+    assert!(log.producer_state().unwrap().last_entry(42).is_none());
     assert!(log
         .recovery_report()
         .to_string()
@@ -278,20 +281,20 @@ fn producers_expire_while_the_log_runs_at_each_check_interval() {
     let config = config
         .with_producer_id_expiration_ms(60_000)
         .with_producer_id_expiration_check_interval_ms(10_000);
-    let mut log = Log::open(&dir, config).unwrap();
+    let log = Log::open(&dir, config).unwrap();
     log.append(&batch_at(1, 0, T0)).unwrap();
     log.append(&txn_batch(2, 0, b"open")).unwrap();
 
     // A check runs (55 s since the open), but nobody is 60 s idle yet.
     clock.set(T0 + 55_000);
     log.append(&batch_at(3, 0, T0 + 55_000)).unwrap();
-    assert!(log.producer_state().last_entry(1).is_some());
+    assert!(log.producer_state().unwrap().last_entry(1).is_some());
 
     // Producer 1 is 60 s idle, but the last check was 5 s ago: it stays, and a gap in its
     // sequence is refused.
     clock.set(T0 + 60_000);
     log.append(&batch_at(3, 1, T0 + 60_000)).unwrap();
-    assert!(log.producer_state().last_entry(1).is_some());
+    assert!(log.producer_state().unwrap().last_entry(1).is_some());
     assert!(log.append(&batch_at(1, 5, T0 + 60_000)).is_err());
 
     // 10 s after the last check: producer 1 goes; 2 has an open transaction, 3 wrote lately.
@@ -299,6 +302,7 @@ fn producers_expire_while_the_log_runs_at_each_check_interval() {
     log.append(&batch_at(3, 2, T0 + 65_000)).unwrap();
     let live: Vec<i64> = log
         .producer_state()
+        .unwrap()
         .active_producers()
         .keys()
         .copied()
@@ -308,15 +312,16 @@ fn producers_expire_while_the_log_runs_at_each_check_interval() {
 
     // The explicit check reports whom it dropped.
     clock.set(T0 + 125_000);
-    let expired = log.maybe_remove_expired_producers();
+    let expired = log.maybe_remove_expired_producers().unwrap();
     let expired: Vec<(i64, i64)> = expired
         .iter()
         .map(|e| (e.producer_id, e.idle_ms()))
         .collect();
     assert_eq!(expired, [(1, 60_000), (3, 60_000)]);
-    assert!(log.maybe_remove_expired_producers().is_empty());
+    assert!(log.maybe_remove_expired_producers().unwrap().is_empty());
     assert_eq!(
         log.producer_state()
+            .unwrap()
             .active_producers()
             .keys()
             .copied()
@@ -331,7 +336,9 @@ fn producers_expire_while_the_log_runs_at_each_check_interval() {
 
 /// Twelve committed records mirrored from "cluster-A": six batches of two, leader epoch 2.
 fn mirror_twelve(log: &mut Log) {
-    let source = seglog::recovery::EpochHistory::of(log.partition());
+    let source = log
+        .with_partition(|p| seglog::recovery::EpochHistory::of(p))
+        .unwrap();
     log.start_mirroring("cluster-A", &source).unwrap();
     for i in 0..6_i64 {
         let mut b = RecordBatchBuilder::new(i * 2)
@@ -357,7 +364,7 @@ fn a_stop_after_an_unclean_restart_waits_for_a_caller_owned_high_watermark() {
         let config = config().0.with_high_watermark(HighWatermark::Manual);
         let mut log = Log::open(&dir, config.clone()).unwrap();
         mirror_twelve(&mut log);
-        log.set_high_watermark(12);
+        log.set_high_watermark(12).unwrap();
         log.flush().unwrap();
         drop(log); // an unclean shutdown
         let checkpoint = tmp
@@ -369,7 +376,7 @@ fn a_stop_after_an_unclean_restart_waits_for_a_caller_owned_high_watermark() {
             Some(hw) => std::fs::write(&checkpoint, format!("0\n1\nmirror 0 {hw}\n")).unwrap(),
         }
 
-        let mut log = Log::open(&dir, config).unwrap();
+        let log = Log::open(&dir, config).unwrap();
         assert!(!log.recovery_report().had_clean_shutdown);
         assert_eq!(log.high_watermark(), stale.unwrap_or(0), "{stale:?}");
         let refused = log.stop_mirroring();
@@ -384,11 +391,11 @@ fn a_stop_after_an_unclean_restart_waits_for_a_caller_owned_high_watermark() {
         );
         assert_eq!(log.log_end_offset(), 12, "{stale:?}: nothing cut");
         assert!(matches!(
-            log.partition().mirror_state(),
+            log.mirror_state().unwrap(),
             seglog::recovery::MirrorPartitionState::Mirroring { .. }
         ));
 
-        log.set_high_watermark(12);
+        log.set_high_watermark(12).unwrap();
         assert_eq!(log.stop_mirroring().unwrap(), 12, "{stale:?}");
         assert_eq!(values(&log, IsolationLevel::ReadCommitted).len(), 12);
     }
@@ -406,7 +413,7 @@ fn a_close_after_an_unclean_open_does_not_launder_a_caller_owned_high_watermark(
     let config = config().0.with_high_watermark(HighWatermark::Manual);
     let mut log = Log::open(&dir, config.clone()).unwrap();
     mirror_twelve(&mut log);
-    log.set_high_watermark(12);
+    log.set_high_watermark(12).unwrap();
     log.flush().unwrap();
     drop(log); // an unclean shutdown
     let checkpoint = data.join("replication-offset-checkpoint");
@@ -418,7 +425,7 @@ fn a_close_after_an_unclean_open_does_not_launder_a_caller_owned_high_watermark(
     assert!(data.join(".kafka_cleanshutdown").exists());
     assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n0\n");
 
-    let mut log = Log::open(&dir, config).unwrap();
+    let log = Log::open(&dir, config).unwrap();
     assert!(log.recovery_report().had_clean_shutdown);
     let refused = log.stop_mirroring();
     assert!(
@@ -450,11 +457,12 @@ fn the_checkpoint_timer_leaves_out_a_high_watermark_that_is_not_known() {
     std::fs::write(&checkpoint, "0\n1\nmirror 0 4\n").unwrap();
     std::fs::create_dir(data.join("other-0")).unwrap();
 
-    let mut dir = LogDir::open(&data, config).unwrap();
+    let dir = LogDir::open(&data, config).unwrap();
     assert!(!dir.had_clean_shutdown());
-    dir.partition_mut(&TopicPartition::new("other", 0))
+    dir.partition(&TopicPartition::new("other", 0))
         .unwrap()
-        .set_high_watermark(0);
+        .set_high_watermark(0)
+        .unwrap();
     clock.set(T0 + 5_000);
     let mut text = String::new();
     for _ in 0..600 {
@@ -484,7 +492,7 @@ fn an_unclean_open_reestablishes_a_flushed_log_end_high_watermark_before_a_stop(
     let (config, _) = config();
     let mut log = Log::open(&dir, config.clone()).unwrap();
     mirror_twelve(&mut log);
-    log.partition_mut().flush().unwrap(); // durable, but no checkpoint says so
+    log.with_partition(|p| p.flush()).unwrap().unwrap(); // durable, but no checkpoint says so
     drop(log);
     for name in [
         "recovery-point-offset-checkpoint",
@@ -493,12 +501,13 @@ fn an_unclean_open_reestablishes_a_flushed_log_end_high_watermark_before_a_stop(
         let _ = std::fs::remove_file(tmp.path().join("data").join(name));
     }
 
-    let mut dir_log = LogDir::open(tmp.path().join("data"), config).unwrap();
+    let dir_log = LogDir::open(tmp.path().join("data"), config).unwrap();
     assert!(!dir_log.had_clean_shutdown());
     let tp = TopicPartition::new("mirror", 0);
-    let partition = dir_log.partition_mut(&tp).unwrap();
+    let partition = dir_log.partition(&tp).unwrap();
     assert_eq!(partition.high_watermark(), 12);
-    assert_eq!(partition.stop_mirroring().unwrap(), 12);
+    let stop = partition.with_partition(|p| p.stop_mirroring()).unwrap();
+    assert_eq!(stop.unwrap(), 12);
     assert_eq!(
         partition.log_end_offset(),
         13,
@@ -516,7 +525,7 @@ fn the_high_watermark_checkpoint_appears_on_an_idle_partition() {
     let (config, clock) = config();
     let config = config.with_high_watermark(HighWatermark::LogEnd);
     let checkpoint = data.join("replication-offset-checkpoint");
-    let mut log = Log::open(data.join("idle-0"), config).unwrap();
+    let log = Log::open(data.join("idle-0"), config).unwrap();
     log.append(&batch(1, 0, &[b"a", b"b", b"c"])).unwrap();
     assert_eq!(log.high_watermark(), 3);
     assert!(
@@ -576,7 +585,7 @@ fn fetches_may_end_in_a_batch_cut_short_and_the_next_fetch_goes_on_from_it() {
     use seglog::FetchIsolation;
     let tmp = tempfile::tempdir().unwrap();
     let (config, _) = config();
-    let mut log = Log::open(tmp.path().join("d/t-0"), config).unwrap();
+    let log = Log::open(tmp.path().join("d/t-0"), config).unwrap();
     for i in 0..10 {
         log.append(&batch(
             1,

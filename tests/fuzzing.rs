@@ -347,7 +347,7 @@ fn crash_test_fn_on_a_log() -> testkit::FnSummary {
         config
     }
     let workload = |env: &CrashEnv| -> Result<(), Box<dyn Error>> {
-        let mut log = Log::open(
+        let log = Log::open(
             env.root().join("events-0"),
             config(env.storage(), env.dyn_clock()),
         )?;

@@ -357,8 +357,10 @@ fn mirrored_with_a_stale_high_watermark(data: &Path) -> seglog::Config {
     let config = seglog::Config::default()
         .with_clock(clock)
         .with_high_watermark(seglog::HighWatermark::Manual);
-    let mut log = seglog::Log::open(data.join("mirror-0"), config.clone()).unwrap();
-    let source = seglog::recovery::EpochHistory::of(log.partition());
+    let log = seglog::Log::open(data.join("mirror-0"), config.clone()).unwrap();
+    let source = log
+        .with_partition(|p| seglog::recovery::EpochHistory::of(p))
+        .unwrap();
     log.start_mirroring("cluster-A", &source).unwrap();
     for i in 0..6_i64 {
         let mut b = RecordBatchBuilder::new(i * 2)
@@ -368,7 +370,7 @@ fn mirrored_with_a_stale_high_watermark(data: &Path) -> seglog::Config {
         b.append(super::logs::T, None, Some(b"m2"), &[]).unwrap();
         log.append_as_mirror(&b.build()).unwrap();
     }
-    log.set_high_watermark(12);
+    log.set_high_watermark(12).unwrap();
     log.flush().unwrap();
     drop(log); // an unclean shutdown
     std::fs::write(
@@ -400,21 +402,25 @@ fn recover_does_not_launder_a_stale_caller_owned_high_watermark() {
         "no entry for a high watermark nobody re-established"
     );
 
-    let mut dir = seglog::LogDir::open(&data, config).unwrap();
+    let dir = seglog::LogDir::open(&data, config).unwrap();
     assert!(dir.had_clean_shutdown());
-    let log = dir
-        .partition_mut(&seglog::TopicPartition::new("mirror", 0))
+    let partition = dir
+        .partition(&seglog::TopicPartition::new("mirror", 0))
         .unwrap();
-    assert!(!log.high_watermark_known());
-    let refused = log.stop_mirroring();
-    assert!(
-        matches!(
-            refused,
-            Err(seglog::recovery::MirrorError::HighWatermarkUnknown)
-        ),
-        "{refused:?}"
-    );
-    assert_eq!(log.log_end_offset(), 12, "nothing cut");
-    log.set_high_watermark(12);
-    assert_eq!(log.stop_mirroring().unwrap(), 12);
+    partition
+        .with_partition(|log| {
+            assert!(!log.high_watermark_known());
+            let refused = log.stop_mirroring();
+            assert!(
+                matches!(
+                    refused,
+                    Err(seglog::recovery::MirrorError::HighWatermarkUnknown)
+                ),
+                "{refused:?}"
+            );
+            assert_eq!(log.log_end_offset(), 12, "nothing cut");
+            log.set_high_watermark(12);
+            assert_eq!(log.stop_mirroring().unwrap(), 12);
+        })
+        .unwrap();
 }

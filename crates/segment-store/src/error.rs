@@ -122,6 +122,12 @@ pub enum SegmentError {
         /// The file.
         path: PathBuf,
     },
+    /// The log was closed (by its owner, while a reader still held it): nothing more is read
+    /// or written through it.
+    Closed {
+        /// The partition directory.
+        dir: PathBuf,
+    },
     /// A file was to be mapped outside the directory whose lock the caller holds.
     NotUnderLock {
         /// The file to be mapped.
@@ -365,6 +371,7 @@ impl fmt::Display for SegmentError {
             | SegmentError::Locked { .. }
             | SegmentError::TruncatedWhileRead { .. }
             | SegmentError::NotUnderLock { .. }
+            | SegmentError::Closed { .. }
             | SegmentError::OffsetOutOfRange { .. }
             | SegmentError::UnexpectedAppendOffset { .. }
             | SegmentError::RecordsTooLarge { .. }
@@ -467,6 +474,9 @@ impl SegmentError {
                 "{} was truncated while it was read (another process is writing it)",
                 path.display()
             ),
+            SegmentError::Closed { dir } => {
+                write!(f, "the log in {} is closed", dir.display())
+            }
             SegmentError::NotUnderLock { path, lock_dir } => write!(
                 f,
                 "{} is not inside the locked directory {}",

@@ -305,6 +305,9 @@ impl PartitionLog {
         for (epoch, base) in epochs {
             self.maybe_assign_epoch(epoch, base)?;
         }
+        // Readers see the new bounds (a transaction's end moves the last stable offset; with
+        // the high watermark following the log end, the owner moves it and publishes again).
+        self.publish();
         snapshot_result?;
         Ok(LogAppendInfo {
             first_offset: outcome.first_offset,

@@ -9,7 +9,7 @@ use segment_store::AbortedTxn;
 
 use super::error::PartitionLogError;
 use super::fetch::{whole_batches, FetchResult, IsolationLevel};
-use super::{PartitionLog, READ_CHUNK};
+use super::READ_CHUNK;
 
 /// One record as an application sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,19 +123,36 @@ impl ConsumerReader {
     }
 }
 
-/// The records of a [`PartitionLog`] from an offset on, across segments
-/// ([`PartitionLog::iter_from`]).
+/// The records of a partition from an offset on, across segments
+/// ([`PartitionLog::iter_from`](super::PartitionLog::iter_from),
+/// [`LogReader::iter_from`](super::LogReader::iter_from)).
 #[derive(Debug)]
-pub struct RecordIter<'a> {
-    pub(super) log: &'a PartitionLog,
-    pub(super) isolation: IsolationLevel,
-    pub(super) next_offset: i64,
-    pub(super) bound: i64,
-    pub(super) pending: std::collections::VecDeque<ConsumedRecord>,
-    pub(super) done: bool,
+pub struct RecordIter {
+    reader: super::LogReader,
+    isolation: IsolationLevel,
+    next_offset: i64,
+    bound: i64,
+    pending: std::collections::VecDeque<ConsumedRecord>,
+    done: bool,
 }
 
-impl RecordIter<'_> {
+impl RecordIter {
+    pub(super) fn new(
+        reader: super::LogReader,
+        offset: i64,
+        isolation: IsolationLevel,
+        bound: i64,
+    ) -> Self {
+        RecordIter {
+            reader,
+            isolation,
+            next_offset: offset,
+            bound,
+            pending: std::collections::VecDeque::new(),
+            done: false,
+        }
+    }
+
     /// Where the next fetch starts (the end once the iterator is exhausted).
     pub fn next_fetch_offset(&self) -> i64 {
         self.next_offset
@@ -147,7 +164,7 @@ impl RecordIter<'_> {
     }
 }
 
-impl Iterator for RecordIter<'_> {
+impl Iterator for RecordIter {
     type Item = Result<ConsumedRecord, PartitionLogError>;
 
     fn next(&mut self) -> Option<Self::Item> {
@@ -159,7 +176,7 @@ impl Iterator for RecordIter<'_> {
                 return None;
             }
             let fetched = self
-                .log
+                .reader
                 .read(self.next_offset, READ_CHUNK, self.isolation)
                 .and_then(|f| Ok((ConsumerReader::new(self.isolation).read(&f)?, f)));
             let (records, fetch) = match fetched {
@@ -170,8 +187,8 @@ impl Iterator for RecordIter<'_> {
                 }
             };
             if fetch.next_fetch_offset <= self.next_offset {
-                // Nothing readable from here (cannot happen below the bound of a log the
-                // iterator borrows; stop rather than spin).
+                // Nothing readable from here (a truncation below the bound since the iterator
+                // was made): stop rather than spin.
                 self.done = true;
                 return None;
             }

@@ -224,8 +224,21 @@ impl std::error::Error for PartitionLogError {
 }
 
 impl From<SegmentError> for PartitionLogError {
+    /// An offset out of range is one error whichever layer finds it (a read racing retention
+    /// finds it in the segments).
     fn from(e: SegmentError) -> Self {
-        Self::Segment(e)
+        match e {
+            SegmentError::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            } => Self::OffsetOutOfRange {
+                offset,
+                log_start_offset,
+                log_end_offset,
+            },
+            e => Self::Segment(e),
+        }
     }
 }
 impl From<SnapshotError> for PartitionLogError {

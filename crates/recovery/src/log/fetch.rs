@@ -110,11 +110,72 @@ pub struct FetchResult {
     pub next_fetch_offset: i64,
 }
 
-impl PartitionLog {
-    /// Reads whole batches from the one containing `start_offset`, at most `max_bytes` (at least
-    /// one batch), below the high watermark (`ReadUncommitted`) or the last stable offset
-    /// (`ReadCommitted`, which also returns the aborted transactions overlapping the batches).
-    pub fn read(
+/// How many times a `ReadCommitted` read is tried while the segments change under it.
+const CONSISTENT_READ_ATTEMPTS: usize = 16;
+
+/// A partition's reads at given bounds: the one implementation behind [`PartitionLog`]'s reads
+/// (its bounds as they are) and [`LogReader`](super::LogReader)'s (the bounds last published).
+pub(crate) struct View<'a> {
+    pub(crate) local: &'a segment_store::LocalLog,
+    pub(crate) high_watermark: i64,
+    pub(crate) last_stable_offset: i64,
+    pub(crate) epochs: &'a [segment_store::EpochEntry],
+}
+
+impl View<'_> {
+    /// The end of what a fetch at `isolation` returns.
+    pub(crate) fn bound(&self, isolation: FetchIsolation) -> i64 {
+        match isolation {
+            FetchIsolation::LogEnd => self.local.log_end_offset(),
+            FetchIsolation::HighWatermark => self.high_watermark,
+            FetchIsolation::TxnCommitted => self.last_stable_offset,
+        }
+    }
+
+    /// Runs `read` until no segment was added, removed or truncated while it ran, for a
+    /// `ReadCommitted` read: its bytes and its aborted transactions are two reads of the
+    /// segments, and a deletion or truncation between them (the writer goes on beside readers)
+    /// could take away the transaction index entry of an ABORT marker whose records the bytes
+    /// hold. After [`CONSISTENT_READ_ATTEMPTS`] changed layouts the read fails as out of range
+    /// (a reader asks again, as after a deletion).
+    fn consistent(
+        &self,
+        committed: bool,
+        offset: i64,
+        read: impl Fn() -> Result<FetchResult, PartitionLogError>,
+    ) -> Result<FetchResult, PartitionLogError> {
+        if !committed {
+            return read();
+        }
+        for _ in 0..CONSISTENT_READ_ATTEMPTS {
+            let generation = self.local.generation();
+            let r = read()?;
+            if self.local.generation() == generation {
+                return Ok(r);
+            }
+        }
+        Err(PartitionLogError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.local.log_start_offset(),
+            log_end_offset: self.local.log_end_offset(),
+        })
+    }
+
+    /// See [`PartitionLog::read`].
+    pub(crate) fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: IsolationLevel,
+    ) -> Result<FetchResult, PartitionLogError> {
+        self.consistent(
+            isolation == IsolationLevel::ReadCommitted,
+            start_offset,
+            || self.read_once(start_offset, max_bytes, isolation),
+        )
+    }
+
+    fn read_once(
         &self,
         start_offset: i64,
         max_bytes: usize,
@@ -122,7 +183,7 @@ impl PartitionLog {
     ) -> Result<FetchResult, PartitionLogError> {
         let log_start_offset = self.check_in_range(start_offset)?;
         let high_watermark = self.high_watermark;
-        let last_stable_offset = self.last_stable_offset();
+        let last_stable_offset = self.last_stable_offset;
         let bound = match isolation {
             IsolationLevel::ReadUncommitted => high_watermark,
             IsolationLevel::ReadCommitted => last_stable_offset,
@@ -168,8 +229,9 @@ impl PartitionLog {
 
     /// [`PartitionLogError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`;
     /// the log start offset otherwise.
-    fn check_in_range(&self, offset: i64) -> Result<i64, PartitionLogError> {
-        let (log_start_offset, log_end_offset) = (self.log_start_offset(), self.log_end_offset());
+    pub(crate) fn check_in_range(&self, offset: i64) -> Result<i64, PartitionLogError> {
+        let (log_start_offset, log_end_offset) =
+            (self.local.log_start_offset(), self.local.log_end_offset());
         if offset < log_start_offset || offset > log_end_offset {
             return Err(PartitionLogError::OffsetOutOfRange {
                 offset,
@@ -180,18 +242,22 @@ impl PartitionLog {
         Ok(log_start_offset)
     }
 
-    /// Kafka's `UnifiedLog.read(startOffset, maxLength, isolation, minOneMessage)` exactly: the
-    /// bytes from the batch holding `start_offset` in the first segment that has one, up to the
-    /// byte position of the batch holding the bound of `isolation` (log end, high watermark or
-    /// last stable offset), at most `max_bytes` (raised to the first batch's size with
-    /// `min_one_message`); the last batch may be cut short, as Kafka's fetch may end (a server
-    /// hands these bytes on; a reader stops at the first batch that is not whole). With
-    /// [`FetchIsolation::TxnCommitted`], the aborted transactions Kafka's
-    /// `addAbortedTransactions` returns: those overlapping the fetch offset up to the first
-    /// offset-index entry past the bytes returned (else the next segment's base, else the log
-    /// end). `next_fetch_offset` is one past the last whole batch returned. Compared with Kafka
-    /// 4.3.1's own `UnifiedLog.read` on broker-written logs in `kafka_interop`.
-    pub fn fetch(
+    /// See [`PartitionLog::fetch`].
+    pub(crate) fn fetch(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchResult, PartitionLogError> {
+        self.consistent(
+            isolation == FetchIsolation::TxnCommitted,
+            start_offset,
+            || self.fetch_once(start_offset, max_bytes, isolation, min_one_message),
+        )
+    }
+
+    fn fetch_once(
         &self,
         start_offset: i64,
         max_bytes: usize,
@@ -199,10 +265,10 @@ impl PartitionLog {
         min_one_message: bool,
     ) -> Result<FetchResult, PartitionLogError> {
         let high_watermark = self.high_watermark;
-        let last_stable_offset = self.last_stable_offset();
+        let last_stable_offset = self.last_stable_offset;
         let log_start_offset = self.check_in_range(start_offset)?;
         let bound = match isolation {
-            FetchIsolation::LogEnd => self.log_end_offset(),
+            FetchIsolation::LogEnd => self.local.log_end_offset(),
             FetchIsolation::HighWatermark => high_watermark,
             FetchIsolation::TxnCommitted => last_stable_offset,
         };
@@ -247,17 +313,8 @@ impl PartitionLog {
         })
     }
 
-    /// Kafka's `UnifiedLog.fetchOffsetByTimestamp` (what the leader answers to `ListOffsets`,
-    /// before the broker bounds `latest` by the isolation level): for
-    /// [`EARLIEST_TIMESTAMP`]/[`EARLIEST_LOCAL_TIMESTAMP`] the log start offset (with the first
-    /// cached leader epoch if it starts at or below it), for [`LATEST_TIMESTAMP`] the log end
-    /// offset and the latest epoch, for [`MAX_TIMESTAMP`] the first record with the largest
-    /// timestamp (KIP-734), for [`LATEST_TIERED_TIMESTAMP`] and
-    /// [`EARLIEST_PENDING_UPLOAD_TIMESTAMP`] offset -1 and epoch -1 (no tiered storage), and for a
-    /// real timestamp the first record at or after it from the log start on (`None` if none).
-    /// The timestamp of the special answers is -1. Compared with Kafka 4.3.1's own on
-    /// broker-written logs (`kafka_interop`, `reads`).
-    pub fn fetch_offset_by_timestamp(
+    /// See [`PartitionLog::fetch_offset_by_timestamp`].
+    pub(crate) fn fetch_offset_by_timestamp(
         &self,
         target: i64,
     ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
@@ -271,68 +328,36 @@ impl PartitionLog {
         };
         Ok(match target {
             EARLIEST_TIMESTAMP | EARLIEST_LOCAL_TIMESTAMP => {
-                let start = self.log_start_offset();
+                let start = self.local.log_start_offset();
                 let epoch = self
                     .epochs
-                    .earliest_entry()
+                    .first()
                     .filter(|e| e.start_offset <= start)
                     .map(|e| e.epoch);
                 special(start, epoch)
             }
-            LATEST_TIMESTAMP => special(self.log_end_offset(), self.epochs.latest_epoch()),
+            LATEST_TIMESTAMP => special(
+                self.local.log_end_offset(),
+                self.epochs.last().map(|e| e.epoch),
+            ),
             LATEST_TIERED_TIMESTAMP | EARLIEST_PENDING_UPLOAD_TIMESTAMP => special(-1, Some(-1)),
             MAX_TIMESTAMP => self.local.offset_of_max_timestamp()?,
             t => self.local.fetch_offset_by_timestamp(t)?,
         })
     }
 
-    /// Kafka's `UnifiedLog.endOffsetForEpoch` (what the leader answers to
-    /// `OffsetsForLeaderEpoch`): `(epoch, end offset)` for the largest epoch at or below
-    /// `leader_epoch`, its end the start of the next epoch or the log end; `None` when it is
-    /// undefined (no epoch at all, or `leader_epoch` above the latest one).
-    pub fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
-        let (epoch, offset) = self
-            .epochs
-            .end_offset_for(leader_epoch, self.log_end_offset());
+    /// See [`PartitionLog::end_offset_for_leader_epoch`].
+    pub(crate) fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
+        let (epoch, offset) = crate::leader_epoch::end_offset_for(
+            self.epochs,
+            leader_epoch,
+            self.local.log_end_offset(),
+        );
         (offset != crate::leader_epoch::UNDEFINED_EPOCH_OFFSET).then_some((epoch, offset))
     }
 
-    /// The records from `offset` on as a consumer at `isolation` sees them, across segments:
-    /// Kafka's fetch loop, reading 1 MiB at a time from the batch holding `offset` and going on
-    /// at each fetch's [`FetchResult::next_fetch_offset`], each fetch read by a
-    /// [`ConsumerReader`](crate::ConsumerReader) (control batches hidden; under `ReadCommitted`, the records of aborted
-    /// transactions skipped, including a transaction whose batches span several segments, since
-    /// each fetch carries the aborted transactions that overlap it). Records below `offset` in
-    /// the first batch are skipped.
-    ///
-    /// The iterator stops at the bound of `isolation` when it was created: the high watermark
-    /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`). It borrows the log, so
-    /// nothing can be appended, truncated or deleted while it lives; it does not follow the
-    /// tail. Memory is one fetch's window, whatever the log's size.
-    /// [`PartitionLogError::OffsetOutOfRange`] for an `offset` outside `[log start, log end]`.
-    pub fn iter_from(
-        &self,
-        offset: i64,
-        isolation: IsolationLevel,
-    ) -> Result<RecordIter<'_>, PartitionLogError> {
-        self.check_in_range(offset)?;
-        let bound = match isolation {
-            IsolationLevel::ReadUncommitted => self.high_watermark,
-            IsolationLevel::ReadCommitted => self.last_stable_offset(),
-        };
-        Ok(RecordIter {
-            log: self,
-            isolation,
-            next_offset: offset,
-            bound,
-            pending: std::collections::VecDeque::new(),
-            done: false,
-        })
-    }
-
-    /// Kafka `collectAbortedTransactions(startOffset, upperBoundOffset)`: from the segment
-    /// containing `start_offset` on, until a segment's search is complete.
-    pub fn collect_aborted_transactions(
+    /// See [`PartitionLog::collect_aborted_transactions`].
+    pub(crate) fn collect_aborted_transactions(
         &self,
         start_offset: i64,
         upper_bound_offset: i64,
@@ -351,5 +376,120 @@ impl PartitionLog {
             }
             Ok(out)
         })?
+    }
+}
+
+impl PartitionLog {
+    /// Its reads at its bounds as they are now.
+    pub(crate) fn view(&self) -> View<'_> {
+        View {
+            local: &self.local,
+            high_watermark: self.high_watermark,
+            last_stable_offset: self.last_stable_offset(),
+            epochs: self.epochs.entries(),
+        }
+    }
+
+    /// Reads whole batches from the one containing `start_offset`, at most `max_bytes` (at least
+    /// one batch), below the high watermark (`ReadUncommitted`) or the last stable offset
+    /// (`ReadCommitted`, which also returns the aborted transactions overlapping the batches).
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: IsolationLevel,
+    ) -> Result<FetchResult, PartitionLogError> {
+        self.view().read(start_offset, max_bytes, isolation)
+    }
+
+    /// Kafka's `UnifiedLog.read(startOffset, maxLength, isolation, minOneMessage)` exactly: the
+    /// bytes from the batch holding `start_offset` in the first segment that has one, up to the
+    /// byte position of the batch holding the bound of `isolation` (log end, high watermark or
+    /// last stable offset), at most `max_bytes` (raised to the first batch's size with
+    /// `min_one_message`); the last batch may be cut short, as Kafka's fetch may end (a server
+    /// hands these bytes on; a reader stops at the first batch that is not whole). With
+    /// [`FetchIsolation::TxnCommitted`], the aborted transactions Kafka's
+    /// `addAbortedTransactions` returns: those overlapping the fetch offset up to the first
+    /// offset-index entry past the bytes returned (else the next segment's base, else the log
+    /// end). `next_fetch_offset` is one past the last whole batch returned. Compared with Kafka
+    /// 4.3.1's own `UnifiedLog.read` on broker-written logs in `kafka_interop`.
+    pub fn fetch(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchResult, PartitionLogError> {
+        self.view()
+            .fetch(start_offset, max_bytes, isolation, min_one_message)
+    }
+
+    /// Kafka's `UnifiedLog.fetchOffsetByTimestamp` (what the leader answers to `ListOffsets`,
+    /// before the broker bounds `latest` by the isolation level): for
+    /// [`EARLIEST_TIMESTAMP`]/[`EARLIEST_LOCAL_TIMESTAMP`] the log start offset (with the first
+    /// cached leader epoch if it starts at or below it), for [`LATEST_TIMESTAMP`] the log end
+    /// offset and the latest epoch, for [`MAX_TIMESTAMP`] the first record with the largest
+    /// timestamp (KIP-734), for [`LATEST_TIERED_TIMESTAMP`] and
+    /// [`EARLIEST_PENDING_UPLOAD_TIMESTAMP`] offset -1 and epoch -1 (no tiered storage), and for a
+    /// real timestamp the first record at or after it from the log start on (`None` if none).
+    /// The timestamp of the special answers is -1. Compared with Kafka 4.3.1's own on
+    /// broker-written logs (`kafka_interop`, `reads`).
+    pub fn fetch_offset_by_timestamp(
+        &self,
+        target: i64,
+    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
+        self.view().fetch_offset_by_timestamp(target)
+    }
+
+    /// Kafka's `UnifiedLog.endOffsetForEpoch` (what the leader answers to
+    /// `OffsetsForLeaderEpoch`): `(epoch, end offset)` for the largest epoch at or below
+    /// `leader_epoch`, its end the start of the next epoch or the log end; `None` when it is
+    /// undefined (no epoch at all, or `leader_epoch` above the latest one).
+    pub fn end_offset_for_leader_epoch(&self, leader_epoch: i32) -> Option<(i32, i64)> {
+        self.view().end_offset_for_leader_epoch(leader_epoch)
+    }
+
+    /// Kafka `collectAbortedTransactions(startOffset, upperBoundOffset)`: from the segment
+    /// containing `start_offset` on, until a segment's search is complete.
+    pub fn collect_aborted_transactions(
+        &self,
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>, PartitionLogError> {
+        self.view()
+            .collect_aborted_transactions(start_offset, upper_bound_offset)
+    }
+
+    /// The records from `offset` on as a consumer at `isolation` sees them, across segments:
+    /// Kafka's fetch loop, reading 1 MiB at a time from the batch holding `offset` and going on
+    /// at each fetch's [`FetchResult::next_fetch_offset`], each fetch read by a
+    /// [`ConsumerReader`](crate::ConsumerReader) (control batches hidden; under `ReadCommitted`, the records of aborted
+    /// transactions skipped, including a transaction whose batches span several segments, since
+    /// each fetch carries the aborted transactions that overlap it). Records below `offset` in
+    /// the first batch are skipped.
+    ///
+    /// The iterator stops at the bound of `isolation` when it was created: the high watermark
+    /// (`ReadUncommitted`) or the last stable offset (`ReadCommitted`). It holds its own
+    /// [`LogReader`](super::LogReader): it does not follow the tail, and a truncation below its
+    /// bound while it lives ends it with an error or shows the batches written since; once the
+    /// log is closed it ends with a `Closed` error. Memory is one fetch's window, whatever the
+    /// log's size.
+    /// [`PartitionLogError::OffsetOutOfRange`] for an `offset` outside `[log start, log end]`.
+    pub fn iter_from(
+        &self,
+        offset: i64,
+        isolation: IsolationLevel,
+    ) -> Result<RecordIter, PartitionLogError> {
+        let view = self.view();
+        view.check_in_range(offset)?;
+        let bound = view.bound(isolation.into());
+        // A reader of its own, at the bounds of now (published or not).
+        let reader = super::LogReader {
+            state: std::sync::Arc::new(arc_swap::ArcSwap::from_pointee(
+                self.read_state(&self.published.load()),
+            )),
+            ..self.reader()
+        };
+        Ok(RecordIter::new(reader, offset, isolation, bound))
     }
 }

@@ -50,7 +50,9 @@ impl PartitionLog {
         self.local.truncate_to(target)?;
         self.epochs.truncate_from_end(target)?;
         self.store_high_watermark(self.high_watermark.min(target));
-        self.rebuild_producer_state(target)?;
+        let rebuilt = self.rebuild_producer_state(target);
+        self.publish();
+        rebuilt?;
         Ok(true)
     }
 
@@ -303,11 +305,8 @@ impl PartitionLog {
             log_end_offset: end,
             high_watermark: self.checkpointable_high_watermark(),
         };
-        if sync {
-            self.local.close()?;
-        } else {
-            self.local.close_unsynced()?;
-        }
+        // Readers on other threads may hold the segments: closed in place, their reads then fail.
+        self.local.close_shared(sync)?;
         Ok(closed)
     }
 }

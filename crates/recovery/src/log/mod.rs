@@ -47,6 +47,7 @@ mod error;
 mod fetch;
 mod maintenance;
 mod mirroring;
+mod reader;
 
 pub use append::LogAppendInfo;
 pub use consumer::{consume, ConsumedRecord, ConsumerReader, RecordIter};
@@ -56,6 +57,7 @@ pub use fetch::{
     EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP, MAX_TIMESTAMP,
 };
+pub use reader::{LogReader, ReadState};
 
 /// How much a replay or a barrier search reads at a time.
 const READ_CHUNK: usize = 1 << 20;
@@ -80,7 +82,7 @@ pub const UNKNOWN_HIGH_WATERMARK: i64 = -1;
 #[derive(Debug)]
 pub struct PartitionLog {
     pub(crate) dir: PathBuf,
-    pub(crate) local: LocalLog,
+    pub(crate) local: Arc<LocalLog>,
     pub(crate) psm: ProducerStateManager,
     pub(crate) epochs: LeaderEpochFileCache,
     pub(crate) high_watermark: i64,
@@ -92,6 +94,8 @@ pub struct PartitionLog {
     pub(crate) mirror: MirrorPartitionState,
     /// The high watermark as others may observe it, and whether it is known.
     pub(crate) hw_state: HighWatermarkState,
+    /// The bounds [`LogReader`]s see, as last published ([`PartitionLog::publish`]).
+    pub(crate) published: Arc<arc_swap::ArcSwap<ReadState>>,
 }
 
 /// Who moves the high watermark, the end of what readers may see, and what an open after an
@@ -265,6 +269,7 @@ impl PartitionLog {
             UNKNOWN_HIGH_WATERMARK
         };
         self.hw_state.published.store(published, Ordering::Release);
+        self.publish();
     }
 
     /// The high watermark as another thread sees it: a shared cell the log updates whenever

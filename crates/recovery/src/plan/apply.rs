@@ -274,7 +274,7 @@ pub(super) fn apply_with(
     };
     let mut log = PartitionLog {
         dir: dir.clone(),
-        local,
+        local: Arc::new(local),
         psm: plan.producers,
         epochs,
         high_watermark: log_start,
@@ -283,6 +283,16 @@ pub(super) fn apply_with(
         io: io.clone(),
         mirror: MirrorStateFile::with_io(&dir, io.clone()).load()?,
         hw_state: Default::default(),
+        published: Arc::new(arc_swap::ArcSwap::from_pointee(crate::ReadState {
+            high_watermark: log_start,
+            last_stable_offset: log_start,
+            epochs: Arc::from(Vec::new()),
+            leader_epoch: 0,
+            log_start_offset: log_start,
+            log_end_offset: log_start,
+            recovery_point: log_start,
+            truncations: 0,
+        })),
     };
     log.set_high_watermark(opts.high_watermark.unwrap_or(log_start));
     // Only a checkpoint written before a clean shutdown is the high watermark; after an unclean
@@ -294,6 +304,7 @@ pub(super) fn apply_with(
     {
         log.mark_high_watermark_unknown();
     }
+    log.publish();
     Ok((log, report))
 }
 

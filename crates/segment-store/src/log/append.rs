@@ -74,14 +74,6 @@ impl LocalLog {
                 max: self.config.segment_bytes,
             });
         }
-        let mut inner = self.write_inner();
-        if s.first_offset < inner.log_end_offset {
-            return Err(SegmentError::UnexpectedAppendOffset {
-                path: self.dir.clone(),
-                first_offset: s.first_offset,
-                expected: inner.log_end_offset,
-            });
-        }
         let params = RollParams {
             max_segment_bytes: self.config.segment_bytes,
             max_segment_ms: self.config.segment_ms,
@@ -91,7 +83,23 @@ impl LocalLog {
             messages_size: records.len() as u64,
             now_ms: self.ctx.clock.now_ms(),
         };
-        let reason = self.active_mut(&mut inner)?.should_roll(&params)?;
+        let mut inner = self.write_inner();
+        if s.first_offset < inner.log_end_offset {
+            return Err(SegmentError::UnexpectedAppendOffset {
+                path: self.dir.clone(),
+                first_offset: s.first_offset,
+                expected: inner.log_end_offset,
+            });
+        }
+        let mut reason = self.active_mut(&mut inner)?.should_roll(&params)?;
+        if reason.is_some() && inner.recovery_point < inner.log_end_offset {
+            // The roll flushes first: done without the write lock, so that readers do not wait
+            // for the disk; then the roll condition is looked at again.
+            drop(inner);
+            self.flush(i64::MAX)?;
+            inner = self.write_inner();
+            reason = self.active_mut(&mut inner)?.should_roll(&params)?;
+        }
         let rolled = match reason {
             Some(r) => Some((self.roll_locked(&mut inner, Some(s.first_offset))?, r)),
             None => None,
@@ -125,6 +133,9 @@ impl LocalLog {
     /// active segment and starts a new one at `max(expected_next_offset, log end offset)`.
     /// Returns the new base offset.
     pub fn roll(&self, expected_next_offset: Option<i64>) -> Result<i64> {
+        // Flushed without the write lock first (readers go on meanwhile); the roll's own flush
+        // then has nothing left to write unless an append came in between.
+        self.flush(i64::MAX)?;
         let mut inner = self.write_inner();
         self.roll_locked(&mut inner, expected_next_offset)
     }
@@ -160,7 +171,7 @@ impl LocalLog {
         }
         let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
         inner.segments.insert(new_offset, Slot::open(seg));
-        inner.dir_dirty = true;
+        inner.mark_dir_dirty();
         Ok(new_offset)
     }
 }

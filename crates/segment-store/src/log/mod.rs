@@ -135,7 +135,12 @@ pub struct FetchData {
 }
 
 /// [`SegmentError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`.
-fn out_of_range(inner: &Inner, offset: i64) -> Result<()> {
+fn out_of_range(dir: &std::path::Path, inner: &Inner, offset: i64) -> Result<()> {
+    if inner.closed {
+        return Err(SegmentError::Closed {
+            dir: dir.to_path_buf(),
+        });
+    }
     if offset > inner.log_end_offset || offset < inner.log_start_offset {
         return Err(SegmentError::OffsetOutOfRange {
             offset,
@@ -251,6 +256,27 @@ struct Inner {
     log_end_offset: i64,
     recovery_point: i64,
     dir_dirty: bool,
+    /// How many times an entry of the directory changed: a flush that synced the directory
+    /// clears `dir_dirty` only if none changed since.
+    dir_changes: u64,
+    /// Closed through [`LocalLog::close_shared`]: no segment left, every access refused.
+    closed: bool,
+    /// How many times the log end moved down (truncations): a flush that ran beside one does not
+    /// move the recovery point, since what it synced may not be what the log now holds.
+    truncations: u64,
+}
+
+impl Inner {
+    /// Lowers the recovery point to `offset` after the log end moved down there.
+    fn truncated_to(&mut self, offset: i64) {
+        self.recovery_point = self.recovery_point.min(offset);
+        self.truncations = self.truncations.wrapping_add(1);
+    }
+
+    fn mark_dir_dirty(&mut self) {
+        self.dir_dirty = true;
+        self.dir_changes = self.dir_changes.wrapping_add(1);
+    }
 }
 
 /// The segments of one partition directory.

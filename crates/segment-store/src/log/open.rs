@@ -176,6 +176,9 @@ impl LocalLog {
                 log_end_offset,
                 recovery_point: recovery_point.min(log_end_offset),
                 dir_dirty: false,
+                dir_changes: 0,
+                closed: false,
+                truncations: 0,
             }),
             opened: Mutex::new(Vec::new()),
         };
@@ -278,7 +281,7 @@ impl LocalLog {
             self.trim(&mut inner)?;
         }
         self.reactivate_last(&mut inner, from_base, None)?;
-        inner.dir_dirty = true;
+        inner.mark_dir_dirty();
         Ok((outcomes, moved))
     }
 
@@ -312,7 +315,7 @@ impl LocalLog {
             }
         };
         inner.log_end_offset = next;
-        inner.recovery_point = inner.recovery_point.min(next);
+        inner.truncated_to(next);
         Ok(created)
     }
 
@@ -366,7 +369,9 @@ impl LocalLog {
         // The active segment's next offset is its scan's: no header is read again.
         let created = self.reactivate_last(&mut inner, from_base, active_next)?;
         // Installing a scan rewrites files in place; only moved or created files change entries.
-        inner.dir_dirty |= created || !moved.is_empty();
+        if created || !moved.is_empty() {
+            inner.mark_dir_dirty();
+        }
         Ok((outcomes, moved))
     }
 

@@ -31,7 +31,7 @@ impl LocalLog {
     ) -> Result<R> {
         let inner = self.read_inner();
         let end = inner.log_end_offset;
-        out_of_range(&inner, start_offset)?;
+        out_of_range(&self.dir, &inner, start_offset)?;
         let empty_at_end = |base: i64, size: u64| FetchDataInfo {
             fetch_offset_metadata: LogOffsetMetadata {
                 message_offset: end,
@@ -87,7 +87,7 @@ impl LocalLog {
     ) -> Result<Option<ExactFetch>> {
         let inner = self.read_inner();
         let end = inner.log_end_offset;
-        out_of_range(&inner, start_offset)?;
+        out_of_range(&self.dir, &inner, start_offset)?;
         let floor = floor_base(&inner, start_offset)?;
         let (bound_base, bound_position) = self.offset_position(&inner, max_offset.min(end))?;
         let empty = |base: i64, position: u64| ExactFetch {

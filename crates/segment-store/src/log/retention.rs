@@ -70,8 +70,8 @@ impl LocalLog {
         }
         inner.log_end_offset = target;
         inner.log_start_offset = inner.log_start_offset.min(target);
-        inner.recovery_point = inner.recovery_point.min(target);
-        inner.dir_dirty = true;
+        inner.truncated_to(target);
+        inner.mark_dir_dirty();
         self.trim(&mut inner)?;
         Ok(true)
     }
@@ -124,7 +124,8 @@ impl LocalLog {
         inner.log_start_offset = new_offset;
         inner.log_end_offset = new_offset;
         inner.recovery_point = new_offset;
-        inner.dir_dirty = true;
+        inner.truncations = inner.truncations.wrapping_add(1);
+        inner.mark_dir_dirty();
         Ok(())
     }
 
@@ -246,6 +247,8 @@ impl LocalLog {
                 slot.into_segment(self, base)?.delete()?;
             }
         }
+        // Entries of the directory went (and readers combining two reads see a new layout).
+        inner.mark_dir_dirty();
         if let Some(&first) = inner.segments.keys().next() {
             inner.log_start_offset = inner.log_start_offset.max(first);
         }
@@ -257,9 +260,52 @@ impl LocalLog {
     /// `[recovery point, up_to_offset)` (and the directory, if segments were created or deleted
     /// since the last flush), then advances the recovery point to `up_to_offset` (capped at the
     /// log end offset).
+    ///
+    /// The fsyncs run under the read lock, one segment at a time: readers go on while a flush
+    /// waits for the disk, and only the move of the recovery point takes the write lock.
     pub fn flush(&self, up_to_offset: i64) -> Result<()> {
+        let (up_to, mut next, truncations) = {
+            let inner = self.read_inner();
+            let up_to = up_to_offset.min(inner.log_end_offset);
+            if up_to <= inner.recovery_point {
+                return Ok(());
+            }
+            let from = inner
+                .segments
+                .range(..=inner.recovery_point)
+                .next_back()
+                .map_or(i64::MIN, |(&b, _)| b);
+            (up_to, from, inner.truncations)
+        };
+        loop {
+            let inner = self.read_inner();
+            let Some(base) = inner.segments.range(next..up_to).next().map(|(&b, _)| b) else {
+                break;
+            };
+            self.seg(&inner, base)?.flush()?;
+            drop(inner);
+            // Segments opened only to be flushed are closed as the flush goes.
+            self.trim_after_read()?;
+            next = base.saturating_add(1);
+        }
+        let dir_changes = {
+            let inner = self.read_inner();
+            if inner.dir_dirty {
+                self.ctx.storage.sync_dir(&self.dir)?;
+            }
+            inner.dir_changes
+        };
         let mut inner = self.write_inner();
-        self.flush_locked(&mut inner, up_to_offset)
+        if inner.dir_changes == dir_changes {
+            // No entry of the directory changed since its sync.
+            inner.dir_dirty = false;
+        }
+        if inner.truncations == truncations {
+            // A truncation beside the flush may have replaced what it synced: the recovery point
+            // then stays (the next flush moves it).
+            inner.recovery_point = inner.recovery_point.max(up_to.min(inner.log_end_offset));
+        }
+        Ok(())
     }
 
     pub(super) fn flush_locked(&self, inner: &mut Inner, up_to_offset: i64) -> Result<()> {
@@ -299,14 +345,26 @@ impl LocalLog {
     }
 
     fn close_with(self, sync: bool) -> Result<()> {
+        self.close_shared(sync)
+    }
+
+    /// [`Self::close`] (`sync`) or [`Self::close_unsynced`] through a shared reference, for a
+    /// log that readers on other threads may still hold: its segments are closed, and every
+    /// later read or write fails with [`SegmentError::Closed`](crate::SegmentError::Closed).
+    pub fn close_shared(&self, sync: bool) -> Result<()> {
+        let mut inner = self.write_inner();
+        if inner.closed {
+            return Ok(());
+        }
         if sync {
             // Segments released since their last write are flushed through a handle opened for it.
-            let mut inner = self.write_inner();
             let end = inner.log_end_offset;
             self.flush_locked(&mut inner, end)?;
         }
-        let inner = self.inner.into_inner().unwrap_or_else(|p| p.into_inner());
-        for (_, slot) in inner.segments {
+        inner.closed = true;
+        let segments = std::mem::take(&mut inner.segments);
+        self.opened().clear();
+        for (_, slot) in segments {
             // A segment not open has nothing to close (its indexes were trimmed when it was
             // released) nor to flush (flushed when it was released or before: see `flush`).
             if let Some(seg) = slot.seg.into_inner() {
@@ -317,6 +375,7 @@ impl LocalLog {
         // is synced only when an entry changed since the last sync.
         if sync && inner.dir_dirty {
             self.ctx.storage.sync_dir(&self.dir)?;
+            inner.dir_dirty = false;
         }
         Ok(())
     }

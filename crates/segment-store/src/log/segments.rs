@@ -82,6 +82,11 @@ impl LocalLog {
     }
 
     fn no_segment(&self, inner: &Inner, base: i64) -> SegmentError {
+        if inner.closed {
+            return SegmentError::Closed {
+                dir: self.dir.clone(),
+            };
+        }
         SegmentError::OffsetOutOfRange {
             offset: base,
             log_start_offset: inner.log_start_offset,
@@ -92,12 +97,7 @@ impl LocalLog {
     /// The active (last) segment, opened.
     pub(super) fn active_mut<'a>(&self, inner: &'a mut Inner) -> Result<&'a mut LogSegment> {
         let Some(&base) = inner.segments.keys().next_back() else {
-            let end = inner.log_end_offset;
-            return Err(SegmentError::OffsetOutOfRange {
-                offset: end,
-                log_start_offset: inner.log_start_offset,
-                log_end_offset: end,
-            });
+            return Err(self.no_segment(inner, inner.log_end_offset));
         };
         self.seg_mut(inner, base)
     }
@@ -183,6 +183,18 @@ impl LocalLog {
     /// Everything below this offset is durable.
     pub fn recovery_point(&self) -> i64 {
         self.read_inner().recovery_point
+    }
+    /// A number that changes whenever segments are added, removed or renamed, or the log end
+    /// moves down (a truncation): a reader that combines two reads (a fetch's bytes and its
+    /// aborted transactions) compares it before and after to know that both saw one layout.
+    pub fn generation(&self) -> u64 {
+        let inner = self.read_inner();
+        inner.dir_changes.wrapping_add(inner.truncations)
+    }
+    /// How many times the log end moved down (truncations) since the log was opened: bounds
+    /// published before a truncation are stale after it.
+    pub fn truncations(&self) -> u64 {
+        self.read_inner().truncations
     }
     /// Base offset of the active (last) segment.
     pub fn active_segment_base(&self) -> i64 {
