@@ -34,7 +34,7 @@ fn config(
         .with_clock(clock)
         .with_segment_bytes(600)
         .with_recovery_threads(1);
-    config.high_watermark_checkpoint_interval_ms = 0;
+    config = config.without_background_tasks();
     // Indexes of 4 KiB instead of 10 MiB: on the simulated storage they are held in memory, and
     // every crash state copies them.
     config.log.log.max_index_size = 4096;

@@ -60,6 +60,18 @@ pub struct Config {
     /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks).
     /// `0` or less: no timer thread.
     pub high_watermark_checkpoint_interval_ms: i64,
+    /// Kafka `log.flush.interval.ms`: the log directory's own thread flushes (fsyncs) each
+    /// partition whose last flush by that thread is this old and which has unflushed appends;
+    /// with [`HighWatermark::FlushedLogEnd`] that also makes them readable. Default `0`: no
+    /// background flush (Kafka's default is never, leaving durability to replication); the
+    /// caller flushes ([`Log::flush`](crate::Log::flush), [`LogDir::flush`](crate::LogDir::flush)).
+    pub flush_interval_ms: i64,
+    /// Kafka `log.flush.offset.checkpoint.interval.ms` (default 60000): how often the log
+    /// directory's own thread writes `recovery-point-offset-checkpoint` and
+    /// `log-start-offset-checkpoint` (when they changed), so that recovery after a crash starts
+    /// from recent recovery points. `0` or less: only [`LogDir::flush`](crate::LogDir::flush)
+    /// and [`LogDir::close`](crate::LogDir::close) write them.
+    pub recovery_point_checkpoint_interval_ms: i64,
     /// Kafka `producer.id.expiration.check.interval.ms` (default 600000, ten minutes): how
     /// often producers idle for `producer.id.expiration.ms` (and with no open transaction) are
     /// dropped while the log runs, on [`Config::clock`]
@@ -94,6 +106,8 @@ impl Default for Config {
             recovery_threads: default_recovery_threads(),
             full_recovery: false,
             high_watermark_checkpoint_interval_ms: 5_000,
+            flush_interval_ms: 0,
+            recovery_point_checkpoint_interval_ms: 60_000,
             producer_id_expiration_check_interval_ms:
                 DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
             close_sync: CloseSync::default(),
@@ -160,6 +174,23 @@ impl Config {
     #[must_use]
     pub fn with_log_config(mut self, log: LogConfig) -> Self {
         self.log.log = log;
+        self
+    }
+    /// Sets [`Config::flush_interval_ms`]: the log directory flushes its partitions on a thread
+    /// of its own every `ms` (Kafka `log.flush.interval.ms`).
+    #[must_use]
+    pub fn with_flush_interval_ms(mut self, ms: i64) -> Self {
+        self.flush_interval_ms = ms;
+        self
+    }
+    /// Turns every background task of the log directory off (high-watermark and recovery-point
+    /// checkpoints, flushes): nothing is written but what the caller asks for, in the order it
+    /// asks (what a crash test of one's own code needs for the same I/O in every run).
+    #[must_use]
+    pub fn without_background_tasks(mut self) -> Self {
+        self.high_watermark_checkpoint_interval_ms = 0;
+        self.flush_interval_ms = 0;
+        self.recovery_point_checkpoint_interval_ms = 0;
         self
     }
     /// Producer-state settings.

@@ -366,6 +366,8 @@ fn config(storage: Arc<dyn Storage>) -> Config {
         full_recovery: false,
         // No timer thread per open.
         high_watermark_checkpoint_interval_ms: 0,
+        flush_interval_ms: 0,
+        recovery_point_checkpoint_interval_ms: 0,
         close_sync: recovery::CloseSync::default(),
         mirror_stop_policy: recovery::StopPolicy::default(),
         producer_id_expiration_check_interval_ms:

@@ -66,9 +66,9 @@ mod config;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-mod hw_timer;
 mod log;
 mod log_dir;
+mod scheduler;
 
 pub use config::{
     default_recovery_threads, CleanerConfig, Config, HighWatermark,

@@ -481,11 +481,16 @@ impl Log {
     /// Makes everything appended so far durable (fsync of the segments, then the directory);
     /// the recovery point moves to the log end of when it started and, with
     /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd), readers now see
-    /// it. Appends of this partition wait for its fsync; reads do not. A `Log` from
+    /// it. Neither appends nor reads wait for its fsync (appends made meanwhile are durable at
+    /// the next flush). A `Log` from
     /// [`Log::open`] also writes its log directory's checkpoints; a partition of a [`LogDir`]
     /// leaves them to [`LogDir::flush`] and the high-watermark timer.
     pub fn flush(&self) -> Result<()> {
-        self.write(|log| Ok(log.flush()?))?;
+        // The fsyncs run without the writer's lock: appends go on beside them.
+        let flusher = self.write(|log| Ok(log.flusher()))?;
+        flusher.flush()?;
+        // The high watermark follows what is durable now.
+        self.write(|_| Ok(()))?;
         if let Some(owned) = &self.owned {
             let mut dir = owned.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(dir) = dir.as_mut() {
@@ -551,6 +556,28 @@ impl Log {
     /// ([`PartitionLog::remove_stray_snapshots`]).
     pub fn remove_stray_snapshots(&self) -> Result<Vec<SnapshotFile>> {
         self.write(|log| Ok(log.remove_stray_snapshots()?))
+    }
+
+    /// The read-only recovery plan of the partition as its files are now (what `seglog verify`
+    /// prints, [`recovery::LogLoader::plan`] over every segment): what recovery would cut,
+    /// quarantine, rebuild or warn about if the process stopped now with its writes in the page
+    /// cache. Writes wait while the files are read (so the plan sees no append in flight); reads
+    /// go on. [`RecoveryPlan::changes_data`](recovery::RecoveryPlan::changes_data) is `false` for
+    /// a sound log.
+    pub fn verify(&self) -> Result<recovery::RecoveryPlan> {
+        let guard = self.lock_writer();
+        let log = guard
+            .as_ref()
+            .ok_or_else(|| Error::Closed(self.part.tp.clone()))?;
+        let opts = recovery::LoadOptions {
+            config: self.part.config.log.clone(),
+            env: self.part.config.env(),
+            full: true,
+            log_start_offset: log.log_start_offset(),
+            high_watermark: Some(log.high_watermark()),
+            ..recovery::LoadOptions::default()
+        };
+        Ok(recovery::LogLoader::plan(&self.part.dir, &opts)?)
     }
 
     /// Clean shutdown of a `Log` from [`Log::open`]: flush, producer snapshot, leader-epoch

@@ -14,8 +14,8 @@ use segment_store::{EntryType, Storage, TopicPartition};
 
 use crate::config::{Config, HighWatermark};
 use crate::error::{Error, Result};
-use crate::hw_timer::HwCheckpointTimer;
 use crate::log::Log;
+use crate::scheduler::{Intervals, Scheduler};
 
 /// A Kafka log directory (`log.dirs` entry): one `<topic>-<partition>` folder per partition,
 /// the `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
@@ -37,19 +37,47 @@ use crate::log::Log;
 /// caller sets it ([`recovery::MirrorError::HighWatermarkUnknown`]). A high watermark that is not
 /// known gets no entry in `replication-offset-checkpoint` (timer, flush or close), and an open
 /// that finds no entry for a partition with data re-establishes it as after an unclean
-/// shutdown, so a clean close never turns it into a trusted value. The directory runs
-/// Kafka's `highwatermark-checkpoint` task itself on a thread of its own: every
+/// shutdown, so a clean close never turns it into a trusted value.
+///
+/// **Background tasks.** The directory runs Kafka's periodic tasks itself, on one thread of its
+/// own, on [`Config::clock`]: `highwatermark-checkpoint` (every
 /// [`Config::high_watermark_checkpoint_interval_ms`] it writes `replication-offset-checkpoint`
-/// if a high watermark changed, with no call needed.
+/// if a high watermark changed), `kafka-recovery-point-checkpoint` (every
+/// [`Config::recovery_point_checkpoint_interval_ms`] the recovery-point and log-start-offset
+/// checkpoints, so recovery after a crash starts near the last flush) and, if
+/// [`Config::flush_interval_ms`] is set, `kafka-log-flusher` (each partition flushed that often).
+/// [`Config::without_background_tasks`] turns them off.
+///
+/// **Partitions are [`Log`] handles.** [`partition`](Self::partition) and
+/// [`create_partition`](Self::create_partition) hand out the same `Log` type [`Log::open`]
+/// gives: clone it into the thread that writes the partition and the threads that read it.
+/// [`flush`](Self::flush) and [`close`](Self::close) take every partition's writer lock in turn
+/// (reads go on); after [`close`](Self::close) (or a [`compact`](Self::compact), which reopens
+/// the directory) the handles given out before are closed: writes fail with
+/// [`Error::Closed`], reads with a closed-log error.
 ///
 /// ```
-/// use seglog::{Config, LogDir, TopicPartition};
+/// use seglog::record_format::RecordBatchBuilder;
+/// use seglog::{Config, IsolationLevel, LogDir, TopicPartition};
 ///
 /// let tmp = tempfile::tempdir()?;
 /// let mut dir = LogDir::open(tmp.path(), Config::default())?;
 /// let orders = TopicPartition::new("orders", 0);
-/// dir.create_partition(orders.clone())?;
+/// let log = dir.create_partition(orders.clone())?; // a `Log`
 /// dir.create_partition(TopicPartition::new("orders", 1))?;
+///
+/// let mut batch = RecordBatchBuilder::new(0);
+/// batch.append(dir.config().clock.now_ms(), None, Some(b"placed"), &[])?;
+/// let writer = {
+///     let log = log.clone();
+///     std::thread::spawn(move || -> seglog::Result<()> {
+///         log.append(&batch.build())?;
+///         log.flush() // durable, and readable under the default policy
+///     })
+/// };
+/// writer.join().expect("writer thread")?;
+/// let records = log.consume(0, 1 << 20, IsolationLevel::ReadCommitted)?;
+/// assert_eq!(records[0].value.as_deref(), Some(&b"placed"[..]));
 /// assert_eq!(dir.partitions().count(), 2);
 /// dir.delete_partition(&TopicPartition::new("orders", 1))?;
 /// dir.close()?;
@@ -62,7 +90,7 @@ use crate::log::Log;
 #[derive(Debug)]
 pub struct LogDir {
     /// First, so that it is dropped (its thread stopped) before the directory and its lock.
-    hw_timer: HwCheckpointTimer,
+    scheduler: Scheduler,
     /// The directory as loaded; its partition map is empty but while [`Self::with_all`] lends it
     /// the partitions' writers (to flush, checkpoint or close them all).
     inner: recovery::LogDir,
@@ -86,16 +114,21 @@ impl LogDir {
             high_watermark: config.high_watermark,
         };
         let inner = load_log_dir(dir.as_ref(), &opts)?;
-        let hw_timer = HwCheckpointTimer::start(
+        let scheduler = Scheduler::start(
             inner.dir.clone(),
             Arc::clone(&config.storage),
             Arc::clone(&config.clock),
-            config.high_watermark_checkpoint_interval_ms,
+            Intervals {
+                high_watermark_checkpoint_ms: config.high_watermark_checkpoint_interval_ms,
+                flush_ms: config.flush_interval_ms,
+                recovery_point_checkpoint_ms: config.recovery_point_checkpoint_interval_ms,
+            },
+            inner.offline_checkpoint_entries().to_vec(),
         )
         .map_err(|e| {
             Error::Log(recovery::PartitionLogError::Io {
                 path: inner.dir.clone(),
-                op: "start the high-watermark checkpoint thread",
+                op: "start the log directory's scheduler thread",
                 source: e,
             })
         })?;
@@ -106,12 +139,14 @@ impl LogDir {
         for (tp, mut log) in std::mem::take(&mut inner.partitions) {
             follow_policy(&mut log, config.high_watermark);
             log.publish();
-            hw_timer.watch(tp.clone(), log.high_watermark_cell());
+            let cell = log.high_watermark_cell();
             let report = report_of(&inner, &tp, log.dir())?;
-            logs.insert(tp.clone(), Log::of_dir(tp, log, config.clone(), report));
+            let handle = Log::of_dir(tp.clone(), log, config.clone(), report);
+            scheduler.watch(tp.clone(), cell, handle.clone());
+            logs.insert(tp, handle);
         }
         Ok(LogDir {
-            hw_timer,
+            scheduler,
             inner,
             logs,
             config,
@@ -233,9 +268,10 @@ impl LogDir {
         }
         follow_policy(&mut log, self.config.high_watermark);
         log.publish();
-        self.hw_timer.watch(tp.clone(), log.high_watermark_cell());
+        let cell = log.high_watermark_cell();
         self.inner.reports.push(report.clone());
         let handle = Log::of_dir(tp.clone(), log, self.config.clone(), report);
+        self.scheduler.watch(tp.clone(), cell, handle.clone());
         self.logs.insert(tp, handle.clone());
         Ok(handle)
     }
@@ -248,7 +284,7 @@ impl LogDir {
         let Some(handle) = self.logs.remove(tp) else {
             return Ok(false);
         };
-        self.hw_timer.unwatch(tp);
+        self.scheduler.unwatch(tp);
         self.inner.reports.retain(|r| r.partition != tp.to_string());
         let Some(log) = handle.lock_writer().take() else {
             return Ok(false);
@@ -310,7 +346,7 @@ impl LogDir {
             guards.push((tp, guard));
         }
         let inner = &mut self.inner;
-        let r = self.hw_timer.exclusive(|| f(inner));
+        let r = self.scheduler.exclusive(|| f(inner));
         for (tp, mut guard) in guards {
             if let Some(mut log) = self.inner.partitions.remove(tp) {
                 follow_policy(&mut log, self.config.high_watermark);
@@ -358,7 +394,7 @@ impl LogDir {
     /// The error of the last `replication-offset-checkpoint` write of the directory's own
     /// timer, if it failed (it tries again at its next interval).
     pub fn high_watermark_checkpoint_error(&self) -> Option<String> {
-        self.hw_timer.last_error()
+        self.scheduler.last_error()
     }
 
     /// Clean shutdown: every partition closed (flushed, producer snapshot, leader-epoch
@@ -370,7 +406,7 @@ impl LogDir {
     /// checkpoint is written.
     pub fn close(mut self) -> Result<()> {
         // No timer write after (or during) the close's own checkpoints.
-        self.hw_timer.stop();
+        self.scheduler.stop();
         // Every writer taken out for good: the handles still held elsewhere are closed.
         let mut guards = Vec::with_capacity(self.logs.len());
         for (tp, handle) in &self.logs {

@@ -43,7 +43,7 @@ fn config(storage: Option<Arc<dyn Storage>>, clock: Arc<dyn Clock>) -> Config {
     // Indexes of 4 KiB: on the simulated storage they are held in memory and copied at each
     // simulated state (the cleaner's groups keep segment.index.bytes of the config below).
     config.log.log.max_index_size = 4096;
-    config.high_watermark_checkpoint_interval_ms = 0;
+    config = config.without_background_tasks();
     config
 }
 

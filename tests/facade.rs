@@ -547,6 +547,86 @@ fn the_high_watermark_checkpoint_appears_on_an_idle_partition() {
     drop(log);
 }
 
+/// Kafka's `kafka-log-flusher` and `kafka-recovery-point-checkpoint` tasks run on the log
+/// directory's own thread: with `Config::flush_interval_ms` an append becomes durable (and,
+/// under the default high-watermark policy, readable) with no call, and the recovery point it
+/// reached is checkpointed, so a crash afterwards recovers nothing below it.
+#[test]
+fn background_flushes_make_appends_readable_and_checkpoint_the_recovery_point() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (config, clock) = config();
+    let mut config = config.with_flush_interval_ms(1_000);
+    config.recovery_point_checkpoint_interval_ms = 2_000;
+    let mut dir = LogDir::open(&data, config.clone()).unwrap();
+    let log = dir.create_partition(TopicPartition::new("bg", 0)).unwrap();
+    log.append(&batch(1, 0, &[b"a", b"b", b"c"])).unwrap();
+    assert!(log.readable_range(IsolationLevel::ReadCommitted).is_empty());
+    let wait_for = |what: &str, done: &dyn Fn() -> bool| {
+        for _ in 0..600 {
+            if done() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+        panic!("{what} never happened");
+    };
+    clock.set(T0 + 1_000);
+    // No call on the log or the directory from here on.
+    wait_for("the background flush", &|| {
+        log.readable_range(IsolationLevel::ReadCommitted) == (0..3)
+    });
+    assert_eq!(log.recovery_point(), 3);
+    let checkpoint = data.join("recovery-point-offset-checkpoint");
+    clock.set(T0 + 2_000);
+    wait_for("the recovery-point checkpoint", &|| {
+        std::fs::read_to_string(&checkpoint).is_ok_and(|t| t == "0\n1\nbg 0 3\n")
+    });
+    log.append(&batch(1, 3, &[b"d"])).unwrap();
+    drop((log, dir)); // a crash: no close
+
+    let dir = LogDir::open(&data, config.without_background_tasks()).unwrap();
+    let report = &dir.recovery_reports()[0];
+    assert!(!report.had_clean_shutdown);
+    assert_eq!(
+        report.recovery_point, 3,
+        "recovery starts at the checkpointed point"
+    );
+    assert_eq!(report.log_end_offset, 4);
+}
+
+/// `Log::verify` is the read-only plan on the live partition: nothing to change on a sound log;
+/// bytes that are not a batch at the end of the active segment are a cut it reports, without
+/// touching the file.
+#[test]
+fn verify_plans_recovery_of_the_live_partition_read_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("checked-0");
+    let log = Log::open(&dir, config().0).unwrap();
+    log.append(&batch(1, 0, &[b"a", b"b"])).unwrap();
+    log.flush().unwrap();
+    let plan = log.verify().unwrap();
+    assert!(!plan.changes_data(), "{:?}", plan.cuts());
+    assert_eq!(plan.log_end_offset, 2);
+
+    let segment = dir.join("00000000000000000000.log");
+    let size = std::fs::metadata(&segment).unwrap().len();
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&segment)
+        .unwrap();
+    std::io::Write::write_all(&mut file, &[0xAB; 40]).unwrap();
+    let plan = log.verify().unwrap();
+    let cuts = plan.cuts();
+    assert_eq!(cuts.len(), 1, "{cuts:?}");
+    assert_eq!(cuts[0].bytes, 40);
+    assert_eq!(
+        std::fs::metadata(&segment).unwrap().len(),
+        size + 40,
+        "nothing changed"
+    );
+}
+
 /// `Config::mirror_stop_policy` chooses what the facade's stop does with a transaction open at
 /// the stop: truncate it away (the default) or abort it with a marker and keep everything.
 #[test]

@@ -343,7 +343,7 @@ fn crash_test_fn_on_a_log() -> testkit::FnSummary {
             .with_clock(clock)
             .with_segment_bytes(200)
             .with_recovery_threads(1);
-        config.high_watermark_checkpoint_interval_ms = 0;
+        config = config.without_background_tasks();
         config
     }
     let workload = |env: &CrashEnv| -> Result<(), Box<dyn Error>> {

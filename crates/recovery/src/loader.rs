@@ -879,6 +879,13 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
 }
 
 impl LogDir {
+    /// The offline partitions' entries of the three checkpoints as they were read at load,
+    /// `(checkpoint file name, partition, offset)`: whoever writes a checkpoint of this
+    /// directory writes them back unchanged.
+    pub fn offline_checkpoint_entries(&self) -> &[(&'static str, TopicPartition, i64)] {
+        &self.offline_entries
+    }
+
     /// The lock on the log directory, which covers its partitions (see
     /// [`LogLoader::load_with_lock`] for creating one).
     pub fn lock(&self) -> &DirLock {

@@ -57,7 +57,7 @@ pub use fetch::{
     EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP, MAX_TIMESTAMP,
 };
-pub use reader::{LogReader, ReadState};
+pub use reader::{LogFlusher, LogReader, ReadState};
 
 /// How much a replay or a barrier search reads at a time.
 const READ_CHUNK: usize = 1 << 20;

@@ -207,7 +207,36 @@ impl LogReader {
     }
 }
 
+/// A flush of a partition's segments that runs without its writer ([`PartitionLog::flusher`]):
+/// the fsyncs hold only the segment list's read lock, so the writer appends while they run and
+/// readers read. A truncation beside it keeps the recovery point where it was.
+#[derive(Debug)]
+pub struct LogFlusher {
+    local: Arc<LocalLog>,
+    up_to: i64,
+}
+
+impl LogFlusher {
+    /// Makes the segments durable up to the log end offset taken by
+    /// [`PartitionLog::flusher`] and moves the recovery point there. The high watermark is the
+    /// writer's to move afterwards
+    /// ([`PartitionLog::follow_high_watermark_policy`], then [`PartitionLog::publish`]).
+    pub fn flush(self) -> Result<(), PartitionLogError> {
+        self.local.flush(self.up_to)?;
+        Ok(())
+    }
+}
+
 impl PartitionLog {
+    /// A flush of everything appended so far, to run after the writer's lock is released
+    /// ([`LogFlusher`]).
+    pub fn flusher(&self) -> LogFlusher {
+        LogFlusher {
+            local: Arc::clone(&self.local),
+            up_to: self.log_end_offset(),
+        }
+    }
+
     /// A reader of this partition for other threads ([`LogReader`]): it sees what this log
     /// last published (every append, high-watermark move, truncation and log-start move
     /// publishes).
