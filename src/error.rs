@@ -58,14 +58,9 @@ pub enum Error {
         reason: InvalidTopicPartition,
     },
     /// The partition's log was closed (by [`Log::close`](crate::Log::close) of another clone,
-    /// [`LogDir::close`](crate::LogDir::close), a deletion or a compaction that reopened it):
-    /// this handle can no longer write. Open the log again, or take the handle the reopening
-    /// returned.
+    /// [`LogDir::close`](crate::LogDir::close) or a deletion): this handle can no longer write.
+    /// Open the log again.
     Closed(TopicPartition),
-    /// [`Log::compact`](crate::Log::compact) of a partition that belongs to a
-    /// [`LogDir`](crate::LogDir): the directory compacts its partitions
-    /// ([`LogDir::compact`](crate::LogDir::compact)).
-    NotStandalone(TopicPartition),
 }
 
 impl fmt::Display for Error {
@@ -99,10 +94,6 @@ impl fmt::Display for Error {
                 write!(f, "partition {partition} is offline: {reason}")
             }
             Error::Closed(tp) => write!(f, "the log of partition {tp} is closed"),
-            Error::NotStandalone(tp) => write!(
-                f,
-                "partition {tp} belongs to a log directory: compact it with LogDir::compact"
-            ),
             Error::InvalidPartition { partition, reason } => write!(
                 f,
                 "topic {:?} partition {} is not a valid Kafka topic-partition: {reason}",

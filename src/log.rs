@@ -88,7 +88,7 @@ use crate::log_dir::{follow_policy, LogDir};
 pub struct Log {
     part: Arc<Partition>,
     /// The log directory a [`Log::open`]ed partition owns, shared by its clones (taken out by
-    /// [`close`](Self::close) or [`compact`](Self::compact)). `None` for a [`LogDir`]'s
+    /// [`close`](Self::close)). `None` for a [`LogDir`]'s
     /// partition: the directory owns itself.
     owned: Option<Arc<Mutex<Option<LogDir>>>>,
 }
@@ -104,6 +104,10 @@ pub(crate) struct Partition {
     writer: Mutex<Option<PartitionLog>>,
     /// Reads: published bounds and the shared segments, never the writer's lock.
     reader: LogReader,
+    /// Held by what removes or rewrites segments (retention, truncation, mirror transitions,
+    /// [`Log::with_partition`], a cleaning pass), before the writer's lock: a cleaning pass
+    /// holds it from start to end while appends and reads go on.
+    maintenance: Mutex<()>,
     /// When producers were last checked for expiry, on the clock.
     last_expiration_check_ms: AtomicI64,
 }
@@ -151,6 +155,7 @@ impl Log {
                 dir: log.dir().to_path_buf(),
                 reader: log.reader(),
                 writer: Mutex::new(Some(log)),
+                maintenance: Mutex::new(()),
                 config,
                 report,
                 last_expiration_check_ms: AtomicI64::new(now),
@@ -164,6 +169,21 @@ impl Log {
         // A panic while holding it cannot leave a half-applied append visible: readers see
         // only what was published, and every write publishes at its end.
         self.part.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The maintenance lock (see [`Partition`]), held for `f`, which takes the writer's lock
+    /// itself.
+    pub(crate) fn maintain<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        let _maintenance = self.lock_maintenance();
+        f()
+    }
+
+    /// The maintenance lock, locked.
+    pub(crate) fn lock_maintenance(&self) -> MutexGuard<'_, ()> {
+        self.part
+            .maintenance
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
     }
 
     /// Runs `f` on the writer, then moves the high watermark as [`Config::high_watermark`] says,
@@ -246,7 +266,7 @@ impl Log {
     /// [`Config::high_watermark`] and readers see what `f` changed. Appends and other writes of
     /// the partition wait for `f`; reads do not.
     pub fn with_partition<R>(&self, f: impl FnOnce(&mut PartitionLog) -> R) -> Result<R> {
-        self.write(|log| Ok(f(log)))
+        self.maintain(|| self.write(|log| Ok(f(log))))
     }
 
     /// A reader of this partition ([`LogReader`]): the read half of this handle on its own.
@@ -296,7 +316,7 @@ impl Log {
         source_cluster_id: &str,
         source: &dyn recovery::EpochEndOffsets,
     ) -> Result<()> {
-        self.write(|log| Ok(log.start_mirroring(source_cluster_id, source)?))
+        self.maintain(|| self.write(|log| Ok(log.start_mirroring(source_cluster_id, source)?)))
     }
 
     /// KIP-1279's mirror fetcher: appends the source's batches as they are (offsets, leader
@@ -315,10 +335,12 @@ impl Log {
     /// owner with [`PartitionLog::resume_mirror_stop`].
     pub fn stop_mirroring(&self) -> Result<i64> {
         let policy = self.part.config.mirror_stop_policy;
-        self.write(|log| {
-            log.flush()?;
-            self.after_write(log);
-            Ok(log.stop_mirroring_with(policy)?)
+        self.maintain(|| {
+            self.write(|log| {
+                log.flush()?;
+                self.after_write(log);
+                Ok(log.stop_mirroring_with(policy)?)
+            })
         })
     }
 
@@ -327,10 +349,12 @@ impl Log {
     /// metadata follows it).
     pub fn stop_mirroring_outcome(&self) -> Result<recovery::StopOutcome> {
         let policy = self.part.config.mirror_stop_policy;
-        self.write(|log| {
-            log.flush()?;
-            self.after_write(log);
-            Ok(recovery::MirroredLog::stop_mirroring_outcome(log, policy)?)
+        self.maintain(|| {
+            self.write(|log| {
+                log.flush()?;
+                self.after_write(log);
+                Ok(recovery::MirroredLog::stop_mirroring_outcome(log, policy)?)
+            })
         })
     }
 
@@ -511,7 +535,7 @@ impl Log {
     /// Returns how many were deleted. A read in flight keeps the files of the segments it
     /// reads open until it ends.
     pub fn apply_retention(&self) -> Result<usize> {
-        self.write(|log| Ok(log.delete_old_segments()?))
+        self.maintain(|| self.write(|log| Ok(log.delete_old_segments()?)))
     }
 
     /// Kafka `deleteRecords`: moves the log start offset up to `offset` (at most the high
@@ -524,7 +548,7 @@ impl Log {
     /// Removes every batch at or above `offset` (a follower's truncation after a leader
     /// change), producer state and leader epochs with it. Returns whether anything was removed.
     pub fn truncate_to(&self, offset: i64) -> Result<bool> {
-        self.write(|log| Ok(log.truncate_to(offset)?))
+        self.maintain(|| self.write(|log| Ok(log.truncate_to(offset)?)))
     }
 
     /// Writes a producer snapshot at the log end offset now (Kafka writes them at rolls and
@@ -598,38 +622,48 @@ impl Log {
         owned.lock().unwrap_or_else(|p| p.into_inner()).take()
     }
 
-    /// One pass of Kafka's log cleaner over the partition (see `docs/cleaner.md`): the dirty
-    /// section, from `cleaner-offset-checkpoint` (or the log start) to the first uncleanable
-    /// offset (the last stable offset, the active segment, `min.compaction.lag.ms`), keeps the
-    /// newest value of each key, as Kafka's cleaner does, with [`Config::cleaner`]'s settings and
-    /// [`Config::clock`]'s time. The partition is closed cleanly (its other clones with it), its
-    /// segments rewritten and swapped in (crash-safe: `.cleaned`, then `.swap`, then the live
-    /// names), and opened again: the `Log` returned is the reopened one. A log without a dirty
-    /// section is only closed and reopened. Only a `Log` from [`Log::open`]: a [`LogDir`]'s
-    /// partitions are compacted with [`LogDir::compact`] ([`Error::NotStandalone`]).
-    pub fn compact(self) -> Result<(Log, recovery::cleaner::CleanReport)> {
-        let tp = self.part.tp.clone();
-        if self.owned.is_none() {
-            return Err(Error::NotStandalone(tp));
-        }
-        let dir = self
-            .take_owned_dir()
-            .ok_or_else(|| Error::Closed(tp.clone()))?;
-        let (dir, mut reports) = dir.compact(std::slice::from_ref(&tp))?;
-        let report = reports
-            .pop()
-            .map(|(_, r)| r)
-            .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
-        let log = dir
-            .partition(&tp)
-            .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
-        Ok((
-            Log {
-                part: log.part,
-                owned: Some(Arc::new(Mutex::new(Some(dir)))),
-            },
-            report,
-        ))
+    /// One pass of Kafka's log cleaner over the partition (see `docs/cleaner.md`), on the open
+    /// log: the dirty section, from `cleaner-offset-checkpoint` (or the log start) to the first
+    /// uncleanable offset (the last stable offset, the active segment, `min.compaction.lag.ms`),
+    /// keeps the newest value of each key, as Kafka's cleaner does, with [`Config::cleaner`]'s
+    /// settings (throttled to `log.cleaner.io.max.bytes.per.second`) and [`Config::clock`]'s
+    /// time. Appends and reads go on while it runs: it reads only sealed segments, and each
+    /// cleaned group is committed (`.cleaned`, then `.swap`, synced: crash-safe) and put in
+    /// place by the log under its segment list's lock, where reads and appends wait for one
+    /// directory sync. Retention, truncation and mirror transitions of the partition wait for
+    /// the pass. A log without a dirty section is left as it is (a report with no group).
+    pub fn compact(&self) -> Result<recovery::cleaner::CleanReport> {
+        self.compact_throttled(None)
+    }
+
+    /// [`Self::compact`], its I/O counted by `throttler` when one is given (a log directory's
+    /// cleaner threads share one), else by a throttler of its own when the configuration
+    /// limits the rate.
+    pub(crate) fn compact_throttled(
+        &self,
+        throttler: Option<Arc<recovery::cleaner::schedule::Throttler>>,
+    ) -> Result<recovery::cleaner::CleanReport> {
+        use recovery::cleaner::schedule::{ThreadSleeper, Throttler};
+        let config = &self.part.config;
+        let throttler = throttler.or_else(|| {
+            (config.cleaner.io_max_bytes_per_second < f64::MAX).then(|| {
+                Arc::new(Throttler::new(
+                    config.cleaner.io_max_bytes_per_second,
+                    Arc::clone(&config.clock),
+                    Arc::new(ThreadSleeper),
+                ))
+            })
+        });
+        self.maintain(|| {
+            let live = self.write(|log| Ok(log.live_cleaning()))?;
+            Ok(recovery::cleaner::clean_live(
+                &config.storage,
+                &live,
+                &self.part.tp,
+                &config.cleaner,
+                throttler,
+            )?)
+        })
     }
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use recovery::cleaner::{CleanReport, LogToClean};
+use recovery::cleaner::CleanReport;
 use recovery::{
     load_log_dir, ExpiredProducer, LoadOptions, LogDirOptions, LogLoader, PartitionLog,
     RecoveryReport,
@@ -52,9 +52,9 @@ use crate::scheduler::{Intervals, Scheduler};
 /// [`create_partition`](Self::create_partition) hand out the same `Log` type [`Log::open`]
 /// gives: clone it into the thread that writes the partition and the threads that read it.
 /// [`flush`](Self::flush) and [`close`](Self::close) take every partition's writer lock in turn
-/// (reads go on); after [`close`](Self::close) (or a [`compact`](Self::compact), which reopens
-/// the directory) the handles given out before are closed: writes fail with
-/// [`Error::Closed`], reads with a closed-log error.
+/// (reads go on); after [`close`](Self::close) the handles given out before are closed: writes
+/// fail with [`Error::Closed`], reads with a closed-log error. [`compact`](Self::compact) cleans
+/// the open partitions: their handles stay usable, and appends and reads go on during a pass.
 ///
 /// ```
 /// use seglog::record_format::RecordBatchBuilder;
@@ -286,7 +286,11 @@ impl LogDir {
         };
         self.scheduler.unwatch(tp);
         self.inner.reports.retain(|r| r.partition != tp.to_string());
-        let Some(log) = handle.lock_writer().take() else {
+        let taken = {
+            let _maintenance = handle.lock_maintenance();
+            handle.lock_writer().take()
+        };
+        let Some(log) = taken else {
             return Ok(false);
         };
         let closed = log.close()?;
@@ -410,6 +414,8 @@ impl LogDir {
         // Every writer taken out for good: the handles still held elsewhere are closed.
         let mut guards = Vec::with_capacity(self.logs.len());
         for (tp, handle) in &self.logs {
+            // A cleaning pass or retention under way ends first.
+            let maintenance = handle.lock_maintenance();
             let mut guard = handle.lock_writer();
             if let Some(mut log) = guard.take() {
                 if self.config.high_watermark != HighWatermark::Manual {
@@ -419,7 +425,7 @@ impl LogDir {
                 log.publish();
                 self.inner.partitions.insert(tp.clone(), log);
             }
-            guards.push(guard);
+            guards.push((maintenance, guard));
         }
         let LogDir { inner, .. } = self;
         let r = inner.close();
@@ -430,96 +436,68 @@ impl LogDir {
 
 impl LogDir {
     /// One pass of Kafka's log cleaner over each of the partitions `partitions` (see
-    /// [`Log::compact`](crate::Log::compact) and `docs/cleaner.md`), with [`Config::cleaner`]'s
-    /// settings and [`Config::clock`]'s time: the directory is closed cleanly, each partition's
-    /// segments are rewritten and swapped in (crash-safe: `.cleaned`, then `.swap`, then the live
-    /// names), and the directory is opened again: the `LogDir` returned is the reopened one, with
-    /// each partition's report in the order given. A partition the directory does not hold is
-    /// [`Error::UnknownPartition`], before anything changes. Which topics are compacted is the
-    /// caller's to say (`cleanup.policy` is topic metadata, not kept in the log directory).
+    /// [`Log::compact`](crate::Log::compact) and `docs/cleaner.md`), on the open directory, on
+    /// `log.cleaner.threads` threads ([`CleanerConfig::threads`](recovery::cleaner::CleanerConfig::threads)),
+    /// their reads and writes throttled together to `log.cleaner.io.max.bytes.per.second`, with
+    /// [`Config::cleaner`]'s settings and [`Config::clock`]'s time. Appends and reads of every
+    /// partition go on meanwhile. Returns each partition's report in the order given. A partition
+    /// the directory does not hold is [`Error::UnknownPartition`], before anything changes.
+    /// Which topics are compacted is the caller's to say (`cleanup.policy` is topic metadata,
+    /// not kept in the log directory).
     pub fn compact(
-        self,
+        &self,
         partitions: &[TopicPartition],
-    ) -> Result<(LogDir, Vec<(TopicPartition, CleanReport)>)> {
-        let jobs = self.to_clean(partitions)?;
-        let (config, dir) = (self.config.clone(), self.dir().to_path_buf());
-        self.close()?;
-        let reports = clean_all(&config, jobs)?;
-        Ok((LogDir::open(&dir, config)?, reports))
+    ) -> Result<Vec<(TopicPartition, CleanReport)>> {
+        let jobs = partitions
+            .iter()
+            .map(|tp| {
+                self.logs
+                    .get(tp)
+                    .map(|log| (tp.clone(), log.clone()))
+                    .ok_or_else(|| Error::UnknownPartition(tp.clone()))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        clean_all(&self.config, jobs)
     }
 
     /// Kafka's log cleaner over the compacted partitions (those `is_compacted` says have
     /// `cleanup.policy=compact`): each is weighed read-only as Kafka's `LogCleanerManager` weighs
     /// it ([`recovery::cleaner::schedule::candidate`]: its cleanable ratio, how overdue its
     /// oldest dirty segment is), and those due ([`recovery::cleaner::schedule::due`]: ratio above
-    /// `min.cleanable.dirty.ratio`, or `max.compaction.lag.ms` passed) get one pass each, the
-    /// filthiest first, on `log.cleaner.threads` threads
-    /// ([`CleanerConfig::threads`](recovery::cleaner::CleanerConfig::threads)), their reads and
-    /// writes throttled together to `log.cleaner.io.max.bytes.per.second`. The directory is
-    /// closed for the passes and opened again (returned), with the reports of the passes run,
-    /// in that order. A service calls it from time to time, as Kafka's cleaner threads wake up
-    /// every `log.cleaner.backoff.ms`.
+    /// `min.cleanable.dirty.ratio`, or `max.compaction.lag.ms` passed) get one pass each
+    /// ([`Self::compact`]), the filthiest first. Returns the reports of the passes run, in that
+    /// order. A service calls it from time to time, as Kafka's cleaner threads wake up every
+    /// `log.cleaner.backoff.ms`; the directory stays open and its partitions writable.
     pub fn compact_due(
-        self,
+        &self,
         is_compacted: impl Fn(&TopicPartition) -> bool,
-    ) -> Result<(LogDir, Vec<(TopicPartition, CleanReport)>)> {
-        let compacted: Vec<TopicPartition> = self
-            .partitions()
-            .filter(|tp| is_compacted(tp))
-            .cloned()
-            .collect();
-        let jobs = self.to_clean(&compacted)?;
-        let (config, dir) = (self.config.clone(), self.dir().to_path_buf());
-        self.close()?;
-        let mut candidates = Vec::with_capacity(jobs.len());
-        for (tp, job) in &jobs {
+    ) -> Result<Vec<(TopicPartition, CleanReport)>> {
+        let mut candidates = Vec::new();
+        for (tp, log) in self.logs.iter().filter(|(tp, _)| is_compacted(tp)) {
+            let live = log.with_partition(|p| p.live_cleaning())?;
             candidates.push(recovery::cleaner::schedule::candidate(
-                &config.storage,
-                job,
+                &self.config.storage,
+                &live.log,
                 tp,
-                &config.cleaner,
+                &self.config.cleaner,
             )?);
         }
-        let due = recovery::cleaner::schedule::due(candidates, &config.cleaner);
-        let mut by_tp: std::collections::BTreeMap<_, _> = jobs.into_iter().collect();
-        let jobs: Vec<_> = due
+        let due = recovery::cleaner::schedule::due(candidates, &self.config.cleaner);
+        let jobs = due
             .into_iter()
-            .filter_map(|c| by_tp.remove(&c.tp).map(|j| (c.tp, j)))
+            .filter_map(|c| self.logs.get(&c.tp).map(|log| (c.tp.clone(), log.clone())))
             .collect();
-        let reports = clean_all(&config, jobs)?;
-        Ok((LogDir::open(&dir, config)?, reports))
-    }
-
-    /// What a cleaning pass needs of each of `partitions` (an unknown one is an error).
-    fn to_clean(&self, partitions: &[TopicPartition]) -> Result<Vec<(TopicPartition, LogToClean)>> {
-        let now_ms = self.config.clock.now_ms();
-        let mut jobs = Vec::with_capacity(partitions.len());
-        for tp in partitions {
-            let log = self
-                .logs
-                .get(tp)
-                .ok_or_else(|| Error::UnknownPartition(tp.clone()))?;
-            jobs.push((
-                tp.clone(),
-                LogToClean {
-                    dir: log.dir().to_path_buf(),
-                    log_start_offset: log.log_start_offset(),
-                    last_stable_offset: log.last_stable_offset(),
-                    last_records: recovery::cleaner::last_records(&log.producer_state()?),
-                    now_ms,
-                },
-            ));
-        }
-        Ok(jobs)
+        clean_all(&self.config, jobs)
     }
 }
 
-/// One pass over each job, on `log.cleaner.threads` threads (each taking the next job), the I/O
-/// of all of them throttled together when `log.cleaner.io.max.bytes.per.second` is set. The
-/// reports in the order of `jobs`; the first error once every started pass has ended.
+/// One pass over each partition ([`Log::compact`]), on `log.cleaner.threads` threads (each
+/// taking the next partition), the I/O of all of them throttled together when
+/// `log.cleaner.io.max.bytes.per.second` is set. The reports in the order of `jobs`; the first
+/// error once every started pass has ended.
 fn clean_all(
     config: &Config,
-    jobs: Vec<(TopicPartition, LogToClean)>,
+    jobs: Vec<(TopicPartition, Log)>,
 ) -> Result<Vec<(TopicPartition, CleanReport)>> {
     use recovery::cleaner::schedule::{ThreadSleeper, Throttler};
     let cleaner = &config.cleaner;
@@ -530,22 +508,16 @@ fn clean_all(
             Arc::new(ThreadSleeper),
         ))
     });
-    let pass = |tp: &TopicPartition, job: &LogToClean| match &throttler {
-        Some(t) => {
-            recovery::cleaner::clean_throttled(&config.storage, job, tp, cleaner, Arc::clone(t))
-        }
-        None => recovery::cleaner::clean(&config.storage, job, tp, cleaner),
-    };
     let threads = usize::try_from(cleaner.threads.max(1)).unwrap_or(1);
     let results: Vec<std::sync::Mutex<Option<_>>> =
         jobs.iter().map(|_| std::sync::Mutex::new(None)).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
     let work = || loop {
         let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let (Some((tp, job)), Some(slot)) = (jobs.get(i), results.get(i)) else {
+        let (Some((_, log)), Some(slot)) = (jobs.get(i), results.get(i)) else {
             break;
         };
-        let r = pass(tp, job);
+        let r = log.compact_throttled(throttler.clone());
         *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
     };
     if threads <= 1 || jobs.len() <= 1 {
@@ -561,7 +533,7 @@ fn clean_all(
     for ((tp, _), slot) in jobs.into_iter().zip(results) {
         match slot.into_inner().unwrap_or_else(|p| p.into_inner()) {
             Some(Ok(report)) => reports.push((tp, report)),
-            Some(Err(e)) => return Err(e.into()),
+            Some(Err(e)) => return Err(e),
             None => {}
         }
     }

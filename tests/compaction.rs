@@ -209,8 +209,7 @@ fn check(ops: &[Op], dedupe: u64) {
     // Pass after pass until the cleaner has been through the whole log.
     let mut passes = 0;
     loop {
-        let (reopened, report) = log.compact().unwrap();
-        log = reopened;
+        let report = log.compact().unwrap();
         passes += 1;
         if report.groups.is_empty() || report.end_offset >= end || passes > 50 {
             break;
@@ -293,7 +292,7 @@ fn compaction_removes_superseded_values() {
     log.roll().unwrap();
     let end = log.log_end_offset();
     log.set_high_watermark(end).unwrap();
-    let (log, report) = log.compact().unwrap();
+    let report = log.compact().unwrap();
     assert_eq!(report.end_offset, end);
     let kept = consume_all(&log, IsolationLevel::ReadUncommitted);
     // 4 keys: the newest of each, nothing else (empty batches keep producers' last batches).
@@ -571,7 +570,7 @@ fn verify_reports_cleaner_leftovers_and_a_cleaner_checkpoint_past_the_end() {
     assert!(!dir.join("00000000000000000000.log.cleaned").exists());
     assert!(!dir.join("00000000000000000000.timeindex.deleted").exists());
     assert_eq!(consume_all(&log, IsolationLevel::ReadUncommitted), want);
-    let (log, report) = log.compact().unwrap();
+    let report = log.compact().unwrap();
     assert_eq!(report.first_dirty_offset, 0, "{report:?}");
     log.close().unwrap();
 }
@@ -701,7 +700,7 @@ fn compact_due_cleans_the_logs_kafkas_cleaner_manager_would_pick() {
         log.roll().unwrap();
         let end = log.log_end_offset();
         log.set_high_watermark(end).unwrap();
-        let (mut log, _) = log.compact().unwrap();
+        log.compact().unwrap();
         write(&mut log, more);
         log.roll().unwrap();
         let end = log.log_end_offset();
@@ -757,7 +756,7 @@ fn compact_due_cleans_the_logs_kafkas_cleaner_manager_would_pick() {
     cfg.cleaner.threads = 2;
     cfg.cleaner.io_max_bytes_per_second = 1e9;
     let dir = LogDir::open(&data, cfg.clone()).unwrap();
-    let (dir, reports) = dir.compact_due(|_| true).unwrap();
+    let reports = dir.compact_due(|_| true).unwrap();
     let cleaned: Vec<String> = reports.iter().map(|(tp, _)| tp.to_string()).collect();
     assert_eq!(cleaned, ["big-0"], "only the filthy log is due");
     assert!(!reports[0].1.groups.is_empty());
@@ -766,7 +765,7 @@ fn compact_due_cleans_the_logs_kafkas_cleaner_manager_would_pick() {
     // Past max.compaction.lag.ms the small one is due too (its records are from T0 on).
     cfg.cleaner.max_compaction_lag_ms = 1_000;
     let dir = LogDir::open(&data, cfg.clone()).unwrap();
-    let (dir, reports) = dir
+    let reports = dir
         .compact_due(|tp| tp == &TopicPartition::new("small", 0))
         .unwrap();
     let cleaned: Vec<String> = reports.iter().map(|(tp, _)| tp.to_string()).collect();
@@ -825,7 +824,7 @@ fn a_pass_over_mapped_segments_writes_what_a_pass_reading_them_writes() {
     assert!(mapped >= 2, "{mapped} segments of 1 MiB or more");
     for (root, rate) in [(&a, f64::MAX), (&b, 1e15)] {
         let log = Log::open(root.join("table-0"), config(rate)).unwrap();
-        let (log, report) = log.compact().unwrap();
+        let report = log.compact().unwrap();
         assert_eq!(report.end_offset, end);
         log.close().unwrap();
     }

@@ -381,3 +381,105 @@ fn a_log_dir_s_handles_work_from_other_threads_and_close_with_it() {
     assert!(matches!(kept.append(&b.build()), Err(Error::Closed(_))));
     assert!(kept.read(0, 1024, IsolationLevel::ReadUncommitted).is_err());
 }
+
+/// Kafka's cleaner beside a live log: a writer keeps appending keyed records (and rolling),
+/// readers at both isolation levels keep reading, and cleaning passes run meanwhile. Every record
+/// a reader sees is the one written at its offset (a pass removes records, never moves or
+/// changes one), and at the end each key's newest value is the last one written for it.
+#[test]
+fn cleaning_passes_run_beside_a_writer_and_readers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(testkit::ManualClock::new(T0));
+    let config = Config::default()
+        .with_clock(clock.clone())
+        .with_segment_bytes(4 * 1024)
+        .with_high_watermark(seglog::HighWatermark::LogEnd)
+        .with_cleaner(seglog::CleanerConfig {
+            segment_bytes: 16 * 1024,
+            ..seglog::CleanerConfig::default()
+        });
+    let log = Log::open(tmp.path().join("table-0"), config).unwrap();
+    let acked = Arc::new(Acked::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    const KEYS: u64 = 50;
+    let writer = {
+        let (log, acked, stop) = (log.clone(), acked.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut last = HashMap::new();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) || n < 3_000 {
+                let base = log.log_end_offset();
+                let mut b = RecordBatchBuilder::new(base);
+                for i in 0..4 {
+                    n += 1;
+                    let key = format!("k{}", (n * 7) % KEYS);
+                    let value = format!("{key}=v{n}").into_bytes();
+                    acked.note(base + i, &value);
+                    b.append(T0 + n as i64, Some(key.as_bytes()), Some(&value), &[])
+                        .unwrap();
+                    last.insert(key, value);
+                }
+                log.append(&b.build()).unwrap();
+                if n.is_multiple_of(400) {
+                    log.flush().unwrap();
+                }
+            }
+            last
+        })
+    };
+    let stats: Vec<Arc<ReaderStats>> = (0..2).map(|_| Arc::default()).collect();
+    let readers: Vec<_> = [
+        IsolationLevel::ReadCommitted,
+        IsolationLevel::ReadUncommitted,
+    ]
+    .into_iter()
+    .zip(&stats)
+    .enumerate()
+    .map(|(i, (isolation, stats))| {
+        let (log, stop, acked, stats) = (log.clone(), stop.clone(), acked.clone(), stats.clone());
+        std::thread::spawn(move || {
+            read_loop(log, isolation, i == 1, 11 + i as u64, stop, acked, stats)
+        })
+    })
+    .collect();
+    let mut removed = 0u64;
+    let mut passes = 0;
+    while passes < 12 {
+        std::thread::sleep(Duration::from_millis(30));
+        let report = log.compact().unwrap();
+        removed += report
+            .groups
+            .iter()
+            .map(|g| g.records_read - g.records_retained)
+            .sum::<u64>();
+        passes += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let last = writer.join().unwrap();
+    for r in readers {
+        r.join().unwrap();
+    }
+    for s in &stats {
+        let violations = s.violations.lock().unwrap();
+        assert!(violations.is_empty(), "{violations:#?}");
+        assert!(s.records.load(Ordering::Relaxed) > 1_000);
+    }
+    assert!(removed > 1_000, "the passes removed {removed} records");
+    // Each key's newest value, read back: the last written.
+    log.roll().unwrap();
+    log.compact().unwrap();
+    let mut newest = HashMap::new();
+    for r in log
+        .iter_from(log.log_start_offset(), IsolationLevel::ReadUncommitted)
+        .unwrap()
+    {
+        let r = r.unwrap();
+        assert!(acked.holds(r.offset, r.value.as_deref().unwrap()));
+        newest.insert(String::from_utf8(r.key.unwrap()).unwrap(), r.value.unwrap());
+    }
+    assert_eq!(newest.len(), last.len());
+    for (k, v) in &last {
+        assert_eq!(newest.get(k), Some(v), "{k}");
+    }
+    log.close().unwrap();
+}

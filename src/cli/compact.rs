@@ -156,7 +156,7 @@ fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::
         .map(|d| partition_of(d))
         .collect::<Result<Vec<_>, _>>()?;
     let opened = LogDir::open(&log_dir, config)?;
-    let (opened, reports) = if args.due {
+    let reports = if args.due {
         opened.compact_due(|tp| tps.contains(tp))?
     } else {
         opened.compact(&tps)?

@@ -128,6 +128,16 @@ pub enum SegmentError {
         /// The partition directory.
         dir: PathBuf,
     },
+    /// [`LocalLog::replace_segments`](crate::LocalLog::replace_segments) refused: a segment to
+    /// replace is the active one or not in the log, or no cleaned segment was swapped in.
+    NotReplaceable {
+        /// The partition directory.
+        dir: PathBuf,
+        /// The base offset in question.
+        base: i64,
+        /// Why.
+        reason: &'static str,
+    },
     /// A file was to be mapped outside the directory whose lock the caller holds.
     NotUnderLock {
         /// The file to be mapped.
@@ -372,6 +382,7 @@ impl fmt::Display for SegmentError {
             | SegmentError::TruncatedWhileRead { .. }
             | SegmentError::NotUnderLock { .. }
             | SegmentError::Closed { .. }
+            | SegmentError::NotReplaceable { .. }
             | SegmentError::OffsetOutOfRange { .. }
             | SegmentError::UnexpectedAppendOffset { .. }
             | SegmentError::RecordsTooLarge { .. }
@@ -477,6 +488,11 @@ impl SegmentError {
             SegmentError::Closed { dir } => {
                 write!(f, "the log in {} is closed", dir.display())
             }
+            SegmentError::NotReplaceable { dir, base, reason } => write!(
+                f,
+                "{}: the segment at {base} cannot be replaced: {reason}",
+                dir.display()
+            ),
             SegmentError::NotUnderLock { path, lock_dir } => write!(
                 f,
                 "{} is not inside the locked directory {}",

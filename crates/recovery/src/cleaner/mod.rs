@@ -218,6 +218,7 @@ pub fn plan(
         uncleanable,
         config,
         Mode::DryRun,
+        &pass::Replace::Files,
     )
 }
 
@@ -264,6 +265,16 @@ fn clean_unthrottled(
     tp: &TopicPartition,
     config: &CleanerConfig,
 ) -> Result<CleanReport> {
+    clean_with(storage, log, tp, config, &pass::Replace::Files)
+}
+
+fn clean_with(
+    storage: &Arc<dyn Storage>,
+    log: &LogToClean,
+    tp: &TopicPartition,
+    config: &CleanerConfig,
+    replace: &pass::Replace<'_>,
+) -> Result<CleanReport> {
     let (dirty, uncleanable) = range(storage, log, tp, config)?;
     if dirty >= uncleanable {
         return Ok(CleanReport {
@@ -280,9 +291,65 @@ fn clean_unthrottled(
         uncleanable,
         config,
         Mode::Apply,
+        replace,
     )?;
     write_cleaner_checkpoint(storage, &log.dir, tp, report.end_offset)?;
     Ok(report)
+}
+
+/// An open partition as a cleaning pass sees it ([`PartitionLog::live_cleaning`]): what
+/// [`LogToClean`] says, taken under the writer, and its segments, which put each cleaned group
+/// in place.
+#[derive(Debug, Clone)]
+pub struct LiveLog {
+    /// The partition's offsets and producers when the pass was asked for.
+    pub log: LogToClean,
+    local: Arc<segment_store::LocalLog>,
+}
+
+impl crate::PartitionLog {
+    /// What a cleaning pass of this open log needs ([`clean_live`]), taken now, with the
+    /// cleaner's clock at the log's clock.
+    pub fn live_cleaning(&self) -> LiveLog {
+        LiveLog {
+            log: LogToClean {
+                dir: self.dir().to_path_buf(),
+                log_start_offset: self.log_start_offset(),
+                last_stable_offset: self.last_stable_offset(),
+                last_records: last_records(self.producer_state()),
+                now_ms: self.clock.now_ms(),
+            },
+            local: Arc::clone(&self.local),
+        }
+    }
+}
+
+/// One cleaning pass of an open partition (Kafka's cleaner beside a live log): [`clean`]'s pass,
+/// reading the sealed segments below the first uncleanable offset while the writer appends to
+/// the active segment and readers read, each cleaned group committed (`.cleaned` → `.swap`,
+/// synced) and then put in place by the log itself
+/// ([`LocalLog::replace_segments`](segment_store::LocalLog::replace_segments)), under its
+/// segment list's lock. The caller keeps retention and truncation of the partition out while
+/// the pass runs (they remove segments the pass reads). With a throttler, every byte the pass
+/// reads or writes is counted by it.
+pub fn clean_live(
+    storage: &Arc<dyn Storage>,
+    live: &LiveLog,
+    tp: &TopicPartition,
+    config: &CleanerConfig,
+    throttler: Option<Arc<schedule::Throttler>>,
+) -> Result<CleanReport> {
+    let local = Arc::clone(&live.local);
+    let replace = move |base: i64, replaced: &[i64]| local.replace_segments(base, replaced);
+    let replace = pass::Replace::Live(&replace);
+    match throttler {
+        Some(t) => {
+            let throttled: Arc<dyn Storage> =
+                Arc::new(schedule::ThrottledStorage::new(Arc::clone(storage), t));
+            clean_with(&throttled, &live.log, tp, config, &replace)
+        }
+        None => clean_with(storage, &live.log, tp, config, &replace),
+    }
 }
 
 /// Kafka's `lastRecordsOfActiveProducers`: each producer's last data offset (if producer state

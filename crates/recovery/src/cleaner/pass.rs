@@ -113,6 +113,7 @@ pub(super) fn run_pass(
     first_uncleanable: i64,
     config: &CleanerConfig,
     mode: Mode,
+    replace: &Replace<'_>,
 ) -> Result<CleanReport> {
     let dir = &log.dir;
     let segments = list_segments(storage, dir)?;
@@ -194,7 +195,14 @@ pub(super) fn run_pass(
         dest.txn_index = std::mem::take(&mut meta.retained_aborted);
         g.bytes_written = dest.finish(storage, dir)?;
         if mode == Mode::Apply {
-            swap_in(storage, dir, base, &g.segments)?;
+            commit_swap(storage, dir, base)?;
+            match replace {
+                Replace::Files => finish_swap(storage, dir, base, &g.segments)?,
+                Replace::Live(replace) => {
+                    replace(base, &g.segments)?;
+                    storage.sync_dir(dir)?;
+                }
+            }
         }
         report.groups.push(g);
     }
@@ -216,18 +224,27 @@ pub(super) fn read_next_offset(
     Ok(next)
 }
 
-/// Kafka's `replaceSegments`: every `.cleaned` file of `base` renamed to `.swap` (the commit
-/// point, once the directory is synced), the replaced segments' files removed, the `.swap`
-/// files renamed to their live names.
-fn swap_in(storage: &dyn Storage, dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
-    const KINDS: [FileKind; 4] = [
-        FileKind::TxnIndex,
-        FileKind::TimeIndex,
-        FileKind::Index,
-        FileKind::Log,
-    ];
-    let mut swapped = Vec::new();
-    // The `.log` last: a `.log.swap` present means its indexes are there too.
+/// How a pass puts its cleaned segments in place once they are committed (`.swap`).
+pub(super) enum Replace<'a> {
+    /// The partition is closed: its files are replaced on disk ([`finish_swap`]).
+    Files,
+    /// The partition is open: its log replaces them
+    /// ([`segment_store::LocalLog::replace_segments`]), under its segment list's lock.
+    Live(&'a dyn Fn(i64, &[i64]) -> segment_store::Result<()>),
+}
+
+/// The segment files of a group, the `.log` last.
+const KINDS: [FileKind; 4] = [
+    FileKind::TxnIndex,
+    FileKind::TimeIndex,
+    FileKind::Index,
+    FileKind::Log,
+];
+
+/// The commit point of Kafka's `replaceSegments`: every `.cleaned` file of `base` renamed to
+/// `.swap` (the `.log` last: a `.log.swap` present means its indexes are there too), then the
+/// directory synced. From here on a crash has the loader complete the swap.
+fn commit_swap(storage: &dyn Storage, dir: &Path, base: i64) -> Result<()> {
     for kind in KINDS {
         let cleaned = segment_path(dir, base, kind, Some(TempSuffix::Cleaned));
         if storage.exists(&cleaned)? {
@@ -235,10 +252,16 @@ fn swap_in(storage: &dyn Storage, dir: &Path, base: i64, replaced: &[i64]) -> Re
                 &cleaned,
                 &segment_path(dir, base, kind, Some(TempSuffix::Swap)),
             )?;
-            swapped.push(kind);
         }
     }
     storage.sync_dir(dir)?;
+    Ok(())
+}
+
+/// The rest of Kafka's `replaceSegments` on a closed partition: the replaced segments' files
+/// removed (synced, so that no crash leaves them beside the new segment), the `.swap` files
+/// renamed to their live names, synced.
+fn finish_swap(storage: &dyn Storage, dir: &Path, base: i64, replaced: &[i64]) -> Result<()> {
     for &old in replaced {
         for kind in KINDS {
             let live = segment_path(dir, old, kind, None);
@@ -248,11 +271,11 @@ fn swap_in(storage: &dyn Storage, dir: &Path, base: i64, replaced: &[i64]) -> Re
         }
     }
     storage.sync_dir(dir)?;
-    for kind in KINDS.iter().rev().filter(|k| swapped.contains(k)) {
-        storage.rename(
-            &segment_path(dir, base, *kind, Some(TempSuffix::Swap)),
-            &segment_path(dir, base, *kind, None),
-        )?;
+    for kind in KINDS.iter().rev() {
+        let swap = segment_path(dir, base, *kind, Some(TempSuffix::Swap));
+        if storage.exists(&swap)? {
+            storage.rename(&swap, &segment_path(dir, base, *kind, None))?;
+        }
     }
     storage.sync_dir(dir)?;
     Ok(())

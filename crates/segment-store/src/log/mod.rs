@@ -47,6 +47,7 @@ use crate::segment::{
 mod append;
 mod open;
 mod read;
+mod replace;
 mod retention;
 mod segments;
 
