@@ -297,7 +297,7 @@ fn clean_with(
     Ok(report)
 }
 
-/// An open partition as a cleaning pass sees it ([`PartitionLog::live_cleaning`]): what
+/// An open partition as a cleaning pass sees it ([`PartitionLog::live_cleaning`](crate::PartitionLog::live_cleaning)): what
 /// [`LogToClean`] says, taken under the writer, and its segments, which put each cleaned group
 /// in place.
 #[derive(Debug, Clone)]
