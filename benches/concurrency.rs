@@ -14,7 +14,10 @@
 //!    offset in the readable range, `read_uncommitted` and `read_committed`), with the writer
 //!    running and with no writer, alternating in `SEGLOG_BENCH_PAIRS` (default 5) rounds of
 //!    `SEGLOG_BENCH_CONC_FETCHES` (default 1,000) calls per phase: p50, p99, p99.9 of all calls of
-//!    each condition, the ratios, and the median of the per-round p99 ratios.
+//!    each condition, the ratios, the median of the per-round p99 ratios, the share of calls
+//!    over 1 ms, and the reading thread's voluntary (it blocked: a lock, I/O) and involuntary
+//!    (another thread took its core) context switches per 1,000 calls. The writer's own
+//!    append and flush times beside the reader, against the writer alone for as long.
 //! 2. `fetch_throughput`: fetches/s and MB/s of 1 and of 4 reader threads over
 //!    `SEGLOG_BENCH_CONC_SECONDS` (default 1) each, with the writer running and with no writer,
 //!    alternating in the same number of rounds; medians, per reader too.
@@ -167,6 +170,8 @@ struct Writer {
 #[derive(Default)]
 struct WriterStats {
     appends: u64,
+    /// Each `Log::append` call's time.
+    append_times: Vec<Duration>,
     flushes: Vec<Duration>,
     elapsed: Duration,
 }
@@ -174,6 +179,7 @@ struct WriterStats {
 impl WriterStats {
     fn add(&mut self, other: WriterStats) {
         self.appends += other.appends;
+        self.append_times.extend(other.append_times);
         self.flushes.extend(other.flushes);
         self.elapsed += other.elapsed;
     }
@@ -188,8 +194,10 @@ impl Writer {
             let started = Instant::now();
             let mut stats = WriterStats::default();
             while !until.load(Ordering::Relaxed) {
+                let t = Instant::now();
                 log.append(&pool[stats.appends as usize % POOL])
                     .expect("append");
+                stats.append_times.push(t.elapsed());
                 stats.appends += 1;
                 if stats.appends % flush_every == 0 {
                     let t = Instant::now();
@@ -236,6 +244,49 @@ fn timed_fetches(
             t.elapsed()
         })
         .collect()
+}
+
+/// The reading thread's context switches so far: (voluntary, involuntary).
+fn context_switches() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/thread-self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (
+        field("voluntary_ctxt_switches:"),
+        field("nonvoluntary_ctxt_switches:"),
+    )
+}
+
+/// One phase of timed fetches on this thread, with its context switches.
+#[derive(Default)]
+struct Phase {
+    latencies: Vec<Duration>,
+    voluntary: u64,
+    involuntary: u64,
+}
+
+impl Phase {
+    fn run(log: &Log, rng: &mut XorShift, isolation: IsolationLevel, n: usize) -> Phase {
+        let (v0, i0) = context_switches();
+        let latencies = timed_fetches(log, rng, isolation, n);
+        let (v1, i1) = context_switches();
+        Phase {
+            latencies,
+            voluntary: v1.saturating_sub(v0),
+            involuntary: i1.saturating_sub(i0),
+        }
+    }
+
+    fn add(&mut self, other: Phase) {
+        self.latencies.extend(other.latencies);
+        self.voluntary += other.voluntary;
+        self.involuntary += other.involuntary;
+    }
 }
 
 /// The `q` quantile (0..=1) of `v`, sorted here.
@@ -297,12 +348,15 @@ fn print_writer(what: &str, w: &mut WriterStats, batch_bytes: usize) {
         quantile(&mut w.flushes, 0.99),
     );
     eprintln!(
-        "{what}: writer {:.0} appends/s ({:.1} MB/s), {} flushes, flush p50 {:.0} us, p99 {:.0} us",
+        "{what}: writer {:.0} appends/s ({:.1} MB/s), {} flushes, flush p50 {:.0} us, p99 {:.0} \
+         us, append p50 {:.1} us, p99 {:.1} us",
         w.appends as f64 / secs,
         w.appends as f64 * batch_bytes as f64 / secs / 1e6,
         w.flushes.len(),
         us(p50),
-        us(p99)
+        us(p99),
+        us(quantile(&mut w.append_times, 0.5)),
+        us(quantile(&mut w.append_times, 0.99)),
     );
 }
 
@@ -324,43 +378,83 @@ fn fetch_latency(c: &mut Criterion) {
         for (iso, _) in ISOLATIONS {
             timed_fetches(log, &mut rng, iso, fetches / 4);
         }
-        let mut idle: [Vec<Duration>; 2] = Default::default();
-        let mut busy: [Vec<Duration>; 2] = Default::default();
+        // [isolation][with writer]
+        let mut phases: [[Phase; 2]; 2] = Default::default();
         let mut p99_ratios: [Vec<f64>; 2] = Default::default();
         let mut writer = WriterStats::default();
+        let mut alone = WriterStats::default();
         for _ in 0..rounds {
             for (i, (iso, _)) in ISOLATIONS.into_iter().enumerate() {
-                let mut a = timed_fetches(log, &mut rng, iso, fetches);
+                let mut a = Phase::run(log, &mut rng, iso, fetches);
                 let w = part.writer(flush_every);
-                let mut b = timed_fetches(log, &mut rng, iso, fetches);
+                let t = Instant::now();
+                let mut b = Phase::run(log, &mut rng, iso, fetches);
+                let took = t.elapsed();
                 writer.add(w.stop());
-                p99_ratios[i].push(us(quantile(&mut b, 0.99)) / us(quantile(&mut a, 0.99)));
-                idle[i].extend(a);
-                busy[i].extend(b);
+                // The writer's own baseline: as long again with no reader.
+                let w = part.writer(flush_every);
+                thread::sleep(took);
+                alone.add(w.stop());
+                p99_ratios[i].push(
+                    us(quantile(&mut b.latencies, 0.99)) / us(quantile(&mut a.latencies, 0.99)),
+                );
+                phases[i][0].add(a);
+                phases[i][1].add(b);
             }
         }
-        print_writer("fetch_latency", &mut writer, part.pool[0].len());
+        print_writer(
+            "fetch_latency, beside the reader",
+            &mut writer,
+            part.pool[0].len(),
+        );
+        print_writer("fetch_latency, alone", &mut alone, part.pool[0].len());
         eprintln!(
             "fetch_latency: {rounds} rounds x {fetches} fetches per condition (1 MiB max, \
-             random offset in the readable range)"
+             random offset in the readable range); context switches of the reading thread per \
+             1,000 fetches (/proc/thread-self/status)"
         );
         eprintln!(
-            "| isolation | no writer p50 / p99 / p99.9 | writer p50 / p99 / p99.9 | p50 ratio | \
-             p99 ratio | per-round p99 ratio: median (min-max) |"
+            "| isolation | writer | p50 / p90 / p99 / p99.9 | over 1 ms | voluntary / \
+             involuntary switches | p50, p90, p99 ratio | per-round p99 ratio: median (min-max) |"
         );
         for (i, (_, name)) in ISOLATIONS.into_iter().enumerate() {
-            let (a, b) = (&mut idle[i], &mut busy[i]);
-            let q = |v: &mut Vec<Duration>, q| us(quantile(v, q));
-            let (a50, a99, a999) = (q(a, 0.5), q(a, 0.99), q(a, 0.999));
-            let (b50, b99, b999) = (q(b, 0.5), q(b, 0.99), q(b, 0.999));
-            let (lo, hi) = min_max(&p99_ratios[i]);
-            eprintln!(
-                "| {name} | {a50:.0} / {a99:.0} / {a999:.0} us | {b50:.0} / {b99:.0} / {b999:.0} us \
-                 | {:.2}x | {:.2}x | {:.2}x ({lo:.2}-{hi:.2}) |",
-                b50 / a50,
-                b99 / a99,
-                median(p99_ratios[i].clone())
-            );
+            let qs = [0.5, 0.9, 0.99, 0.999];
+            let mut q = [[0.0; 4]; 2];
+            for (w, phase) in phases[i].iter_mut().enumerate() {
+                for (k, &x) in qs.iter().enumerate() {
+                    q[w][k] = us(quantile(&mut phase.latencies, x));
+                }
+                let n = phase.latencies.len().max(1) as f64;
+                let slow = phase
+                    .latencies
+                    .iter()
+                    .filter(|d| **d > Duration::from_millis(1))
+                    .count();
+                let ratios = if w == 1 {
+                    let (lo, hi) = min_max(&p99_ratios[i]);
+                    format!(
+                        "{:.2}x, {:.2}x, {:.2}x | {:.2}x ({lo:.2}-{hi:.2})",
+                        q[1][0] / q[0][0],
+                        q[1][1] / q[0][1],
+                        q[1][2] / q[0][2],
+                        median(p99_ratios[i].clone())
+                    )
+                } else {
+                    " | ".to_string()
+                };
+                eprintln!(
+                    "| {name} | {} | {:.0} / {:.0} / {:.0} / {:.0} us | {:.2}% | {:.1} / {:.1} | \
+                     {ratios} |",
+                    if w == 1 { "appending" } else { "none" },
+                    q[w][0],
+                    q[w][1],
+                    q[w][2],
+                    q[w][3],
+                    slow as f64 * 100.0 / n,
+                    phase.voluntary as f64 * 1000.0 / n,
+                    phase.involuntary as f64 * 1000.0 / n,
+                );
+            }
         }
     }
 
