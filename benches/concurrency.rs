@@ -14,20 +14,21 @@
 //!    offset in the readable range, `read_uncommitted` and `read_committed`), with the writer
 //!    running and with no writer, alternating in `SEGLOG_BENCH_PAIRS` (default 5) rounds of
 //!    `SEGLOG_BENCH_CONC_FETCHES` (default 1,000) calls per phase: p50, p90, p99, p99.9 of all
-//!    calls of each condition, the ratios, the median of the per-round p99 ratios, the share of calls
-//!    over 1 ms, and the reading thread's voluntary (it blocked: a lock, I/O) and involuntary
-//!    (another thread took its core) context switches per 1,000 calls. The writer's own
-//!    append and flush times beside the reader, against the writer alone for as long.
+//!    calls of each condition, the ratios, the median of the per-round p99 ratios, the share of
+//!    calls over 1 ms, and the reading thread's voluntary (it blocked: a lock, I/O) and
+//!    involuntary (another thread took its core) context switches per 1,000 calls. Then the
+//!    writer's own append and flush times beside the reader, against the writer alone for as
+//!    long.
 //! 2. `fetch_throughput`: fetches/s and MB/s of 1 and of 4 reader threads over
 //!    `SEGLOG_BENCH_CONC_SECONDS` (default 1) each, with the writer running and with no writer,
 //!    alternating in the same number of rounds; medians, per reader too.
-//! 3. `append_to_visible`: the writer appends then flushes every N appends (N = 1, 10, 100);
-//!    a reader thread spins on `Log::high_watermark` (and `Log::recovery_point`) and notes when
-//!    each batch's last offset became readable (and durable). Latency from the start of the batch's `append` call to that moment,
-//!    against the writer's own time from the start of the append to the return of the flush
-//!    that made it durable (the baseline, measured on the same batches). With
-//!    `HighWatermark::LogEnd` too (visible at the append, before any fsync), against the return
-//!    of the append.
+//! 3. `append_to_visible`: the writer appends then flushes every N appends (N = 1, 10, 100); a
+//!    reader thread spins on `Log::high_watermark` (and `Log::recovery_point`) and notes when
+//!    each batch's last offset became readable (and durable). Latency from the start of the
+//!    batch's `append` call to that moment, against the writer's own time from the start of the
+//!    append to the return of the flush that made it durable (the baseline, measured on the
+//!    same batches). With `HighWatermark::LogEnd` too (visible at the append, before any
+//!    fsync), against the return of the append.
 //!
 //! The percentiles are printed; criterion's groups follow (`iter_custom` over the same calls).
 //! `cargo bench --bench concurrency -- no-criterion-group` prints the figures alone; a group's
@@ -770,8 +771,8 @@ fn append_to_visible(c: &mut Criterion) {
                     )
                 };
                 eprintln!(
-                    "| {name} | {n} | {v50:.1} / {v99:.1} us | {durable} | {b50:.1} / {b99:.1} us | \
-                     {:.2}x, {:.2}x | {} / {} |",
+                    "| {name} | {n} | {v50:.1} / {v99:.1} us | {durable} | {b50:.1} / {b99:.1} \
+                     us | {:.2}x, {:.2}x | {} / {} |",
                     v50 / b50,
                     v99 / b99,
                     l.seen,
