@@ -75,6 +75,8 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * utf8                                  hex lines on stdin: DumpLogSegments' StringDecoder text, as UTF-8 hex
  * compact-write, compact-clean           Kafka's log cleaner as an oracle: see CleanerHarness
  * compact-bench NOW DEDUPE_BYTES SEGMENT_BYTES   Kafka's log cleaner timed, one pass per stdin line: see CleanerHarness
+ * read DIR HW REQUESTS                   UnifiedLog.read per request line, as an oracle: see ReadHarness
+ * bench-read DIR HW REQUESTS WARMUP TIMED UnifiedLog.read timed over the request lines: see ReadHarness
  * </pre>
  *
  * JSON is printed on stdout, one object per line; diagnostics go to stderr.
@@ -109,6 +111,7 @@ public final class Harness {
             case "compact-clean" -> CleanerHarness.clean(rest);
             case "compact-bench" -> CleanerHarness.bench(rest);
             case "read" -> ReadHarness.read(rest);
+            case "bench-read" -> ReadHarness.benchRead(rest);
             default -> {
                 System.err.println("unknown subcommand " + args[0]);
                 System.exit(2);

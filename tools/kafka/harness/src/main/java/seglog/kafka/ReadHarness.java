@@ -96,6 +96,75 @@ final class ReadHarness {
         scheduler.shutdown();
     }
 
+    /**
+     * `bench-read DIR HW REQUESTS WARMUP TIMED`: Kafka's read path timed inside the JVM, for
+     * `benches/kafka_reads.rs`. REQUESTS holds one `OFFSET MAX_BYTES ISOLATION` a line (the same
+     * random sequence seglog is timed on); the partition is loaded as a broker loads it and its
+     * high watermark set to HW (-1: the log end offset). Every request is answered by
+     * `UnifiedLog.read` with `minOneMessage` true. WARMUP untimed passes over the requests, then
+     * TIMED passes alternating two ways of taking the answer, each pass timed and printed as one
+     * JSON line: `copy` reads the returned bytes into a reused direct buffer (seglog's fetch returns
+     * them copied into a buffer of its own), `slice` stops at the `FileRecords` slice `read`
+     * returns (what a broker hands to `sendfile`: no byte of the log is read).
+     */
+    static void benchRead(String[] a) throws Exception {
+        File dir = new File(a[0]);
+        long hw = Long.parseLong(a[1]);
+        int warmup = Integer.parseInt(a[3]);
+        int timed = Integer.parseInt(a[4]);
+        KafkaScheduler scheduler = Harness.scheduler();
+        UnifiedLog log = Harness.open(dir, false, scheduler, new BrokerTopicStats(), null);
+        log.updateHighWatermark(hw < 0 ? log.logEndOffset() : hw);
+        List<String> lines = java.nio.file.Files.readAllLines(new File(a[2]).toPath(), StandardCharsets.UTF_8);
+        int n = lines.size();
+        long[] offsets = new long[n];
+        int[] maxBytes = new int[n];
+        FetchIsolation[] isolations = new FetchIsolation[n];
+        int largest = 0;
+        for (int i = 0; i < n; i++) {
+            String[] p = lines.get(i).trim().split(" ");
+            offsets[i] = Long.parseLong(p[0]);
+            maxBytes[i] = Integer.parseInt(p[1]);
+            largest = Math.max(largest, maxBytes[i]);
+            isolations[i] = switch (p[2]) {
+                case "log_end" -> FetchIsolation.LOG_END;
+                case "high_watermark" -> FetchIsolation.HIGH_WATERMARK;
+                default -> FetchIsolation.TXN_COMMITTED;
+            };
+        }
+        // A direct buffer: `FileChannel.read` fills it in one copy out of the page cache (into a
+        // heap buffer the JDK copies twice, through a temporary direct one). minOneMessage may
+        // return one batch above MAX_BYTES: room for the largest batch too.
+        ByteBuffer buf = ByteBuffer.allocateDirect(largest + (4 << 20));
+        for (int pass = 0; pass < warmup + timed; pass++) {
+            boolean copy = pass < warmup || (pass - warmup) % 2 == 0;
+            long bytes = 0;
+            long t0 = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                FetchDataInfo info = log.read(offsets[i], maxBytes[i], isolations[i], true);
+                int size = info.records.sizeInBytes();
+                if (copy && size > 0) {
+                    buf.clear();
+                    buf.limit(size);
+                    if (info.records instanceof FileRecords f) {
+                        f.readInto(buf, 0);
+                    } else if (info.records instanceof MemoryRecords m) {
+                        buf.put(m.buffer().duplicate());
+                    }
+                }
+                bytes += size;
+            }
+            long nanos = System.nanoTime() - t0;
+            if (pass >= warmup) {
+                OUT.println("{\"mode\":\"" + (copy ? "copy" : "slice") + "\",\"seconds\":" + (nanos / 1e9)
+                        + ",\"fetches\":" + n + ",\"bytes\":" + bytes + "}");
+            }
+        }
+        OUT.flush();
+        log.close();
+        scheduler.shutdown();
+    }
+
     private static byte[] bytes(Records records) throws java.io.IOException {
         int n = records.sizeInBytes();
         ByteBuffer buf = ByteBuffer.allocate(n);

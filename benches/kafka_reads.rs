@@ -1,0 +1,230 @@
+//! Fetches against Apache Kafka's read path: the same random sequence of fetches through
+//! seglog's `Log::fetch` and through Kafka 4.3.1's `UnifiedLog.read` (the harness of
+//! `tools/kafka`, mode `bench-read`, timed inside the JVM after warm-up passes), on the same
+//! partition directory, warm page cache, one reader, no writer.
+//!
+//! The partition is written by seglog (`Log::append`, 64 MiB segments,
+//! `SEGLOG_KAFKA_BENCH_READ_MIB` of ~1.15 KB batches, default 128) and closed cleanly, so both
+//! sides open it without recovery. The requests: `SEGLOG_KAFKA_BENCH_FETCHES` (default 2,000)
+//! offsets drawn uniformly from the partition, 1 MiB max, `minOneMessage`, once with
+//! `read_uncommitted` (Kafka's `HIGH_WATERMARK`) and once with `read_committed`
+//! (`TXN_COMMITTED`), the high watermark at the log end. Each side makes 2 untimed passes over
+//! the sequence, then `SEGLOG_KAFKA_BENCH_ITERS` (default 6) timed passes: seglog's before and
+//! after Kafka's JVM runs, Kafka's alternating two ways of taking the answer: `copy` reads the
+//! bytes `read` returns into a reused direct buffer, one copy out of the page cache (seglog's
+//! fetch returns the bytes copied into a buffer of its own, so this is like for like), `slice`
+//! keeps the `FileRecords` slice (what a broker hands to `sendfile`; no byte of the log is
+//! read). Medians of fetches/s per pass.
+//!
+//! Needs Java and `tools/kafka/fetch.sh` first (`SEGLOG_KAFKA_HOME` points at another build of
+//! the jars and the harness). Run: `cargo bench --bench kafka_reads`.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use record_format::RecordBatchBuilder;
+use seglog::{Config, IsolationLevel, Log};
+use testkit::crash_test::XorShift;
+
+const RECORDS: usize = 10;
+const VALUE: usize = 100;
+const POOL: usize = 256;
+const MAX_BYTES: usize = 1 << 20;
+const WARMUP_PASSES: usize = 2;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn kafka_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("SEGLOG_KAFKA_HOME") {
+        return PathBuf::from(h);
+    }
+    let pom = std::fs::read_to_string(repo().join("tools/kafka/pom.xml")).expect("pom.xml");
+    let v = pom
+        .split("<kafka.version>")
+        .nth(1)
+        .and_then(|r| r.split('<').next())
+        .expect("<kafka.version>")
+        .trim()
+        .to_string();
+    let home = repo().join("target/kafka").join(&v);
+    if !home.join("harness.jar").is_file() {
+        eprintln!(
+            "Apache Kafka {v} jars are missing under {}: run tools/kafka/fetch.sh first",
+            home.display()
+        );
+        std::process::exit(1);
+    }
+    home
+}
+
+fn harness(home: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new("java")
+        .args(["-Xmx1g", "-XX:+UseParallelGC", "-cp"])
+        .arg(format!(
+            "{}/lib/*:{}",
+            home.display(),
+            home.join("harness.jar").display()
+        ))
+        .arg("seglog.kafka.Harness")
+        .args(args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("java");
+    assert!(
+        out.status.success(),
+        "harness {args:?} failed (a harness.jar without `bench-read`: run tools/kafka/fetch.sh)"
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Writes the partition and closes it; returns its log end offset and size in bytes.
+fn write_partition(dir: &Path, bytes: usize) -> (i64, usize) {
+    let config = Config::default().with_segment_bytes(64 << 20);
+    let log = Log::open(dir, config).expect("open");
+    let mut rng = XorShift::new(7);
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+    let pool: Vec<Vec<u8>> = (0..POOL)
+        .map(|_| {
+            let mut b = RecordBatchBuilder::new(0);
+            for _ in 0..RECORDS {
+                let value: Vec<u8> = (0..VALUE).map(|_| rng.next_u64() as u8).collect();
+                b.append(ts, None, Some(&value), &[]).expect("record");
+            }
+            b.build()
+        })
+        .collect();
+    let batches = bytes / pool[0].len();
+    for i in 0..batches {
+        log.append(&pool[i % POOL]).expect("append");
+    }
+    log.flush().expect("flush");
+    let end = log.log_end_offset();
+    log.close().expect("close");
+    (end, batches * pool[0].len())
+}
+
+/// Fetches/s of `passes` timed passes of seglog over `offsets` (after the warm-up passes).
+fn seglog_passes(
+    dir: &Path,
+    offsets: &[i64],
+    isolation: IsolationLevel,
+    passes: usize,
+) -> Vec<f64> {
+    let log = Log::open(dir, Config::default().with_segment_bytes(64 << 20)).expect("open");
+    let mut rates = Vec::new();
+    for pass in 0..WARMUP_PASSES + passes {
+        let t = Instant::now();
+        let mut bytes = 0;
+        for &o in offsets {
+            let r = log
+                .fetch(o, MAX_BYTES, isolation.into(), true)
+                .expect("fetch");
+            bytes += std::hint::black_box(r.records.len());
+        }
+        let secs = t.elapsed().as_secs_f64();
+        assert!(bytes > 0);
+        if pass >= WARMUP_PASSES {
+            rates.push(offsets.len() as f64 / secs);
+        }
+    }
+    log.close().expect("close");
+    rates
+}
+
+fn main() {
+    let home = kafka_home();
+    let iters = env_usize("SEGLOG_KAFKA_BENCH_ITERS", 6).max(2);
+    let fetches = env_usize("SEGLOG_KAFKA_BENCH_FETCHES", 2000).max(1);
+    let mib = env_usize("SEGLOG_KAFKA_BENCH_READ_MIB", 128).max(1);
+    let work = std::env::var_os("SEGLOG_KAFKA_BENCH_DIR")
+        .map_or_else(|| repo().join("target/kafka-bench-reads"), PathBuf::from);
+    let _ = std::fs::remove_dir_all(&work);
+    let dir = work.join("reads").join("reads-0");
+    let (end, bytes) = write_partition(&dir, mib << 20);
+    let mut rng = XorShift::new(42);
+    let offsets: Vec<i64> = (0..fetches)
+        .map(|_| i64::try_from(rng.next_u64() % u64::try_from(end).unwrap_or(1)).unwrap_or(0))
+        .collect();
+    eprintln!(
+        "partition of {} MiB, {end} offsets; {fetches} random fetches of at most 1 MiB, \
+         {WARMUP_PASSES} warm-up passes then {iters} timed passes per side",
+        bytes >> 20
+    );
+    println!(
+        "| isolation | seglog fetches/s | Kafka copy fetches/s | Kafka slice fetches/s | \
+         seglog / Kafka copy | seglog / Kafka slice |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for (isolation, kafka_name, name) in [
+        (
+            IsolationLevel::ReadUncommitted,
+            "high_watermark",
+            "read_uncommitted",
+        ),
+        (
+            IsolationLevel::ReadCommitted,
+            "txn_committed",
+            "read_committed",
+        ),
+    ] {
+        let requests = work.join(format!("requests-{name}"));
+        let lines: String = offsets
+            .iter()
+            .map(|o| format!("{o} {MAX_BYTES} {kafka_name}\n"))
+            .collect();
+        std::fs::write(&requests, lines).expect("requests");
+        let mut ours = seglog_passes(&dir, &offsets, isolation, iters / 2);
+        let k = harness(
+            &home,
+            &[
+                "bench-read",
+                &dir.display().to_string(),
+                "-1",
+                &requests.display().to_string(),
+                &WARMUP_PASSES.to_string(),
+                &iters.to_string(),
+            ],
+        );
+        ours.extend(seglog_passes(&dir, &offsets, isolation, iters - iters / 2));
+        let rate = |mode: &str| {
+            median(
+                k.iter()
+                    .filter(|x| x["mode"] == mode)
+                    .map(|x| {
+                        x["fetches"].as_f64().expect("fetches") / x["seconds"].as_f64().expect("s")
+                    })
+                    .collect(),
+            )
+        };
+        let (copy, slice, seglog) = (rate("copy"), rate("slice"), median(ours));
+        println!(
+            "| {name} | {seglog:.0} | {copy:.0} | {slice:.0} | {:.2}x | {:.2}x |",
+            seglog / copy,
+            seglog / slice
+        );
+    }
+    if std::env::var_os("SEGLOG_KAFKA_BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(&work);
+    }
+}
