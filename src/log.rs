@@ -506,22 +506,17 @@ impl Log {
     /// the recovery point moves to the log end of when it started and, with
     /// [`HighWatermark::FlushedLogEnd`](crate::HighWatermark::FlushedLogEnd), readers now see
     /// it. Neither appends nor reads wait for its fsync (appends made meanwhile are durable at
-    /// the next flush). A `Log` from
-    /// [`Log::open`] also writes its log directory's checkpoints; a partition of a [`LogDir`]
-    /// leaves them to [`LogDir::flush`] and the high-watermark timer.
+    /// the next flush). The log directory's checkpoints are not written here (they say where
+    /// recovery starts, not what is durable): the directory's own thread writes them
+    /// ([`Config::recovery_point_checkpoint_interval_ms`],
+    /// [`Config::high_watermark_checkpoint_interval_ms`]), and [`LogDir::flush`] and the close
+    /// do.
     pub fn flush(&self) -> Result<()> {
         // The fsyncs run without the writer's lock: appends go on beside them.
         let flusher = self.write(|log| Ok(log.flusher()))?;
         flusher.flush()?;
         // The high watermark follows what is durable now.
-        self.write(|_| Ok(()))?;
-        if let Some(owned) = &self.owned {
-            let mut dir = owned.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(dir) = dir.as_mut() {
-                dir.write_checkpoints()?;
-            }
-        }
-        Ok(())
+        self.write(|_| Ok(()))
     }
 
     /// Seals the active segment and starts a new one at the log end (flushing first, with a
