@@ -55,6 +55,9 @@ use crate::scheduler::{Intervals, Scheduler};
 /// (reads go on); after [`close`](Self::close) the handles given out before are closed: writes
 /// fail with [`Error::Closed`], reads with a closed-log error. [`compact`](Self::compact) cleans
 /// the open partitions: their handles stay usable, and appends and reads go on during a pass.
+/// Dropping a `LogDir` without [`close`](Self::close) is an unclean shutdown: its background
+/// thread stops and no checkpoint is written, but handles still held keep their partitions open
+/// (and the directory locked) until they are dropped; the next open recovers.
 ///
 /// ```
 /// use seglog::record_format::RecordBatchBuilder;
