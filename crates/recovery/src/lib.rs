@@ -91,11 +91,11 @@ pub use loader::{
     OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
-    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, HighWatermark,
-    IsolationLevel, LogAppendInfo, LogReader, PartitionLog, PartitionLogConfig, PartitionLogError,
-    ReadState, RecordIter, EARLIEST_LOCAL_TIMESTAMP, EARLIEST_PENDING_UPLOAD_TIMESTAMP,
-    EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP,
-    UNKNOWN_HIGH_WATERMARK,
+    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,
+    HighWatermark, IsolationLevel, LogAppendInfo, LogReader, PartitionLog, PartitionLogConfig,
+    PartitionLogError, ReadState, RecordIter, EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP, MAX_TIMESTAMP, UNKNOWN_HIGH_WATERMARK,
 };
 pub use mirror::{
     alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,
