@@ -36,6 +36,9 @@ const FETCH_BYTES: usize = 1 << 20;
 const VALUE_BYTES: usize = 1_000;
 
 fn scratch() -> tempfile::TempDir {
+    if let Some(dir) = std::env::var_os("SEGLOG_BENCH_DIR") {
+        return tempfile::tempdir_in(dir).expect("scratch");
+    }
     let shm = Path::new("/dev/shm");
     if shm.is_dir() {
         tempfile::tempdir_in(shm).expect("scratch")

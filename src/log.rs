@@ -628,8 +628,8 @@ impl Log {
     ///   `sendfile` (`None` on storage that is not a real file system, such as the `testkit`
     ///   crate's simulated one).
     ///
-    /// Unlike [`FetchResult`], the answer has no `next_fetch_offset`: finding the last whole
-    /// batch takes reading the slice, which the receiver does (as Kafka's consumer does).
+    /// [`FetchSlices::next_fetch_offset`](recovery::FetchSlices::next_fetch_offset) is
+    /// [`FetchResult::next_fetch_offset`], found without reading the slice.
     pub fn fetch_slices(
         &self,
         offset: i64,

@@ -92,7 +92,7 @@ fn slice_bytes(s: &FetchSlices) -> Vec<u8> {
         .map_or_else(Vec::new, |s| s.to_vec().unwrap())
 }
 
-/// Everything but the bytes and `next_fetch_offset` is equal; the bytes are equal.
+/// The slice's bytes are fetch's, and every other field is equal.
 fn assert_same_answer(slices: &FetchSlices, fetch: &FetchResult, ctx: &str) {
     let bytes = slice_bytes(slices);
     assert!(
@@ -116,6 +116,7 @@ fn assert_same_answer(slices: &FetchSlices, fetch: &FetchResult, ctx: &str) {
         slices.aborted_transactions, fetch.aborted_transactions,
         "{ctx}"
     );
+    assert_eq!(slices.next_fetch_offset, fetch.next_fetch_offset, "{ctx}");
 }
 
 #[test]

@@ -146,6 +146,10 @@ pub struct FetchSlices {
     pub log_start_offset: i64,
     /// `TxnCommitted`: the aborted transactions [`PartitionLog::fetch`] returns with the bytes.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
+    /// [`FetchResult::next_fetch_offset`]: one past the last offset of the last whole batch in
+    /// the slice, `fetch_offset` when it holds none (found from the offset index and the
+    /// headers of the slice's last batches, without reading the rest of it).
+    pub next_fetch_offset: i64,
 }
 
 impl FetchSlices {
@@ -375,17 +379,22 @@ impl View<'_> {
                     let exact =
                         self.local
                             .slice_exact(start_offset, max_bytes, min_one_message, bound)?;
-                    Ok(exact.map(|e| (e.slice, e.first_entry_incomplete, e.upper_bound_offset)))
+                    Ok(exact.map(|e| {
+                        let data = Some((e.slice, e.next_fetch_offset));
+                        (data, e.first_entry_incomplete, e.upper_bound_offset)
+                    }))
                 })?;
+                let (slice, next_fetch_offset) = parts.data.unwrap_or((None, start_offset));
                 Ok(FetchSlices {
                     fetch_offset: start_offset,
                     isolation: isolation_level(isolation),
-                    slice: parts.data,
+                    slice,
                     first_entry_incomplete: parts.first_entry_incomplete,
                     high_watermark: parts.high_watermark,
                     last_stable_offset: parts.last_stable_offset,
                     log_start_offset: parts.log_start_offset,
                     aborted_transactions: parts.aborted_transactions,
+                    next_fetch_offset,
                 })
             },
         )

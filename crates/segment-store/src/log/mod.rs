@@ -191,6 +191,9 @@ pub struct ExactSlice {
     pub first_entry_incomplete: bool,
     /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with the bytes.
     pub upper_bound_offset: i64,
+    /// One past the last offset of the last whole batch in the slice (the offset a reader of
+    /// it fetches next); the fetch offset when it holds no whole batch.
+    pub next_fetch_offset: i64,
 }
 
 /// Summary of one segment, for iteration without holding the lock.

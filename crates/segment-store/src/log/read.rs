@@ -115,14 +115,23 @@ impl LocalLog {
             max_bytes,
             min_one_message,
             max_offset,
-            |seg, b| Ok(seg.slice(b.position, b.fetch_size)),
+            |seg, b| {
+                Ok((
+                    seg.slice(b.position, b.fetch_size),
+                    seg.next_fetch_offset(b),
+                ))
+            },
         );
         self.trim_after_read()?;
-        Ok(r?.map(|e| ExactSlice {
-            fetch_offset_metadata: e.fetch_offset_metadata,
-            slice: e.data.filter(|s| !s.is_empty()),
-            first_entry_incomplete: e.first_entry_incomplete,
-            upper_bound_offset: e.upper_bound_offset,
+        Ok(r?.map(|e| {
+            let (slice, next_fetch_offset) = e.data.unzip();
+            ExactSlice {
+                fetch_offset_metadata: e.fetch_offset_metadata,
+                slice: slice.filter(|s| !s.is_empty()),
+                first_entry_incomplete: e.first_entry_incomplete,
+                upper_bound_offset: e.upper_bound_offset,
+                next_fetch_offset: next_fetch_offset.unwrap_or(start_offset),
+            }
         }))
     }
 

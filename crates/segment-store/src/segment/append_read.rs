@@ -198,6 +198,29 @@ impl LogSegment {
         }))
     }
 
+    /// One past the last offset of the last whole batch in the bytes `bounds` name (the offset
+    /// a reader of them fetches next), the fetch offset if none is whole: the batch headers
+    /// from the offset-index entry before the bytes' end ([`OffsetIndex::scan_start_before`]),
+    /// not every header of the range. Stops at a header it cannot read, as a reader of the
+    /// bytes stops at a batch it cannot read.
+    ///
+    /// [`OffsetIndex::scan_start_before`]: crate::OffsetIndex::scan_start_before
+    pub(crate) fn next_fetch_offset(&self, bounds: &ReadBounds) -> i64 {
+        let end = bounds.position + bounds.fetch_size as u64;
+        let from = self
+            .offset_index
+            .scan_start_before(end)
+            .max(bounds.position);
+        let mut next = bounds.fetch_offset_metadata.message_offset;
+        for h in self.log.headers_from(from) {
+            match h {
+                Ok(h) if h.end() <= end => next = h.next_offset(),
+                _ => break,
+            }
+        }
+        next
+    }
+
     /// `len` bytes at `position` of the `.log` as a [`FileSlice`] ([`FileRecords::slice`]).
     ///
     /// [`FileRecords::slice`]: crate::FileRecords::slice

@@ -1738,6 +1738,11 @@ mod file_slice {
                             "{ctx}"
                         );
                         assert_eq!(slice.upper_bound_offset, read.upper_bound_offset, "{ctx}");
+                        let next = Batches::new(&read.data.records, 0)
+                            .map_while(Result::ok)
+                            .last()
+                            .map_or(start, |e| e.last_offset() + 1);
+                        assert_eq!(slice.next_fetch_offset, next, "{ctx}");
                         non_empty += usize::from(!read.data.records.is_empty());
                     }
                 }
