@@ -350,7 +350,7 @@ impl LocalLog {
 
     /// [`Self::close`] (`sync`) or [`Self::close_unsynced`] through a shared reference, for a
     /// log that readers on other threads may still hold: its segments are closed, and every
-    /// later read or write fails with [`SegmentError::Closed`](crate::SegmentError::Closed).
+    /// later read or write fails with [`SegmentError::Closed`].
     pub fn close_shared(&self, sync: bool) -> Result<()> {
         let mut inner = self.write_inner();
         if inner.closed {
