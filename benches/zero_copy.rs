@@ -12,10 +12,13 @@
 //! - `slices_read`: `Log::fetch_slices`, then the slice read with `pread` into one reused 1 MiB
 //!   buffer (what a server without `sendfile` does);
 //! - `slices_only`: `Log::fetch_slices` alone, the cost of producing the answer a server hands to
-//!   `sendfile`.
+//!   `sendfile`;
+//! - `slices_sendfile` (Linux): `Log::fetch_slices`, then `sendfile` of the slice to
+//!   `/dev/null` (page references passed through the kernel's pipe and dropped, no byte copied:
+//!   the floor of `sendfile` to a socket).
 //!
-//! Printed first: the medians of `SEGLOG_BENCH_PAIRS` (default 9) alternating rounds of the three
-//! and the throughput ratios `slices_read` / `fetch` and `slices_only` / `fetch` (one run);
+//! Printed first: the medians of `SEGLOG_BENCH_PAIRS` (default 9) alternating rounds of the four
+//! and the throughput ratio of each slice variant to `fetch` (one run);
 //! criterion's `zero_copy` group follows (`-- no-criterion-group` skips it). Before timing, every
 //! slice of a pass is checked to read the bytes `fetch` returns.
 use std::hint::black_box;
@@ -129,6 +132,31 @@ fn slices_only_pass(log: &Log, offsets: &[i64]) -> Duration {
     t.elapsed()
 }
 
+/// `sendfile` of each slice to `/dev/null` (Linux): the kernel takes references to the
+/// page-cache pages and the sink drops them, no byte is copied; the lower bound of handing the
+/// slice to `sendfile` on a socket.
+#[cfg(target_os = "linux")]
+fn slices_sendfile_pass(log: &Log, offsets: &[i64], sink: &std::fs::File) -> Duration {
+    let t = Instant::now();
+    for &o in offsets {
+        let r = log
+            .fetch_slices(o, FETCH_BYTES, FetchIsolation::HighWatermark, true)
+            .expect("fetch_slices");
+        let Some(s) = &r.slice else { continue };
+        let fd = s.as_fd().expect("a real file");
+        let (mut position, mut left) = (s.position(), s.len() as usize);
+        while left > 0 {
+            let n = rustix::fs::sendfile(sink, fd, Some(&mut position), left).expect("sendfile");
+            if n == 0 {
+                break;
+            }
+            left -= n;
+        }
+        black_box(left);
+    }
+    t.elapsed()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
@@ -157,18 +185,27 @@ fn bench(c: &mut Criterion) {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(9);
-    let (mut plain, mut read, mut only) = (Vec::new(), Vec::new(), Vec::new());
+    #[cfg(target_os = "linux")]
+    let sink = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/null")
+        .expect("/dev/null");
+    let (mut plain, mut read, mut only, mut sent) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..pairs {
         plain.push(fetch_pass(&log, &offsets).as_secs_f64());
         read.push(slices_read_pass(&log, &offsets, &mut buf).as_secs_f64());
         only.push(slices_only_pass(&log, &offsets).as_secs_f64());
+        #[cfg(target_os = "linux")]
+        sent.push(slices_sendfile_pass(&log, &offsets, &sink).as_secs_f64());
     }
-    let (p, r, o) = (median(plain), median(read), median(only));
+    let (p, r, o, f) = (median(plain), median(read), median(only), median(sent));
     let mib = bytes as f64 / f64::from(1 << 20);
     eprintln!(
         "zero_copy: {} fetches of up to 1 MiB, {mib:.1} MiB per pass, in {}; medians of {pairs} \
          rounds: fetch {:.2} ms ({:.0} MiB/s), slices_read {:.2} ms ({:.0} MiB/s), slices_only \
-         {:.3} ms; throughput slices_read / fetch {:.2}x, slices_only / fetch {:.1}x",
+         {:.3} ms, slices_sendfile (to /dev/null, Linux) {:.3} ms; throughput slices_read / fetch \
+         {:.2}x, slices_only / fetch {:.1}x, slices_sendfile / fetch {:.1}x",
         offsets.len(),
         tmp.path().display(),
         p * 1e3,
@@ -176,8 +213,10 @@ fn bench(c: &mut Criterion) {
         r * 1e3,
         mib / r,
         o * 1e3,
+        f * 1e3,
         p / r,
         p / o,
+        p / f,
     );
 
     let mut g = c.benchmark_group("zero_copy");
@@ -189,6 +228,10 @@ fn bench(c: &mut Criterion) {
     });
     g.bench_function("slices_only", |b| {
         b.iter(|| slices_only_pass(&log, &offsets))
+    });
+    #[cfg(target_os = "linux")]
+    g.bench_function("slices_sendfile", |b| {
+        b.iter(|| slices_sendfile_pass(&log, &offsets, &sink))
     });
     g.finish();
     log.close().expect("close");
