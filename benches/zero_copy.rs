@@ -2,22 +2,25 @@
 //!
 //! Layout: one partition of ~64 MiB in 16 MiB segments (four sealed, read through their
 //! read-only maps by `fetch`, and the active one), of batches of one record with a 1,000-byte
-//! value (1,072 bytes each), written once under `/dev/shm` when it exists (else the temp
-//! directory), so both paths read the page cache. A pass is the 1 MiB fetches that cover the log
-//! from offset 0 to its end, each fetch starting at the previous one's next fetch offset
-//! (a fetch stops at its segment's end, so a pass is 68 fetches of 64 MiB in all).
+//! value (1,072 bytes each), written once under `SEGLOG_BENCH_DIR`, else `/dev/shm` when it
+//! exists, else the temp directory, so both paths read the page cache. A pass is the 1 MiB
+//! fetches that cover the log from offset 0 to its end, each fetch starting at the previous one's
+//! next fetch offset (a fetch stops at its segment's end, so a pass is 69 fetches of 64 MiB in
+//! all).
 //!
 //! Variants, each a whole pass, elements = bytes fetched:
 //! - `fetch`: `Log::fetch` (the bytes copied into a new `Vec`), the baseline;
 //! - `slices_read`: `Log::fetch_slices`, then the slice read with `pread` into one reused 1 MiB
 //!   buffer (what a server without `sendfile` does);
+//! - `slices_read_chunked`: the same in 64 KiB `pread`s into one reused 64 KiB buffer (a bounce
+//!   buffer that stays in the cache);
 //! - `slices_only`: `Log::fetch_slices` alone, the cost of producing the answer a server hands to
 //!   `sendfile`;
 //! - `slices_sendfile` (Linux): `Log::fetch_slices`, then `sendfile` of the slice to
 //!   `/dev/null` (page references passed through the kernel's pipe and dropped, no byte copied:
 //!   the floor of `sendfile` to a socket).
 //!
-//! Printed first: the medians of `SEGLOG_BENCH_PAIRS` (default 9) alternating rounds of the four
+//! Printed first: the medians of `SEGLOG_BENCH_PAIRS` (default 9) alternating rounds of the five
 //! and the throughput ratio of each slice variant to `fetch` (one run);
 //! criterion's `zero_copy` group follows (`-- no-criterion-group` skips it). Before timing, every
 //! slice of a pass is checked to read the bytes `fetch` returns.
@@ -37,6 +40,7 @@ const LOG_BYTES: u64 = 64 << 20;
 const SEGMENT_BYTES: u64 = 16 << 20;
 const FETCH_BYTES: usize = 1 << 20;
 const VALUE_BYTES: usize = 1_000;
+const CHUNK_BYTES: usize = 64 << 10;
 
 fn scratch() -> tempfile::TempDir {
     if let Some(dir) = std::env::var_os("SEGLOG_BENCH_DIR") {
@@ -121,6 +125,28 @@ fn slices_read_pass(log: &Log, offsets: &[i64], buf: &mut [u8]) -> Duration {
     t.elapsed()
 }
 
+/// [`slices_read_pass`] with a bounce buffer of [`CHUNK_BYTES`]: each slice read in chunks
+/// into the same small buffer (a server that copies a slice to a socket without `sendfile`).
+fn slices_chunked_pass(log: &Log, offsets: &[i64], chunk: &mut [u8]) -> Duration {
+    let t = Instant::now();
+    for &o in offsets {
+        let r = log
+            .fetch_slices(o, FETCH_BYTES, FetchIsolation::HighWatermark, true)
+            .expect("fetch_slices");
+        let Some(s) = &r.slice else { continue };
+        let mut at = 0u64;
+        while at < s.len() {
+            let n = s.read_at(at, chunk).expect("read");
+            if n == 0 {
+                break;
+            }
+            black_box(&chunk);
+            at += n as u64;
+        }
+    }
+    t.elapsed()
+}
+
 fn slices_only_pass(log: &Log, offsets: &[i64]) -> Duration {
     let t = Instant::now();
     for &o in offsets {
@@ -190,31 +216,38 @@ fn bench(c: &mut Criterion) {
         .write(true)
         .open("/dev/null")
         .expect("/dev/null");
-    let (mut plain, mut read, mut only, mut sent) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut chunk = vec![0u8; CHUNK_BYTES];
+    let (mut plain, mut read, mut chunked, mut only, mut sent) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..pairs {
         plain.push(fetch_pass(&log, &offsets).as_secs_f64());
         read.push(slices_read_pass(&log, &offsets, &mut buf).as_secs_f64());
+        chunked.push(slices_chunked_pass(&log, &offsets, &mut chunk).as_secs_f64());
         only.push(slices_only_pass(&log, &offsets).as_secs_f64());
         #[cfg(target_os = "linux")]
         sent.push(slices_sendfile_pass(&log, &offsets, &sink).as_secs_f64());
     }
     let (p, r, o, f) = (median(plain), median(read), median(only), median(sent));
+    let k = median(chunked);
     let mib = bytes as f64 / f64::from(1 << 20);
     eprintln!(
         "zero_copy: {} fetches of up to 1 MiB, {mib:.1} MiB per pass, in {}; medians of {pairs} \
-         rounds: fetch {:.2} ms ({:.0} MiB/s), slices_read {:.2} ms ({:.0} MiB/s), slices_only \
-         {:.3} ms, slices_sendfile (to /dev/null, Linux) {:.3} ms; throughput slices_read / fetch \
-         {:.2}x, slices_only / fetch {:.1}x, slices_sendfile / fetch {:.1}x",
+         rounds: fetch {:.2} ms ({:.0} MiB/s), slices_read {:.2} ms ({:.0} MiB/s), \
+         slices_read_chunked {:.2} ms ({:.0} MiB/s), slices_only {:.3} ms, slices_sendfile (to \
+         /dev/null, Linux) {:.3} ms; throughput slices_read / fetch {:.2}x, slices_read_chunked / \
+         fetch {:.2}x, slices_only / fetch {:.1}x, slices_sendfile / fetch {:.1}x",
         offsets.len(),
         tmp.path().display(),
         p * 1e3,
         mib / p,
         r * 1e3,
         mib / r,
+        k * 1e3,
+        mib / k,
         o * 1e3,
         f * 1e3,
         p / r,
+        p / k,
         p / o,
         p / f,
     );
@@ -225,6 +258,9 @@ fn bench(c: &mut Criterion) {
     g.bench_function("fetch", |b| b.iter(|| fetch_pass(&log, &offsets)));
     g.bench_function("slices_read", |b| {
         b.iter(|| slices_read_pass(&log, &offsets, &mut buf))
+    });
+    g.bench_function("slices_read_chunked", |b| {
+        b.iter(|| slices_chunked_pass(&log, &offsets, &mut chunk))
     });
     g.bench_function("slices_only", |b| {
         b.iter(|| slices_only_pass(&log, &offsets))
