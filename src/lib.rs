@@ -90,3 +90,6 @@ pub use segment_store::file_records::TimestampAndOffset;
 pub use segment_store::{Clock, SystemClock, TopicPartition};
 
 pub use recovery::{LogReader, ReadState};
+
+pub use recovery::FetchSlices;
+pub use segment_store::FileSlice;

@@ -660,6 +660,44 @@ impl Log {
             )?)
         })
     }
+
+    /// [`fetch`](Self::fetch) without copying the bytes, for a server that hands file regions
+    /// to `sendfile` (Kafka's fetch answers with a slice of the segment's `FileRecords`): the
+    /// same bound, the same aborted transactions and the same retries while segments change,
+    /// and as [`FetchSlices::slice`](recovery::FetchSlices::slice) one range of the `.log` of the segment holding the fetch
+    /// offset, whose bytes are [`FetchResult::records`] of the same call (`None` when there
+    /// are none).
+    ///
+    /// What a held [`FileSlice`](segment_store::FileSlice) points to is the segment's open
+    /// file, kept open until the slice is dropped, not its name and not a map:
+    /// - it reads its bytes after [`apply_retention`](Self::apply_retention) deleted the
+    ///   segment and after [`close`](Self::close) (on Unix an open file stays readable after
+    ///   it is unlinked; until the slice is dropped its disk space is not freed and its
+    ///   descriptor stays open);
+    /// - after a [`truncate_to`](Self::truncate_to) below its end the file is shorter: a read
+    ///   of the slice past the new end is a short read
+    ///   ([`FileSlice::read_into`](segment_store::FileSlice::read_into) returns fewer bytes,
+    ///   [`FileSlice::to_vec`](segment_store::FileSlice::to_vec) fails with `SliceTruncated`
+    ///   and the position), never a fault: slices are read with `pread` or `sendfile` from the
+    ///   descriptor, never mapped;
+    /// - [`FileSlice::as_fd`](segment_store::FileSlice::as_fd) gives the descriptor for
+    ///   `sendfile` (`None` on storage that is not a real file system, such as the `testkit`
+    ///   crate's simulated one).
+    ///
+    /// [`FetchSlices::next_fetch_offset`](recovery::FetchSlices::next_fetch_offset) is
+    /// [`FetchResult::next_fetch_offset`], found without reading the slice.
+    pub fn fetch_slices(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<recovery::FetchSlices> {
+        Ok(self
+            .part
+            .reader
+            .fetch_slices(offset, max_bytes, isolation, min_one_message)?)
+    }
 }
 
 /// A `Log` as the source of a mirror ([`Log::start_mirroring`] of another partition): its leader

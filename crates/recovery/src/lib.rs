@@ -91,9 +91,9 @@ pub use loader::{
     OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
-    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, HighWatermark,
-    IsolationLevel, LogAppendInfo, LogFlusher, LogReader, PartitionLog, PartitionLogConfig,
-    PartitionLogError, ReadState, RecordIter, EARLIEST_LOCAL_TIMESTAMP,
+    consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,
+    HighWatermark, IsolationLevel, LogAppendInfo, LogFlusher, LogReader, PartitionLog,
+    PartitionLogConfig, PartitionLogError, ReadState, RecordIter, EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP, MAX_TIMESTAMP, UNKNOWN_HIGH_WATERMARK,
 };

@@ -208,6 +208,18 @@ pub enum SegmentError {
         /// The most this kind of file may hold.
         limit: u64,
     },
+    /// A [`FileSlice`](crate::FileSlice) reaches past the end of its file: the file was
+    /// truncated after the slice was taken, so only `read` of its `len` bytes are left.
+    SliceTruncated {
+        /// The file (the path it was opened at; it may have been renamed or deleted since).
+        path: PathBuf,
+        /// The slice's first byte in the file.
+        position: u64,
+        /// The slice's length.
+        len: u64,
+        /// The bytes of the slice the file still holds.
+        read: u64,
+    },
 }
 
 /// Which index sanity check failed.
@@ -392,6 +404,17 @@ impl fmt::Display for SegmentError {
             SegmentError::FileTooLarge { path, size, limit } => write!(
                 f,
                 "{} is {size} bytes, more than such a file may hold ({limit} bytes): not read",
+                path.display()
+            ),
+            SegmentError::SliceTruncated {
+                path,
+                position,
+                len,
+                read,
+            } => write!(
+                f,
+                "{} ends inside the slice of {len} bytes at byte {position}: only {read} of them \
+                 are left (the file was truncated after the slice was taken)",
                 path.display()
             ),
         }

@@ -19,6 +19,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use record_format::wire::{
     HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD,
@@ -28,6 +29,7 @@ use record_format::wire::{
 use record_format::{BatchIterator, Batches, DecodeLimits, FormatError, FormatErrorKind, LogEntry};
 
 use crate::error::{Result, SegmentError};
+use crate::file_slice::FileSlice;
 use crate::index::TimestampOffset;
 use crate::io::{FileHandle, OpenMode, ReadBuf, Storage};
 use crate::lock::DirLock;
@@ -342,7 +344,8 @@ impl Drop for ReadOnlyBytes {
 pub struct FileRecords {
     // Field order: the map is dropped before the handle.
     map: Option<MmapFile>,
-    handle: Box<dyn FileHandle>,
+    /// Shared with the [`FileSlice`]s handed out, which keep the file open.
+    handle: Arc<dyn FileHandle>,
     path: PathBuf,
     size: u64,
     /// Whether nothing changed since the last [`Self::flush`] (false at open: what the file
@@ -354,7 +357,7 @@ impl FileRecords {
     /// Opens (or, with a creating `mode`, creates) the `.log` at `path`. The size is the file's
     /// length.
     pub fn open(storage: &dyn Storage, path: &Path, mode: OpenMode) -> Result<FileRecords> {
-        let handle = storage.open(path, mode)?;
+        let handle: Arc<dyn FileHandle> = Arc::from(storage.open(path, mode)?);
         let size = handle.len()?;
         Ok(FileRecords {
             map: None,
@@ -433,6 +436,13 @@ impl FileRecords {
         let mut buf = vec![0u8; len];
         self.handle.read_exact_at(position, &mut buf)?;
         Ok(Cow::Owned(buf))
+    }
+
+    /// Kafka's `slice(position, size)`: up to `len` bytes at `position` (fewer at the end of the
+    /// file; empty past it) as a [`FileSlice`] of the open file, read later; never from the map.
+    pub fn slice(&self, position: u64, len: usize) -> FileSlice {
+        let len = (len as u64).min(self.size.saturating_sub(position));
+        FileSlice::new(Arc::clone(&self.handle), position, len)
     }
 
     /// All bytes from `position` to the end, to iterate with record-format's iterator.

@@ -78,6 +78,14 @@ pub trait FileHandle: Send + Sync + fmt::Debug {
     /// that takes [`Storage::sync_dir`] of the parent.
     fn sync_all(&self) -> Result<()>;
 
+    /// The operating system's descriptor of the open file, for system calls that take one
+    /// (`sendfile`, `splice`, `copy_file_range`): `None` where the handle is not an OS file (the
+    /// `testkit` crate's simulated storage), the default.
+    #[cfg(unix)]
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
+
     /// Reads exactly `buf.len()` bytes at `offset` (`UnexpectedEof` if the file is shorter).
     fn read_exact_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
         let n = self.read_at(offset, buf)?;
@@ -408,6 +416,10 @@ impl FileHandle for StdFile {
     }
     fn sync_all(&self) -> Result<()> {
         self.file.sync_all().map_err(self.err("sync_all"))
+    }
+    #[cfg(unix)]
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        Some(std::os::fd::AsFd::as_fd(&self.file))
     }
 }
 

@@ -11,6 +11,8 @@
 //! - [`index`]: [`OffsetIndex`], [`TimeIndex`] (`AbstractIndex` and subclasses) and
 //!   [`TransactionIndex`].
 //! - [`file_records`]: [`FileRecords`], the append-only `.log` (`FileRecords`).
+//! - [`file_slice`]: [`FileSlice`], a range of a `.log` kept open for `sendfile`
+//!   (`FileRecords.slice`).
 //! - [`segment`]: [`LogSegment`], a `.log` with its three indexes (`LogSegment`).
 //! - [`log`]: [`LocalLog`], the segments of a partition directory (`LocalLog`, retention from
 //!   `UnifiedLog`).
@@ -48,6 +50,7 @@ pub mod checkpoint;
 pub mod error;
 pub mod file_name;
 pub mod file_records;
+pub mod file_slice;
 pub mod index;
 pub mod io;
 pub mod limits;
@@ -65,6 +68,7 @@ pub use checkpoint::{
 pub use error::{CheckpointProblem, IndexCorruption, Result, SegmentError};
 pub use file_name::{FileKind, ParsedName, TempSuffix};
 pub use file_records::{FileRecords, HeaderIter, ReadOnlyBytes};
+pub use file_slice::FileSlice;
 pub use index::{
     AbortedTxn, FilePosition, OffsetIndex, OffsetIndexView, OffsetPosition, TimeIndex,
     TimeIndexView, TimestampOffset, TransactionIndex, TxnIndexSearchResult, TxnIndexView,
@@ -73,7 +77,9 @@ pub use io::{
     index_storage, write_atomically, EntryType, FileHandle, OpenMode, ReadBuf, StdFs, Storage,
 };
 pub use lock::DirLock;
-pub use log::{AppendOutcome, ExactFetch, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
+pub use log::{
+    AppendOutcome, ExactFetch, ExactSlice, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo,
+};
 pub use segment::{
     scan_segment, ChunkChecks, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams,
     RollReason, SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,

@@ -6,7 +6,9 @@
 //! [`crate::log::MAX_OPEN_INACTIVE_SEGMENTS`] of them open afterwards (each up to
 //! [`DESCRIPTORS_PER_SEGMENT`] descriptors), recovery closes each segment once it has written it,
 //! and a log directory takes one lock for all its partitions and keeps none of their segments
-//! open after loading. So no recovery is refused up front for its size.
+//! open after loading. So no recovery is refused up front for its size. A
+//! [`FileSlice`](crate::FileSlice) handed out by a fetch keeps its `.log`'s descriptor open until
+//! it is dropped, whatever the log closes meanwhile.
 
 /// Descriptors an open inactive segment holds at most: the `.log`'s handle and its read-only
 /// map, the mapped `.index` and `.timeindex` (each map keeps its file locked; the `.txnindex` is

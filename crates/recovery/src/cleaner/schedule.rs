@@ -254,6 +254,10 @@ impl FileHandle for ThrottledFile {
     fn sync_all(&self) -> SResult<()> {
         self.inner.sync_all()
     }
+    #[cfg(unix)]
+    fn as_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.inner.as_fd()
+    }
 }
 
 impl Storage for ThrottledStorage {

@@ -2,7 +2,7 @@
 //! timestamp and by leader epoch, the aborted transactions of a range.
 
 use record_format::Batches;
-use segment_store::AbortedTxn;
+use segment_store::{AbortedTxn, FileSlice};
 
 use super::consumer::RecordIter;
 use super::error::PartitionLogError;
@@ -61,6 +61,14 @@ pub const LATEST_TIERED_TIMESTAMP: i64 = -5;
 /// Kafka's `ListOffsetsRequest.EARLIEST_PENDING_UPLOAD_TIMESTAMP` (no tiered storage: offset -1).
 pub const EARLIEST_PENDING_UPLOAD_TIMESTAMP: i64 = -6;
 
+/// The isolation level a fetch at `isolation` reports (a follower's reads uncommitted).
+fn isolation_level(isolation: FetchIsolation) -> IsolationLevel {
+    match isolation {
+        FetchIsolation::TxnCommitted => IsolationLevel::ReadCommitted,
+        _ => IsolationLevel::ReadUncommitted,
+    }
+}
+
 /// Kafka `FetchIsolation`: the bound of a fetch ([`PartitionLog::fetch`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FetchIsolation {
@@ -110,6 +118,67 @@ pub struct FetchResult {
     pub next_fetch_offset: i64,
 }
 
+/// [`PartitionLog::fetch_slices`]'s answer: [`FetchResult`] of [`PartitionLog::fetch`] with the
+/// bytes left in the segment's `.log` as a [`FileSlice`], for a server that hands file regions
+/// to `sendfile` (Kafka's fetch answers with a `FileRecords` slice).
+///
+/// The slice holds the `.log`'s open file, not a copy and not a map: it reads the bytes it
+/// names while it is held, after retention deleted the segment or the log was closed; after a
+/// truncation below its end a read of it is short ([`FileSlice::to_vec`] fails with
+/// `SliceTruncated`), never a fault. See [`segment_store::file_slice`].
+#[derive(Debug, Clone)]
+pub struct FetchSlices {
+    /// The offset asked for.
+    pub fetch_offset: i64,
+    /// The isolation level of the read.
+    pub isolation: IsolationLevel,
+    /// The bytes [`PartitionLog::fetch`] returns for the same call (the last batch may be cut
+    /// short), as one range of the `.log` of the segment holding them; `None` when it returns
+    /// none.
+    pub slice: Option<FileSlice>,
+    /// Kafka's `firstEntryIncomplete`, as in [`FetchResult::first_entry_incomplete`].
+    pub first_entry_incomplete: bool,
+    /// High watermark at the time of the read.
+    pub high_watermark: i64,
+    /// Last stable offset at the time of the read.
+    pub last_stable_offset: i64,
+    /// Log start offset at the time of the read.
+    pub log_start_offset: i64,
+    /// `TxnCommitted`: the aborted transactions [`PartitionLog::fetch`] returns with the bytes.
+    pub aborted_transactions: Option<Vec<AbortedTxn>>,
+    /// [`FetchResult::next_fetch_offset`]: one past the last offset of the last whole batch in
+    /// the slice, `fetch_offset` when it holds none (found from the offset index and the
+    /// headers of the slice's last batches, without reading the rest of it).
+    pub next_fetch_offset: i64,
+}
+
+impl FetchSlices {
+    /// The slice's length in bytes (0 without one).
+    pub fn len(&self) -> u64 {
+        self.slice.as_ref().map_or(0, FileSlice::len)
+    }
+
+    /// Whether the answer has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// What a fetch found besides its bytes: the parts [`FetchResult`] and [`FetchSlices`] share.
+struct FetchParts<T> {
+    data: T,
+    first_entry_incomplete: bool,
+    high_watermark: i64,
+    last_stable_offset: i64,
+    log_start_offset: i64,
+    aborted_transactions: Option<Vec<AbortedTxn>>,
+}
+
+/// What a read of Kafka's exact fetch bounds returned ([`segment_store::ExactFetch`] or
+/// [`segment_store::ExactSlice`]): its bytes, `first_entry_incomplete`, the upper bound of its
+/// aborted transactions.
+type ExactParts<T> = Option<(T, bool, i64)>;
+
 /// How many times a `ReadCommitted` read is tried while the segments change under it.
 const CONSISTENT_READ_ATTEMPTS: usize = 16;
 
@@ -138,12 +207,12 @@ impl View<'_> {
     /// could take away the transaction index entry of an ABORT marker whose records the bytes
     /// hold. After [`CONSISTENT_READ_ATTEMPTS`] changed layouts the read fails as out of range
     /// (a reader asks again, as after a deletion).
-    fn consistent(
+    fn consistent<R>(
         &self,
         committed: bool,
         offset: i64,
-        read: impl Fn() -> Result<FetchResult, PartitionLogError>,
-    ) -> Result<FetchResult, PartitionLogError> {
+        read: impl Fn() -> Result<R, PartitionLogError>,
+    ) -> Result<R, PartitionLogError> {
         if !committed {
             return read();
         }
@@ -264,32 +333,16 @@ impl View<'_> {
         isolation: FetchIsolation,
         min_one_message: bool,
     ) -> Result<FetchResult, PartitionLogError> {
-        let high_watermark = self.high_watermark;
-        let last_stable_offset = self.last_stable_offset;
-        let log_start_offset = self.check_in_range(start_offset)?;
-        let bound = match isolation {
-            FetchIsolation::LogEnd => self.local.log_end_offset(),
-            FetchIsolation::HighWatermark => high_watermark,
-            FetchIsolation::TxnCommitted => last_stable_offset,
-        };
-        let committed = isolation == FetchIsolation::TxnCommitted;
-        let exact = self
-            .local
-            .read_exact(start_offset, max_bytes, min_one_message, bound)?;
-        let (records, first_entry_incomplete, aborted_transactions) = match exact {
-            // No segment holds a batch at or after the offset: no records, no list.
-            None => (Vec::new(), false, None),
-            Some(e) => {
-                let aborted = if !committed {
-                    None
-                } else if start_offset >= bound {
-                    Some(Vec::new())
-                } else {
-                    Some(self.collect_aborted_transactions(start_offset, e.upper_bound_offset)?)
-                };
-                (e.data.records, e.data.first_entry_incomplete, aborted)
-            }
-        };
+        let parts = self.fetch_parts(start_offset, isolation, |bound| {
+            let exact = self
+                .local
+                .read_exact(start_offset, max_bytes, min_one_message, bound)?;
+            Ok(exact.map(|e| {
+                let d = e.data;
+                (d.records, d.first_entry_incomplete, e.upper_bound_offset)
+            }))
+        })?;
+        let records = parts.data;
         let mut next_fetch_offset = start_offset;
         for entry in Batches::new(&records, 0) {
             match entry {
@@ -299,17 +352,93 @@ impl View<'_> {
         }
         Ok(FetchResult {
             fetch_offset: start_offset,
-            isolation: match isolation {
-                FetchIsolation::TxnCommitted => IsolationLevel::ReadCommitted,
-                _ => IsolationLevel::ReadUncommitted,
-            },
+            isolation: isolation_level(isolation),
             records,
+            first_entry_incomplete: parts.first_entry_incomplete,
+            high_watermark: parts.high_watermark,
+            last_stable_offset: parts.last_stable_offset,
+            log_start_offset: parts.log_start_offset,
+            aborted_transactions: parts.aborted_transactions,
+            next_fetch_offset,
+        })
+    }
+
+    /// See [`PartitionLog::fetch_slices`].
+    pub(crate) fn fetch_slices(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchSlices, PartitionLogError> {
+        self.consistent(
+            isolation == FetchIsolation::TxnCommitted,
+            start_offset,
+            || {
+                let parts = self.fetch_parts(start_offset, isolation, |bound| {
+                    let exact =
+                        self.local
+                            .slice_exact(start_offset, max_bytes, min_one_message, bound)?;
+                    Ok(exact.map(|e| {
+                        let data = Some((e.slice, e.next_fetch_offset));
+                        (data, e.first_entry_incomplete, e.upper_bound_offset)
+                    }))
+                })?;
+                let (slice, next_fetch_offset) = parts.data.unwrap_or((None, start_offset));
+                Ok(FetchSlices {
+                    fetch_offset: start_offset,
+                    isolation: isolation_level(isolation),
+                    slice,
+                    first_entry_incomplete: parts.first_entry_incomplete,
+                    high_watermark: parts.high_watermark,
+                    last_stable_offset: parts.last_stable_offset,
+                    log_start_offset: parts.log_start_offset,
+                    aborted_transactions: parts.aborted_transactions,
+                    next_fetch_offset,
+                })
+            },
+        )
+    }
+
+    /// The one fetch behind [`Self::fetch`] and [`Self::fetch_slices`]: the bound of
+    /// `isolation`, Kafka's exact bytes up to it as `read` gives them (read or sliced), and the
+    /// aborted transactions that go with them.
+    fn fetch_parts<T: Default>(
+        &self,
+        start_offset: i64,
+        isolation: FetchIsolation,
+        read: impl FnOnce(i64) -> Result<ExactParts<T>, PartitionLogError>,
+    ) -> Result<FetchParts<T>, PartitionLogError> {
+        let high_watermark = self.high_watermark;
+        let last_stable_offset = self.last_stable_offset;
+        let log_start_offset = self.check_in_range(start_offset)?;
+        let bound = match isolation {
+            FetchIsolation::LogEnd => self.local.log_end_offset(),
+            FetchIsolation::HighWatermark => high_watermark,
+            FetchIsolation::TxnCommitted => last_stable_offset,
+        };
+        let committed = isolation == FetchIsolation::TxnCommitted;
+        let (data, first_entry_incomplete, aborted_transactions) = match read(bound)? {
+            // No segment holds a batch at or after the offset: no records, no list.
+            None => (T::default(), false, None),
+            Some((data, incomplete, upper_bound_offset)) => {
+                let aborted = if !committed {
+                    None
+                } else if start_offset >= bound {
+                    Some(Vec::new())
+                } else {
+                    Some(self.collect_aborted_transactions(start_offset, upper_bound_offset)?)
+                };
+                (data, incomplete, aborted)
+            }
+        };
+        Ok(FetchParts {
+            data,
             first_entry_incomplete,
             high_watermark,
             last_stable_offset,
             log_start_offset,
             aborted_transactions,
-            next_fetch_offset,
         })
     }
 
@@ -422,6 +551,21 @@ impl PartitionLog {
     ) -> Result<FetchResult, PartitionLogError> {
         self.view()
             .fetch(start_offset, max_bytes, isolation, min_one_message)
+    }
+
+    /// [`Self::fetch`] with the bytes left in the file: the same bound, the same aborted
+    /// transactions and the same consistency retries, the bytes as one [`FileSlice`] of the
+    /// `.log` holding them (Kafka's `FileRecords` slice), equal to [`FetchResult::records`] of
+    /// the same call. See [`FetchSlices`] for what a held slice reads.
+    pub fn fetch_slices(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchSlices, PartitionLogError> {
+        self.view()
+            .fetch_slices(start_offset, max_bytes, isolation, min_one_message)
     }
 
     /// Kafka's `UnifiedLog.fetchOffsetByTimestamp` (what the leader answers to `ListOffsets`,

@@ -53,7 +53,7 @@ pub use append::LogAppendInfo;
 pub use consumer::{consume, ConsumedRecord, ConsumerReader, RecordIter};
 pub use error::PartitionLogError;
 pub use fetch::{
-    FetchIsolation, FetchResult, IsolationLevel, EARLIEST_LOCAL_TIMESTAMP,
+    FetchIsolation, FetchResult, FetchSlices, IsolationLevel, EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP, MAX_TIMESTAMP,
 };

@@ -17,7 +17,7 @@ use segment_store::{AbortedTxn, LocalLog};
 
 use super::consumer::RecordIter;
 use super::error::PartitionLogError;
-use super::fetch::{FetchIsolation, FetchResult, IsolationLevel, View};
+use super::fetch::{FetchIsolation, FetchResult, FetchSlices, IsolationLevel, View};
 use super::PartitionLog;
 use segment_store::EpochEntry;
 
@@ -139,6 +139,17 @@ impl LogReader {
         min_one_message: bool,
     ) -> Result<FetchResult, PartitionLogError> {
         self.with_view(|v| v.fetch(offset, max_bytes, isolation, min_one_message))
+    }
+
+    /// [`PartitionLog::fetch_slices`] at the published bounds.
+    pub fn fetch_slices(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        isolation: FetchIsolation,
+        min_one_message: bool,
+    ) -> Result<FetchSlices, PartitionLogError> {
+        self.with_view(|v| v.fetch_slices(offset, max_bytes, isolation, min_one_message))
     }
 
     /// [`PartitionLog::iter_from`]: the records from `offset` on, across segments, up to the

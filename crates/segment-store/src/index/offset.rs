@@ -124,6 +124,22 @@ impl IndexFile<OffsetPosition> {
         }
     }
 
+    /// A batch start from which a walk of batch headers up to byte `position` meets the last
+    /// batch that ends at or before it: the position of the entry before the last entry that
+    /// starts below `position` (its batch ends at or before that entry's start), 0 if there is
+    /// none. The entries' positions increase with their offsets.
+    pub fn scan_start_before(&self, position: u64) -> u64 {
+        let target = i64::try_from(position).unwrap_or(i64::MAX) - 1;
+        let key = |b: &[u8]| i64::from(be_u32(b, POSITION_OFFSET));
+        match self
+            .core
+            .search(target, key, SearchResult::LargestLowerBound)
+        {
+            Some(slot) if slot > 0 => self.entry(slot - 1).map_or(0, |e| u64::from(e.position.0)),
+            _ => 0,
+        }
+    }
+
     /// Kafka's `fetchUpperBoundOffset`: the first entry whose position is at least
     /// `fetch_offset.position + fetch_size`, if any. Kafka's search quirks are kept: with at most
     /// 1025 entries and a target equal to the first entry's position, the answer is slot 1.

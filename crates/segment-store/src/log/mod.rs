@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use record_format::RecordBatch;
 
 use crate::error::{Result, SegmentError};
+use crate::file_slice::FileSlice;
 use crate::index::AbortedTxn;
 use crate::io::{StdFs, Storage};
 use crate::segment::{
@@ -176,6 +177,24 @@ pub struct ExactFetch {
     pub data: FetchData,
     /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with them.
     pub upper_bound_offset: i64,
+}
+
+/// What [`LocalLog::slice_exact`] returns: [`ExactFetch`] with the bytes left in the `.log`, as
+/// a [`FileSlice`] of it.
+#[derive(Debug, Clone)]
+pub struct ExactSlice {
+    /// Where the fetch starts.
+    pub fetch_offset_metadata: LogOffsetMetadata,
+    /// The bytes [`LocalLog::read_exact`] returns (the last batch may be cut short), as a range
+    /// of the `.log` of the segment holding them; `None` when there are none.
+    pub slice: Option<FileSlice>,
+    /// The first batch did not fit `max_bytes`.
+    pub first_entry_incomplete: bool,
+    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with the bytes.
+    pub upper_bound_offset: i64,
+    /// One past the last offset of the last whole batch in the slice (the offset a reader of
+    /// it fetches next); the fetch offset when it holds no whole batch.
+    pub next_fetch_offset: i64,
 }
 
 /// Summary of one segment, for iteration without holding the lock.

@@ -1,9 +1,17 @@
 //! Reads: batches from an offset, exact reads, offsets by timestamp.
 
-use super::{floor_base, out_of_range, ExactFetch, FetchData, Inner, LocalLog};
+use super::{floor_base, out_of_range, ExactFetch, ExactSlice, FetchData, Inner, LocalLog};
 use crate::error::Result;
 use crate::file_records::TimestampAndOffset;
-use crate::segment::{FetchDataInfo, LogOffsetMetadata};
+use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, ReadBounds};
+
+/// What [`LocalLog::exact_inner`] found: the answer's place, its bytes as `take` made them.
+struct Exact<T> {
+    fetch_offset_metadata: LogOffsetMetadata,
+    data: Option<T>,
+    first_entry_incomplete: bool,
+    upper_bound_offset: i64,
+}
 
 impl LocalLog {
     /// Reads whole batches from the batch containing `start_offset`, at most `max_bytes` (at
@@ -73,37 +81,88 @@ impl LocalLog {
         min_one_message: bool,
         max_offset: i64,
     ) -> Result<Option<ExactFetch>> {
-        let r = self.read_exact_inner(start_offset, max_bytes, min_one_message, max_offset);
+        let r = self.exact_inner(
+            start_offset,
+            max_bytes,
+            min_one_message,
+            max_offset,
+            |seg, b| Ok(seg.read_at_bounds(b)?.into_owned()),
+        );
         self.trim_after_read()?;
-        r
+        Ok(r?.map(|e| ExactFetch {
+            data: FetchData {
+                fetch_offset_metadata: e.fetch_offset_metadata,
+                records: e.data.unwrap_or_default(),
+                first_entry_incomplete: e.first_entry_incomplete,
+            },
+            upper_bound_offset: e.upper_bound_offset,
+        }))
     }
 
-    fn read_exact_inner(
+    /// [`Self::read_exact`] without reading the bytes: the same range of the same segment, as a
+    /// [`FileSlice`](crate::FileSlice) of its `.log` (Kafka's `LogSegment.read` returns such a
+    /// slice of its `FileRecords`). The slice is `None` when the answer has no bytes. See
+    /// [`ExactSlice`].
+    pub fn slice_exact(
         &self,
         start_offset: i64,
         max_bytes: usize,
         min_one_message: bool,
         max_offset: i64,
-    ) -> Result<Option<ExactFetch>> {
+    ) -> Result<Option<ExactSlice>> {
+        let r = self.exact_inner(
+            start_offset,
+            max_bytes,
+            min_one_message,
+            max_offset,
+            |seg, b| {
+                Ok((
+                    seg.slice(b.position, b.fetch_size),
+                    seg.next_fetch_offset(b),
+                ))
+            },
+        );
+        self.trim_after_read()?;
+        Ok(r?.map(|e| {
+            let (slice, next_fetch_offset) = e.data.unzip();
+            ExactSlice {
+                fetch_offset_metadata: e.fetch_offset_metadata,
+                slice: slice.filter(|s| !s.is_empty()),
+                first_entry_incomplete: e.first_entry_incomplete,
+                upper_bound_offset: e.upper_bound_offset,
+                next_fetch_offset: next_fetch_offset.unwrap_or(start_offset),
+            }
+        }))
+    }
+
+    /// The one computation behind [`Self::read_exact`] and [`Self::slice_exact`]: finds the
+    /// segment and the [`ReadBounds`] of Kafka's answer and has `take` turn them into its bytes
+    /// (read or sliced), under the read lock. `data` is `None` when no segment was read (the
+    /// fetch offset is at or past `max_offset`).
+    fn exact_inner<T>(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        max_offset: i64,
+        take: impl FnOnce(&LogSegment, &ReadBounds) -> Result<T>,
+    ) -> Result<Option<Exact<T>>> {
         let inner = self.read_inner();
         let end = inner.log_end_offset;
         out_of_range(&self.dir, &inner, start_offset)?;
         let floor = floor_base(&inner, start_offset)?;
         let (bound_base, bound_position) = self.offset_position(&inner, max_offset.min(end))?;
-        let empty = |base: i64, position: u64| ExactFetch {
-            data: FetchData {
+        if start_offset >= max_offset {
+            return Ok(Some(Exact {
                 fetch_offset_metadata: LogOffsetMetadata {
                     message_offset: start_offset,
-                    segment_base_offset: base,
-                    relative_position_in_segment: position,
+                    segment_base_offset: bound_base,
+                    relative_position_in_segment: bound_position,
                 },
-                records: Vec::new(),
+                data: None,
                 first_entry_incomplete: false,
-            },
-            upper_bound_offset: start_offset,
-        };
-        if start_offset >= max_offset {
-            return Ok(Some(empty(bound_base, bound_position)));
+                upper_bound_offset: start_offset,
+            }));
         }
         let mut bases = inner.segments.range(floor..).map(|(&b, _)| b).peekable();
         while let Some(base) = bases.next() {
@@ -114,25 +173,23 @@ impl LocalLog {
                 // Past the bound's segment: Kafka reads nothing there (`maxPositionOpt` empty).
                 std::cmp::Ordering::Greater => 0,
             };
-            let Some(info) =
-                seg.read_exact(start_offset, max_bytes, Some(max_position), min_one_message)?
+            let Some(b) =
+                seg.read_bounds(start_offset, max_bytes, Some(max_position), min_one_message)?
             else {
                 continue;
             };
-            let meta = info.fetch_offset_metadata;
+            let meta = b.fetch_offset_metadata;
             let upper_bound_offset = seg
                 .fetch_upper_bound_offset(
                     meta.message_offset,
                     meta.relative_position_in_segment,
-                    info.records.len(),
+                    b.fetch_size,
                 )
                 .unwrap_or_else(|| bases.peek().copied().unwrap_or(end));
-            return Ok(Some(ExactFetch {
-                data: FetchData {
-                    fetch_offset_metadata: meta,
-                    records: info.records.into_owned(),
-                    first_entry_incomplete: info.first_entry_incomplete,
-                },
+            return Ok(Some(Exact {
+                fetch_offset_metadata: meta,
+                data: Some(take(seg, &b)?),
+                first_entry_incomplete: b.first_entry_incomplete,
                 upper_bound_offset,
             }));
         }

@@ -9,7 +9,22 @@ use super::scan::{check_framing, headers_in};
 use super::{FetchDataInfo, LogOffsetMetadata, LogSegment};
 use crate::error::{Result, SegmentError};
 use crate::file_records::{whole_batches_len, LogOffsetPosition, TimestampAndOffset};
+use crate::file_slice::FileSlice;
 use crate::index::{FilePosition, OffsetPosition, TimestampOffset};
+
+/// Where the bytes of Kafka's `LogSegment.read` lie in the `.log` ([`LogSegment::read_exact`]
+/// reads them, [`LogSegment::slice`] hands them out unread).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ReadBounds {
+    /// Where the fetch starts.
+    pub(crate) fetch_offset_metadata: LogOffsetMetadata,
+    /// The first byte: the start of the batch holding the fetch offset.
+    pub(crate) position: u64,
+    /// How many bytes from `position` (the last batch may be cut short).
+    pub(crate) fetch_size: usize,
+    /// The first batch is larger than `fetch_size`.
+    pub(crate) first_entry_incomplete: bool,
+}
 
 impl LogSegment {
     /// Kafka's `append`: writes `records` (whole v2 batches with offsets assigned, all
@@ -126,10 +141,37 @@ impl LogSegment {
         max_position: Option<u64>,
         min_one_message: bool,
     ) -> Result<Option<FetchDataInfo<'_>>> {
+        let Some(b) = self.read_bounds(start_offset, max_size, max_position, min_one_message)?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(FetchDataInfo {
+            fetch_offset_metadata: b.fetch_offset_metadata,
+            records: self.read_at_bounds(&b)?,
+            first_entry_incomplete: b.first_entry_incomplete,
+        }))
+    }
+
+    /// The bytes `bounds` (from [`Self::read_bounds`]) name: borrowed from the map when
+    /// mapped, else read.
+    pub(crate) fn read_at_bounds(&self, bounds: &ReadBounds) -> Result<Cow<'_, [u8]>> {
+        self.log.read(bounds.position, bounds.fetch_size)
+    }
+
+    /// Where the bytes of [`Self::read_exact`] lie, without reading them: `fetch_size` bytes
+    /// from `position` (0 when the read is empty). `None` if `start_offset` is past the
+    /// segment's last batch.
+    pub(crate) fn read_bounds(
+        &self,
+        start_offset: i64,
+        max_size: usize,
+        max_position: Option<u64>,
+        min_one_message: bool,
+    ) -> Result<Option<ReadBounds>> {
         let Some(start) = self.translate_offset(start_offset, 0)? else {
             return Ok(None);
         };
-        let meta = LogOffsetMetadata {
+        let fetch_offset_metadata = LogOffsetMetadata {
             message_offset: start_offset,
             segment_base_offset: self.base_offset,
             relative_position_in_segment: start.position,
@@ -141,19 +183,49 @@ impl LogSegment {
         };
         let max_position = max_position.unwrap_or(self.size()).min(self.size());
         if adjusted == 0 || max_position <= start.position {
-            return Ok(Some(FetchDataInfo {
-                fetch_offset_metadata: meta,
-                records: Cow::Borrowed(&[][..]),
+            return Ok(Some(ReadBounds {
+                fetch_offset_metadata,
+                position: start.position,
+                fetch_size: 0,
                 first_entry_incomplete: false,
             }));
         }
-        let incomplete = adjusted < start.size as usize;
-        let fetch_size = ((max_position - start.position) as usize).min(adjusted);
-        Ok(Some(FetchDataInfo {
-            fetch_offset_metadata: meta,
-            records: self.log.read(start.position, fetch_size)?,
-            first_entry_incomplete: incomplete,
+        Ok(Some(ReadBounds {
+            fetch_offset_metadata,
+            position: start.position,
+            fetch_size: ((max_position - start.position) as usize).min(adjusted),
+            first_entry_incomplete: adjusted < start.size as usize,
         }))
+    }
+
+    /// One past the last offset of the last whole batch in the bytes `bounds` name (the offset
+    /// a reader of them fetches next), the fetch offset if none is whole: the batch headers
+    /// from the offset-index entry before the bytes' end ([`OffsetIndex::scan_start_before`]),
+    /// not every header of the range. Stops at a header it cannot read, as a reader of the
+    /// bytes stops at a batch it cannot read.
+    ///
+    /// [`OffsetIndex::scan_start_before`]: crate::OffsetIndex::scan_start_before
+    pub(crate) fn next_fetch_offset(&self, bounds: &ReadBounds) -> i64 {
+        let end = bounds.position + bounds.fetch_size as u64;
+        let from = self
+            .offset_index
+            .scan_start_before(end)
+            .max(bounds.position);
+        let mut next = bounds.fetch_offset_metadata.message_offset;
+        for h in self.log.headers_from(from) {
+            match h {
+                Ok(h) if h.end() <= end => next = h.next_offset(),
+                _ => break,
+            }
+        }
+        next
+    }
+
+    /// `len` bytes at `position` of the `.log` as a [`FileSlice`] ([`FileRecords::slice`]).
+    ///
+    /// [`FileRecords::slice`]: crate::FileRecords::slice
+    pub(crate) fn slice(&self, position: u64, len: usize) -> FileSlice {
+        self.log.slice(position, len)
     }
 
     /// Kafka's `LogSegment.fetchUpperBoundOffset`: the offset of the first offset-index entry at

@@ -1671,3 +1671,184 @@ mod quarantine_copy {
         assert!(std::fs::read(&to).unwrap() == std::fs::read(&to2).unwrap());
     }
 }
+
+/// `LocalLog::slice_exact` hands out Kafka's fetch answer as a range of the segment's `.log`
+/// instead of its bytes. Invariants: the slice names exactly the bytes `read_exact` copies for
+/// the same call, with the same metadata and upper bound, on real files and on `SimulatedFs`;
+/// the descriptor of a real file reads those bytes; a slice keeps reading its bytes after its
+/// segment is deleted, and after a truncation below its end it gives a short read and a typed
+/// error, not a fault.
+mod file_slice {
+    use super::*;
+    use segment_store::FileSlice;
+
+    /// A log of ~15 segments of 1-record batches, on `env`.
+    fn sliced_log(dir: &Path, env: LogEnv) -> (LocalLog, Vec<Vec<u8>>) {
+        let bs = batches(45, 1, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log =
+            LocalLog::open_with(dir, config(3 * size), i64::MAX, env, &mut |_, _| Ok(())).unwrap();
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        assert!(log.segments().unwrap().len() >= 14);
+        (log, bs)
+    }
+
+    fn bytes_of(slice: &Option<FileSlice>) -> Vec<u8> {
+        slice
+            .as_ref()
+            .map_or_else(Vec::new, |s| s.to_vec().unwrap())
+    }
+
+    /// Every start offset, byte limit (0, inside a batch, whole batches, more than a segment),
+    /// bound and `min_one_message`: the slice's bytes and metadata are `read_exact`'s.
+    fn assert_slices_equal_reads(log: &LocalLog, batch_len: usize) {
+        let end = log.log_end_offset();
+        let limits = [0, 1, batch_len - 1, batch_len, 2 * batch_len + 7, 1 << 20];
+        let (mut non_empty, mut nones) = (0, 0);
+        for start in 0..=end {
+            for max_offset in [start, start + 1, (start + 5).min(end), end] {
+                for &max_bytes in &limits {
+                    for min_one in [false, true] {
+                        let read = log
+                            .read_exact(start, max_bytes, min_one, max_offset)
+                            .unwrap();
+                        let slice = log
+                            .slice_exact(start, max_bytes, min_one, max_offset)
+                            .unwrap();
+                        let ctx = format!("{start} {max_bytes} {min_one} {max_offset}");
+                        let (read, slice) = match (read, slice) {
+                            (Some(read), Some(slice)) => (read, slice),
+                            (None, None) => {
+                                nones += 1;
+                                continue;
+                            }
+                            (r, s) => panic!("{ctx}: {r:?} vs {s:?}"),
+                        };
+                        let bytes = bytes_of(&slice.slice);
+                        assert!(bytes == read.data.records, "{ctx}: {} bytes", bytes.len());
+                        assert!(slice.slice.as_ref().is_none_or(|s| !s.is_empty()), "{ctx}");
+                        assert_eq!(
+                            slice.fetch_offset_metadata, read.data.fetch_offset_metadata,
+                            "{ctx}"
+                        );
+                        assert_eq!(
+                            slice.first_entry_incomplete, read.data.first_entry_incomplete,
+                            "{ctx}"
+                        );
+                        assert_eq!(slice.upper_bound_offset, read.upper_bound_offset, "{ctx}");
+                        let next = Batches::new(&read.data.records, 0)
+                            .map_while(Result::ok)
+                            .last()
+                            .map_or(start, |e| e.last_offset() + 1);
+                        assert_eq!(slice.next_fetch_offset, next, "{ctx}");
+                        non_empty += usize::from(!read.data.records.is_empty());
+                    }
+                }
+            }
+        }
+        assert!(non_empty > 100, "{non_empty} non-empty answers");
+        // At the log end with a bound past it: no segment holds a batch there.
+        assert!(nones > 0);
+    }
+
+    #[test]
+    fn a_slice_holds_the_bytes_read_exact_copies_on_real_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (log, bs) = sliced_log(dir.path(), env(&clock));
+        assert_slices_equal_reads(&log, bs[0].len());
+    }
+
+    #[test]
+    fn a_slice_holds_the_bytes_read_exact_copies_on_simulated_storage() {
+        let (_dir, real, sim) = simulated_dir();
+        let (log, bs) = sliced_log(&real, sim_env(&sim));
+        assert_slices_equal_reads(&log, bs[0].len());
+        let s = log
+            .slice_exact(0, 1 << 20, true, i64::MAX)
+            .unwrap()
+            .unwrap();
+        #[cfg(unix)]
+        assert!(
+            s.slice.unwrap().as_fd().is_none(),
+            "no descriptor of a simulated file"
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_descriptor_of_a_slice_reads_its_bytes() {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (log, bs) = sliced_log(dir.path(), env(&clock));
+        let s = log
+            .slice_exact(4, 1 << 20, true, i64::MAX)
+            .unwrap()
+            .unwrap();
+        let slice = s.slice.unwrap();
+        let fd = slice.as_fd().unwrap().try_clone_to_owned().unwrap();
+        let mut buf = vec![0u8; slice.len() as usize];
+        std::fs::File::from(fd)
+            .read_exact_at(&mut buf, slice.position())
+            .unwrap();
+        // Offsets 3..=5 share one segment: the slice holds 4 and 5.
+        assert_eq!(buf, [bs[4].clone(), bs[5].clone()].concat());
+    }
+
+    #[test]
+    fn a_slice_reads_its_bytes_after_its_segment_is_deleted_and_the_log_closed() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (log, bs) = sliced_log(dir.path(), env(&clock));
+        let slice = log
+            .slice_exact(0, 1 << 20, true, i64::MAX)
+            .unwrap()
+            .unwrap();
+        let slice = slice.slice.unwrap();
+        let path = slice.path().to_path_buf();
+        assert!(log.increment_log_start_offset(20).unwrap());
+        assert!(log.delete_old_segments(20).unwrap() > 0);
+        assert!(!path.exists(), "{} still there", path.display());
+        log.close().unwrap();
+        assert_eq!(slice.to_vec().unwrap(), bs[..3].concat());
+    }
+
+    #[test]
+    fn a_truncation_below_a_slice_gives_a_short_read_and_a_typed_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let (log, bs) = sliced_log(dir.path(), env(&clock));
+        let end = log.log_end_offset();
+        let s = log
+            .slice_exact(end - 3, 1 << 20, true, end)
+            .unwrap()
+            .unwrap();
+        let slice = s.slice.unwrap();
+        assert_eq!(slice.to_vec().unwrap(), bs[bs.len() - 3..].concat());
+        assert!(log.truncate_to(end - 2).unwrap());
+        let mut buf = vec![0u8; slice.len() as usize];
+        assert_eq!(
+            slice.read_into(&mut buf).unwrap(),
+            bs[0].len(),
+            "one batch left"
+        );
+        assert_eq!(buf[..bs[0].len()], bs[bs.len() - 3][..]);
+        let err = slice.to_vec().unwrap_err();
+        let SegmentError::SliceTruncated {
+            position,
+            len,
+            read,
+            ..
+        } = err
+        else {
+            panic!("{err}");
+        };
+        assert_eq!(
+            (position, len, read),
+            (slice.position(), slice.len(), bs[0].len() as u64)
+        );
+    }
+}

@@ -1,0 +1,284 @@
+//! `Log::fetch_slices`, the zero-copy form of `Log::fetch`, on real files in temp dirs.
+//!
+//! Invariants: for any fetch offset, byte limit, isolation and `min_one_message`, the slice
+//! holds exactly the bytes `fetch` copies for the same call, with the same aborted
+//! transactions, offsets and `first_entry_incomplete` (on a log of many 8 KiB segments with
+//! committed, aborted and open transactions, some spanning segments). A slice keeps its file
+//! open: it reads its bytes after retention deleted its segment and after the log was closed;
+//! after a truncation below its end it gives a short read and a typed error, never a fault.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use seglog::record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
+use seglog::segment_store::{LogConfig, SegmentError};
+use seglog::{AppendOrigin, Config, FetchIsolation, FetchResult, FetchSlices, HighWatermark, Log};
+use testkit::rng::XorShift;
+use testkit::ManualClock;
+
+const T0: i64 = 1_700_000_000_000;
+const SEGMENT_BYTES: u64 = 8 * 1024;
+
+fn config() -> Config {
+    Config::default()
+        .with_clock(Arc::new(ManualClock::new(T0)))
+        .with_high_watermark(HighWatermark::Manual)
+        .with_log_config(LogConfig {
+            segment_bytes: SEGMENT_BYTES,
+            ..LogConfig::default()
+        })
+}
+
+/// A batch of `records` values of `size` bytes from `producer` (transactional or not).
+fn batch(producer: i64, sequence: i32, records: usize, size: usize, txn: bool) -> Vec<u8> {
+    let mut b = RecordBatchBuilder::new(0)
+        .producer(producer, 0, sequence)
+        .transactional(txn);
+    for i in 0..records {
+        let value = vec![(sequence as usize + i) as u8; size];
+        b.append(T0, Some(b"k"), Some(&value), &[]).unwrap();
+    }
+    b.build()
+}
+
+fn marker(log: &Log, producer: i64, kind: ControlRecordType) {
+    let m = end_txn_marker_batch(0, T0, 0, producer, 0, kind, 0);
+    log.append_as_leader(&m, 0, AppendOrigin::Coordinator)
+        .unwrap();
+}
+
+/// A log of many segments: plain batches from producer 1 between the batches of three
+/// transactional producers (10, 11, 12), whose transactions commit or abort after a few
+/// batches each (so some span segments); producer 12's last one is left open. The high
+/// watermark sits a few offsets below the log end.
+fn mixed_log(dir: &Path, seed: u64) -> Log {
+    let log = Log::open(dir, config()).unwrap();
+    let mut rng = XorShift::new(seed);
+    let mut seq = [0i32; 4];
+    let mut open = [0u32; 3];
+    for step in 0..400 {
+        let who = rng.below(4) as usize;
+        let records = 1 + rng.below(4) as usize;
+        let size = 20 + rng.below(400) as usize;
+        if who == 3 {
+            log.append(&batch(1, seq[3], records, size, false)).unwrap();
+        } else {
+            let pid = 10 + who as i64;
+            let ends = open[who] > 0 && rng.below(4) == 0 && !(who == 2 && step > 380);
+            if ends {
+                let kind = if rng.below(2) == 0 {
+                    ControlRecordType::Abort
+                } else {
+                    ControlRecordType::Commit
+                };
+                marker(&log, pid, kind);
+                open[who] = 0;
+                continue;
+            }
+            log.append(&batch(pid, seq[who], records, size, true))
+                .unwrap();
+            open[who] += 1;
+        }
+        let i = if who == 3 { 3 } else { who };
+        seq[i] += records as i32;
+    }
+    log.set_high_watermark(log.log_end_offset() - 3).unwrap();
+    log
+}
+
+fn slice_bytes(s: &FetchSlices) -> Vec<u8> {
+    s.slice
+        .as_ref()
+        .map_or_else(Vec::new, |s| s.to_vec().unwrap())
+}
+
+/// The slice's bytes are fetch's, and every other field is equal.
+fn assert_same_answer(slices: &FetchSlices, fetch: &FetchResult, ctx: &str) {
+    let bytes = slice_bytes(slices);
+    assert!(
+        bytes == fetch.records,
+        "{ctx}: the slice's {} bytes differ from fetch's {}",
+        bytes.len(),
+        fetch.records.len()
+    );
+    assert_eq!(slices.len(), fetch.records.len() as u64, "{ctx}");
+    assert!(slices.slice.as_ref().is_none_or(|s| !s.is_empty()), "{ctx}");
+    assert_eq!(slices.fetch_offset, fetch.fetch_offset, "{ctx}");
+    assert_eq!(slices.isolation, fetch.isolation, "{ctx}");
+    assert_eq!(
+        slices.first_entry_incomplete, fetch.first_entry_incomplete,
+        "{ctx}"
+    );
+    assert_eq!(slices.high_watermark, fetch.high_watermark, "{ctx}");
+    assert_eq!(slices.last_stable_offset, fetch.last_stable_offset, "{ctx}");
+    assert_eq!(slices.log_start_offset, fetch.log_start_offset, "{ctx}");
+    assert_eq!(
+        slices.aborted_transactions, fetch.aborted_transactions,
+        "{ctx}"
+    );
+    assert_eq!(slices.next_fetch_offset, fetch.next_fetch_offset, "{ctx}");
+}
+
+#[test]
+fn slices_hold_the_bytes_fetch_returns_on_random_fetches() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = mixed_log(&tmp.path().join("t-0"), 7);
+    let segments = std::fs::read_dir(tmp.path().join("t-0"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("log".as_ref()))
+        .count();
+    assert!(segments >= 10, "{segments} segments");
+    assert!(log.last_stable_offset() < log.high_watermark());
+    assert!(log.high_watermark() < log.log_end_offset());
+
+    let mut rng = XorShift::new(42);
+    let (start, end) = (log.log_start_offset(), log.log_end_offset());
+    let isolations = [
+        FetchIsolation::LogEnd,
+        FetchIsolation::HighWatermark,
+        FetchIsolation::TxnCommitted,
+    ];
+    let (mut with_bytes, mut with_aborted, mut cut_short) = (0, 0, 0);
+    for i in 0..3_000 {
+        let offset = start + rng.below((end - start + 1) as u64) as i64;
+        let max_bytes = match rng.below(4) {
+            0 => rng.below(64) as usize,
+            1 => rng.below(2_000) as usize,
+            2 => rng.below(3 * SEGMENT_BYTES) as usize,
+            _ => 1 << 20,
+        };
+        let isolation = isolations[rng.below(3) as usize];
+        let min_one = rng.below(2) == 0;
+        let ctx = format!("#{i}: {offset} {max_bytes} {isolation:?} {min_one}");
+        let fetch = log.fetch(offset, max_bytes, isolation, min_one).unwrap();
+        let slices = if i % 2 == 0 {
+            log.fetch_slices(offset, max_bytes, isolation, min_one)
+                .unwrap()
+        } else {
+            // The partition log's own, at its bounds as they are (unchanged here).
+            log.with_partition(|p| p.fetch_slices(offset, max_bytes, isolation, min_one))
+                .unwrap()
+                .unwrap()
+        };
+        assert_same_answer(&slices, &fetch, &ctx);
+        with_bytes += usize::from(!fetch.records.is_empty());
+        with_aborted += usize::from(
+            fetch
+                .aborted_transactions
+                .as_ref()
+                .is_some_and(|a| !a.is_empty()),
+        );
+        cut_short += usize::from(fetch.next_fetch_offset < offset + 1 && !fetch.records.is_empty());
+    }
+    assert!(with_bytes > 1_500, "{with_bytes} answers with bytes");
+    assert!(
+        with_aborted > 50,
+        "{with_aborted} answers with aborted transactions"
+    );
+    assert!(cut_short > 10, "{cut_short} answers of one batch cut short");
+    log.close().unwrap();
+}
+
+#[cfg(unix)]
+#[test]
+fn the_descriptor_of_a_slice_reads_the_fetched_bytes() {
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let log = mixed_log(&tmp.path().join("t-0"), 3);
+    let fetch = log.fetch(5, 5_000, FetchIsolation::LogEnd, true).unwrap();
+    let slices = log
+        .fetch_slices(5, 5_000, FetchIsolation::LogEnd, true)
+        .unwrap();
+    let slice = slices.slice.unwrap();
+    let file = std::fs::File::from(slice.as_fd().unwrap().try_clone_to_owned().unwrap());
+    let mut buf = vec![0u8; slice.len() as usize];
+    file.read_exact_at(&mut buf, slice.position()).unwrap();
+    assert_eq!(buf, fetch.records);
+    log.close().unwrap();
+}
+
+#[test]
+fn a_slice_reads_its_bytes_after_retention_deleted_its_segment() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = mixed_log(&tmp.path().join("t-0"), 5);
+    let fetch = log.fetch(0, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+    let slices = log
+        .fetch_slices(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap();
+    let slice = slices.slice.unwrap();
+    let path = slice.path().to_path_buf();
+    assert!(path.exists());
+    assert!(log.delete_records_before(log.high_watermark()).unwrap());
+    assert!(log.apply_retention().unwrap() > 0);
+    assert!(!path.exists(), "{} still there", path.display());
+    assert_eq!(slice.to_vec().unwrap(), fetch.records);
+    log.close().unwrap();
+}
+
+#[test]
+fn a_slice_reads_its_bytes_after_the_log_is_closed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = mixed_log(&tmp.path().join("t-0"), 9);
+    let end = log.log_end_offset();
+    // The active segment's last batches, and a sealed segment's first ones.
+    let mut held = Vec::new();
+    for offset in [end - 2, 0] {
+        let fetch = log
+            .fetch(offset, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap();
+        let slices = log
+            .fetch_slices(offset, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap();
+        held.push((slices.slice.unwrap(), fetch.records));
+    }
+    log.close().unwrap();
+    for (slice, records) in held {
+        let mut buf = vec![0u8; records.len() + 10];
+        assert_eq!(slice.read_into(&mut buf).unwrap(), records.len());
+        assert_eq!(buf[..records.len()], records[..]);
+    }
+}
+
+#[test]
+fn a_truncation_below_a_held_slice_gives_a_short_read_not_a_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let log = mixed_log(&tmp.path().join("t-0"), 11);
+    // Four batches of one record at the start of a fresh segment.
+    log.roll().unwrap();
+    let first = log.log_end_offset();
+    let bs: Vec<Vec<u8>> = (0..4).map(|i| batch(2, i, 1, 100, false)).collect();
+    for b in &bs {
+        log.append(b).unwrap();
+    }
+    let slices = log
+        .fetch_slices(first, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap();
+    let slice = slices.slice.unwrap();
+    let before = slice.to_vec().unwrap();
+    assert_eq!(before.len(), bs.iter().map(Vec::len).sum::<usize>());
+    // Cut inside the slice: its first two batches are left.
+    assert!(log.truncate_to(first + 2).unwrap());
+    let kept = bs[0].len() + bs[1].len();
+    let mut buf = vec![0u8; before.len()];
+    assert_eq!(slice.read_into(&mut buf).unwrap(), kept, "a short read");
+    assert_eq!(buf[..kept], before[..kept]);
+    let err = slice.to_vec().unwrap_err();
+    let SegmentError::SliceTruncated {
+        position,
+        len,
+        read,
+        ..
+    } = err
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        (position, len, read),
+        (slice.position(), slice.len(), kept as u64)
+    );
+    // Cut at the slice's start: nothing of it is left.
+    assert!(log.truncate_to(first).unwrap());
+    assert_eq!(slice.read_into(&mut buf).unwrap(), 0);
+    assert_eq!(slice.read_at(5, &mut buf).unwrap(), 0);
+    log.close().unwrap();
+}
