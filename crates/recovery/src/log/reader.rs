@@ -85,7 +85,8 @@ impl LogReader {
     /// last truncation: after a truncation and the appends that follow it, an old high
     /// watermark or last stable offset would reach into batches the bound no longer covers
     /// (an open transaction's, say). So the read is done again when the log truncated while it
-    /// ran, and the state is loaded again when it predates the last truncation (the writer
+    /// ran (whatever it answered: the active segment's bytes are read after the segment list's
+    /// lock is released, and a truncation meanwhile can cut them short), and the state is loaded again when it predates the last truncation (the writer
     /// publishes right after truncating). When the log keeps truncating under it, the read
     /// answers at the bound of the log start offset: nothing readable, no error.
     fn with_view<R>(
@@ -105,9 +106,11 @@ impl LogReader {
                 high_watermark: state.high_watermark,
                 last_stable_offset: state.last_stable_offset,
                 epochs: &state.epochs,
-            })?;
+            });
+            // An answer or an error of a read the log did not truncate under; otherwise (bytes
+            // from before and after, or a slice read short) the read is done again.
             if local.truncations() == truncations {
-                return Ok(r);
+                return r;
             }
         }
         let state = self.state.load();

@@ -3,7 +3,7 @@
 use super::{floor_base, out_of_range, ExactFetch, ExactSlice, FetchData, Inner, LocalLog};
 use crate::error::Result;
 use crate::file_records::TimestampAndOffset;
-use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, ReadBounds};
+use crate::segment::{CopyOrSlice, FetchDataInfo, LogOffsetMetadata, LogSegment, ReadBounds};
 
 /// What [`LocalLog::exact_inner`] found: the answer's place, its bytes as `take` made them.
 struct Exact<T> {
@@ -86,13 +86,21 @@ impl LocalLog {
             max_bytes,
             min_one_message,
             max_offset,
-            |seg, b| Ok(seg.read_at_bounds(b)?.into_owned()),
+            |seg, b| seg.copy_or_slice(b),
         );
         self.trim_after_read()?;
-        Ok(r?.map(|e| ExactFetch {
+        // Out of the lock: the active segment's bytes are read here, beside appends.
+        let Some(e) = r? else {
+            return Ok(None);
+        };
+        Ok(Some(ExactFetch {
             data: FetchData {
                 fetch_offset_metadata: e.fetch_offset_metadata,
-                records: e.data.unwrap_or_default(),
+                records: e
+                    .data
+                    .map(CopyOrSlice::into_vec)
+                    .transpose()?
+                    .unwrap_or_default(),
                 first_entry_incomplete: e.first_entry_incomplete,
             },
             upper_bound_offset: e.upper_bound_offset,
@@ -227,11 +235,59 @@ impl LocalLog {
         max_bytes: usize,
         min_one_message: bool,
     ) -> Result<FetchData> {
-        self.read_with(start_offset, max_bytes, min_one_message, |info| FetchData {
-            fetch_offset_metadata: info.fetch_offset_metadata,
-            records: info.records.into_owned(),
-            first_entry_incomplete: info.first_entry_incomplete,
+        let r = self.read_owned_inner(start_offset, max_bytes, min_one_message);
+        self.trim_after_read()?;
+        let (fetch_offset_metadata, taken, first_entry_incomplete) = r?;
+        // Out of the lock: the active segment's bytes are read here, beside appends.
+        let mut records = taken
+            .map(CopyOrSlice::into_vec)
+            .transpose()?
+            .unwrap_or_default();
+        records.truncate(crate::file_records::whole_batches_len(&records));
+        Ok(FetchData {
+            fetch_offset_metadata,
+            records,
+            first_entry_incomplete,
         })
+    }
+
+    /// What [`Self::read`] takes under the read lock: where the read starts, its bytes copied
+    /// from a map or as a slice to read after the lock ([`LogSegment::copy_or_slice`]), whether
+    /// the first batch is incomplete. The same walk as [`Self::read_with`].
+    fn read_owned_inner(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+    ) -> Result<(LogOffsetMetadata, Option<CopyOrSlice>, bool)> {
+        let inner = self.read_inner();
+        let end = inner.log_end_offset;
+        out_of_range(&self.dir, &inner, start_offset)?;
+        let (active_base, active_size) = inner
+            .segments
+            .iter()
+            .next_back()
+            .map_or((0, 0), |(&b, s)| (b, s.size()));
+        let at_end = LogOffsetMetadata {
+            message_offset: end,
+            segment_base_offset: active_base,
+            relative_position_in_segment: active_size,
+        };
+        if start_offset == end {
+            return Ok((at_end, None, false));
+        }
+        let floor = floor_base(&inner, start_offset)?;
+        for &base in inner.segments.range(floor..).map(|(b, _)| b) {
+            let seg = self.seg(&inner, base)?;
+            if let Some(b) = seg.read_bounds(start_offset, max_bytes, None, min_one_message)? {
+                return Ok((
+                    b.fetch_offset_metadata,
+                    Some(seg.copy_or_slice(&b)?),
+                    b.first_entry_incomplete,
+                ));
+            }
+        }
+        Ok((at_end, None, false))
     }
 
     /// Kafka's `fetchOffsetByTimestamp` for a real timestamp: the first record with timestamp

@@ -12,6 +12,25 @@ use crate::file_records::{whole_batches_len, LogOffsetPosition, TimestampAndOffs
 use crate::file_slice::FileSlice;
 use crate::index::{FilePosition, OffsetPosition, TimestampOffset};
 
+/// Bytes of a read taken under the segment list's lock: copied, or to read after it
+/// ([`LogSegment::copy_or_slice`]).
+pub(crate) enum CopyOrSlice {
+    /// Copied out of a map.
+    Copied(Vec<u8>),
+    /// A range of the `.log` to read (a truncation since ends it short: an error).
+    Slice(FileSlice),
+}
+
+impl CopyOrSlice {
+    /// The bytes; for a slice, read now.
+    pub(crate) fn into_vec(self) -> Result<Vec<u8>> {
+        match self {
+            CopyOrSlice::Copied(v) => Ok(v),
+            CopyOrSlice::Slice(s) => s.to_vec(),
+        }
+    }
+}
+
 /// Where the bytes of Kafka's `LogSegment.read` lie in the `.log` ([`LogSegment::read_exact`]
 /// reads them, [`LogSegment::slice`] hands them out unread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,6 +173,18 @@ impl LogSegment {
 
     /// The bytes `bounds` (from [`Self::read_bounds`]) name: borrowed from the map when
     /// mapped, else read.
+    /// The bytes at `bounds` to take out of the segment list's lock: copied now from the
+    /// read-only map of a sealed segment (a `memmove`, the fastest copy), or as a slice of the
+    /// file to read once the lock is released (the active segment, or any segment not mapped),
+    /// so that an append to the segment never waits for the copy.
+    pub(crate) fn copy_or_slice(&self, bounds: &ReadBounds) -> Result<CopyOrSlice> {
+        Ok(if self.log.is_mapped() {
+            CopyOrSlice::Copied(self.read_at_bounds(bounds)?.into_owned())
+        } else {
+            CopyOrSlice::Slice(self.slice(bounds.position, bounds.fetch_size))
+        })
+    }
+
     pub(crate) fn read_at_bounds(&self, bounds: &ReadBounds) -> Result<Cow<'_, [u8]>> {
         self.log.read(bounds.position, bounds.fetch_size)
     }

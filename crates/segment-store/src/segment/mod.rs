@@ -39,7 +39,7 @@ mod roll;
 mod scan;
 mod scanner;
 
-pub(crate) use append_read::ReadBounds;
+pub(crate) use append_read::{CopyOrSlice, ReadBounds};
 use files::remove_file_if_exists;
 pub use scan::{scan_segment, ChunkChecks, SegmentScan};
 pub use scanner::{SegmentScanner, READ_CHUNK_BYTES, SCAN_WINDOW_BYTES};
