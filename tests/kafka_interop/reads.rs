@@ -95,7 +95,7 @@ fn fetches_and_offset_lookups_are_identical_to_kafkas_unified_log() {
         copy_tree(base.parent().expect("parent"), &kafka_dir);
         copy_tree(base.parent().expect("parent"), &seglog_dir);
 
-        let mut log = Log::open(
+        let log = Log::open(
             seglog_dir.join("reads-0"),
             Config::default().with_high_watermark(HighWatermark::Manual),
         )
@@ -108,14 +108,14 @@ fn fetches_and_offset_lookups_are_identical_to_kafkas_unified_log() {
         let mut hw = end;
         if mid_hw {
             for h in (end / 2 + rng.below(7) as i64)..end {
-                log.set_high_watermark(h);
+                log.set_high_watermark(h).unwrap();
                 if log.last_stable_offset() == h {
                     hw = h;
                     break;
                 }
             }
         }
-        log.set_high_watermark(hw);
+        log.set_high_watermark(hw).unwrap();
 
         let mut requests = String::new();
         let mut asked = Vec::new();
