@@ -73,7 +73,9 @@ pub use io::{
     index_storage, write_atomically, EntryType, FileHandle, OpenMode, ReadBuf, StdFs, Storage,
 };
 pub use lock::DirLock;
-pub use log::{AppendOutcome, ExactFetch, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo};
+pub use log::{
+    AppendOutcome, ExactFetch, FetchData, LocalLog, LogBounds, LogConfig, LogEnv, SegmentInfo,
+};
 pub use segment::{
     scan_segment, ChunkChecks, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams,
     RollReason, SegmentConfig, SegmentContext, SegmentScan, SegmentScanner, SystemClock,
