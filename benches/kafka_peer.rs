@@ -6,7 +6,8 @@
 //!    `LocalLog::append` (offsets already assigned: segment and index writes only); ~1 GiB of
 //!    10-record batches (100-byte values, ~1.15 KB per batch) into one 1 GiB segment, appends
 //!    timed, not the final flush; both sides cycle a pool of 1,024 prebuilt batches; dirty pages
-//!    are written back (`sync`) before each side starts.
+//!    are written back (`sync`) before each side starts. The same append where the disk is not
+//!    the limit (a tmpfs, CPU time per batch): `benches/kafka_append.rs`.
 //! 2. recovery of that 1 GiB default-layout partition (written by Kafka): Kafka's
 //!    `UnifiedLog.create` with no clean shutdown and recovery point 0 (LogLoader recovers every
 //!    segment; snapshots removed first) and `close`, in its JVM, against the whole

@@ -78,7 +78,8 @@ pub use io::{
 };
 pub use lock::DirLock;
 pub use log::{
-    AppendOutcome, ExactFetch, ExactSlice, FetchData, LocalLog, LogConfig, LogEnv, SegmentInfo,
+    AppendOutcome, ExactFetch, ExactSlice, FetchData, LocalLog, LogBounds, LogConfig, LogEnv,
+    SegmentInfo,
 };
 pub use segment::{
     scan_segment, ChunkChecks, Clock, FetchDataInfo, LogSegment, RecoveryVisitor, RollParams,

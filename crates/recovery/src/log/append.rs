@@ -131,7 +131,8 @@ impl PartitionLog {
         let spans = validate_batches(records, origin != AppendOrigin::Client)?;
         let mut bytes = records.to_vec();
         let mut next = self.log_end_offset();
-        let now = self.clock.now_ms();
+        // The clock is read only for LogAppendTime (the segment's roll check reads its own).
+        let now = self.config.log_append_time.then(|| self.clock.now_ms());
         for span in &spans {
             let end = span.start.saturating_add(span.len);
             let Some(buf) = bytes.get_mut(span.start..end) else {
@@ -139,7 +140,7 @@ impl PartitionLog {
             };
             set_base_offset_and_leader_epoch(buf, next, leader_epoch)
                 .map_err(|e| e.offset_by(span.position))?;
-            if self.config.log_append_time {
+            if let Some(now) = now {
                 set_max_timestamp_log_append_time(buf, now)
                     .map_err(|e| e.offset_by(span.position))?;
             }

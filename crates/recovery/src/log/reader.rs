@@ -265,14 +265,18 @@ impl PartitionLog {
     /// The bounds readers see now.
     pub(crate) fn read_state(&self, previous: &ReadState) -> ReadState {
         let entries = self.epochs.entries();
+        // One read of the segment list's bounds (its lock taken once per publish).
+        let bounds = self.local.bounds();
         ReadState {
             high_watermark: self.high_watermark,
-            last_stable_offset: self.last_stable_offset(),
+            last_stable_offset: self
+                .psm
+                .last_stable_offset_for(self.high_watermark, bounds.log_start_offset),
             leader_epoch: self.leader_epoch(),
-            log_start_offset: self.log_start_offset(),
-            log_end_offset: self.log_end_offset(),
-            recovery_point: self.recovery_point(),
-            truncations: self.local.truncations(),
+            log_start_offset: bounds.log_start_offset,
+            log_end_offset: bounds.log_end_offset,
+            recovery_point: bounds.recovery_point,
+            truncations: bounds.truncations,
             epochs: if &previous.epochs[..] == entries {
                 Arc::clone(&previous.epochs)
             } else {

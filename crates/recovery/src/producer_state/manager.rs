@@ -132,9 +132,45 @@ impl ProducerStateUpdate<'_> {
 #[derive(Debug, Default)]
 pub(super) struct Group {
     infos: Vec<ProducerAppendInfo>,
+    /// Where each producer's info is in `infos`, once there are more than
+    /// [`Group::SCAN_LIMIT`] of them (empty until then: no allocation for the usual append of
+    /// one producer's batches).
     by_pid: BTreeMap<i64, usize>,
     completed: Vec<CompletedTxn>,
     last_offset: Option<i64>,
+}
+
+impl Group {
+    /// Up to this many producers in a run, a producer's info is found by a scan of `infos`;
+    /// past it, through `by_pid` (O(log n) per batch however many producers an append holds).
+    const SCAN_LIMIT: usize = 8;
+
+    /// The index in `infos` of `producer_id`'s info, if the run has one.
+    fn slot(&self, producer_id: i64) -> Option<usize> {
+        if self.infos.len() <= Self::SCAN_LIMIT {
+            self.infos.iter().position(|i| i.producer_id == producer_id)
+        } else {
+            self.by_pid.get(&producer_id).copied()
+        }
+    }
+
+    /// Adds the info of a producer the run has none of yet; returns its index.
+    fn push(&mut self, info: ProducerAppendInfo) -> usize {
+        let producer_id = info.producer_id;
+        self.infos.push(info);
+        let i = self.infos.len() - 1;
+        if self.infos.len() == Self::SCAN_LIMIT + 1 {
+            self.by_pid = self
+                .infos
+                .iter()
+                .enumerate()
+                .map(|(i, info)| (info.producer_id, i))
+                .collect();
+        } else if self.infos.len() > Self::SCAN_LIMIT {
+            self.by_pid.insert(producer_id, i);
+        }
+        i
+    }
 }
 
 impl ProducerStateManager {
@@ -444,7 +480,7 @@ impl ProducerStateManager {
                 } else {
                     self.producers.get(&pid)
                 };
-                let slot = group.by_pid.get(&pid).copied();
+                let slot = group.slot(pid);
                 if origin == AppendOrigin::Client {
                     let pending = slot.and_then(|i| group.infos.get(i));
                     let dup = match pending {
@@ -472,12 +508,7 @@ impl ProducerStateManager {
                         let current = base
                             .cloned()
                             .unwrap_or_else(|| ProducerStateEntry::empty(pid));
-                        group
-                            .infos
-                            .push(ProducerAppendInfo::new(pid, current, origin));
-                        let i = group.infos.len() - 1;
-                        group.by_pid.insert(pid, i);
-                        i
+                        group.push(ProducerAppendInfo::new(pid, current, origin))
                     }
                 };
                 if let Some(info) = group.infos.get_mut(i) {

@@ -125,6 +125,19 @@ pub struct AppendOutcome {
     pub rolled: Option<(i64, RollReason)>,
 }
 
+/// The log's offsets and truncation count, read together ([`LocalLog::bounds`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogBounds {
+    /// [`LocalLog::log_start_offset`].
+    pub log_start_offset: i64,
+    /// [`LocalLog::log_end_offset`].
+    pub log_end_offset: i64,
+    /// [`LocalLog::recovery_point`].
+    pub recovery_point: i64,
+    /// [`LocalLog::truncations`].
+    pub truncations: u64,
+}
+
 /// An owned read result: whole batches.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FetchData {

@@ -378,6 +378,11 @@ impl LocalLog {
     /// Kafka's `LogSegment.updateTxnIndex` for each aborted transaction, on the segment holding
     /// its marker (`last_offset`), normally the active one.
     pub fn append_aborted_txns(&self, txns: &[AbortedTxn]) -> Result<()> {
+        // Nothing to write opens nothing to trim: no lock for the appends that end no
+        // transaction (nearly all of them).
+        if txns.is_empty() {
+            return Ok(());
+        }
         let mut inner = self.write_inner();
         for txn in txns {
             let base = match inner.segments.range(..=txn.last_offset).next_back() {

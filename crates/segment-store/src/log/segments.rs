@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
-use super::{Inner, LocalLog, LogConfig, SegmentInfo, Slot, MAX_OPEN_INACTIVE_SEGMENTS};
+use super::{Inner, LocalLog, LogBounds, LogConfig, SegmentInfo, Slot, MAX_OPEN_INACTIVE_SEGMENTS};
 use crate::error::{Result, SegmentError};
 use crate::segment::LogSegment;
 
@@ -195,6 +195,18 @@ impl LocalLog {
     /// published before a truncation are stale after it.
     pub fn truncations(&self) -> u64 {
         self.read_inner().truncations
+    }
+    /// The log start and end offsets, the recovery point and the truncation count as of one
+    /// moment: one acquisition of the segment list's lock where the four accessors take four
+    /// (a writer publishes them after every append).
+    pub fn bounds(&self) -> LogBounds {
+        let inner = self.read_inner();
+        LogBounds {
+            log_start_offset: inner.log_start_offset,
+            log_end_offset: inner.log_end_offset,
+            recovery_point: inner.recovery_point,
+            truncations: inner.truncations,
+        }
     }
     /// Base offset of the active (last) segment.
     pub fn active_segment_base(&self) -> i64 {

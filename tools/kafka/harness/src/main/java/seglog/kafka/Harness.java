@@ -66,6 +66,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * dump ARGS...                            org.apache.kafka.tools.DumpLogSegments.main
  * write DIR SEED BATCHES SEGMENT_BYTES    a varied partition through UnifiedLog.appendAsLeader
  * bench-write DIR BATCHES RECORDS VALUE_BYTES SEGMENT_BYTES [WARMUP [PRODUCERS]]   appendAsLeader throughput
+ * bench-append FILE SEGMENT_BYTES          appendAsLeader of FILE's batches, CPU and wall time, one pass per stdin line (a DIR)
  * bench-recover ITERATIONS THREADS DIR... Kafka recovery of every partition, from scratch, timed
  * create-topic BOOTSTRAP TOPIC PARTITIONS [k=v...]
  * produce-mix BOOTSTRAP TOPIC             the scenario of tests/kafka_interop.rs; prints what was acked
@@ -100,6 +101,7 @@ public final class Harness {
             case "dump" -> org.apache.kafka.tools.DumpLogSegments.main(rest);
             case "write" -> write(rest);
             case "bench-write" -> benchWrite(rest);
+            case "bench-append" -> benchAppend(rest);
             case "bench-recover" -> benchRecover(rest);
             case "create-topic" -> createTopic(rest);
             case "produce-mix" -> produceMix(rest);
@@ -464,6 +466,58 @@ public final class Harness {
         log.close();
         scheduler.shutdown();
         OUT.println("{\"bytes\":" + bytes + ",\"batches\":" + batches + ",\"seconds\":" + String.format("%.4f", secs) + "}");
+    }
+
+    /**
+     * UnifiedLog.appendAsLeader (leader epoch 0, client origin) of every batch of FILE (concatenated v2 batches,
+     * read once; each batch in a heap buffer of its own, as a produce request's records), once per stdin line: the
+     * line names a new partition DIR, opened as an empty log (segment.bytes SEGMENT_BYTES), appended to, closed.
+     * Prints "ready" once FILE is read, then per pass the appends' thread CPU time (ThreadMXBean, this thread
+     * only), process CPU time (every JVM thread: JIT, GC, the scheduler) and wall time, in nanoseconds; the close
+     * is not timed. appendAsLeader assigns offsets in place; each pass first sets every base offset back to 0 (not
+     * timed), so every pass appends the same bytes. JIT warm-up is the caller's: it discards its first passes.
+     */
+    static void benchAppend(String[] a) throws Exception {
+        byte[] all = Files.readAllBytes(Path.of(a[0]));
+        int segmentBytes = Integer.parseInt(a[1]);
+        List<MemoryRecords> batches = new ArrayList<>();
+        java.nio.ByteBuffer whole = java.nio.ByteBuffer.wrap(all);
+        // A v2 batch: baseOffset (8 bytes), then its length (4), counted from after the length field.
+        for (int pos = 0; pos + 12 <= all.length; ) {
+            int size = 12 + whole.getInt(pos + 8);
+            batches.add(MemoryRecords.readableRecords(java.nio.ByteBuffer.wrap(Arrays.copyOfRange(all, pos, pos + size))));
+            pos += size;
+        }
+        long bytes = all.length;
+        all = null;
+        java.lang.management.ThreadMXBean threads = java.lang.management.ManagementFactory.getThreadMXBean();
+        com.sun.management.OperatingSystemMXBean os = (com.sun.management.OperatingSystemMXBean)
+                java.lang.management.ManagementFactory.getOperatingSystemMXBean();
+        KafkaScheduler scheduler = scheduler();
+        BrokerTopicStats stats = new BrokerTopicStats();
+        OUT.println("{\"ready\":true,\"batches\":" + batches.size() + ",\"bytes\":" + bytes + "}");
+        OUT.flush();
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in, StandardCharsets.UTF_8));
+        for (String line; (line = in.readLine()) != null && !line.isBlank(); ) {
+            File dir = new File(line.trim());
+            Files.createDirectories(dir.toPath());
+            UnifiedLog log = open(dir, true, scheduler, stats, segmentBytes);
+            // The previous pass assigned offsets in place; a leader append takes base offset 0.
+            for (MemoryRecords m : batches) reset(m);
+            long cpu0 = threads.getCurrentThreadCpuTime();
+            long proc0 = os.getProcessCpuTime();
+            long t0 = System.nanoTime();
+            for (MemoryRecords m : batches) log.appendAsLeader(m, 0, AppendOrigin.CLIENT);
+            long wall = System.nanoTime() - t0;
+            long proc = os.getProcessCpuTime() - proc0;
+            long cpu = threads.getCurrentThreadCpuTime() - cpu0;
+            long leo = log.logEndOffset();
+            log.close();
+            OUT.println("{\"dir\":" + q(dir.getPath()) + ",\"batches\":" + batches.size() + ",\"log_end_offset\":" + leo
+                    + ",\"thread_cpu_ns\":" + cpu + ",\"process_cpu_ns\":" + proc + ",\"wall_ns\":" + wall + "}");
+            OUT.flush();
+        }
+        scheduler.shutdown();
     }
 
     static MemoryRecords reset(MemoryRecords m) {
