@@ -32,6 +32,10 @@ use record_format::RecordBatchBuilder;
 use recovery::{AppendOrigin, LoadOptions, LogLoader};
 use rustix::time::{clock_gettime, ClockId};
 
+#[path = "common/kafka.rs"]
+mod kafka;
+use kafka::kafka_home;
+
 const RECORDS: usize = 10;
 const VALUE: usize = 100;
 const SEGMENT_BYTES: u64 = 1 << 30;
@@ -43,33 +47,6 @@ fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn kafka_home() -> PathBuf {
-    if let Some(h) = std::env::var_os("SEGLOG_KAFKA_HOME") {
-        return PathBuf::from(h);
-    }
-    let pom = std::fs::read_to_string(repo().join("tools/kafka/pom.xml")).expect("pom.xml");
-    let v = pom
-        .split("<kafka.version>")
-        .nth(1)
-        .and_then(|r| r.split('<').next())
-        .expect("<kafka.version>")
-        .trim()
-        .to_string();
-    let home = repo().join("target/kafka").join(&v);
-    if !home.join("harness.jar").is_file() {
-        eprintln!(
-            "Apache Kafka {v} jars are missing under {}: run tools/kafka/fetch.sh first",
-            home.display()
-        );
-        std::process::exit(1);
-    }
-    home
 }
 
 /// `batches` batches, batch `i` from producer `i % producers`, concatenated; and where each

@@ -29,6 +29,10 @@ use record_format::RecordBatchBuilder;
 use recovery::{load_log_dir, AppendOrigin, LoadOptions, LogDirOptions, LogLoader};
 use segment_store::{LocalLog, LogConfig};
 
+#[path = "common/kafka.rs"]
+mod kafka;
+use kafka::{kafka_home, repo};
+
 const RECORDS: usize = 10;
 const VALUE: usize = 100;
 const POOL: usize = 1024;
@@ -38,30 +42,6 @@ const WARMUP_BATCHES: usize = 100_000;
 /// 512 KiB partitions.
 const SMALL_BATCHES: usize = 455;
 const PARTITIONS: usize = 2_000;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn kafka_home() -> PathBuf {
-    let pom = std::fs::read_to_string(repo().join("tools/kafka/pom.xml")).expect("pom.xml");
-    let v = pom
-        .split("<kafka.version>")
-        .nth(1)
-        .and_then(|r| r.split('<').next())
-        .expect("<kafka.version>")
-        .trim()
-        .to_string();
-    let home = repo().join("target/kafka").join(&v);
-    if !home.join("harness.jar").is_file() {
-        eprintln!(
-            "Apache Kafka {v} jars are missing under {}: run tools/kafka/fetch.sh first",
-            home.display()
-        );
-        std::process::exit(1);
-    }
-    home
-}
 
 fn harness(home: &Path, args: &[&str]) -> Vec<serde_json::Value> {
     let out = Command::new("java")

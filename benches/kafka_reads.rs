@@ -26,44 +26,21 @@ use record_format::RecordBatchBuilder;
 use seglog::{Config, IsolationLevel, Log};
 use testkit::crash_test::XorShift;
 
+#[path = "common/kafka.rs"]
+mod kafka;
+use kafka::{kafka_home, repo};
+
 const RECORDS: usize = 10;
 const VALUE: usize = 100;
 const POOL: usize = 256;
 const MAX_BYTES: usize = 1 << 20;
 const WARMUP_PASSES: usize = 2;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-fn kafka_home() -> PathBuf {
-    if let Some(h) = std::env::var_os("SEGLOG_KAFKA_HOME") {
-        return PathBuf::from(h);
-    }
-    let pom = std::fs::read_to_string(repo().join("tools/kafka/pom.xml")).expect("pom.xml");
-    let v = pom
-        .split("<kafka.version>")
-        .nth(1)
-        .and_then(|r| r.split('<').next())
-        .expect("<kafka.version>")
-        .trim()
-        .to_string();
-    let home = repo().join("target/kafka").join(&v);
-    if !home.join("harness.jar").is_file() {
-        eprintln!(
-            "Apache Kafka {v} jars are missing under {}: run tools/kafka/fetch.sh first",
-            home.display()
-        );
-        std::process::exit(1);
-    }
-    home
 }
 
 fn harness(home: &Path, args: &[&str]) -> Vec<serde_json::Value> {
