@@ -334,26 +334,32 @@ impl Log {
     /// [`leader_epoch`](Self::leader_epoch). An interrupted stop is finished by the next open's
     /// owner with [`PartitionLog::resume_mirror_stop`].
     pub fn stop_mirroring(&self) -> Result<i64> {
-        let policy = self.part.config.mirror_stop_policy;
-        self.maintain(|| {
-            self.write(|log| {
-                log.flush()?;
-                self.after_write(log);
-                Ok(log.stop_mirroring_with(policy)?)
-            })
-        })
+        self.stop(|log, policy| log.stop_mirroring_with(policy))
     }
 
     /// [`stop_mirroring`](Self::stop_mirroring), returning the barrier's offset and the leader
     /// epoch the library chose for the stop (local appends continue in it; the caller's
     /// metadata follows it).
     pub fn stop_mirroring_outcome(&self) -> Result<recovery::StopOutcome> {
+        self.stop(recovery::MirroredLog::stop_mirroring_outcome)
+    }
+
+    /// A mirror stop `stop` under [`Config::mirror_stop_policy`], after a flush that moves the
+    /// high watermark to everything mirrored (with the default policy).
+    fn stop<R>(
+        &self,
+        stop: impl FnOnce(
+            &mut PartitionLog,
+            recovery::StopPolicy,
+        )
+            -> std::result::Result<R, recovery::MirrorError<recovery::PartitionLogError>>,
+    ) -> Result<R> {
         let policy = self.part.config.mirror_stop_policy;
         self.maintain(|| {
             self.write(|log| {
                 log.flush()?;
                 self.after_write(log);
-                Ok(recovery::MirroredLog::stop_mirroring_outcome(log, policy)?)
+                Ok(stop(log, policy)?)
             })
         })
     }
