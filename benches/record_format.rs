@@ -100,7 +100,7 @@ fn benches(c: &mut Criterion) {
     });
     g.bench_function("seglog_scan_log_2_threads", |b| {
         b.iter(|| {
-            let s = record_format::scan_log(black_box(&log), 0, 2);
+            let s = record_format::internals::scan_log(black_box(&log), 0, 2);
             assert!(s.error().is_none());
             s.valid_prefix_end
         })

@@ -49,7 +49,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use record_format::{
-    checksum, end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
+    end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
 };
 use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::mmap::MmapFile;
@@ -883,7 +883,13 @@ fn kafka_layout(c: &mut Criterion) {
         b.iter(|| black_box(crc_pass_mmap(&dir, &files)))
     });
     g.bench_function("crc32c_fast_one_pass_mmap", |b| {
-        b.iter(|| black_box(crc_pass_mmap_with(&dir, &files, checksum::crc32c)))
+        b.iter(|| {
+            black_box(crc_pass_mmap_with(
+                &dir,
+                &files,
+                record_format::internals::crc32c,
+            ))
+        })
     });
     g.bench_function("recover_full_indexes_missing", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| load(Indexes::Missing)).sum())
@@ -953,7 +959,11 @@ fn kafka_layout(c: &mut Criterion) {
     // The same against one call of the CRC-32C function recovery itself uses (crc-fast).
     let fast = || {
         let t = Instant::now();
-        black_box(crc_pass_mmap_with(&dir, &files, checksum::crc32c));
+        black_box(crc_pass_mmap_with(
+            &dir,
+            &files,
+            record_format::internals::crc32c,
+        ));
         t.elapsed()
     };
     paired_ratio(

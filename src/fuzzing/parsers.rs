@@ -8,11 +8,11 @@
     clippy::indexing_slicing
 )]
 
-use record_format::scan::{Piece, Regions};
+use record_format::internals::{ChunkChain, Piece, Regions};
 use record_format::{
-    Batches, ChunkChain, CompressionType, ControlRecord, ControlRecordKey, ControlRecordType,
-    DecodeLimits, EndTransactionMarker, Header, IterEnd, LogEntry, MirrorPidResetRecord,
-    RecordBatch, RecordBatchBuilder, TimestampType,
+    Batches, CompressionType, ControlRecord, ControlRecordKey, ControlRecordType, DecodeLimits,
+    EndTransactionMarker, Header, IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch,
+    RecordBatchBuilder, TimestampType,
 };
 
 /// Small decompression budget so a fuzzer cannot exhaust memory.

@@ -332,7 +332,7 @@ impl<'a> BatchIterator<'a> {
     }
 
     /// If iteration stopped at an incomplete batch at the end of the data, the error that
-    /// describes it ([`incomplete_batch_error`]).
+    /// describes it (`incomplete_batch_error`).
     pub fn incomplete_error(&self) -> Option<FormatError> {
         match self.end {
             Some(IterEnd::IncompleteTrailing { position, bytes }) => Some(incomplete_batch_error(

@@ -22,7 +22,7 @@
 //! assert_eq!(second.value(), Some(&b"v2"[..]));
 //! assert_eq!(second.headers().next().map(|h| h.key), Some(&b"h"[..]));
 //! assert!(batches.next().is_none());
-//! assert_eq!(batches.stopped_at(), Some(&record_format::batches::IterEnd::Complete));
+//! assert_eq!(batches.stopped_at(), Some(&record_format::IterEnd::Complete));
 //! # Ok::<(), record_format::FormatError>(())
 //! ```
 #![forbid(unsafe_code)]
@@ -32,18 +32,21 @@
     allow(clippy::unwrap_used, clippy::indexing_slicing, clippy::panic)
 )]
 #![warn(missing_docs)]
+// Without `internals`, the plumbing only other seglog crates call is unused here; dead code is
+// checked with the feature on, as the workspace builds it.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-pub mod batch;
-pub mod batches;
-pub mod builder;
-pub mod checksum;
-pub mod compression;
-pub mod control;
-pub mod cursor;
-pub mod error;
-pub mod record;
-pub mod scan;
-pub mod wire;
+mod batch;
+mod batches;
+mod builder;
+mod checksum;
+mod compression;
+mod control;
+mod cursor;
+mod error;
+mod record;
+mod scan;
+mod wire;
 
 pub use batch::{RecordBatch, TimestampType};
 pub use batches::{BatchHeader, BatchIterator, Batches, IterEnd, LegacyEntry, LogEntry};
@@ -55,4 +58,26 @@ pub use control::{
 };
 pub use error::{FormatError, FormatErrorKind};
 pub use record::{Header, Record, Records};
-pub use scan::{scan_log, ChunkChain};
+pub use wire::{DEFAULT_MAX_DECOMPRESSED_BYTES, NO_TIMESTAMP};
+
+/// Plumbing that seglog's other crates share with this one (the wire layout, in-place batch
+/// edits, checksums, varints, the parallel scan). Behind the `internals` feature; not part of
+/// the supported API and free to change.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::batch::{
+        compute_attributes, decrement_sequence, increment_sequence,
+        set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time,
+    };
+    pub use crate::batches::incomplete_batch_error;
+    pub use crate::checksum::{crc32c, crc32c_append};
+    pub use crate::compression::{
+        compress, compress_with_level, decompress, decompress_snappy_raw, decompress_snappy_xerial,
+        lz4_header_checksum, lz4_header_checksum_broken, GZIP_HEADER, LZ4_FRAME_MAGIC,
+        LZ4_KAFKA_BD, LZ4_KAFKA_FLG, XERIAL_HEADER, XERIAL_MAGIC,
+    };
+    pub use crate::cursor::*;
+    pub use crate::scan::{scan_log, ChunkChain, Piece, Regions, DEFAULT_REGION_BYTES};
+    pub use crate::wire::*;
+}

@@ -9,14 +9,14 @@
 
 mod common;
 
-use record_format::batch::{set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time};
-use record_format::compression::compress;
-use record_format::control::ControlRecordKey;
-use record_format::cursor::{write_unsigned_varint, write_varint};
+use record_format::internals::{
+    compress, set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time,
+    write_unsigned_varint, write_varint,
+};
 use record_format::{
-    is_mirror_pid_reset_batch, Batches, CompressionType, ControlRecord, ControlRecordType,
-    DecodeLimits, EndTransactionMarker, FormatError, FormatErrorKind, Header, IterEnd, LogEntry,
-    MirrorPidResetRecord, RecordBatch, RecordBatchBuilder, TimestampType,
+    is_mirror_pid_reset_batch, Batches, CompressionType, ControlRecord, ControlRecordKey,
+    ControlRecordType, DecodeLimits, EndTransactionMarker, FormatError, FormatErrorKind, Header,
+    IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch, RecordBatchBuilder, TimestampType,
 };
 
 const BASE: u64 = 1000;

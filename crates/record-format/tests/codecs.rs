@@ -13,12 +13,13 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use record_format::compression::{
+use record_format::internals::{
     compress, compress_with_level, decompress, decompress_snappy_raw, decompress_snappy_xerial,
-    lz4_header_checksum, lz4_header_checksum_broken, CompressionType, DecodeLimits, GZIP_HEADER,
-    LZ4_FRAME_MAGIC, LZ4_KAFKA_BD, LZ4_KAFKA_FLG, XERIAL_HEADER, XERIAL_MAGIC,
+    lz4_header_checksum, lz4_header_checksum_broken, GZIP_HEADER, LZ4_FRAME_MAGIC, LZ4_KAFKA_BD,
+    LZ4_KAFKA_FLG, XERIAL_HEADER, XERIAL_MAGIC,
 };
 use record_format::FormatErrorKind;
+use record_format::{CompressionType, DecodeLimits};
 
 /// Memory budgets without `unsafe` of our own: the test binary's allocator is `cap::Cap`, and
 /// [`alloc_gate::within`] lowers its limit for the duration of one call, so any allocation past

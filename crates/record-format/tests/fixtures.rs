@@ -10,10 +10,9 @@ mod common;
 use std::fs;
 
 use common::{assert_fields_eq, batch_header_json, records_json, testdata};
-use record_format::control::ControlRecordKey;
 use record_format::{
-    Batches, CompressionType, DecodeLimits, Header, IterEnd, LogEntry, RecordBatchBuilder,
-    TimestampType,
+    Batches, CompressionType, ControlRecordKey, DecodeLimits, Header, IterEnd, LogEntry,
+    RecordBatchBuilder, TimestampType,
 };
 use serde_json::Value;
 

@@ -4,7 +4,7 @@
 //! strictly increasing.
 
 use proptest::prelude::*;
-use record_format::batch::increment_sequence;
+use record_format::internals::increment_sequence;
 use record_format::{
     is_mirror_pid_reset_batch, Batches, ControlRecord, DecodeLimits, Header, IterEnd, LogEntry,
     RecordBatch, RecordBatchBuilder, TimestampType,

@@ -15,7 +15,7 @@ use std::fs;
 use std::path::PathBuf;
 
 use common::{hex, testdata};
-use record_format::batch::{increment_sequence, set_max_timestamp_log_append_time};
+use record_format::internals::{increment_sequence, set_max_timestamp_log_append_time};
 use record_format::{
     end_txn_marker_batch, mirror_pid_reset_batch, CompressionType, ControlRecordType, Header,
     RecordBatchBuilder,

@@ -153,7 +153,7 @@ pub fn encode_snapshot(entries: &[SnapshotEntry]) -> Vec<u8> {
         out.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
         out.extend_from_slice(&e.current_txn_first_offset.to_be_bytes());
     }
-    let crc = record_format::checksum::crc32c(out.get(COUNT_OFFSET..).unwrap_or_default());
+    let crc = record_format::internals::crc32c(out.get(COUNT_OFFSET..).unwrap_or_default());
     if let Some(slot) = out.get_mut(CRC_OFFSET..COUNT_OFFSET) {
         slot.copy_from_slice(&crc.to_be_bytes());
     }
@@ -184,7 +184,7 @@ pub fn decode_snapshot(bytes: &[u8]) -> Result<Vec<SnapshotEntry>, (CorruptReaso
         return Err((CorruptReason::BadVersion(version), VERSION_OFFSET as u64));
     }
     let stored = u32::from_be_bytes(be(bytes, CRC_OFFSET)?);
-    let computed = record_format::checksum::crc32c(bytes.get(COUNT_OFFSET..).unwrap_or_default());
+    let computed = record_format::internals::crc32c(bytes.get(COUNT_OFFSET..).unwrap_or_default());
     if stored != computed {
         return Err((
             CorruptReason::CrcMismatch { stored, computed },

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use record_format::wire::{
+use record_format::internals::{
     HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD,
     MAGIC_OFFSET, MAGIC_V1, MAGIC_V2, MAX_TIMESTAMP_OFFSET, NO_TIMESTAMP,
     PARTITION_LEADER_EPOCH_OFFSET, RECORD_BATCH_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET,
@@ -34,7 +34,7 @@ use crate::index::TimestampOffset;
 use crate::io::{FileHandle, OpenMode, ReadBuf, Storage};
 use crate::lock::DirLock;
 use crate::mmap::{GuardedMap, MmapFile};
-use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
+use record_format::internals::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// The header fields of one batch in a `.log`, as read by [`FileRecords::headers_from`].
 pub use record_format::BatchHeader;

@@ -39,7 +39,7 @@ use crate::crash_test::{
     SOURCE_PID, TIMESTAMP,
 };
 use clap::Parser;
-use record_format::batch::set_base_offset_and_leader_epoch;
+use record_format::internals::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
 use recovery::{
     load_log_dir, AppendOrigin, LogDir, LogDirOptions, MirrorPartitionState, MirrorStateFile,

@@ -17,7 +17,7 @@
 //! `VotersRecord` (type 6, ` KRaftVoters `) is read by the decoder generated from Kafka's schema
 //! (`decoders::generated::clients`), at version 0 like the others.
 
-use record_format::cursor::Cursor;
+use record_format::internals::Cursor;
 use record_format::ControlRecordType;
 
 /// The label Kafka's dump tool prints before the JSON (`" LeaderChange: "`, `" SnapshotHeader "`,

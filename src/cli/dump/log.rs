@@ -11,8 +11,8 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::path::Path;
 
-use record_format::control::ControlRecordKey;
-use record_format::cursor::Cursor;
+use record_format::internals::Cursor;
+use record_format::ControlRecordKey;
 use record_format::{
     Batches, CompressionType, ControlRecord, ControlRecordType, DecodeLimits, FormatError,
     FormatErrorKind, IterEnd, LegacyEntry, LogEntry, Record, RecordBatch,

@@ -9,7 +9,7 @@
 use std::io::{self, Write};
 use std::path::Path;
 
-use record_format::batch::decrement_sequence;
+use record_format::internals::decrement_sequence;
 use recovery::snapshot::{
     decode_snapshot, too_large_size, SnapshotEntry, SnapshotIo, MAX_SNAPSHOT_BYTES,
 };

@@ -21,7 +21,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use record_format::batch::increment_sequence;
+use record_format::internals::increment_sequence;
 use record_format::{CompressionType, FormatError, FormatErrorKind, RecordBatch, TimestampType};
 
 use super::decoders::{Field, PlainDecoder};
@@ -29,7 +29,7 @@ use super::java_utf8::{java_utf8_lossy, JavaUtf8Decoder};
 use super::json::{self, hex, ErrorJson};
 use super::log::{batch_json, batch_line_with, LogState};
 use super::Dumper;
-use record_format::cursor::be_i32_at as be_i32;
+use record_format::internals::be_i32_at as be_i32;
 
 /// Batches at least this large are streamed in text mode.
 pub const STREAM_BATCH_BYTES: u64 = 8 << 20;
@@ -410,10 +410,10 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         };
         // CRC-32C over [21, size): the header's part, then the rest in chunks.
         let mut crc =
-            record_format::checksum::crc32c(header.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
+            record_format::internals::crc32c(header.get(ATTRIBUTES_OFFSET..).unwrap_or_default());
         let mut c = FileCursor::new(file, pos + V2_HEADER, pos + size);
         let copied = c.copy(pos + V2_HEADER, size - V2_HEADER, |chunk, _| {
-            crc = record_format::checksum::crc32c_append(crc, chunk);
+            crc = record_format::internals::crc32c_append(crc, chunk);
             Ok(())
         });
         if let Err(StreamError::Io(e)) = copied {

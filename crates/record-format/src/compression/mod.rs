@@ -7,7 +7,7 @@
 //! an lz4 content size, a zstd frame content size) is trusted for an allocation: the output
 //! buffer's capacity never passes the limit (it grows by doubling, so a moving reallocation briefly
 //! holds the previous buffer too: at most 1.5 × limit), and each codec holds at most one block of
-//! scratch or decoder state beside it (zstd: a window of at most 2^[`zstd_window_log_max`] bytes
+//! scratch or decoder state beside it (zstd: a window of at most 2^[`zstd::zstd_window_log_max`] bytes
 //! inside libzstd).
 //!
 //! Compression writes the framings Kafka writes (see `kafka-storage-format.md` §2.3) and never
@@ -33,13 +33,12 @@ use crate::wire::DEFAULT_MAX_DECOMPRESSED_BYTES;
 
 pub use self::gzip::{GZIP_DEFAULT_LEVEL, GZIP_HEADER};
 pub use self::lz4::{
-    lz4_header_checksum, lz4_header_checksum_broken, LZ4_FRAME_MAGIC, LZ4_KAFKA_BD,
-    LZ4_KAFKA_BLOCK_SIZE, LZ4_KAFKA_FLG, LZ4_UNCOMPRESSED_BLOCK_FLAG,
+    lz4_header_checksum, lz4_header_checksum_broken, LZ4_FRAME_MAGIC, LZ4_KAFKA_BD, LZ4_KAFKA_FLG,
 };
 pub use self::snappy::{
-    decompress_snappy_raw, decompress_snappy_xerial, XERIAL_BLOCK_SIZE, XERIAL_HEADER, XERIAL_MAGIC,
+    decompress_snappy_raw, decompress_snappy_xerial, XERIAL_HEADER, XERIAL_MAGIC,
 };
-pub use self::zstd::{zstd_window_log_max, ZSTD_DEFAULT_LEVEL};
+pub use self::zstd::ZSTD_DEFAULT_LEVEL;
 
 /// Compression codec id stored in attribute bits 0–2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -11,7 +11,7 @@
 //! batch happen together, on whichever thread took the region.
 //!
 //! Candidates are only hints. The one walk that counts is the chain of entries from the start of
-//! the buffer, and the [`ChainReader`] follows it: a region's entries are used only when the chain
+//! the buffer, and the [`ChainReader`](chain::ChainReader) follows it: a region's entries are used only when the chain
 //! arrives exactly at that region's start. If it does not (a record's value that happens to hold a
 //! batch, or a batch longer than a region), the reader walks the gap itself, checking every CRC,
 //! until the chain meets a later region's start again. So the entries handed out, the first
@@ -35,8 +35,8 @@ mod regions;
 #[cfg(test)]
 mod tests;
 
-pub use chain::{ChainReader, ChunkChain};
-pub use regions::{Piece, Regions, MAX_LEAD};
+pub use chain::ChunkChain;
+pub use regions::{Piece, Regions};
 
 /// Result of [`scan_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,8 +4,7 @@
 
 use std::path::PathBuf;
 
-use record_format::control::ControlRecordKey;
-use record_format::{ControlRecord, DecodeLimits, RecordBatch};
+use record_format::{ControlRecord, ControlRecordKey, DecodeLimits, RecordBatch};
 use serde_json::{json, Value};
 
 /// `<repo>/testdata`.

@@ -10,7 +10,7 @@ use super::reader::{first_control_type, format_err, head, BatchReader};
 use super::segments::segment_path;
 use super::{CleanedTransactionMetadata, OffsetMap};
 use super::{CleanerConfig, GroupReport, LastRecord, LogToClean};
-use record_format::wire::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use record_format::internals::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use record_format::{DecodeLimits, Header, RecordBatch, RecordBatchBuilder, TimestampType};
 use segment_store::file_name::{FileKind, TempSuffix};
 use segment_store::io::{FileHandle, OpenMode, Storage};
@@ -141,7 +141,7 @@ impl CleanedSegment {
 /// max timestamp, no records, uncompressed, no delete horizon.
 fn empty_batch(b: &RecordBatch<'_>) -> Vec<u8> {
     let mut out = Vec::with_capacity(RECORD_BATCH_OVERHEAD);
-    let attributes = record_format::batch::compute_attributes(
+    let attributes = record_format::internals::compute_attributes(
         record_format::CompressionType::None,
         b.timestamp_type(),
         b.is_transactional(),
@@ -161,7 +161,7 @@ fn empty_batch(b: &RecordBatch<'_>) -> Vec<u8> {
     out.extend_from_slice(&b.producer_epoch().to_be_bytes());
     out.extend_from_slice(&b.base_sequence().to_be_bytes());
     out.extend_from_slice(&0i32.to_be_bytes());
-    let crc = record_format::checksum::crc32c(out.get(21..).unwrap_or(&[]));
+    let crc = record_format::internals::crc32c(out.get(21..).unwrap_or(&[]));
     if let Some(dst) = out.get_mut(17..21) {
         dst.copy_from_slice(&crc.to_be_bytes());
     }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::error::{CleanerError, Result};
 use super::segments::SegmentFiles;
 use super::CleanerConfig;
-use record_format::wire::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use record_format::internals::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use record_format::{ControlRecordKey, ControlRecordType, DecodeLimits, FormatError, RecordBatch};
 use segment_store::file_name::{file_name, FileKind};
 use segment_store::io::{FileHandle, OpenMode, Storage};

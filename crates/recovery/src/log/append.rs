@@ -1,7 +1,9 @@
 //! Appends: leader, mirror and follower appends, each batch validated before anything is
 //! written.
 
-use record_format::batch::{set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time};
+use record_format::internals::{
+    set_base_offset_and_leader_epoch, set_max_timestamp_log_append_time,
+};
 use record_format::{Batches, IterEnd, LogEntry, RecordBatch};
 
 use super::error::PartitionLogError;

@@ -399,6 +399,6 @@ impl IndexCore {
 }
 
 /// The fixed-position big-endian reads the index modules use.
-pub(crate) use record_format::cursor::{
+pub(crate) use record_format::internals::{
     be_i32_at as be_i32, be_i64_at as be_i64, be_u32_at as be_u32,
 };

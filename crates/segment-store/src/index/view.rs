@@ -7,7 +7,7 @@ use crate::error::IndexCorruption;
 use crate::index::offset::{FilePosition, OffsetPosition, ENTRY_SIZE as OFFSET_ENTRY_SIZE};
 use crate::index::time::{TimestampOffset, ENTRY_SIZE as TIME_ENTRY_SIZE, NO_TIMESTAMP};
 use crate::index::txn::{AbortedTxn, CURRENT_VERSION, ENTRY_SIZE as TXN_ENTRY_SIZE};
-use record_format::cursor::{be_i32_at as be_i32, be_i64_at as be_i64};
+use record_format::internals::{be_i32_at as be_i32, be_i64_at as be_i64};
 
 /// A file of `len` bytes holds whole entries of `entry_size` bytes.
 pub(crate) fn length_check(len: u64, entry_size: usize) -> Result<(), IndexCorruption> {

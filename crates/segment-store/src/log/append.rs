@@ -56,7 +56,7 @@ impl LocalLog {
             path: self.dir.clone(),
             error: record_format::FormatError::new(
                 record_format::FormatErrorKind::Truncated {
-                    need: record_format::wire::RECORD_BATCH_OVERHEAD as u64,
+                    need: record_format::internals::RECORD_BATCH_OVERHEAD as u64,
                     have: records.len() as u64,
                 },
                 0,

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use record_format::scan::DEFAULT_REGION_BYTES;
+use record_format::internals::DEFAULT_REGION_BYTES;
 use record_format::{FormatError, RecordBatch};
 
 use crate::error::{Result, SegmentError};

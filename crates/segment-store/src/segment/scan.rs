@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use record_format::wire::NO_TIMESTAMP;
+use record_format::internals::NO_TIMESTAMP;
 use record_format::{Batches, FormatError, LogEntry};
 
 use super::scanner::SegmentScanner;

@@ -5,10 +5,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-use record_format::batches::incomplete_batch_error;
-use record_format::scan::{Piece, Regions};
-use record_format::wire::NO_TIMESTAMP;
-use record_format::{Batches, ChunkChain, IterEnd, LogEntry};
+use record_format::internals::incomplete_batch_error;
+use record_format::internals::ChunkChain;
+use record_format::internals::NO_TIMESTAMP;
+use record_format::internals::{Piece, Regions};
+use record_format::{Batches, IterEnd, LogEntry};
 
 use super::scan::{headers_in, ChunkChecks, SegmentScan};
 use super::{RecoveryVisitor, SegmentConfig};
