@@ -52,7 +52,7 @@ use record_format::{
     end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
 };
 use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
-use segment_store::mmap::MmapFile;
+use segment_store::internals::MmapFile;
 use segment_store::{DirLock, FileRecords, LogConfig, OpenMode, StdFs};
 
 const DEFAULT_LOG_BYTES: u64 = 1 << 30;

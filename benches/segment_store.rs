@@ -19,9 +19,9 @@ use commitlog::message::MessageBuf;
 use commitlog::{CommitLog, LogOptions};
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use record_format::RecordBatchBuilder;
+use segment_store::internals::{FilePosition, SegmentContext};
 use segment_store::{
-    DirLock, FilePosition, LocalLog, LogConfig, LogSegment, OffsetIndex, SegmentConfig,
-    SegmentContext, StdFs, TimeIndex,
+    DirLock, LocalLog, LogConfig, LogSegment, OffsetIndex, SegmentConfig, StdFs, TimeIndex,
 };
 use testkit::ManualClock;
 

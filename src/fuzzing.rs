@@ -280,7 +280,7 @@ fn decode_partition(data: &[u8]) -> PartitionFiles {
                 p.files.insert(
                     segment_name(
                         i64::from(off),
-                        segment_store::file_name::PRODUCER_SNAPSHOT_FILE_SUFFIX,
+                        segment_store::internals::PRODUCER_SNAPSHOT_FILE_SUFFIX,
                     ),
                     body.to_vec(),
                 );

@@ -86,7 +86,7 @@ pub use recovery::{
     AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
     IsolationLevel, LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
 };
-pub use segment_store::file_records::TimestampAndOffset;
+pub use segment_store::TimestampAndOffset;
 pub use segment_store::{Clock, SystemClock, TopicPartition};
 
 pub use recovery::{LogReader, ReadState};

@@ -13,7 +13,7 @@ use recovery::{
     IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ProducerStateManager, RecordIter,
     RecoveryReport,
 };
-use segment_store::file_name::{parse_partition_dir_name, PartitionDirKind};
+use segment_store::internals::{parse_partition_dir_name, PartitionDirKind};
 use segment_store::{EntryType, TopicPartition};
 
 use crate::config::Config;

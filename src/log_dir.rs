@@ -9,7 +9,7 @@ use recovery::{
     load_log_dir, ExpiredProducer, LoadOptions, LogDirOptions, LogLoader, PartitionLog,
     RecoveryReport,
 };
-use segment_store::file_name::DELETE_DIR_SUFFIX;
+use segment_store::internals::DELETE_DIR_SUFFIX;
 use segment_store::{EntryType, Storage, TopicPartition};
 
 use crate::config::{Config, HighWatermark};

@@ -219,7 +219,7 @@ fn selected(args: &CompactArgs) -> Result<(PathBuf, Vec<PathBuf>), String> {
 /// The partition a partition directory's name stands for.
 fn partition_of(dir: &std::path::Path) -> Result<TopicPartition, String> {
     let name = dir.file_name().unwrap_or_default();
-    segment_store::file_name::parse_partition_dir_name(name)
+    segment_store::internals::parse_partition_dir_name(name)
         .map(|p| TopicPartition::new(p.topic, p.partition))
         .map_err(|e| format!("{}: {e}", dir.display()))
 }

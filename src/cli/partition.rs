@@ -6,7 +6,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use recovery::{CheckpointWarning, NonCanonicalDir, RefusalKind, RefusedDir, SnapshotEntry};
-use segment_store::file_name::{
+use segment_store::internals::{
     parse_file_name, parse_partition_dir_name, FileKind, PartitionDirKind, CLEAN_SHUTDOWN_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,

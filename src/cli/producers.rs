@@ -26,7 +26,7 @@ use clap::Parser;
 use recovery::{
     AuditFinding, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity, SnapshotEntry,
 };
-use segment_store::file_name::FileKind;
+use segment_store::internals::FileKind;
 use serde_json::json;
 
 use crate::cli::dump::json::emit;
@@ -82,7 +82,7 @@ pub fn rebuild(dir: &Path, audit: bool, now_ms: Option<i64>) -> Result<Rebuilt, 
     for c in plan.cuts() {
         problems.push(format!(
             "{}: {} bytes from byte {} are not valid ({}): the state covers the log before them",
-            segment_store::file_name::file_name(c.segment, FileKind::Log, None),
+            segment_store::internals::file_name(c.segment, FileKind::Log, None),
             c.bytes,
             c.position,
             c.reason.kind
@@ -252,7 +252,7 @@ fn print_text(
         ),
         Some(o) => format!(
             "from snapshot {} + {} batch(es) replayed",
-            segment_store::file_name::file_name(o, FileKind::Snapshot, None),
+            segment_store::internals::file_name(o, FileKind::Snapshot, None),
             plan.batches_applied
         ),
     };

@@ -30,7 +30,7 @@
 
 use std::collections::BTreeMap;
 
-use segment_store::file_name::{file_name, FileKind, TempSuffix};
+use segment_store::internals::{file_name, FileKind, TempSuffix};
 use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -301,7 +301,7 @@ enum Name {
 
 impl Name {
     fn new(name: std::ffi::OsString) -> Name {
-        match segment_store::file_name::parse_file_name(&name) {
+        match segment_store::internals::parse_file_name(&name) {
             Ok(p) => Name::Segment(p.base_offset, p.kind, p.temp),
             Err(_) => Name::Other(name.into_boxed_os_str()),
         }

@@ -33,10 +33,10 @@ use recovery::{
     IndexFinding, IndexProblem, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity,
     SnapshotFate,
 };
-use segment_store::file_name::{
+use segment_store::internals::TXN_INDEX_ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::internals::{
     FileKind, CLEANER_OFFSET_CHECKPOINT_FILE, LOG_START_OFFSET_CHECKPOINT_FILE,
 };
-use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::SegmentError;
 use serde_json::json;
 
@@ -140,7 +140,7 @@ fn file_name(p: &Path) -> String {
 }
 
 fn index_name(base: i64, kind: FileKind) -> String {
-    segment_store::file_name::file_name(base, kind, None)
+    segment_store::internals::file_name(base, kind, None)
 }
 
 /// The words for one index finding.
@@ -301,9 +301,9 @@ fn swap_findings(plan: &RecoveryPlan, findings: &mut Vec<Finding>) {
 /// `.cleaned`), a segment deletion (`.deleted`), an offset or time index of a cleaner's completed
 /// output (rebuilt from its `.log`, as Kafka does).
 fn interrupted_leftover(path: &Path, kind: FileKind) -> Option<Finding> {
-    use segment_store::file_name::TempSuffix;
+    use segment_store::internals::TempSuffix;
     let name = file_name(path);
-    let parsed = segment_store::file_name::parse_file_name(path.file_name()?).ok()?;
+    let parsed = segment_store::internals::parse_file_name(path.file_name()?).ok()?;
     let (what, detail) = match parsed.temp? {
         TempSuffix::Cleaned => (
             "cleanerLeftover",
@@ -332,7 +332,7 @@ fn interrupted_leftover(path: &Path, kind: FileKind) -> Option<Finding> {
 /// start or past the log end: the cleaner starts from the log start instead
 /// ([`recovery::cleaner::first_dirty_offset`], Kafka's reset of the first dirty offset).
 fn cleaner_checkpoint_finding(dir: &Path, plan: &RecoveryPlan) -> Option<Finding> {
-    let parsed = segment_store::file_name::parse_partition_dir_name(dir.file_name()?).ok()?;
+    let parsed = segment_store::internals::parse_partition_dir_name(dir.file_name()?).ok()?;
     let tp = segment_store::TopicPartition::new(parsed.topic, parsed.partition);
     let storage = &plan.options.env.storage;
     let checkpointed = recovery::cleaner::read_cleaner_checkpoint(storage, dir, &tp).ok()??;
@@ -357,7 +357,7 @@ fn cleaner_checkpoint_finding(dir: &Path, plan: &RecoveryPlan) -> Option<Finding
 
 /// Whether `path` is named as a live segment file (a `.log` or an index, no temporary suffix).
 fn is_live_segment_file(path: &Path) -> bool {
-    segment_store::file_name::parse_file_name(path.file_name().unwrap_or_default())
+    segment_store::internals::parse_file_name(path.file_name().unwrap_or_default())
         .is_ok_and(|p| p.temp.is_none() && p.kind != FileKind::Snapshot)
 }
 

@@ -25,12 +25,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use record_format::{Batches, IterEnd, RecordBatch, RecordBatchBuilder};
-use segment_store::file_name::segment_file_path;
-use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::internals::segment_file_path;
+use segment_store::internals::TXN_INDEX_ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::internals::{FileKind, FilePosition, SegmentContext};
 use segment_store::{
-    AbortedTxn, DirLock, FileKind, FilePosition, LogSegment, OffsetIndex, OffsetPosition,
-    SegmentConfig, SegmentContext, SegmentError, StdFs, TimeIndex, TimestampOffset,
-    TransactionIndex,
+    AbortedTxn, DirLock, LogSegment, OffsetIndex, OffsetPosition, SegmentConfig, SegmentError,
+    StdFs, TimeIndex, TimestampOffset, TransactionIndex,
 };
 use testkit::ManualClock;
 

@@ -7,7 +7,7 @@ use std::path::Path;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
 use recovery::snapshot::encode_snapshot;
 use recovery::SnapshotEntry;
-use segment_store::index::AbortedTxn;
+use segment_store::AbortedTxn;
 
 use super::common::{assert_lines_eq, dump, repo, sample_log, tempdir, testdata, write, Output};
 

@@ -3,7 +3,7 @@
 use recovery::snapshot::encode_snapshot;
 use recovery::SnapshotEntry;
 use seglog::cli::Status;
-use segment_store::index::AbortedTxn;
+use segment_store::AbortedTxn;
 
 use super::common::{dump, sample_log, tempdir, write};
 

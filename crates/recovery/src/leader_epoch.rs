@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use segment_store::file_name::LEADER_EPOCH_CHECKPOINT_FILE;
+use segment_store::internals::LEADER_EPOCH_CHECKPOINT_FILE;
 use segment_store::{EpochEntry, LeaderEpochCheckpointFile, SegmentError, Storage};
 
 /// Kafka `UNDEFINED_EPOCH`.

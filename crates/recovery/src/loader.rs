@@ -44,14 +44,15 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use record_format::FormatError;
-use segment_store::file_name::{
+use segment_store::internals::index_storage;
+use segment_store::internals::{
     parse_partition_dir_name, FileKind, PartitionDirKind, CLEANER_OFFSET_CHECKPOINT_FILE,
     CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_CHECKPOINT_FILE, RECOVERY_POINT_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
 };
 use segment_store::{
-    index_storage, DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, SegmentError,
-    Storage, TopicPartition,
+    DirLock, EntryType, LogEnv, OffsetCheckpointFile, OpenMode, SegmentError, Storage,
+    TopicPartition,
 };
 
 use crate::log::{HighWatermark, PartitionLog, PartitionLogConfig, PartitionLogError};
@@ -232,7 +233,7 @@ impl fmt::Display for RecoveryReport {
 }
 
 /// The storage files of `kind` are on: the offset and time indexes on the real file system where
-/// the storage can map (see `segment_store::io::index_storage`), everything else (and every file
+/// the storage can map (see `segment_store::internals::index_storage`), everything else (and every file
 /// of simulated storage) through the storage seam.
 fn storage_of(env: &LogEnv, kind: FileKind) -> &dyn Storage {
     if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
@@ -415,12 +416,12 @@ pub struct OfflinePartition {
 
 /// The files of a log directory seglog reads or writes itself (each also as `<name>.tmp`).
 const LOG_DIR_FILES: [&str; 7] = [
-    segment_store::file_name::LOCK_FILE_NAME,
+    segment_store::internals::LOCK_FILE_NAME,
     CLEAN_SHUTDOWN_FILE,
     RECOVERY_POINT_CHECKPOINT_FILE,
     LOG_START_OFFSET_CHECKPOINT_FILE,
     REPLICATION_OFFSET_CHECKPOINT_FILE,
-    segment_store::file_name::CLEANER_OFFSET_CHECKPOINT_FILE,
+    segment_store::internals::CLEANER_OFFSET_CHECKPOINT_FILE,
     "meta.properties",
 ];
 
@@ -436,7 +437,7 @@ fn refuse_log_dir_entries(
         }
         let Some(n) = name.to_str() else { continue };
         let base = n
-            .strip_suffix(segment_store::file_name::CHECKPOINT_TMP_SUFFIX)
+            .strip_suffix(segment_store::internals::CHECKPOINT_TMP_SUFFIX)
             .unwrap_or(n);
         if LOG_DIR_FILES.contains(&base) {
             return Err(PartitionLogError::Refused {
@@ -769,7 +770,7 @@ fn per_partition<J: Send, R: Send>(
 /// directory offline).
 pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, PartitionLogError> {
     let env = &opts.env;
-    segment_store::io::create_dir_all_durably(env.storage.as_ref(), dir)?;
+    segment_store::internals::create_dir_all_durably(env.storage.as_ref(), dir)?;
     let dir = &env.storage.resolve_root(dir)?;
     let entries = env.storage.list_dir_typed(dir)?;
     refuse_log_dir_entries(dir, &entries)?;

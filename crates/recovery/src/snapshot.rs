@@ -73,7 +73,7 @@ pub const ENTRY_TXN_FIRST_OFFSET_OFFSET: usize = ENTRY_COORDINATOR_EPOCH_OFFSET 
 pub const ENTRY_SIZE: usize = ENTRY_TXN_FIRST_OFFSET_OFFSET + 8;
 
 /// Suffix of snapshot files (segment-store names every file of a partition).
-pub(crate) use segment_store::file_name::PRODUCER_SNAPSHOT_FILE_SUFFIX as SNAPSHOT_SUFFIX;
+pub(crate) use segment_store::internals::PRODUCER_SNAPSHOT_FILE_SUFFIX as SNAPSHOT_SUFFIX;
 /// Suffix appended to a corrupt snapshot set aside by loading.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
 /// Suffix of the temporary file of an atomic write.
@@ -310,7 +310,7 @@ impl SnapshotIo for StdIo {
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        segment_store::write_atomically(&StdFs, path, bytes).map_err(into_io)
+        segment_store::internals::write_atomically(&StdFs, path, bytes).map_err(into_io)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {
@@ -340,7 +340,7 @@ impl SnapshotIo for StdIo {
 }
 
 /// [`SnapshotIo`] through segment-store's [`Storage`] seam: the storage a partition's segments
-/// are written through (`LogEnv::storage`). Atomic writes are [`segment_store::write_atomically`]
+/// are written through (`LogEnv::storage`). Atomic writes are [`segment_store::internals::write_atomically`]
 /// (`<file>.tmp`, fsync, rename, fsync of the directory); removals and renames become durable
 /// with the next sync of the directory, as for every other file of the seam.
 #[derive(Debug, Clone)]
@@ -368,7 +368,7 @@ impl SnapshotIo for StorageIo {
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        segment_store::write_atomically(self.0.as_ref(), path, bytes).map_err(into_io)
+        segment_store::internals::write_atomically(self.0.as_ref(), path, bytes).map_err(into_io)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

@@ -53,7 +53,7 @@ impl TopicPartition {
 }
 
 impl TopicPartition {
-    /// Builds a topic-partition Kafka could have created: the topic passes [`validate_topic`]
+    /// Builds a topic-partition Kafka could have created: the topic passes Kafka's topic-name rules (`Topic.validate`)
     /// and the partition is not negative. Use this for names that come from outside (a partition
     /// directory created from it stays inside its log directory).
     pub fn try_new(

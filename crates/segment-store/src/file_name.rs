@@ -243,6 +243,7 @@ pub struct PartitionDirName {
     pub kind: PartitionDirKind,
 }
 
+#[cfg(test)]
 /// `<topic>-<partition>` (Kafka: `UnifiedLog.logDirName`).
 pub fn partition_dir_name(topic: &str, partition: i32) -> String {
     format!("{topic}-{partition}")
@@ -322,6 +323,7 @@ pub(crate) fn is_java_whitespace(c: char) -> bool {
     matches!(c, ' ' | '\t' | '\n' | '\u{0B}' | '\u{0C}' | '\r')
 }
 
+#[cfg(test)]
 /// Name of a partition's delete directory with the given unique id (Kafka:
 /// `UnifiedLog.logDeleteDirName`, which shortens the topic so the name fits 255 bytes).
 pub fn partition_delete_dir_name(topic: &str, partition: i32, unique_id: &str) -> String {
@@ -332,6 +334,7 @@ pub fn partition_delete_dir_name(topic: &str, partition: i32, unique_id: &str) -
     format!("{prefix}{suffix}")
 }
 
+#[cfg(test)]
 /// Name of a partition's future or stray directory (Kafka: `logDirNameWithSuffix`).
 pub fn partition_suffixed_dir_name(
     topic: &str,

@@ -36,7 +36,7 @@ use crate::lock::DirLock;
 use crate::mmap::{GuardedMap, MmapFile};
 use record_format::internals::{be_i32_at as be_i32, be_i64_at as be_i64};
 
-/// The header fields of one batch in a `.log`, as read by [`FileRecords::headers_from`].
+/// The header fields of one batch in a `.log`, as read by `FileRecords::headers_from`.
 pub use record_format::BatchHeader;
 
 /// Where a batch containing an offset starts (Kafka `LogOffsetPosition`; its `offset` is

@@ -149,7 +149,7 @@ pub trait Storage: Send + Sync + fmt::Debug {
         ))
     }
     /// Whether paths name real files of the operating system, so that they may be
-    /// memory-mapped (see [`crate::mmap`]). `false` for simulated storage, whose files exist
+    /// memory-mapped (see `crate::mmap`). `false` for simulated storage, whose files exist
     /// only in memory.
     fn supports_mmap(&self) -> bool {
         false
@@ -187,10 +187,10 @@ pub trait Storage: Send + Sync + fmt::Debug {
     /// Copies `len` bytes of the file `from`, starting at `offset`, into the new file `to`
     /// (refused with `AlreadyExists` if `to` exists), and makes the copy's data durable
     /// (`fsync`; its name needs a [`Self::sync_dir`] of the parent). Memory is bounded by a
-    /// window ([`COPY_CHUNK_BYTES`]), never by `len`, and holes of `from` stay holes in `to`
+    /// window (`COPY_CHUNK_BYTES`), never by `len`, and holes of `from` stay holes in `to`
     /// where the storage can tell them. Fewer bytes are copied if `from` ends sooner; returns
     /// the length of `to`. On an error `to` may exist, partly written: write it under a name
-    /// that does not read as complete (see [`PARTIAL_SUFFIX`]) and rename it when this returns.
+    /// that does not read as complete (see `PARTIAL_SUFFIX`) and rename it when this returns.
     fn copy_range(&self, from: &Path, offset: u64, len: u64, to: &Path) -> Result<u64> {
         copy_range_through_handles(self, from, offset, len, to)
     }

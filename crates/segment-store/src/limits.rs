@@ -15,6 +15,7 @@
 /// opened when it is used).
 pub const DESCRIPTORS_PER_SEGMENT: u64 = 4;
 
+#[cfg(test)]
 /// The soft `RLIMIT_NOFILE` of this process (`None`: unlimited or unknown).
 pub fn open_files_limit() -> Option<u64> {
     let limits = std::fs::read_to_string("/proc/self/limits").ok()?;

@@ -13,9 +13,8 @@ mod harness;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use segment_store::{
-    AbortedTxn, DirLock, FilePosition, OffsetIndex, StdFs, TimeIndex, TransactionIndex,
-};
+use segment_store::internals::FilePosition;
+use segment_store::{AbortedTxn, DirLock, OffsetIndex, StdFs, TimeIndex, TransactionIndex};
 
 #[path = "../../../fuzz/replay.rs"]
 mod replay_inputs;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use segment_store::file_name::{segment_file_path, FileKind};
+use segment_store::internals::{segment_file_path, FileKind};
 use segment_store::{DirLock, SegmentError};
 
 mod log;
@@ -25,7 +25,8 @@ fn be32(v: i32) -> [u8; 4] {
 mod offset_index {
     use super::*;
     use proptest::prelude::*;
-    use segment_store::{FilePosition, IndexCorruption, OffsetIndex, OffsetPosition};
+    use segment_store::internals::FilePosition;
+    use segment_store::{IndexCorruption, OffsetIndex, OffsetPosition};
 
     fn path(dir: &Path, base: i64) -> PathBuf {
         segment_file_path(dir, base, FileKind::Index)
@@ -607,8 +608,8 @@ mod time_index {
 
 mod txn_index {
     use super::*;
-    use segment_store::io::{OpenMode, StdFs, Storage};
     use segment_store::{AbortedTxn, IndexCorruption, TransactionIndex};
+    use segment_store::{OpenMode, StdFs, Storage};
     use testkit::{SimulatedFs, TornWrite};
 
     fn std_storage() -> Arc<dyn Storage> {
@@ -804,15 +805,15 @@ mod txn_index {
 
 mod checkpoint {
     use super::*;
-    use segment_store::io::{StdFs, Storage};
     use segment_store::{
         CheckpointProblem, EpochEntry, LeaderEpochCheckpointFile, OffsetCheckpointFile,
         TopicPartition,
     };
+    use segment_store::{StdFs, Storage};
     use testkit::{SimulatedFs, TornWrite};
 
     fn decode_offsets(bytes: &[u8]) -> Result<Vec<(TopicPartition, i64)>, SegmentError> {
-        segment_store::checkpoint::decode(Path::new("cp"), 0, bytes)
+        segment_store::internals::decode(Path::new("cp"), 0, bytes)
     }
 
     #[test]
@@ -926,7 +927,7 @@ mod checkpoint {
                 other => panic!("{:?}: {other:?}", String::from_utf8_lossy(bytes)),
             }
         }
-        let e = segment_store::checkpoint::decode::<EpochEntry>(Path::new("lec"), 0, b"0\n1\n0\n")
+        let e = segment_store::internals::decode::<EpochEntry>(Path::new("lec"), 0, b"0\n1\n0\n")
             .unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -1058,9 +1059,8 @@ fn remove_if_exists(p: &std::path::Path) {
 
 mod windowed_scan {
     use record_format::{RecordBatch, RecordBatchBuilder};
-    use segment_store::{
-        scan_segment, AbortedTxn, SegmentConfig, SegmentError, SegmentScan, SegmentScanner,
-    };
+    use segment_store::internals::{scan_segment, SegmentScan, SegmentScanner};
+    use segment_store::{AbortedTxn, SegmentConfig, SegmentError};
 
     fn log_bytes(batches: i64) -> Vec<u8> {
         let mut out = Vec::new();
@@ -1141,11 +1141,9 @@ mod windowed_scan {
 /// boundaries) against one scan of the whole file's bytes.
 mod chunked_file_scan {
     use record_format::{RecordBatch, RecordBatchBuilder};
-    use segment_store::segment::READ_CHUNK_BYTES;
-    use segment_store::{
-        scan_segment, AbortedTxn, ChunkChecks, OpenMode, SegmentConfig, SegmentError, SegmentScan,
-        SegmentScanner, StdFs, Storage,
-    };
+    use segment_store::internals::READ_CHUNK_BYTES;
+    use segment_store::internals::{scan_segment, ChunkChecks, SegmentScan, SegmentScanner};
+    use segment_store::{AbortedTxn, OpenMode, SegmentConfig, SegmentError, StdFs, Storage};
 
     /// ~1 KB batches, with a 100 KB one (longer than a chunk's headroom) and a 1.5 MiB one
     /// (longer than a chunk) among them, to past `len` bytes.
@@ -1283,7 +1281,8 @@ mod chunked_file_scan {
 
 /// `ReadOnlyBytes::read_from`: a small file's bytes, in a page-aligned buffer the thread reuses.
 mod small_reads {
-    use segment_store::{OpenMode, ReadBuf, ReadOnlyBytes, StdFs, Storage};
+    use segment_store::internals::{ReadBuf, ReadOnlyBytes};
+    use segment_store::{OpenMode, StdFs, Storage};
 
     fn read(dir: &std::path::Path, name: &str, bytes: &[u8]) -> ReadOnlyBytes {
         let p = dir.join(name);

@@ -6,7 +6,7 @@ use std::io;
 use std::path::Path;
 
 use record_format::RecordBatchBuilder;
-use segment_store::file_name::{segment_file_path, FileKind};
+use segment_store::internals::{segment_file_path, FileKind};
 
 /// The producer id of the batches [`write_tiny_segments`] writes.
 pub const TINY_SEGMENT_PRODUCER: i64 = 1;

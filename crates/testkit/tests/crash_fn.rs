@@ -5,7 +5,8 @@
 use std::cell::Cell;
 use std::error::Error;
 
-use segment_store::io::{write_atomically, OpenMode};
+use segment_store::internals::write_atomically;
+use segment_store::OpenMode;
 use testkit::{crash_test_fn, CrashEnv, CrashFnError, CrashModel, FnOptions, Recovered, WeakModel};
 
 fn options(model: CrashModel) -> FnOptions {
@@ -348,7 +349,7 @@ fn deleted_snapshots_are_durably_gone_before_the_next_change() {
     let sim = testkit::SimulatedFs::new();
     let dir = std::path::PathBuf::from("/sim/snapshots/t-0");
     sim.create_durable_dir_all(&dir);
-    let storage: Arc<dyn segment_store::io::Storage> = Arc::new(sim.clone());
+    let storage: Arc<dyn segment_store::Storage> = Arc::new(sim.clone());
     let name = |o: i64| dir.join(format!("{o:020}.snapshot"));
     for o in [5, 11, 17] {
         write_atomically(storage.as_ref(), &name(o), b"snapshot bytes").expect("write");

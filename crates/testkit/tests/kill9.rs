@@ -41,7 +41,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use recovery::load_log_dir;
-use segment_store::file_name::{parse_file_name, quarantine_file_name, CLEAN_SHUTDOWN_FILE};
+use segment_store::internals::{parse_file_name, quarantine_file_name, CLEAN_SHUTDOWN_FILE};
 use testkit::crash_test::{check_dir, Expectation, XorShift};
 use testkit::kill_child::{log_dir_options, partition_dir, workload};
 

@@ -17,10 +17,11 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use segment_store::{IndexCorruption, OffsetIndexView, TimeIndexView};
+use segment_store::internals::{OffsetIndexView, TimeIndexView};
+use segment_store::IndexCorruption;
 
 use record_format::{Batches, DecodeLimits, LogEntry};
-use segment_store::index::AbortedTxn;
+use segment_store::AbortedTxn;
 use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
@@ -317,8 +318,9 @@ impl<'a> BatchCursor<'a> {
 /// An index or log file for reading: mapped if large (page cache, not the process's memory),
 /// read if small; one that cannot be mapped and is longer than [`MAX_READ_BYTES`] is an error
 /// that names its size.
-fn open_bytes(path: &Path) -> io::Result<segment_store::ReadOnlyBytes> {
-    use segment_store::{ReadOnlyBytes, StdFs, Storage};
+fn open_bytes(path: &Path) -> io::Result<segment_store::internals::ReadOnlyBytes> {
+    use segment_store::internals::ReadOnlyBytes;
+    use segment_store::{StdFs, Storage};
     let to_io = |e: segment_store::SegmentError| {
         io::Error::new(e.io_kind().unwrap_or(io::ErrorKind::Other), e.to_string())
     };
@@ -342,7 +344,10 @@ fn open_bytes(path: &Path) -> io::Result<segment_store::ReadOnlyBytes> {
 const MAX_READ_BYTES: u64 = 32 << 20;
 
 impl<O: Write, E: Write> Dumper<'_, O, E> {
-    fn read_index(&mut self, path: &Path) -> io::Result<Option<segment_store::ReadOnlyBytes>> {
+    fn read_index(
+        &mut self,
+        path: &Path,
+    ) -> io::Result<Option<segment_store::internals::ReadOnlyBytes>> {
         match open_bytes(path) {
             Ok(b) => Ok(Some(b)),
             Err(e) => {
@@ -356,7 +361,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     fn read_companion_log(
         &mut self,
         path: &Path,
-    ) -> io::Result<Option<segment_store::ReadOnlyBytes>> {
+    ) -> io::Result<Option<segment_store::internals::ReadOnlyBytes>> {
         let log = companion_log(path);
         match open_bytes(&log) {
             Ok(b) => Ok(Some(b)),

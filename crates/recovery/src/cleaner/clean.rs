@@ -12,9 +12,9 @@ use super::{CleanedTransactionMetadata, OffsetMap};
 use super::{CleanerConfig, GroupReport, LastRecord, LogToClean};
 use record_format::internals::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use record_format::{DecodeLimits, Header, RecordBatch, RecordBatchBuilder, TimestampType};
-use segment_store::file_name::{FileKind, TempSuffix};
-use segment_store::io::{FileHandle, OpenMode, Storage};
+use segment_store::internals::{FileKind, TempSuffix};
 use segment_store::AbortedTxn;
+use segment_store::{FileHandle, OpenMode, Storage};
 
 /// A cleaned segment being written: the `.log` streamed to `<base>.log.cleaned`, the indexes
 /// held until the end (bounded by `segment.index.bytes`). With no storage it only counts

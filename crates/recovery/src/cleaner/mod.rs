@@ -27,9 +27,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use segment_store::checkpoint::TopicPartition;
-use segment_store::file_name::FileKind;
-use segment_store::io::Storage;
+use segment_store::internals::FileKind;
+use segment_store::Storage;
+use segment_store::TopicPartition;
 
 mod clean;
 mod error;

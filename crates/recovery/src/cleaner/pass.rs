@@ -15,9 +15,9 @@ use super::segments::{
 use super::{CleanReport, CleanerConfig, GroupReport, LogToClean};
 use super::{CleanedTransactionMetadata, OffsetMap};
 use record_format::DecodeLimits;
-use segment_store::file_name::{FileKind, TempSuffix};
-use segment_store::io::{OpenMode, Storage};
+use segment_store::internals::{FileKind, TempSuffix};
 use segment_store::AbortedTxn;
+use segment_store::{OpenMode, Storage};
 
 /// Kafka's `Cleaner.buildOffsetMap` over `[start, end)`: returns whether the map filled up.
 #[allow(clippy::too_many_arguments)]

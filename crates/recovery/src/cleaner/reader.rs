@@ -8,10 +8,10 @@ use super::segments::SegmentFiles;
 use super::CleanerConfig;
 use record_format::internals::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
 use record_format::{ControlRecordKey, ControlRecordType, DecodeLimits, FormatError, RecordBatch};
-use segment_store::file_name::{file_name, FileKind};
-use segment_store::io::{FileHandle, OpenMode, Storage};
+use segment_store::internals::ReadOnlyBytes;
+use segment_store::internals::{file_name, FileKind};
 use segment_store::AbortedTxn;
-use segment_store::ReadOnlyBytes;
+use segment_store::{FileHandle, OpenMode, Storage};
 
 /// The header of one batch as the cleaner reads it.
 #[derive(Debug, Clone, Copy)]
@@ -40,7 +40,7 @@ pub(super) struct BatchReader<'a> {
     /// truncation under it reads zeros and is reported), instead of the window; the pages
     /// behind the reader are let go as it moves on, so that it holds a window of the file.
     ///
-    /// [`GuardedMap`]: segment_store::mmap::GuardedMap
+    /// [`GuardedMap`]: segment_store::internals::GuardedMap
     mapped: Option<ReadOnlyBytes>,
     released: u64,
     config: &'a CleanerConfig,
@@ -258,7 +258,7 @@ pub(super) fn read_txn_indexes(
     dir: &Path,
     segments: &[SegmentFiles],
 ) -> Result<BTreeMap<i64, Vec<AbortedTxn>>> {
-    use segment_store::index::txn::ENTRY_SIZE;
+    use segment_store::internals::TXN_INDEX_ENTRY_SIZE as ENTRY_SIZE;
     let mut out = BTreeMap::new();
     for s in segments {
         let path = dir.join(file_name(s.base_offset, FileKind::TxnIndex, None));

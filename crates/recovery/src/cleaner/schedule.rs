@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use segment_store::checkpoint::TopicPartition;
-use segment_store::file_name::FileKind;
-use segment_store::io::{EntryType, FileHandle, OpenMode, Storage};
+use segment_store::internals::FileKind;
 use segment_store::Clock;
+use segment_store::TopicPartition;
+use segment_store::{EntryType, FileHandle, OpenMode, Storage};
 
 use super::{
     list_segments, range, read_first_batch_timestamp, segment_path, CleanerConfig, LogToClean,

@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use super::error::Result;
 use super::LogToClean;
-use segment_store::checkpoint::{OffsetCheckpointFile, TopicPartition};
-use segment_store::file_name::{
+use segment_store::internals::{
     file_name, parse_file_name, FileKind, TempSuffix, CLEANER_OFFSET_CHECKPOINT_FILE,
 };
-use segment_store::io::{OpenMode, Storage};
+use segment_store::{OffsetCheckpointFile, TopicPartition};
+use segment_store::{OpenMode, Storage};
 
 /// A segment as the cleaner sees it: base offset, file sizes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -446,8 +446,8 @@ impl View<'_> {
     pub(crate) fn fetch_offset_by_timestamp(
         &self,
         target: i64,
-    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
-        use segment_store::file_records::TimestampAndOffset;
+    ) -> Result<Option<segment_store::TimestampAndOffset>, PartitionLogError> {
+        use segment_store::TimestampAndOffset;
         let special = |offset: i64, leader_epoch: Option<i32>| {
             Some(TimestampAndOffset {
                 timestamp: -1,
@@ -581,7 +581,7 @@ impl PartitionLog {
     pub fn fetch_offset_by_timestamp(
         &self,
         target: i64,
-    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
+    ) -> Result<Option<segment_store::TimestampAndOffset>, PartitionLogError> {
         self.view().fetch_offset_by_timestamp(target)
     }
 

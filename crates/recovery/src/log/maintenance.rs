@@ -289,7 +289,7 @@ impl PartitionLog {
 
     /// [`Self::close`]; without `sync` the segments are not flushed: for a log directory that
     /// closes many partitions and then makes its whole file system durable with one
-    /// [`segment_store::io::Storage::sync_filesystem`] before it writes its checkpoints. (The
+    /// [`segment_store::Storage::sync_filesystem`] before it writes its checkpoints. (The
     /// producer snapshot and the leader-epoch checkpoint are still written atomically.)
     pub(crate) fn close_with(mut self, sync: bool) -> Result<ClosedLog, PartitionLogError> {
         if sync {

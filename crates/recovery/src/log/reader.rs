@@ -174,7 +174,7 @@ impl LogReader {
     pub fn fetch_offset_by_timestamp(
         &self,
         target: i64,
-    ) -> Result<Option<segment_store::file_records::TimestampAndOffset>, PartitionLogError> {
+    ) -> Result<Option<segment_store::TimestampAndOffset>, PartitionLogError> {
         self.with_view(|v| v.fetch_offset_by_timestamp(target))
     }
 

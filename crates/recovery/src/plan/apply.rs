@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use segment_store::file_name::segment_file_path;
+use segment_store::internals::segment_file_path;
 use segment_store::{DirLock, LocalLog};
 
 use super::leftovers::unused_quarantine_number;

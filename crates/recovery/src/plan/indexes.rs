@@ -4,16 +4,16 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use segment_store::file_name::FileKind;
-use segment_store::{
-    index_storage, DirLock, IndexCorruption, OffsetIndexView, OffsetPosition, ReadOnlyBytes,
-    SegmentError, SegmentScan, TimeIndexView, TxnIndexView,
+use segment_store::internals::FileKind;
+use segment_store::internals::{
+    index_storage, OffsetIndexView, ReadOnlyBytes, SegmentScan, TimeIndexView, TxnIndexView,
 };
+use segment_store::{DirLock, IndexCorruption, OffsetPosition, SegmentError};
 
 use super::types::{IndexFinding, IndexProblem};
 use crate::loader::LoadOptions;
 use crate::log::PartitionLogError;
-use segment_store::index::txn::ENTRY_SIZE as TXN_ENTRY_SIZE;
+use segment_store::internals::TXN_INDEX_ENTRY_SIZE as TXN_ENTRY_SIZE;
 
 /// The most offset-index entries sorted by position to check an index whose positions are out of
 /// order ([`IndexProblem::OutOfOrderNotChecked`] past it).
@@ -41,7 +41,7 @@ fn more_entry_problems(omitted: u64) -> Option<IndexFinding> {
 }
 
 /// Reads an index file that may be missing. Offset and time indexes live on the real file system
-/// where the storage can map (`segment_store::index_storage`), and there, under the directory
+/// where the storage can map (`segment_store::internals::index_storage`), and there, under the directory
 /// lock, those of `file_records::MAP_MIN_BYTES` or more are mapped rather than read ([`ReadOnlyBytes::open`]): loading looks at their first and
 /// last entries only, and a crashed broker's are preallocated to 10 MiB of zeros each (reading
 /// them took a tenth of recovering a 1 GiB segment).
@@ -73,7 +73,7 @@ fn read_index(
 const MAX_INDEX_READ_BYTES: u64 = 32 << 20;
 
 /// [`ReadOnlyBytes::open`] of an index (or a `.swap`), never read whole into memory when large:
-/// without the lock (`verify`) a file of [`segment_store::file_records::MAP_MIN_BYTES`] or more
+/// without the lock (`verify`) a file of [`segment_store::internals::MAP_MIN_BYTES`] or more
 /// is a guarded map (page cache, not the process's memory); where no map can be made, one longer
 /// than [`MAX_INDEX_READ_BYTES`] is refused with its size.
 pub(super) fn open_index(

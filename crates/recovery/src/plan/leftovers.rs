@@ -8,8 +8,9 @@ use std::path::{Path, PathBuf};
 
 use record_format::Batches;
 use rustc_hash::FxHashSet;
-use segment_store::file_name::{parse_file_name, segment_file_path, FileKind, TempSuffix};
-use segment_store::{ParsedName, SegmentError};
+use segment_store::internals::ParsedName;
+use segment_store::internals::{parse_file_name, segment_file_path, FileKind, TempSuffix};
+use segment_store::SegmentError;
 
 use super::indexes::open_index;
 use super::types::LeftoverAction;
@@ -222,9 +223,9 @@ pub(super) fn plan_leftovers(
 /// Names of a partition directory that seglog reads or writes, besides those
 /// [`parse_file_name`] knows (segment files, snapshots and their temporary forms).
 const PARTITION_FILES: [&str; 4] = [
-    segment_store::file_name::LOCK_FILE_NAME,
-    segment_store::file_name::LEADER_EPOCH_CHECKPOINT_FILE,
-    segment_store::file_name::PARTITION_METADATA_FILE,
+    segment_store::internals::LOCK_FILE_NAME,
+    segment_store::internals::LEADER_EPOCH_CHECKPOINT_FILE,
+    segment_store::internals::PARTITION_METADATA_FILE,
     crate::mirror::MIRROR_STATE_FILE,
 ];
 
@@ -243,7 +244,7 @@ fn refuse_hostile_entries(
             EntryType::File => false,
             _ => {
                 let base = name.to_str().map(|n| {
-                    n.strip_suffix(segment_store::file_name::CHECKPOINT_TMP_SUFFIX)
+                    n.strip_suffix(segment_store::internals::CHECKPOINT_TMP_SUFFIX)
                         .unwrap_or(n)
                 });
                 parse_file_name(name).is_ok()

@@ -19,13 +19,14 @@
 //!
 //! Planning takes no lock and writes nothing. [`LogLoader::load`] plans under the directory lock
 //! it already holds, and maps the `.log` files under it; a plan made without the lock maps them
-//! guarded (`segment_store::mmap::GuardedMap`: a truncation under it reads as zeros and fails the
+//! guarded (`segment_store::internals::GuardedMap`: a truncation under it reads as zeros and fails the
 //! plan instead of raising `SIGBUS`), or reads them through the storage where it cannot map.
 
 use std::path::Path;
 use std::sync::Arc;
 
-use segment_store::{DirLock, SegmentScan};
+use segment_store::internals::SegmentScan;
+use segment_store::DirLock;
 
 use crate::audit::ProducerAudit;
 use crate::leader_epoch::LeaderEpochFileCache;
@@ -116,7 +117,10 @@ impl LogLoader {
     /// `.log` is truncated) and opens the partition. Takes the directory lock; a `.log` whose
     /// size changed since it was planned is refused.
     pub fn apply(plan: RecoveryPlan) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        segment_store::io::create_dir_all_durably(plan.options.env.storage.as_ref(), &plan.dir)?;
+        segment_store::internals::create_dir_all_durably(
+            plan.options.env.storage.as_ref(),
+            &plan.dir,
+        )?;
         let lock = DirLock::acquire_in(plan.options.env.storage.as_ref(), &plan.dir)?;
         apply_with(plan, lock)
     }
@@ -126,10 +130,10 @@ impl LogLoader {
         dir: &Path,
         opts: &LoadOptions,
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        segment_store::io::create_dir_all_durably(opts.env.storage.as_ref(), dir)?;
+        segment_store::internals::create_dir_all_durably(opts.env.storage.as_ref(), dir)?;
         // A `.lock` that is a symlink: refused before it is opened (nothing is created
         // through it).
-        let lock_path = dir.join(segment_store::file_name::LOCK_FILE_NAME);
+        let lock_path = dir.join(segment_store::internals::LOCK_FILE_NAME);
         if let Some(
             found @ (segment_store::EntryType::Symlink
             | segment_store::EntryType::Dir

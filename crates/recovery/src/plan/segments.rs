@@ -6,11 +6,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use record_format::{Batches, LogEntry, RecordBatch};
-use segment_store::file_name::{file_name, segment_file_path, FileKind};
-use segment_store::{
-    scan_segment, AbortedTxn, DirLock, OffsetIndexView, ReadOnlyBytes, RecoveryVisitor,
-    SegmentConfig, SegmentError, SegmentScan, SegmentScanner,
+use segment_store::internals::{file_name, segment_file_path, FileKind};
+use segment_store::internals::{
+    scan_segment, OffsetIndexView, ReadOnlyBytes, RecoveryVisitor, SegmentScan, SegmentScanner,
 };
+use segment_store::{AbortedTxn, DirLock, SegmentConfig, SegmentError};
 
 use super::indexes::{check_indexes, IndexCheck, IndexesChecked};
 use super::leftovers::{LiveFile, LiveIndex};
@@ -22,7 +22,7 @@ use crate::log::PartitionLogError;
 use crate::producer_state::{AppliedBatches, ProducerStateManager};
 use crate::snapshot::SnapshotIo;
 use crate::summary::BatchSummary;
-use segment_store::segment::READ_CHUNK_BYTES;
+use segment_store::internals::READ_CHUNK_BYTES;
 
 /// How far behind the batch being applied a guarded map's pages are let go of, and how many
 /// bytes at a time ([`ReadOnlyBytes::release`]).
@@ -103,7 +103,7 @@ impl<'a> Sources<'a> {
     /// fields they copied, without touching the map again. No byte is copied, which a map wins
     /// wherever the page cache holds the file in large folios, and it is on par with reading
     /// where a writer left small pages (docs/benchmarks.md). Under the directory lock the map is
-    /// an [`segment_store::mmap::MmapFile`]; without it (`verify`), a guarded map
+    /// an [`segment_store::internals::MmapFile`]; without it (`verify`), a guarded map
     /// ([`ReadOnlyBytes::map_guarded`]): a broker truncating the file meanwhile makes the pages
     /// past its new end read as zeros instead of raising `SIGBUS`, and the scan ends in
     /// [`SegmentError::TruncatedWhileRead`]; its pages are let go of behind the scan, so memory

@@ -16,7 +16,7 @@ pub fn tree_image(dir: &Path) -> io::Result<BTreeMap<PathBuf, Option<Vec<u8>>>> 
             if e.file_type()?.is_dir() {
                 out.insert(p.clone(), None);
                 stack.push(p);
-            } else if e.file_name() != segment_store::file_name::LOCK_FILE_NAME {
+            } else if e.file_name() != segment_store::internals::LOCK_FILE_NAME {
                 out.insert(p.clone(), Some(std::fs::read(&p)?));
             }
         }

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use segment_store::file_name::{segment_file_path, FileKind};
-use segment_store::{IndexCorruption, SegmentScan};
+use segment_store::internals::SegmentScan;
+use segment_store::internals::{segment_file_path, FileKind};
+use segment_store::IndexCorruption;
 
 use super::search_by;
 use crate::audit::AuditFinding;
@@ -382,7 +383,7 @@ impl RecoveryPlan {
                     bytes: s.truncated_bytes(),
                     reason,
                     quarantined_to: self.quarantine_dir.join(
-                        segment_store::file_name::quarantine_file_name(
+                        segment_store::internals::quarantine_file_name(
                             s.base_offset,
                             s.valid_bytes,
                         ),

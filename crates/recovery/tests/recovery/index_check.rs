@@ -9,7 +9,7 @@ use std::path::Path;
 use record_format::Batches;
 use recovery::plan::{IndexFinding, IndexProblem};
 use recovery::{AppendOrigin, LoadOptions, LogLoader};
-use segment_store::file_name::FileKind;
+use segment_store::internals::FileKind;
 use segment_store::LogConfig;
 
 use super::log::{batch, open_with};

@@ -545,7 +545,7 @@ fn quarantine_numbering_at_u64_max_takes_an_unused_folder() {
     std::fs::create_dir_all(&last).unwrap();
     std::fs::create_dir_all(root.join("0001")).unwrap();
     // An earlier cut of the same segment at the same position, in the last folder.
-    let older = last.join(segment_store::file_name::quarantine_file_name(
+    let older = last.join(segment_store::internals::quarantine_file_name(
         mid_base, cut_at,
     ));
     std::fs::write(&older, b"an older cut").unwrap();

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use recovery::plan::work;
 use recovery::{LoadOptions, LogLoader, SnapshotEntry};
-use segment_store::file_name::{segment_file_path, FileKind};
+use segment_store::internals::{segment_file_path, FileKind};
 
 /// A scratch directory on a tmpfs when there is one (tens of thousands of files).
 fn scratch() -> tempfile::TempDir {

@@ -24,9 +24,8 @@ pub mod time;
 pub mod txn;
 pub mod view;
 
-pub use entry_file::{IndexEntry, IndexFile};
 pub use offset::{FilePosition, OffsetIndex, OffsetPosition};
-pub use time::{TimeIndex, TimestampOffset, NO_TIMESTAMP};
+pub use time::{TimeIndex, TimestampOffset};
 pub use txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
 pub use view::{OffsetIndexView, TimeIndexView, TxnIndexView};
 

@@ -64,7 +64,7 @@ impl IndexEntry for TimestampOffset {
 
 /// The memory-mapped time index of one segment (Kafka's `TimeIndex`): its last entry is
 /// `(NO_TIMESTAMP, base_offset)` when empty, and its last slot is kept for the entry written at
-/// a roll or close ([`IndexFile::is_full`] counts it).
+/// a roll or close (`IndexFile::is_full` counts it).
 pub type TimeIndex = IndexFile<TimestampOffset>;
 
 impl IndexFile<TimestampOffset> {

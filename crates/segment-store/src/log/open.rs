@@ -320,7 +320,7 @@ impl LocalLog {
     }
 
     /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
-    /// [`SegmentScan`]s of the segments from `from_base` on, in order): each scanned segment gets
+    /// `SegmentScan`s of the segments from `from_base` on, in order): each scanned segment gets
     /// [`LogSegment::install_scan`]; at the first that loses bytes, every later segment is
     /// **moved** (all its files) into `quarantine_dir`. The log end offset and recovery point are
     /// updated; the last remaining segment becomes the active one. Returns each recovered

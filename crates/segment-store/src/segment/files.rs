@@ -60,7 +60,7 @@ impl LogSegment {
 
     /// Deletes the segment's files: each is first renamed to `<name>.deleted` (what a loader
     /// cleans up if a crash interrupts), the directory synced, then the files removed. Mapped
-    /// indexes are renamed on the real file system ([`index_storage`]).
+    /// indexes are renamed on the real file system (`index_storage`).
     pub fn delete(self) -> Result<()> {
         let LogSegment {
             base_offset,

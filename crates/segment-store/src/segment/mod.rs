@@ -42,7 +42,7 @@ mod scanner;
 pub(crate) use append_read::{CopyOrSlice, ReadBounds};
 use files::remove_file_if_exists;
 pub use scan::{scan_segment, ChunkChecks, SegmentScan};
-pub use scanner::{SegmentScanner, READ_CHUNK_BYTES, SCAN_WINDOW_BYTES};
+pub use scanner::{SegmentScanner, READ_CHUNK_BYTES};
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
 pub trait Clock: Send + Sync + fmt::Debug {

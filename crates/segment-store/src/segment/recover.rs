@@ -21,7 +21,7 @@ impl LogSegment {
         })
     }
 
-    /// Kafka's `recover`: [`scan_segment`] over the `.log` (framing and CRC of every batch,
+    /// Kafka's `recover`: `scan_segment` over the `.log` (framing and CRC of every batch,
     /// `visitor` called with each valid v2 batch in order, the offset and time index entries an
     /// uninterrupted append would have written), then [`Self::install_scan`] (indexes rebuilt,
     /// cut bytes quarantined, `.log` truncated). Legacy (magic 0/1) entries are indexed but not
@@ -58,8 +58,8 @@ impl LogSegment {
         Ok(outcome)
     }
 
-    /// The writing half of recovery, from a [`SegmentScan`] of this segment's `.log` as it is
-    /// (taken by [`scan_segment`], e.g. in a read-only recovery plan): resets the three indexes
+    /// The writing half of recovery, from a `SegmentScan` of this segment's `.log` as it is
+    /// (taken by `scan_segment`, e.g. in a read-only recovery plan): resets the three indexes
     /// and writes the scan's entries into them, appends its aborted transactions to the
     /// transaction index, and — if the scan stopped before the end — first writes the bytes past
     /// the valid prefix to `<quarantine_dir>/<base>.log.cut-<position>` through the storage,

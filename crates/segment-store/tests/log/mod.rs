@@ -12,10 +12,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use record_format::{Batches, FormatErrorKind, LogEntry, RecordBatchBuilder};
-use segment_store::file_name::{quarantine_file_name, segment_file_path, FileKind};
+use segment_store::internals::SegmentContext;
+use segment_store::internals::{quarantine_file_name, segment_file_path, FileKind};
 use segment_store::{
     DirLock, IndexCorruption, LocalLog, LogConfig, LogEnv, LogSegment, RollParams, RollReason,
-    SegmentConfig, SegmentContext, SegmentError, StdFs, Storage,
+    SegmentConfig, SegmentError, StdFs, Storage,
 };
 use testkit::ManualClock;
 
@@ -971,8 +972,8 @@ mod local_log {
     /// read still returns the right batches, and the log appends on.
     #[test]
     fn segments_are_opened_lazily_and_closed_beyond_a_bound() {
-        use segment_store::limits::{open_files, DESCRIPTORS_PER_SEGMENT};
-        use segment_store::log::MAX_OPEN_INACTIVE_SEGMENTS;
+        use segment_store::internals::MAX_OPEN_INACTIVE_SEGMENTS;
+        use segment_store::internals::{open_files, DESCRIPTORS_PER_SEGMENT};
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(0));
         let bs = batches(60, 1, 1_000, 10);
@@ -1545,7 +1546,8 @@ mod local_log {
 /// as `<name>.partial` and renamed once whole and synced.
 mod quarantine_copy {
     use super::*;
-    use segment_store::io::{partial_path, OpenMode};
+    use segment_store::internals::partial_path;
+    use segment_store::OpenMode;
     use testkit::{SimulatedFs, TornWrite};
 
     /// A segment of 20 batches on `sim` with 3 MiB of garbage (not all zeros, so each chunk of
@@ -1663,7 +1665,7 @@ mod quarantine_copy {
         // The same through the handles (what other storage does): holes kept as well.
         let to2 = dir.path().join("copy2");
         assert_eq!(
-            segment_store::io::copy_range_through_handles(&StdFs, &from, offset, len, &to2)
+            segment_store::internals::copy_range_through_handles(&StdFs, &from, offset, len, &to2)
                 .unwrap(),
             len
         );

@@ -5,8 +5,9 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::{is_root, sim_err, write_into, Inode, NameKind, PendingWrite, SimulatedFs};
-use segment_store::io::{copy_range_through_handles, EntryType, FileHandle, OpenMode, Storage};
+use segment_store::internals::copy_range_through_handles;
 use segment_store::Result;
+use segment_store::{EntryType, FileHandle, OpenMode, Storage};
 
 /// A handle into a [`SimulatedFs`].
 #[derive(Debug)]

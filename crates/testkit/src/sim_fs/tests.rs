@@ -4,7 +4,8 @@ use super::crash::{WeakModel, BLOCK_SIZE};
 use super::{SimulatedFs, TornWrite};
 
 use super::*;
-use segment_store::io::{write_atomically, EntryType, OpenMode, Storage};
+use segment_store::internals::write_atomically;
+use segment_store::{EntryType, OpenMode, Storage};
 use std::ffi::OsString;
 
 fn setup() -> (SimulatedFs, PathBuf) {
