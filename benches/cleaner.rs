@@ -9,7 +9,7 @@
 //! over 100,000 keys in 1 GiB segments is Kafka's default layout at the scale (about
 //! 1 GiB; set the three variables). Each timed run starts from a fresh copy of the input on the
 //! same file system (under `/dev/shm` when it exists, so the disk's write-back is not what is
-//! measured): `cleaner/pass` runs `recovery::cleaner::clean` with a 128 MiB dedupe buffer (Kafka's
+//! measured): `cleaner/pass` runs `recovery::internals::cleaner::clean` with a 128 MiB dedupe buffer (Kafka's
 //! default), `cleaner/copy` copies the segment files. The ratio of the two medians is printed;
 //! `sample_size(10)`, `SEGLOG_BENCH_PAIRS` (default 5) alternating pairs for the printed ratio.
 //!
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use record_format::RecordBatchBuilder;
-use recovery::cleaner::{clean, CleanerConfig, LogToClean};
+use recovery::internals::cleaner::{clean, CleanerConfig, LogToClean};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::{LogConfig, StdFs, Storage, TopicPartition};
 
@@ -155,7 +155,7 @@ fn pass(input: &Input, dir: &Path) -> Duration {
     pass_report(input, dir).0
 }
 
-fn pass_report(input: &Input, dir: &Path) -> (Duration, recovery::cleaner::CleanReport) {
+fn pass_report(input: &Input, dir: &Path) -> (Duration, recovery::CleanReport) {
     let storage: Arc<dyn Storage> = Arc::new(StdFs);
     let to_clean = LogToClean {
         dir: dir.to_path_buf(),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-pub use recovery::cleaner::CleanerConfig;
+pub use recovery::CleanerConfig;
 pub use recovery::HighWatermark;
 use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig, StopPolicy};
 use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};

@@ -15,7 +15,7 @@ pub enum Error {
     Log(PartitionLogError),
     /// The log cleaner could not compact the partition (a file it could not read or write, a
     /// batch it does not clean).
-    Cleaner(recovery::cleaner::CleanerError),
+    Cleaner(recovery::CleanerError),
     /// A KIP-1279 mirror transition was refused (wrong state, invalid source cluster id) or
     /// its log operation failed.
     Mirror(MirrorError<PartitionLogError>),
@@ -126,8 +126,8 @@ impl From<MirrorError<PartitionLogError>> for Error {
     }
 }
 
-impl From<recovery::cleaner::CleanerError> for Error {
-    fn from(e: recovery::cleaner::CleanerError) -> Self {
+impl From<recovery::CleanerError> for Error {
+    fn from(e: recovery::CleanerError) -> Self {
         Error::Cleaner(e)
     }
 }

@@ -434,7 +434,7 @@ fn read_all(log: &Log, isolation: IsolationLevel) -> Vec<i64> {
             Ok(f) => f,
             Err(_) => break,
         };
-        let Ok(records) = crate::recovery::log::consume(&fetch) else {
+        let Ok(records) = crate::recovery::consume(&fetch) else {
             break;
         };
         let next = fetch_next_offset(&fetch.records).unwrap_or(at + 1);

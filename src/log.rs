@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use recovery::snapshot::SnapshotFile;
+use recovery::SnapshotFile;
 use recovery::{
     consume, AppendOrigin, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
     IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ProducerStateManager, RecordIter,
@@ -305,7 +305,7 @@ impl Log {
 
     /// KIP-1279: starts mirroring the partition of the cluster `source_cluster_id`, first
     /// truncating this log to where it diverges from `source` by leader epoch (a
-    /// [`PartitionLog`] or [`recovery::leader_epoch::EpochHistory`] of the source). A partition
+    /// [`PartitionLog`] or [`recovery::EpochHistory`] of the source). A partition
     /// that never mirrored and holds batches of its own keeps none of them unless the source
     /// tells a Last Mirror Epoch (failback): it is truncated fully and starts at 0
     /// (`docs/barrier.md`, "Leader epochs and log alignment"). From then on client and
@@ -633,7 +633,7 @@ impl Log {
     /// place by the log under its segment list's lock, where reads and appends wait for one
     /// directory sync. Retention, truncation and mirror transitions of the partition wait for
     /// the pass. A log without a dirty section is left as it is (a report with no group).
-    pub fn compact(&self) -> Result<recovery::cleaner::CleanReport> {
+    pub fn compact(&self) -> Result<recovery::CleanReport> {
         self.compact_throttled(None)
     }
 
@@ -642,9 +642,9 @@ impl Log {
     /// limits the rate.
     pub(crate) fn compact_throttled(
         &self,
-        throttler: Option<Arc<recovery::cleaner::schedule::Throttler>>,
-    ) -> Result<recovery::cleaner::CleanReport> {
-        use recovery::cleaner::schedule::{ThreadSleeper, Throttler};
+        throttler: Option<Arc<recovery::internals::cleaner::schedule::Throttler>>,
+    ) -> Result<recovery::CleanReport> {
+        use recovery::internals::cleaner::schedule::{ThreadSleeper, Throttler};
         let config = &self.part.config;
         let throttler = throttler.or_else(|| {
             (config.cleaner.io_max_bytes_per_second < f64::MAX).then(|| {
@@ -657,7 +657,7 @@ impl Log {
         });
         self.maintain(|| {
             let live = self.write(|log| Ok(log.live_cleaning()))?;
-            Ok(recovery::cleaner::clean_live(
+            Ok(recovery::internals::cleaner::clean_live(
                 &config.storage,
                 &live,
                 &self.part.tp,

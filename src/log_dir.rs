@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use recovery::cleaner::CleanReport;
+use recovery::CleanReport;
 use recovery::{
     load_log_dir, ExpiredProducer, LoadOptions, LogDirOptions, LogLoader, PartitionLog,
     RecoveryReport,
@@ -440,7 +440,7 @@ impl LogDir {
 impl LogDir {
     /// One pass of Kafka's log cleaner over each of the partitions `partitions` (see
     /// [`Log::compact`](crate::Log::compact) and `docs/cleaner.md`), on the open directory, on
-    /// `log.cleaner.threads` threads ([`CleanerConfig::threads`](recovery::cleaner::CleanerConfig::threads)),
+    /// `log.cleaner.threads` threads ([`CleanerConfig::threads`](recovery::CleanerConfig::threads)),
     /// their reads and writes throttled together to `log.cleaner.io.max.bytes.per.second`, with
     /// [`Config::cleaner`]'s settings and [`Config::clock`]'s time. Appends and reads of every
     /// partition go on meanwhile. Returns each partition's report in the order given. A partition
@@ -465,8 +465,8 @@ impl LogDir {
 
     /// Kafka's log cleaner over the compacted partitions (those `is_compacted` says have
     /// `cleanup.policy=compact`): each is weighed read-only as Kafka's `LogCleanerManager` weighs
-    /// it ([`recovery::cleaner::schedule::candidate`]: its cleanable ratio, how overdue its
-    /// oldest dirty segment is), and those due ([`recovery::cleaner::schedule::due`]: ratio above
+    /// it ([`recovery::internals::cleaner::schedule::candidate`]: its cleanable ratio, how overdue its
+    /// oldest dirty segment is), and those due ([`recovery::internals::cleaner::schedule::due`]: ratio above
     /// `min.cleanable.dirty.ratio`, or `max.compaction.lag.ms` passed) get one pass each
     /// ([`Self::compact`]), the filthiest first. Returns the reports of the passes run, in that
     /// order. A service calls it from time to time, as Kafka's cleaner threads wake up every
@@ -478,14 +478,14 @@ impl LogDir {
         let mut candidates = Vec::new();
         for (tp, log) in self.logs.iter().filter(|(tp, _)| is_compacted(tp)) {
             let live = log.with_partition(|p| p.live_cleaning())?;
-            candidates.push(recovery::cleaner::schedule::candidate(
+            candidates.push(recovery::internals::cleaner::schedule::candidate(
                 &self.config.storage,
                 &live.log,
                 tp,
                 &self.config.cleaner,
             )?);
         }
-        let due = recovery::cleaner::schedule::due(candidates, &self.config.cleaner);
+        let due = recovery::internals::cleaner::schedule::due(candidates, &self.config.cleaner);
         let jobs = due
             .into_iter()
             .filter_map(|c| self.logs.get(&c.tp).map(|log| (c.tp.clone(), log.clone())))
@@ -502,7 +502,7 @@ fn clean_all(
     config: &Config,
     jobs: Vec<(TopicPartition, Log)>,
 ) -> Result<Vec<(TopicPartition, CleanReport)>> {
-    use recovery::cleaner::schedule::{ThreadSleeper, Throttler};
+    use recovery::internals::cleaner::schedule::{ThreadSleeper, Throttler};
     let cleaner = &config.cleaner;
     let throttler = (cleaner.io_max_bytes_per_second < f64::MAX).then(|| {
         Arc::new(Throttler::new(

@@ -450,7 +450,7 @@ impl seglog::segment_store::Storage for FailingFs {
 /// the newest value of every key and the producer state of the original log, and the log end.
 #[test]
 fn a_pass_stopped_at_any_mutation_loses_nothing() {
-    use seglog::recovery::cleaner::{clean, last_records, LogToClean};
+    use seglog::recovery::internals::cleaner::{clean, last_records, LogToClean};
     let ops: Vec<Op> = (0..80)
         .map(|i| Op::Data((i % 5) as u8, vec![((i % 9) as u8, i % 11 == 0)]))
         .chain([Op::End(3, true), Op::End(4, false)])

@@ -6,7 +6,7 @@
 //!
 //! The dry run writes nothing: it plans loading each partition as `seglog producers` does
 //! (`recovery::LogLoader::plan`, the producer state and last stable offset it would load) and
-//! runs the cleaner's pass without writing (`recovery::cleaner::plan`), printing what each group
+//! runs the cleaner's pass without writing (`recovery::internals::cleaner::plan`), printing what each group
 //! of segments would keep and remove. The run opens the log directory (recovering it if its last
 //! shutdown was not clean), cleans the partitions, closes it, and prints what it did.
 //!
@@ -16,7 +16,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use clap::Parser;
-use recovery::cleaner::{self, CleanReport, CleanerConfig, LogToClean};
+use recovery::internals::cleaner::{self, LogToClean};
+use recovery::{CleanReport, CleanerConfig};
 use recovery::{LoadOptions, LogLoader};
 use segment_store::TopicPartition;
 

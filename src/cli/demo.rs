@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use clap::Parser;
 use record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
-use recovery::mirror::encode_mirror_state;
+use recovery::internals::encode_mirror_state;
 use recovery::{
     AppendOrigin, EpochEndOffsets, IsolationLevel, LoadOptions, LogLoader, MirrorLog,
     MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateStore, MirroredLog,
@@ -660,7 +660,7 @@ fn copy_partition(from: &Path, to: &Path) -> DemoResult<()> {
     for e in std::fs::read_dir(from).map_err(io("list B"))? {
         let e = e.map_err(io("list B"))?;
         let name = e.file_name();
-        let skip = name == ".lock" || name == recovery::mirror::MIRROR_STATE_FILE;
+        let skip = name == ".lock" || name == recovery::internals::MIRROR_STATE_FILE;
         if !skip && e.path().is_file() {
             std::fs::copy(e.path(), to.join(&name)).map_err(io("copy B"))?;
         }

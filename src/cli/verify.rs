@@ -28,7 +28,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
-use recovery::plan::LeftoverAction;
+use recovery::LeftoverAction;
 use recovery::{
     IndexFinding, IndexProblem, LoadOptions, LogLoader, PartitionLogError, RecoveryPlan, Severity,
     SnapshotFate,
@@ -222,7 +222,7 @@ fn index_finding(base: i64, f: &IndexFinding) -> Finding {
             format!(
                 "{count} more entry problems in this segment's indexes, not listed (the first {} \
                  of each check are)",
-                recovery::plan::MAX_ENTRY_FINDINGS
+                recovery::internals::MAX_ENTRY_FINDINGS
             ),
             json!({"segment": base, "count": count}),
         ),
@@ -330,13 +330,14 @@ fn interrupted_leftover(path: &Path, kind: FileKind) -> Option<Finding> {
 
 /// The finding about the partition's `cleaner-offset-checkpoint` entry when it is below the log
 /// start or past the log end: the cleaner starts from the log start instead
-/// ([`recovery::cleaner::first_dirty_offset`], Kafka's reset of the first dirty offset).
+/// ([`recovery::internals::cleaner::first_dirty_offset`], Kafka's reset of the first dirty offset).
 fn cleaner_checkpoint_finding(dir: &Path, plan: &RecoveryPlan) -> Option<Finding> {
     let parsed = segment_store::internals::parse_partition_dir_name(dir.file_name()?).ok()?;
     let tp = segment_store::TopicPartition::new(parsed.topic, parsed.partition);
     let storage = &plan.options.env.storage;
-    let checkpointed = recovery::cleaner::read_cleaner_checkpoint(storage, dir, &tp).ok()??;
-    let (start, reset) = recovery::cleaner::first_dirty_offset(
+    let checkpointed =
+        recovery::internals::cleaner::read_cleaner_checkpoint(storage, dir, &tp).ok()??;
+    let (start, reset) = recovery::internals::cleaner::first_dirty_offset(
         Some(checkpointed),
         plan.log_start_offset,
         plan.log_end_offset,

@@ -19,7 +19,7 @@ mod scratch_dir;
 
 use std::collections::BTreeMap;
 
-use recovery::snapshot::{decode_snapshot, encode_snapshot};
+use recovery::internals::{decode_snapshot, encode_snapshot};
 use recovery::{ProducerStateManager, SnapshotEntry};
 
 #[path = "recovery_harness/loader.rs"]

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
-use recovery::snapshot::encode_snapshot;
+use recovery::internals::encode_snapshot;
 use recovery::SnapshotEntry;
 use segment_store::AbortedTxn;
 

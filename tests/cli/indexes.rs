@@ -1,6 +1,6 @@
 //! `.index`, `.timeindex`, `.txnindex` and `.snapshot` dumps on files built in a temp dir.
 
-use recovery::snapshot::encode_snapshot;
+use recovery::internals::encode_snapshot;
 use recovery::SnapshotEntry;
 use seglog::cli::Status;
 use segment_store::AbortedTxn;

@@ -10,7 +10,7 @@ use record_format::{
     end_txn_marker_batch, Batches, ControlRecordKey, ControlRecordType, DecodeLimits, LogEntry,
     MirrorPidResetRecord, RecordBatch, RecordBatchBuilder,
 };
-use recovery::snapshot::read_snapshot;
+use recovery::read_snapshot;
 use recovery::{
     consume, AppendOrigin, IsolationLevel, LoadOptions, LogAppendInfo, LogLoader,
     MirrorPartitionState, MirroredLog, PartitionLog, PartitionLogConfig, PartitionLogError,

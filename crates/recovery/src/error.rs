@@ -287,7 +287,7 @@ pub enum CorruptReason {
         extra: u64,
     },
     /// The file is longer than a snapshot is read
-    /// ([`crate::snapshot::MAX_SNAPSHOT_BYTES`]); not read.
+    /// (`crate::snapshot::MAX_SNAPSHOT_BYTES`); not read.
     TooLarge {
         /// Its length in bytes.
         size: u64,

@@ -1,18 +1,18 @@
 //! Producer state, snapshots, log loading, and the KIP-1279 `MIRROR_PID_RESET` barrier.
 //!
-//! * [`producer_state`]: Kafka's `ProducerStateManager` rules (epochs, sequences, duplicates,
+//! * `producer_state`: Kafka's `ProducerStateManager` rules (epochs, sequences, duplicates,
 //!   transactions, LSO, expiry) over [`BatchSummary`] inputs;
-//! * [`audit`]: the producer-id collision audit behind `seglog producers --audit`;
-//! * [`barrier`]: what a `MIRROR_PID_RESET` batch does to producer state, and why;
-//! * [`snapshot`]: version-1 `.snapshot` files, byte for byte, and loading with fallback;
-//! * [`log`]: the partition log (Kafka `UnifiedLog`, producer side): leader/follower appends,
+//! * `audit`: the producer-id collision audit behind `seglog producers --audit`;
+//! * `barrier`: what a `MIRROR_PID_RESET` batch does to producer state, and why;
+//! * `snapshot`: version-1 `.snapshot` files, byte for byte, and loading with fallback;
+//! * `log`: the partition log (Kafka `UnifiedLog`, producer side): leader/follower appends,
 //!   reads bounded by HW/LSO, the consumer view, truncation, close;
-//! * [`loader`]: Kafka `LogLoader`/`LogManager` loading, with recovery that quarantines instead
+//! * `loader`: Kafka `LogLoader`/`LogManager` loading, with recovery that quarantines instead
 //!   of deleting;
-//! * [`leader_epoch`]: the leader-epoch cache and its checkpoint;
-//! * [`mirror`]: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
+//! * `leader_epoch`: the leader-epoch cache and its checkpoint;
+//! * `mirror`: KIP-1279 mirror partition states, the `mirror-state` file, and the durable
 //!   STOPPING steps that write the barrier;
-//! * [`error`]: typed errors.
+//! * `error`: typed errors.
 //!
 //! Kafka counterparts: `ProducerStateManager`, `LogLoader`, `UnifiedLog` (producer side),
 //! `LeaderEpochFileCache`, and KIP-1279's mirror partition states. Most users want the
@@ -61,23 +61,27 @@
     )
 )]
 #![warn(missing_docs)]
+// Without `internals`, the plumbing only other seglog crates call is unused here; dead code is
+// checked with the feature on, as the workspace builds it.
+#![cfg_attr(not(feature = "internals"), allow(dead_code))]
 
-pub mod audit;
-pub mod barrier;
-pub mod cleaner;
-pub mod error;
-pub mod leader_epoch;
-pub mod loader;
-pub mod log;
-pub mod mirror;
-pub mod plan;
-pub mod producer_state;
-pub mod ring;
-pub mod snapshot;
-pub mod summary;
+mod audit;
+mod barrier;
+mod cleaner;
+mod error;
+mod leader_epoch;
+mod loader;
+mod log;
+mod mirror;
+mod plan;
+mod producer_state;
+mod ring;
+mod snapshot;
+mod summary;
 
 pub use audit::{audit_batches, AuditFinding, AuditKind, ProducerAudit, Severity};
 pub use barrier::BarrierOutcome;
+pub use cleaner::{CleanReport, CleanerConfig, CleanerError};
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,
@@ -99,19 +103,48 @@ pub use log::{
 };
 pub use mirror::{
     alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,
-    MirrorPartition, MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind,
-    MirrorStateStore, MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE,
-    MIRROR_EPOCH_MARGIN,
+    MirrorPartitionState, MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore,
+    MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE, MIRROR_EPOCH_MARGIN,
 };
-pub use plan::{IndexFinding, IndexProblem, RecoveryPlan, SnapshotFate};
+pub use plan::{
+    IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
+    SnapshotFinding, SnapshotOp, SnapshotPhase,
+};
 pub use producer_state::{
-    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, ExpiredProducer,
-    ProducerAppendInfo, ProducerStateEntry, ProducerStateManager, ProducerStateManagerConfig,
-    ProducerStateUpdate, ProducerStateWarning, TxnMetadata, DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    NUM_BATCHES_TO_RETAIN,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,
+    ExpiredProducer, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager,
+    ProducerStateManagerConfig, ProducerStateUpdate, ProducerStateWarning, TxnMetadata,
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };
-pub use ring::BatchRing;
 pub use snapshot::{
     read_snapshot, write_snapshot, SnapshotEntry, SnapshotFile, SnapshotIo, StdIo, StorageIo,
 };
 pub use summary::{BatchSummary, ControlInfo, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE};
+
+/// Plumbing that seglog's other crates share with this one (the cleaner's passes and schedule,
+/// snapshot and mirror-state codecs, sequence arithmetic, the plan's test hooks). Behind the
+/// `internals` feature; not part of the supported API and free to change.
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod internals {
+    /// The log cleaner's passes and schedule.
+    pub mod cleaner {
+        pub use crate::cleaner::*;
+        /// When a log is due for cleaning, and the I/O throttle.
+        pub mod schedule {
+            pub use crate::cleaner::schedule::*;
+        }
+    }
+    pub use crate::mirror::{
+        decode_mirror_state, encode_mirror_state, last_mirror_epoch_of, MalformedReason, MirrorOp,
+        MIRROR_STATE_FILE,
+    };
+    pub use crate::plan::{work, MAX_ENTRY_FINDINGS};
+    pub use crate::producer_state::{decrement_sequence, in_sequence, increment_sequence};
+    pub use crate::ring::BatchRing;
+    pub use crate::snapshot::{
+        decode_snapshot, delete_snapshots_before_with, encode_snapshot,
+        latest_snapshot_at_or_below, list_snapshots, list_snapshots_with, parse_snapshot_file_name,
+        snapshot_file_name, too_large_size, MAX_SNAPSHOT_BYTES,
+    };
+}

@@ -282,7 +282,7 @@ pub(crate) fn rename_segment_file(
 }
 
 /// Kafka `LogLoader`: [`LogLoader::plan`], [`LogLoader::apply`] and [`LogLoader::load`] (see
-/// [`crate::plan`]).
+/// `crate::plan`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LogLoader;
 

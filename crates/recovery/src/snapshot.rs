@@ -76,8 +76,6 @@ pub const ENTRY_SIZE: usize = ENTRY_TXN_FIRST_OFFSET_OFFSET + 8;
 pub(crate) use segment_store::internals::PRODUCER_SNAPSHOT_FILE_SUFFIX as SNAPSHOT_SUFFIX;
 /// Suffix appended to a corrupt snapshot set aside by loading.
 pub const CORRUPT_SUFFIX: &str = ".corrupt";
-/// Suffix of the temporary file of an atomic write.
-pub const TMP_SUFFIX: &str = ".tmp";
 
 /// One producer as persisted in a snapshot (only the newest cached batch survives).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -262,7 +260,7 @@ pub trait SnapshotIo {
         Ok(())
     }
     /// Reads a whole file of at most `limit` bytes; a longer one is an error of kind
-    /// `FileTooLarge` ([`file_too_large`]), not read. The default reads the file first: for
+    /// `FileTooLarge` (`file_too_large`), not read. The default reads the file first: for
     /// implementations whose files are in memory already.
     fn read_capped(&self, path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         let bytes = self.read(path)?;
@@ -288,7 +286,7 @@ pub fn file_too_large(path: &Path, size: u64, limit: u64) -> io::Error {
     })
 }
 
-/// The size and limit an error of [`file_too_large`] carries.
+/// The size and limit an error of `file_too_large` carries.
 pub fn too_large_size(e: &io::Error) -> Option<(u64, u64)> {
     match e.get_ref()?.downcast_ref::<SegmentError>()? {
         SegmentError::FileTooLarge { size, limit, .. } => Some((*size, *limit)),
@@ -591,13 +589,8 @@ fn set_aside_path(io: &dyn SnapshotIo, path: &Path) -> PathBuf {
         .unwrap_or(first)
 }
 
-/// Deletes the snapshot files of `dir` with offset `> offset` (obsolete after a truncation).
-/// Returns the deleted files.
-pub fn delete_snapshots_above(dir: &Path, offset: i64) -> Result<Vec<SnapshotFile>, SnapshotError> {
-    delete_snapshots_above_with(&StdIo, dir, offset)
-}
-
-/// [`delete_snapshots_above`] through `io`.
+/// Deletes the snapshot files of `dir` with offset `> offset` (obsolete after a truncation),
+/// through `io`. Returns the deleted files.
 pub fn delete_snapshots_above_with(
     io: &dyn SnapshotIo,
     dir: &Path,
@@ -757,7 +750,7 @@ impl ProducerStateManager {
     /// offset `<= at_or_below`, skipping producers expired at `now_ms` (no open transaction and
     /// `now − last timestamp >= producer.id.expiration.ms`). Map end and last snapshot offsets
     /// become the snapshot's offset, or `log_start_offset` if there is none. Corrupt snapshots
-    /// are set aside (see [`read_latest_valid_snapshot`]).
+    /// are set aside (see `read_latest_valid_snapshot`).
     pub fn load_from_snapshot(
         &mut self,
         dir: &Path,

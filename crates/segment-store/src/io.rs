@@ -252,14 +252,14 @@ pub const COPY_CHUNK_BYTES: usize = 1 << 20;
 /// synced, so that an interrupted copy (a crash, `ENOSPC`) never bears the name of a complete one.
 pub const PARTIAL_SUFFIX: &str = ".partial";
 
-/// `<path>.partial` ([`PARTIAL_SUFFIX`]).
+/// `<path>.partial` (`PARTIAL_SUFFIX`).
 pub fn partial_path(path: &Path) -> PathBuf {
     let mut p = path.as_os_str().to_owned();
     p.push(PARTIAL_SUFFIX);
     PathBuf::from(p)
 }
 
-/// [`Storage::copy_range`] through the storage's file handles, a [`COPY_CHUNK_BYTES`] chunk at a
+/// [`Storage::copy_range`] through the storage's file handles, a `COPY_CHUNK_BYTES` chunk at a
 /// time: a chunk of zeros is not written (the destination is extended over it by `set_len`, which
 /// a sparse-capable file system leaves as a hole), so the holes of the source stay holes.
 pub fn copy_range_through_handles<S: Storage + ?Sized>(

@@ -55,17 +55,21 @@ pub mod clock;
 pub mod crash_fn;
 pub mod crash_test;
 pub mod kill_child;
+mod mirror_partition;
 pub mod rng;
 pub mod segments;
 pub mod sim_fs;
+mod tree_image;
 
 pub use clock::ManualClock;
 pub use crash_fn::{crash_test_fn, Ack, CrashEnv, CrashFnError, FnOptions, FnSummary, Recovered};
 pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
+pub use mirror_partition::MirrorPartition;
 pub use segments::write_tiny_segments;
 pub use sim_fs::{
     CrashImage, CrashModel, CrashStates, SimStats, SimulatedFs, TornWrite, WeakModel, BLOCK_SIZE,
 };
+pub use tree_image::tree_image;
 
 /// Truncates the file `path` to `len` bytes after `delay`, on a thread of its own, as a broker
 /// truncating a segment would while seglog reads it; join the handle to wait for the cut.

@@ -343,7 +343,8 @@ fn a_rolled_segment_s_index_trimmed_to_no_entry_is_durable_at_the_roll() {
 /// it: `seglog crash-test --iterations 1 --seed 234 --model weak`).
 #[test]
 fn deleted_snapshots_are_durably_gone_before_the_next_change() {
-    use recovery::snapshot::{delete_snapshots_before_with, StorageIo};
+    use recovery::internals::delete_snapshots_before_with;
+    use recovery::StorageIo;
     use std::sync::Arc;
 
     let sim = testkit::SimulatedFs::new();

@@ -1,5 +1,5 @@
 //! Dumping a producer state `.snapshot` (Kafka's `dumpProducerIdSnapshot`), decoded with
-//! `recovery::snapshot::decode_snapshot` (version 1, CRC-32C checked).
+//! `recovery::internals::decode_snapshot` (version 1, CRC-32C checked).
 //!
 //! Text, per producer: `producerId: P producerEpoch: E coordinatorEpoch: C currentTxnFirstOffset:
 //! OptionalLong.empty|OptionalLong[n] lastTimestamp: T`, then, when the entry carries batch
@@ -10,10 +10,9 @@ use std::io::{self, Write};
 use std::path::Path;
 
 use record_format::internals::decrement_sequence;
-use recovery::snapshot::{
-    decode_snapshot, too_large_size, SnapshotEntry, SnapshotIo, MAX_SNAPSHOT_BYTES,
-};
+use recovery::internals::{decode_snapshot, too_large_size, MAX_SNAPSHOT_BYTES};
 use recovery::{CorruptReason, SnapshotError};
+use recovery::{SnapshotEntry, SnapshotIo};
 use serde::Serialize;
 
 use super::json::{self, EntriesSummary, ErrorJson};
@@ -65,7 +64,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     /// Dumps a `.snapshot` file.
     pub(crate) fn dump_producer_snapshot(&mut self, path: &Path) -> io::Result<()> {
         // Capped as recovery caps it: a longer file is reported corrupt with its size, not read.
-        let read = recovery::snapshot::StdIo.read_capped(path, MAX_SNAPSHOT_BYTES);
+        let read = recovery::StdIo.read_capped(path, MAX_SNAPSHOT_BYTES);
         let (decoded, len) = match read {
             Ok(bytes) => (decode_snapshot(&bytes), bytes.len() as u64),
             Err(e) => match too_large_size(&e) {

@@ -8,9 +8,10 @@ use std::sync::{Mutex, OnceLock};
 use super::input::Input;
 use super::scratch_dir;
 use record_format::{mirror_pid_reset_batch, RecordBatchBuilder};
-use recovery::plan::{tree_image, LeftoverAction, SnapshotOp};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
+use recovery::{LeftoverAction, SnapshotOp};
 use segment_store::LogConfig;
+use testkit::tree_image;
 
 // ------------------------------------------------------------------------------------------------
 // log_loader

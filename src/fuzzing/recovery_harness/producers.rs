@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use super::input::Input;
 use super::scratch_dir;
-use recovery::snapshot::decode_snapshot;
+use recovery::internals::decode_snapshot;
 use recovery::{
     AbortedTxnRecord, AppendOrigin, BatchMetadata, BatchSummary, ControlInfo, ProducerStateManager,
     ProducerStateWarning, SnapshotEntry,
@@ -64,7 +64,7 @@ struct Step {
 }
 
 fn first_seq(m: &BatchMetadata) -> i32 {
-    recovery::producer_state::decrement_sequence(m.last_seq, m.offset_delta)
+    recovery::internals::decrement_sequence(m.last_seq, m.offset_delta)
 }
 
 impl Model {
@@ -179,10 +179,7 @@ impl Model {
                                 return Err(());
                             }
                         } else if !(cur.epoch == -1
-                            || recovery::producer_state::in_sequence(
-                                cur.last_seq(),
-                                b.base_sequence,
-                            ))
+                            || recovery::internals::in_sequence(cur.last_seq(), b.base_sequence))
                         {
                             return Err(());
                         }
@@ -362,10 +359,7 @@ fn next_batch(
         producer_id,
         producer_epoch,
         base_sequence,
-        last_sequence: recovery::producer_state::increment_sequence(
-            base_sequence,
-            (records - 1) as i32,
-        ),
+        last_sequence: recovery::internals::increment_sequence(base_sequence, (records - 1) as i32),
         max_timestamp: *ts,
         is_transactional: flags & 4 != 0,
         is_control: false,

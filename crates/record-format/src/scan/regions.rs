@@ -73,10 +73,10 @@ pub(super) const SPARE_BYTES: usize = 2 << 20;
 #[derive(Debug)]
 pub enum Piece<'a> {
     /// The next entries of the chain, every one of them valid (the first invalid entry ends the
-    /// chain: see [`ChainReader::end`]). Give the buffer back with [`ChainReader::recycle`] once
+    /// chain: see `ChainReader::end`). Give the buffer back with `ChainReader::recycle` once
     /// done with it.
     Entries(Vec<LogEntry<'a>>),
-    /// The chain has no more entries (see [`ChainReader::end`]).
+    /// The chain has no more entries (see `ChainReader::end`).
     Finished,
 }
 

@@ -75,13 +75,13 @@ pub struct CleanerConfig {
     /// `min.compaction.lag.ms` (0).
     pub min_compaction_lag_ms: i64,
     /// `min.cleanable.dirty.ratio` (0.5): a log is due when its cleanable bytes are more than
-    /// this share of its bytes ([`schedule::due`]).
+    /// this share of its bytes (`schedule::due`).
     pub min_cleanable_dirty_ratio: f64,
     /// `max.compaction.lag.ms` (`i64::MAX`, never): a log whose oldest dirty segment's first
     /// batch is older than this is due whatever its ratio.
     pub max_compaction_lag_ms: i64,
     /// `log.cleaner.io.max.bytes.per.second` (unlimited): the rate of the bytes a pass reads
-    /// and writes ([`schedule::Throttler`]).
+    /// and writes (`schedule::Throttler`).
     pub io_max_bytes_per_second: f64,
 }
 
@@ -243,7 +243,7 @@ pub fn clean(
     clean_unthrottled(storage, log, tp, config)
 }
 
-/// [`clean`] with every byte the pass reads or writes counted by `throttler` (shared by the
+/// `clean` with every byte the pass reads or writes counted by `throttler` (shared by the
 /// passes of one cleaner: Kafka's throttler is one per cleaner, over its threads).
 pub fn clean_throttled(
     storage: &Arc<dyn Storage>,
@@ -308,7 +308,7 @@ pub struct LiveLog {
 }
 
 impl crate::PartitionLog {
-    /// What a cleaning pass of this open log needs ([`clean_live`]), taken now, with the
+    /// What a cleaning pass of this open log needs (`clean_live`), taken now, with the
     /// cleaner's clock at the log's clock.
     pub fn live_cleaning(&self) -> LiveLog {
         LiveLog {
@@ -324,7 +324,7 @@ impl crate::PartitionLog {
     }
 }
 
-/// One cleaning pass of an open partition (Kafka's cleaner beside a live log): [`clean`]'s pass,
+/// One cleaning pass of an open partition (Kafka's cleaner beside a live log): `clean`'s pass,
 /// reading the sealed segments below the first uncleanable offset while the writer appends to
 /// the active segment and readers read, each cleaned group committed (`.cleaned` → `.swap`,
 /// synced) and then put in place by the log itself

@@ -125,7 +125,7 @@ pub struct FetchResult {
 /// The slice holds the `.log`'s open file, not a copy and not a map: it reads the bytes it
 /// names while it is held, after retention deleted the segment or the log was closed; after a
 /// truncation below its end a read of it is short ([`FileSlice::to_vec`] fails with
-/// `SliceTruncated`), never a fault. See [`segment_store::file_slice`].
+/// `SliceTruncated`), never a fault. See `segment_store::file_slice`.
 #[derive(Debug, Clone)]
 pub struct FetchSlices {
     /// The offset asked for.

@@ -211,7 +211,7 @@ impl PartitionLog {
     /// every producer snapshot file not at a segment's base offset, except the newest of them
     /// when it is at or above the active segment's base (the snapshot a clean close writes at
     /// the log end), and returns the deleted files
-    /// ([`stray_snapshots`](crate::snapshot::stray_snapshots) says which). As
+    /// (`stray_snapshots` says which). As
     /// [`Self::delete_snapshots_before`], Kafka's own housekeeping of derived state: reported,
     /// not quarantined. The in-memory producer state is unchanged.
     pub fn remove_stray_snapshots(&mut self) -> Result<Vec<SnapshotFile>, PartitionLogError> {

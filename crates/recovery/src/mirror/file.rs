@@ -400,7 +400,7 @@ pub fn decode_mirror_state(bytes: &[u8]) -> Result<MirrorPartitionState, (usize,
     Ok(state)
 }
 
-/// Where a partition's mirror state is kept: the seam the [`MirrorPartition`](crate::MirrorPartition) driver persists
+/// Where a partition's mirror state is kept: the seam the `testkit::MirrorPartition` driver persists
 /// through (production: [`MirrorStateFile`]; tests: an in-memory store that can crash).
 pub trait MirrorStateStore {
     /// The persisted state; [`MirrorPartitionState::Local`] when none was ever persisted.

@@ -98,7 +98,7 @@
 
 mod alignment;
 mod file;
-mod partition;
+mod last_epoch;
 mod state;
 mod stopping;
 #[cfg(test)]
@@ -110,10 +110,9 @@ pub use file::{
     decode_mirror_state, encode_mirror_state, MalformedReason, MirrorStateError, MirrorStateFile,
     MirrorStateStore,
 };
-pub use partition::{last_mirror_epoch_of, MirrorPartition};
+pub use last_epoch::last_mirror_epoch_of;
 pub use state::{
-    fenced_mirror_epoch, is_valid_source_cluster_id, MirrorPartitionState, MirrorStateKind,
-    StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE, MIRROR_EPOCH_MARGIN, MIRROR_STATE_FILE,
-    MIRROR_STATE_VERSION,
+    fenced_mirror_epoch, MirrorPartitionState, MirrorStateKind, StopPolicy, StoppingStep,
+    MIRROR_EPOCH_FENCE, MIRROR_EPOCH_MARGIN, MIRROR_STATE_FILE,
 };
 pub use transitions::{MirrorError, MirrorLog, MirrorOp, MirroredLog};

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::alignment::{EpochEndOffsets, StopOutcome};
 use super::file::MirrorStateError;
-use super::partition::last_mirror_epoch_of;
+use super::last_epoch::last_mirror_epoch_of;
 use super::state::{
     is_valid_source_cluster_id, MirrorPartitionState, MirrorStateKind, StopPolicy, StoppingStep,
 };
@@ -173,7 +173,7 @@ impl<E> From<MirrorStateError> for MirrorError<E> {
 
 /// A partition log that owns its mirror state: the KIP-1279 transition driver, as provided
 /// methods over [`MirrorLog`] and two state accessors. [`crate::PartitionLog`] implements it (its
-/// appends enforce the state); [`MirrorPartition`](crate::MirrorPartition) pairs any [`MirrorLog`] with a separate
+/// appends enforce the state); `testkit::MirrorPartition` pairs any [`MirrorLog`] with a separate
 /// [`MirrorStateStore`](crate::MirrorStateStore).
 ///
 /// Every transition persists its state before it is visible through

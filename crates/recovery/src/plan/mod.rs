@@ -41,11 +41,10 @@ mod leftovers;
 mod overlay;
 mod producers;
 mod segments;
-mod tree_image;
 mod types;
 
 use apply::apply_with;
-pub use indexes::{MAX_ENTRY_FINDINGS, MAX_SORTED_ENTRIES};
+pub use indexes::MAX_ENTRY_FINDINGS;
 use leftovers::{next_quarantine_dir, plan_leftovers};
 use overlay::PlanIo;
 use producers::{
@@ -53,10 +52,9 @@ use producers::{
     without_identical_rewrites,
 };
 use segments::{plan_segments, recover_from, recovery_base, Sources};
-pub use tree_image::tree_image;
 pub use types::{
     IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
-    SnapshotFinding, SnapshotOp, SnapshotPhase, REPLACED_SUFFIX,
+    SnapshotFinding, SnapshotOp, SnapshotPhase,
 };
 
 /// The planner's lookup work, counted for the scaling test (`tests/recovery/scaling.rs`): every

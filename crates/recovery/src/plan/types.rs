@@ -151,13 +151,13 @@ pub enum IndexProblem {
         /// File length.
         len: u64,
     },
-    /// An offset index of more than [`MAX_SORTED_ENTRIES`](super::MAX_SORTED_ENTRIES) entries whose positions are not in
+    /// An offset index of more than `MAX_SORTED_ENTRIES` entries whose positions are not in
     /// order: its entries are not checked one by one against the batches.
     OutOfOrderNotChecked {
         /// How many entries it has.
         entries: usize,
     },
-    /// Entry problems of the segment's indexes past the first [`MAX_ENTRY_FINDINGS`](super::MAX_ENTRY_FINDINGS) listed:
+    /// Entry problems of the segment's indexes past the first `MAX_ENTRY_FINDINGS` listed:
     /// counted, not listed (a damaged index of millions of entries would fill memory with them).
     MoreEntryProblems {
         /// How many.

@@ -384,7 +384,7 @@ impl ProducerStateManager {
 
     /// Kafka `truncateFullyAndStartAt` (in-memory part): forget everything, map end = `offset`,
     /// last snapshot offset = 0. Deleting the snapshot files is the caller's job
-    /// ([`crate::snapshot::delete_snapshots_above`] with −1 deletes them all).
+    /// (`delete_snapshots_above_with` with −1 deletes them all).
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) {
         self.producers.clear();
         self.ongoing_txns.clear();
@@ -411,7 +411,7 @@ impl ProducerStateManager {
     /// Applies `batches` strictly in log order with `origin`'s checks, as UnifiedLog's append
     /// does (all producer updates of a run, then completed transactions with their LSOs, then the
     /// map end offset), except that a `MIRROR_PID_RESET` barrier closes the run: the batches
-    /// before it are applied first, then the barrier (see [`crate::barrier`]), then the batches
+    /// before it are applied first, then the barrier (see `crate::barrier`), then the batches
     /// after it start from empty producer state.
     ///
     /// All-or-nothing: every batch is checked before anything is applied; on error the manager

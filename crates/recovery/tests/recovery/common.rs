@@ -1,7 +1,7 @@
 //! Batch builders shared by the tests.
 #![allow(dead_code)]
 
-use recovery::producer_state::increment_sequence;
+use recovery::internals::increment_sequence;
 use recovery::{
     AppendOrigin, AppliedBatches, BatchSummary, ControlInfo, ProducerStateError,
     ProducerStateManager,

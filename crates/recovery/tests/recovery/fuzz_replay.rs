@@ -11,7 +11,7 @@ mod harness;
 
 use std::path::PathBuf;
 
-use recovery::snapshot::encode_snapshot;
+use recovery::internals::encode_snapshot;
 use recovery::SnapshotEntry;
 
 #[path = "../../../../fuzz/replay.rs"]

@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use record_format::Batches;
-use recovery::plan::{IndexFinding, IndexProblem};
 use recovery::{AppendOrigin, LoadOptions, LogLoader};
+use recovery::{IndexFinding, IndexProblem};
 use segment_store::internals::FileKind;
 use segment_store::LogConfig;
 

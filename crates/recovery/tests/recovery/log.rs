@@ -12,7 +12,7 @@ use record_format::{
     end_txn_marker_batch, mirror_pid_reset_batch, Batches, ControlRecordType, LogEntry,
     RecordBatch, RecordBatchBuilder,
 };
-use recovery::snapshot::read_snapshot;
+use recovery::read_snapshot;
 use recovery::{
     consume, AppendOrigin, EpochHistory, IsolationLevel, LoadOptions, LogLoader, MirrorLog,
     MirrorPartitionState, MirrorStateKind, MirroredLog, PartitionLog, PartitionLogConfig,
@@ -807,7 +807,7 @@ fn follower_appends_are_refused_while_stopping() {
 }
 
 fn snapshot_file_offsets(dir: &Path) -> Vec<i64> {
-    recovery::snapshot::list_snapshots(dir)
+    recovery::internals::list_snapshots(dir)
         .unwrap()
         .into_iter()
         .map(|f| f.offset)

@@ -21,15 +21,16 @@ use std::io;
 use std::path::Path;
 use std::rc::Rc;
 
-use recovery::mirror::{
+use recovery::internals::{
     decode_mirror_state, encode_mirror_state, MalformedReason, MirrorOp, MIRROR_STATE_FILE,
 };
 use recovery::{
-    EpochEndOffsets, EpochHistory, MirrorError, MirrorLog, MirrorPartition, MirrorPartitionState,
-    MirrorStateError, MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog, SnapshotIo,
-    StdIo, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE, UNDEFINED_EPOCH,
+    EpochEndOffsets, EpochHistory, MirrorError, MirrorLog, MirrorPartitionState, MirrorStateError,
+    MirrorStateFile, MirrorStateKind, MirrorStateStore, MirroredLog, SnapshotIo, StdIo, StopPolicy,
+    StoppingStep, MIRROR_EPOCH_FENCE, UNDEFINED_EPOCH,
 };
 use segment_store::EpochEntry;
+use testkit::MirrorPartition;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Batch {

@@ -17,12 +17,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use record_format::Batches;
-use recovery::plan::tree_image;
 use recovery::{
     AppendOrigin, LoadOptions, LogLoader, PartitionLog, PartitionLogConfig, RecoveryPlan,
     SnapshotEntry,
 };
 use segment_store::LogConfig;
+use testkit::tree_image;
 
 use super::loader::{build_log, SEGMENT_BYTES};
 use super::log::small_segments;

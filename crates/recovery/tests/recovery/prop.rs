@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use proptest::prelude::*;
-use recovery::producer_state::increment_sequence;
+use recovery::internals::increment_sequence;
 use recovery::AppendOrigin::{self, Client, Coordinator, Replication};
 use recovery::{BatchSummary, CompletedTxn, ProducerStateManager, SnapshotEntry, TxnMetadata};
 

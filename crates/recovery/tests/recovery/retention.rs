@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use recovery::snapshot::{list_snapshots, list_snapshots_with};
+use recovery::internals::{list_snapshots, list_snapshots_with};
 use recovery::{
     AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorPartitionState, MirrorStateStore,
     PartitionLog, PartitionLogConfig, PartitionLogError, StorageIo,

@@ -1,7 +1,7 @@
 //! Kafka's producer state rules (reference §7.2–7.6, 7.9), one test per rule, asserting exact
 //! error kinds and the numbers they carry.
 
-use recovery::producer_state::{decrement_sequence, in_sequence, increment_sequence};
+use recovery::internals::{decrement_sequence, in_sequence, increment_sequence};
 use recovery::AppendOrigin::{Client, Coordinator, Replication};
 use recovery::{
     AbortedTxnRecord, BatchMetadata, CompletedTxn, ControlInfo, InvalidBatchReason,

@@ -1,5 +1,5 @@
 //! Planning scales with the number of segments: the planner's lookup work
-//! (`recovery::plan::work`, every element a lookup by base offset or path examines) grows as
+//! (`recovery::internals::work`, every element a lookup by base offset or path examines) grows as
 //! n log n from 1,000 to 10,000 tiny segments of one partition, in the three shapes whose
 //! lookups were once linear per segment: a clean log (`verify` and `recover --full` plan every
 //! segment), a cut in the middle (half the segments move to quarantine, the report names their
@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use recovery::plan::work;
+use recovery::internals::work;
 use recovery::{LoadOptions, LogLoader, SnapshotEntry};
 use segment_store::internals::{segment_file_path, FileKind};
 

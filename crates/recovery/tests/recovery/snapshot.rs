@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use recovery::snapshot::{
+use recovery::internals::{
     decode_snapshot, encode_snapshot, latest_snapshot_at_or_below, list_snapshots,
     parse_snapshot_file_name, snapshot_file_name,
 };

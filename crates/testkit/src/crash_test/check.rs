@@ -109,9 +109,9 @@ fn check_plan_then_apply(
         clock: Arc::new(ManualClock::new(exp.now_ms.max(TIMESTAMP))),
     };
     let opts = load_opts(w, env, false, exp.recovery_point);
-    let before = recovery::plan::tree_image(dir).map_err(|e| e.to_string())?;
+    let before = crate::tree_image(dir).map_err(|e| e.to_string())?;
     let plan = LogLoader::plan(dir, &opts).map_err(|e| format!("(f) recovery failed: {e}"))?;
-    if recovery::plan::tree_image(dir).map_err(|e| e.to_string())? != before {
+    if crate::tree_image(dir).map_err(|e| e.to_string())? != before {
         out.violations
             .push("(g) planning recovery changed the directory".to_owned());
     }

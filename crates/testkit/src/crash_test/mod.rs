@@ -18,7 +18,7 @@
 //! `.txnindex`, the offset and time indexes (held in memory on the simulated storage and
 //! written through it, durable at a flush as a map is at its `msync`), producer snapshots and
 //! the `mirror-state` file (temporary file, fsync, rename, fsync of the directory, see
-//! [`recovery::snapshot::StorageIo`]), `leader-epoch-checkpoint`, the loader's quarantine
+//! [`recovery::StorageIo`]), `leader-epoch-checkpoint`, the loader's quarantine
 //! folders and cut bytes, `*.deleted` renames, and every directory entry. A snapshot written at
 //! an unflushed log end is durable while the tail it describes is not ("from the future"):
 //! recovery must discard it. The offset and time indexes are in the images as the crash left

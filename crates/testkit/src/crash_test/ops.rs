@@ -9,7 +9,7 @@ use std::sync::Arc;
 use record_format::{
     end_txn_marker_batch, Batches, ControlRecordType, LogEntry, RecordBatch, RecordBatchBuilder,
 };
-use recovery::leader_epoch::EpochHistory;
+use recovery::EpochHistory;
 use recovery::{
     AppendOrigin, EpochEndOffsets, LastMirrorEpoch, LoadOptions, LogLoader, PartitionLog,
     StopPolicy,

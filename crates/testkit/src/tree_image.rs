@@ -1,4 +1,4 @@
-//! A test helper: the image of a directory tree.
+//! The image of a directory tree, to check that a read-only step changed nothing.
 
 use std::collections::BTreeMap;
 use std::io;

@@ -1,10 +1,11 @@
-//! A mirror partition over any [`MirrorLog`] and [`MirrorStateStore`].
+//! [`MirrorPartition`]: a KIP-1279 mirror log paired with a separate mirror-state store, the
+//! driver tests use to run the mirror state machine over a fake log.
 
-use super::alignment::{EpochEndOffsets, LastMirrorEpoch};
-use super::file::{MirrorStateError, MirrorStateStore};
-use super::state::MirrorPartitionState;
-use super::transitions::{MirrorError, MirrorLog, MirroredLog};
-use crate::leader_epoch::UNDEFINED_EPOCH;
+use recovery::internals::last_mirror_epoch_of;
+use recovery::{
+    EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog, MirrorPartitionState,
+    MirrorStateError, MirrorStateStore, MirroredLog,
+};
 
 /// A [`MirrorLog`] paired with a separate [`MirrorStateStore`]: the driver for logs that do not
 /// own their mirror state (tests drive a fake log through it).
@@ -62,48 +63,6 @@ impl<L: MirrorLog, S> EpochEndOffsets for MirrorPartition<L, S> {
     fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
         last_mirror_epoch_of(&self.state, &self.log, self.log.latest_epoch())
     }
-}
-
-/// The Last Mirror Epoch of a log in `state` whose latest leader epoch is `latest_epoch` (only
-/// `Stopped` has one): the stop epoch is the epoch whose range holds the barrier.
-pub fn last_mirror_epoch_of(
-    state: &MirrorPartitionState,
-    log: &dyn EpochEndOffsets,
-    latest_epoch: Option<i32>,
-) -> Option<LastMirrorEpoch> {
-    let MirrorPartitionState::Stopped {
-        barrier_offset,
-        last_mirror_epoch,
-    } = *state
-    else {
-        return None;
-    };
-    // The stop's epoch is the one whose range contains the barrier, found by walking down from
-    // the latest.
-    let mut epoch = latest_epoch?;
-    for _ in 0..=u16::MAX {
-        if epoch == UNDEFINED_EPOCH {
-            return None;
-        }
-        let below = epoch.checked_sub(1)?;
-        let (lower, start) = log.end_offset_for_epoch(below);
-        // `start` is where `epoch` starts (the end of the largest epoch below it).
-        if lower == UNDEFINED_EPOCH || start <= barrier_offset {
-            let end_offset = if lower == UNDEFINED_EPOCH {
-                barrier_offset
-            } else {
-                start.min(barrier_offset)
-            };
-            return Some(LastMirrorEpoch {
-                epoch: last_mirror_epoch,
-                end_offset,
-                barrier_offset,
-                stop_epoch: epoch,
-            });
-        }
-        epoch = lower;
-    }
-    None
 }
 
 impl<L: MirrorLog, S> MirrorLog for MirrorPartition<L, S> {
