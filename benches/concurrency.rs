@@ -44,7 +44,7 @@ use criterion::{
 };
 use record_format::RecordBatchBuilder;
 use seglog::{Config, HighWatermark, IsolationLevel, Log};
-use testkit::crash_test::XorShift;
+use testkit::XorShift;
 
 const RECORDS: usize = 10;
 const VALUE: usize = 100;

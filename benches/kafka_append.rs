@@ -52,7 +52,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 /// `batches` batches, batch `i` from producer `i % producers`, concatenated; and where each
 /// one starts and ends.
 fn input(batches: usize, producers: usize) -> (Vec<u8>, Vec<(usize, usize)>) {
-    let mut rng = testkit::crash_test::XorShift::new(7);
+    let mut rng = testkit::XorShift::new(7);
     let mut sequences = vec![0i32; producers];
     let mut bytes = Vec::new();
     let mut spans = Vec::with_capacity(batches);

@@ -89,7 +89,7 @@ fn settle() {
 }
 
 fn pool() -> Vec<Vec<u8>> {
-    let mut rng = testkit::crash_test::XorShift::new(7);
+    let mut rng = testkit::XorShift::new(7);
     let ts = 1_790_000_000_000;
     (0..POOL)
         .map(|i| {

@@ -24,7 +24,7 @@ use std::time::Instant;
 
 use record_format::RecordBatchBuilder;
 use seglog::{Config, IsolationLevel, Log};
-use testkit::crash_test::XorShift;
+use testkit::XorShift;
 
 #[path = "common/kafka.rs"]
 mod kafka;

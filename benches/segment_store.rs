@@ -162,7 +162,7 @@ fn append_benches(c: &mut Criterion) {
 
 /// Deterministic targets from the testkit's xorshift64 generator.
 fn targets(n: usize, max: i64) -> Vec<i64> {
-    let mut rng = testkit::crash_test::XorShift::new(0);
+    let mut rng = testkit::XorShift::new(0);
     (0..n).map(|_| rng.below(max as u64) as i64).collect()
 }
 

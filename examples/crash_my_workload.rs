@@ -43,12 +43,7 @@ fn config(
 
 fn batch(pid: i64, seq: i32, value: &str) -> Result<Vec<u8>, Box<dyn Error>> {
     let mut b = RecordBatchBuilder::new(0).producer(pid, 0, seq);
-    b.append(
-        testkit::crash_test::TIMESTAMP,
-        Some(b"k"),
-        Some(value.as_bytes()),
-        &[],
-    )?;
+    b.append(testkit::TIMESTAMP, Some(b"k"), Some(value.as_bytes()), &[])?;
     Ok(b.build())
 }
 

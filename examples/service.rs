@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 
 use seglog::record_format::RecordBatchBuilder;
 use seglog::{Config, IsolationLevel, Log, LogDir, TopicPartition};
-use testkit::rng::XorShift;
+use testkit::XorShift;
 
 const PARTITIONS: [(&str, i32); 4] = [
     ("orders", 0),

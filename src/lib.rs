@@ -77,19 +77,13 @@ pub use config::{
 pub use error::{Error, Result};
 pub use log::Log;
 pub use log_dir::LogDir;
-
-pub use record_format;
-pub use recovery;
-pub use segment_store;
-
 pub use recovery::{
-    AppendOrigin, CloseSync, ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult,
-    IsolationLevel, LogAppendInfo, PartitionLog, RecordIter, RecoveryReport, StopPolicy,
+    AppendOrigin, CleanReport, CloseSync, ConsumedRecord, ExpiredProducer, FetchIsolation,
+    FetchResult, FetchSlices, IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ReadState,
+    RecordIter, RecoveryReport, StopPolicy,
 };
-pub use segment_store::TimestampAndOffset;
-pub use segment_store::{Clock, SystemClock, TopicPartition};
-
-pub use recovery::{LogReader, ReadState};
-
-pub use recovery::FetchSlices;
-pub use segment_store::FileSlice;
+pub use segment_store::{Clock, FileSlice, SystemClock, TimestampAndOffset, TopicPartition};
+/// The crates under the facade, for what it does not wrap (building batches with
+/// [`record_format::RecordBatchBuilder`], a read-only [`recovery::RecoveryPlan`], a standalone
+/// [`segment_store::LocalLog`]), at the versions the facade was built with.
+pub use {record_format, recovery, segment_store};

@@ -96,7 +96,7 @@ pub struct LogDir {
     scheduler: Scheduler,
     /// The directory as loaded; its partition map is empty but while [`Self::with_all`] lends it
     /// the partitions' writers (to flush, checkpoint or close them all).
-    inner: recovery::LogDir,
+    inner: recovery::LoadedLogDir,
     /// A handle on each partition.
     logs: BTreeMap<TopicPartition, Log>,
     config: Config,
@@ -343,7 +343,10 @@ impl LogDir {
     /// them meanwhile; writes of every partition wait, reads do not), with the high-watermark
     /// timer kept out, then gives them back and publishes what changed. Writers closed already
     /// are left out.
-    fn with_all<R>(&mut self, f: impl FnOnce(&mut recovery::LogDir) -> Result<R>) -> Result<R> {
+    fn with_all<R>(
+        &mut self,
+        f: impl FnOnce(&mut recovery::LoadedLogDir) -> Result<R>,
+    ) -> Result<R> {
         let mut guards = Vec::with_capacity(self.logs.len());
         for (tp, handle) in &self.logs {
             let mut guard = handle.lock_writer();
@@ -550,7 +553,11 @@ pub(crate) fn follow_policy(log: &mut PartitionLog, policy: HighWatermark) {
 
 /// The load report of `tp`, whose folder is `dir` (named as Kafka names it, or not: see
 /// [`LogDir::non_canonical_partitions`]).
-fn report_of(inner: &recovery::LogDir, tp: &TopicPartition, dir: &Path) -> Result<RecoveryReport> {
+fn report_of(
+    inner: &recovery::LoadedLogDir,
+    tp: &TopicPartition,
+    dir: &Path,
+) -> Result<RecoveryReport> {
     let name = tp.to_string();
     let folder = dir.file_name().map(|n| n.to_string_lossy().into_owned());
     inner

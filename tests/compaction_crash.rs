@@ -26,7 +26,7 @@ use seglog::segment_store::Storage;
 use seglog::{CleanerConfig, Clock, Config, IsolationLevel, Log};
 use testkit::{crash_test_fn, CrashEnv, CrashModel, FnOptions, Recovered, WeakModel};
 
-const T0: i64 = testkit::crash_test::TIMESTAMP;
+const T0: i64 = testkit::TIMESTAMP;
 
 fn config(storage: Option<Arc<dyn Storage>>, clock: Arc<dyn Clock>) -> Config {
     let mut config = Config::default()

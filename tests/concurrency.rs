@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use seglog::record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
 use seglog::segment_store::LogConfig;
 use seglog::{AppendOrigin, Clock, Config, Error, IsolationLevel, Log, LogDir, TopicPartition};
-use testkit::rng::XorShift;
+use testkit::XorShift;
 
 const T0: i64 = 1_700_000_000_000;
 const TXN_PRODUCER: i64 = 1_000;

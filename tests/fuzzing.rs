@@ -353,12 +353,7 @@ fn crash_test_fn_on_a_log() -> testkit::FnSummary {
         )?;
         for seq in 0..4 {
             let mut b = RecordBatchBuilder::new(0).producer(1, 0, seq);
-            b.append(
-                testkit::crash_test::TIMESTAMP,
-                Some(b"k"),
-                Some(b"value"),
-                &[],
-            )?;
+            b.append(testkit::TIMESTAMP, Some(b"k"), Some(b"value"), &[])?;
             log.append_as_leader(&b.build(), 0, AppendOrigin::Client)?;
             log.flush()?;
             env.ack("events-0", vec![seq as u8]);

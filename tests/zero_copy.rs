@@ -13,8 +13,8 @@ use std::sync::Arc;
 use seglog::record_format::{end_txn_marker_batch, ControlRecordType, RecordBatchBuilder};
 use seglog::segment_store::{LogConfig, SegmentError};
 use seglog::{AppendOrigin, Config, FetchIsolation, FetchResult, FetchSlices, HighWatermark, Log};
-use testkit::rng::XorShift;
 use testkit::ManualClock;
+use testkit::XorShift;
 
 const T0: i64 = 1_700_000_000_000;
 const SEGMENT_BYTES: u64 = 8 * 1024;

@@ -1,5 +1,5 @@
 //! `seglog crash-test [--iterations N] [--seed S] [--dir D]`: the randomized
-//! crash/recover/verify cycle of [`mod@testkit::crash_test`].
+//! crash/recover/verify cycle of `mod@testkit::crash_test`.
 //!
 //! Iteration `i` generates a workload from seed `S + i` (leader, coordinator and follower
 //! appends, flushes, rolls, truncations, retention, explicit snapshots, clean reopens, a KIP-1279
@@ -14,8 +14,8 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use clap::Parser;
-use testkit::crash_test::Workload;
-use testkit::crash_test::{crash_test, fresh_dir, CrashOptions, CrashTestSummary, TornMode};
+use testkit::Workload;
+use testkit::{crash_test, fresh_dir, CrashOptions, CrashTestSummary, TornMode};
 use testkit::{CrashModel, WeakModel};
 
 use crate::cli::Status;

@@ -91,8 +91,9 @@ pub use leader_epoch::{
 };
 pub use loader::{
     load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CloseSync, CutInfo,
-    LoadOptions, LogDir, LogDirCheckpoints, LogDirOptions, LogDirScan, LogLoader, NonCanonicalDir,
-    OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
+    LoadOptions, LoadedLogDir, LogDirCheckpoints, LogDirOptions, LogDirScan, LogLoader,
+    NonCanonicalDir, OfflinePartition, RecoveryReport, RefusalKind, RefusedDir,
+    REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,

@@ -33,7 +33,7 @@
 //! [`load_log_dir`] loads a whole log directory as `LogManager` does: the root
 //! `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
 //! `replication-offset-checkpoint`, the `.kafka_cleanshutdown` marker (deleted at once, so a crash
-//! during loading counts as unclean; written again by [`LogDir::close`]), one `<topic>-<partition>`
+//! during loading counts as unclean; written again by [`LoadedLogDir::close`]), one `<topic>-<partition>`
 //! folder per partition (`-delete`, `-future`, `-stray` folders skipped), partitions recovered in
 //! parallel.
 
@@ -317,7 +317,7 @@ pub(crate) fn move_into_quarantine(
 // Log directories
 // ------------------------------------------------------------------------------------------------
 
-/// How [`LogDir::close`] makes the closed partitions durable before it writes the checkpoints
+/// How [`LoadedLogDir::close`] makes the closed partitions durable before it writes the checkpoints
 /// and the clean-shutdown marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CloseSync {
@@ -344,9 +344,9 @@ pub struct LogDirOptions {
     /// Storage and clock.
     pub env: LogEnv,
     /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
-    /// [`LogDir::maybe_checkpoint_high_watermarks`] writes `replication-offset-checkpoint`.
+    /// [`LoadedLogDir::maybe_checkpoint_high_watermarks`] writes `replication-offset-checkpoint`.
     pub high_watermark_checkpoint_interval_ms: i64,
-    /// How [`LogDir::close`] makes the partitions durable.
+    /// How [`LoadedLogDir::close`] makes the partitions durable.
     pub close_sync: CloseSync,
     /// Who owns the high watermark: after an unclean shutdown every partition's high
     /// watermark is re-established as [`PartitionLog::reestablish_high_watermark`] says
@@ -370,7 +370,7 @@ impl Default for LogDirOptions {
 
 /// A loaded log directory (the part of Kafka's `LogManager` that owns one).
 #[derive(Debug)]
-pub struct LogDir {
+pub struct LoadedLogDir {
     /// The directory.
     pub dir: PathBuf,
     /// Whether it had a clean-shutdown marker.
@@ -383,7 +383,7 @@ pub struct LogDir {
     pub skipped: Vec<PathBuf>,
     /// Partitions refused at load and left untouched (Kafka takes a log directory offline;
     /// here only the partition is): a symlink or an entry of the wrong type where seglog reads
-    /// or writes. Never recreated: [`LogDir`]'s users refuse to create them again.
+    /// or writes. Never recreated: [`LoadedLogDir`]'s users refuse to create them again.
     pub offline: Vec<OfflinePartition>,
     /// The offline partitions' entries of the three checkpoints as they were read at load
     /// (`(checkpoint file name, partition, offset)`): written back unchanged, since the
@@ -403,7 +403,7 @@ pub struct LogDir {
     _lock: DirLock,
 }
 
-/// A partition directory a [`LogDir`] refused to load, and why.
+/// A partition directory a [`LoadedLogDir`] refused to load, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfflinePartition {
     /// The directory (as found in the log directory, not followed).
@@ -768,7 +768,7 @@ fn per_partition<J: Send, R: Send>(
 /// Loads every partition of the log directory `dir` on `opts.threads` threads. See the module
 /// docs. The first partition that fails to load fails the whole directory (Kafka takes the
 /// directory offline).
-pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, PartitionLogError> {
+pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LoadedLogDir, PartitionLogError> {
     let env = &opts.env;
     segment_store::internals::create_dir_all_durably(env.storage.as_ref(), dir)?;
     let dir = &env.storage.resolve_root(dir)?;
@@ -860,7 +860,7 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
             }
         }
     }
-    Ok(LogDir {
+    Ok(LoadedLogDir {
         dir: dir.to_path_buf(),
         had_clean_shutdown,
         partitions,
@@ -879,7 +879,7 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LogDir, Partitio
     })
 }
 
-impl LogDir {
+impl LoadedLogDir {
     /// The offline partitions' entries of the three checkpoints as they were read at load,
     /// `(checkpoint file name, partition, offset)`: whoever writes a checkpoint of this
     /// directory writes them back unchanged.

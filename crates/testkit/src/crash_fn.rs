@@ -81,7 +81,7 @@ impl CrashEnv {
         Arc::clone(&self.clock) as Arc<dyn Clock>
     }
     /// A directory for your log directories (durable and empty at the start of each run). It
-    /// exists only on the simulated storage ([`ROOT`]): every file of a log, the offset and time
+    /// exists only on the simulated storage (`ROOT`): every file of a log, the offset and time
     /// indexes included, goes through the storage seam, and nothing is created on the real file
     /// system.
     pub fn root(&self) -> &Path {
@@ -154,7 +154,7 @@ pub struct FnOptions {
     /// `None`: every I/O point, and a power loss after the last; `Some((n, seed))`: `n` of
     /// these drawn from `seed`.
     pub sample_points: Option<(u64, u64)>,
-    /// Also check seglog's own invariants ([`check_partitions`]) on every state.
+    /// Also check seglog's own invariants (`check_partitions`) on every state.
     pub seglog_invariants: bool,
 }
 

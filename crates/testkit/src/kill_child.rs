@@ -42,7 +42,7 @@ use clap::Parser;
 use record_format::internals::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
 use recovery::{
-    load_log_dir, AppendOrigin, LogDir, LogDirOptions, MirrorPartitionState, MirrorStateFile,
+    load_log_dir, AppendOrigin, LoadedLogDir, LogDirOptions, MirrorPartitionState, MirrorStateFile,
     MirrorStateStore, PartitionLog,
 };
 use segment_store::{LogEnv, StdFs, TopicPartition};
@@ -177,7 +177,7 @@ impl<W: Write> Child<'_, W> {
             .map_err(|e| format!("stdout: {e}"))
     }
 
-    fn log<'l>(&self, ld: &'l mut LogDir) -> R<&'l mut PartitionLog> {
+    fn log<'l>(&self, ld: &'l mut LoadedLogDir) -> R<&'l mut PartitionLog> {
         ld.partitions
             .get_mut(&self.tp)
             .ok_or_else(|| format!("partition {}-0 not loaded", self.tp.topic))
@@ -191,7 +191,7 @@ impl<W: Write> Child<'_, W> {
     }
 
     /// Loads the log directory, reports it (`L`), and finishes an interrupted stop.
-    fn open(&mut self) -> R<LogDir> {
+    fn open(&mut self) -> R<LoadedLogDir> {
         let mut ld = load_log_dir(&self.root, &self.opts).map_err(|e| e.to_string())?;
         let cut: u64 = ld
             .reports
@@ -232,7 +232,7 @@ impl<W: Write> Child<'_, W> {
     }
 
     /// Closes the log directory cleanly and reports everything durable (`D`, `F`, `C`).
-    fn close(&mut self, mut ld: LogDir) -> R<()> {
+    fn close(&mut self, mut ld: LoadedLogDir) -> R<()> {
         let log = self.log(&mut ld)?;
         let end = log.log_end_offset();
         let batches = read_batches(log, self.reported, end)?;
@@ -249,7 +249,7 @@ impl<W: Write> Child<'_, W> {
         self.line(format!("F {rp}"))
     }
 
-    fn flush(&mut self, ld: &mut LogDir) -> R<()> {
+    fn flush(&mut self, ld: &mut LoadedLogDir) -> R<()> {
         let log = self.log(ld)?;
         log.flush().map_err(|e| e.to_string())?;
         let (end, rp) = (log.log_end_offset(), log.recovery_point());
@@ -263,7 +263,12 @@ impl<W: Write> Child<'_, W> {
     }
 
     /// Leader append of `bytes` (`W` first), checked to land at the log end.
-    fn append_as_leader(&mut self, ld: &mut LogDir, bytes: &[u8], origin: AppendOrigin) -> R<()> {
+    fn append_as_leader(
+        &mut self,
+        ld: &mut LoadedLogDir,
+        bytes: &[u8],
+        origin: AppendOrigin,
+    ) -> R<()> {
         let epoch = self.epoch;
         let log = self.log(ld)?;
         let at = log.log_end_offset();
@@ -283,7 +288,7 @@ impl<W: Write> Child<'_, W> {
     }
 
     /// Follower append of a batch of `pid` at the log end (`W` first).
-    fn append_as_follower(&mut self, ld: &mut LogDir, pid: i64) -> R<()> {
+    fn append_as_follower(&mut self, ld: &mut LoadedLogDir, pid: i64) -> R<()> {
         let records = 1 + self.rng.below(2) as i32;
         let epoch = self.epoch;
         let log = self.log(ld)?;
@@ -304,7 +309,7 @@ impl<W: Write> Child<'_, W> {
     /// barrier's `W`, then `S` and the durable batches once the library reports `Stopped`.
     fn stop(
         &mut self,
-        ld: &mut LogDir,
+        ld: &mut LoadedLogDir,
         point: i64,
         chosen_epoch: Option<i32>,
         resume: bool,
@@ -355,7 +360,7 @@ impl<W: Write> Child<'_, W> {
         Ok(())
     }
 
-    fn step(&mut self, mut ld: LogDir) -> R<LogDir> {
+    fn step(&mut self, mut ld: LoadedLogDir) -> R<LoadedLogDir> {
         let r = self.rng.below(100);
         match self.mirror_state()? {
             MirrorPartitionState::Mirroring { .. } => match r {
@@ -434,7 +439,7 @@ impl<W: Write> Child<'_, W> {
         LOCAL_PIDS.get(i).copied().unwrap_or(1)
     }
 
-    fn reopen(&mut self, ld: LogDir) -> R<LogDir> {
+    fn reopen(&mut self, ld: LoadedLogDir) -> R<LoadedLogDir> {
         self.close(ld)?;
         self.open()
     }

@@ -4,7 +4,7 @@
 //! * [`SimulatedFs`]: a [`segment_store::Storage`] that keeps what a crash would keep (only what
 //!   was synced, directory entries only after a directory sync) and can fail at any I/O point,
 //!   optionally leaving part of the write in flight (a torn write);
-//! * [`crash_test`](mod@crash_test): the harness that runs a sequence of operations
+//! * `crash_test`: the harness that runs a sequence of operations
 //!   ([`Workload`] of [`Op`]s, hand-written or generated from a seed) on a [`SimulatedFs`],
 //!   crashes it at every I/O point, recovers each image with the loader's plan/apply engine and
 //!   checks it against what the API promised before the crash;
@@ -12,7 +12,7 @@
 //!   `seglog::Log`/`seglog::LogDir` (several partitions, any sequence): your closure runs on a
 //!   [`SimulatedFs`], is crashed at every I/O point, and your check gets every state the crash
 //!   may leave plus what the closure acknowledged; seglog's own invariants are checked too. The
-//!   [`crash_fn`] module docs walk through `examples/crash_my_workload.rs`;
+//!   `crash_fn` module docs walk through `examples/crash_my_workload.rs`;
 //! * [`CrashModel`]: what a crash keeps, per run: `Today` (only what was synced, plus a prefix
 //!   of the write in flight) or `Weak` ([`WeakModel`]: as weak as real file systems);
 //! * [`ManualClock`]: a clock that moves only when told to;
@@ -25,7 +25,7 @@
 //! product crates.
 //!
 //! Crash-testing a sequence of the harness's own [`Op`]s (for your own code, see
-//! [`crash_fn`] and `examples/crash_my_workload.rs`):
+//! `crash_fn` and `examples/crash_my_workload.rs`):
 //!
 //! ```
 //! use testkit::crash_test::{crash_test, CrashOptions, Op, TornMode, Workload};
@@ -51,20 +51,25 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod clock;
-pub mod crash_fn;
-pub mod crash_test;
+mod clock;
+mod crash_fn;
+mod crash_test;
 pub mod kill_child;
 mod mirror_partition;
-pub mod rng;
-pub mod segments;
-pub mod sim_fs;
+mod rng;
+mod segments;
+mod sim_fs;
 mod tree_image;
 
 pub use clock::ManualClock;
 pub use crash_fn::{crash_test_fn, Ack, CrashEnv, CrashFnError, FnOptions, FnSummary, Recovered};
-pub use crash_test::{crash_test, CrashOptions, CrashTestSummary, Op, TornMode, Workload};
+pub use crash_test::{
+    check_dir, check_image, client_batch, crash_test, files_around_the_seam, fresh_dir,
+    materialize, run_crashed, CrashOptions, CrashTestSummary, Expectation, Op, TornMode, Workload,
+    SOURCE_PID, TIMESTAMP,
+};
 pub use mirror_partition::MirrorPartition;
+pub use rng::XorShift;
 pub use segments::write_tiny_segments;
 pub use sim_fs::{
     CrashImage, CrashModel, CrashStates, SimStats, SimulatedFs, TornWrite, WeakModel, BLOCK_SIZE,

@@ -13,7 +13,7 @@ pub const TINY_SEGMENT_PRODUCER: i64 = 1;
 
 /// Writes `count` segments into the partition directory `dir` (created if missing): segment `i`
 /// has base offset `i` and holds one v2 batch of one 8-byte record at offset `i` (idempotent
-/// producer [`TINY_SEGMENT_PRODUCER`], epoch 0, sequence `i`, timestamp `1_700_000_000_000 +
+/// producer `TINY_SEGMENT_PRODUCER`, epoch 0, sequence `i`, timestamp `1_700_000_000_000 +
 /// i`), about 80 bytes, with an empty `.index` and `.timeindex` beside it (what a Kafka broker
 /// leaves for a segment of one small batch: no entry before `index.interval.bytes`; a missing
 /// index is a finding recovery rebuilds). Returns the log end offset (`count`).

@@ -195,7 +195,7 @@ fn a_flushed_batch_of_a_new_partition_folder_survives_under_the_weak_model() {
             ..LoadOptions::default()
         };
         let (mut log, _) = LogLoader::load(&dir, &opts)?;
-        let b = testkit::crash_test::client_batch(1, 0, 2, false)?;
+        let b = testkit::client_batch(1, 0, 2, false)?;
         log.append_as_leader(&b, 0, AppendOrigin::Client)?;
         log.flush()?;
         env.ack("t-0", b);
@@ -244,14 +244,13 @@ fn six_batches_flushed(
         },
         env: LogEnv {
             storage: Arc::new(sim.clone()),
-            clock: Arc::new(testkit::ManualClock::new(testkit::crash_test::TIMESTAMP))
-                as Arc<dyn Clock>,
+            clock: Arc::new(testkit::ManualClock::new(testkit::TIMESTAMP)) as Arc<dyn Clock>,
         },
         ..LoadOptions::default()
     };
     let (mut log, _) = LogLoader::load(&dir, &opts).expect("load");
     for seq in 0..6 {
-        let b = testkit::crash_test::client_batch(1, seq, 1, false).expect("batch");
+        let b = testkit::client_batch(1, seq, 1, false).expect("batch");
         log.append_as_leader(&b, 0, AppendOrigin::Client)
             .expect("append");
     }
@@ -270,7 +269,7 @@ fn a_rolled_segment_s_trimmed_indexes_are_durable_at_the_roll() {
     // batches, flushed; then the roll trims the index to its three entries.
     log.truncate_to(3).expect("truncate");
     for seq in 3..5 {
-        let b = testkit::crash_test::client_batch(1, seq, 1, false).expect("batch");
+        let b = testkit::client_batch(1, seq, 1, false).expect("batch");
         log.append_as_leader(&b, 0, recovery::AppendOrigin::Client)
             .expect("append");
     }

@@ -13,7 +13,7 @@
 //! Each round spawns a child on the *same* directory (so each one recovers what the previous kill
 //! left), kills it after a random delay or after a random number of output lines, then:
 //! 1. removes the clean-shutdown marker, as any broker startup does;
-//! 2. runs `testkit::crash_test::check_dir` on the partition (unclean load from the last
+//! 2. runs `testkit::check_dir` on the partition (unclean load from the last
 //!    reported recovery point): every batch reported durable and not released by a later
 //!    truncation is there byte for byte; the `.log` files are a valid prefix of batches the child
 //!    announced at those offsets; the offset index agrees with the log; producer state and LSO
@@ -42,8 +42,8 @@ use std::time::{Duration, Instant};
 
 use recovery::load_log_dir;
 use segment_store::internals::{parse_file_name, quarantine_file_name, CLEAN_SHUTDOWN_FILE};
-use testkit::crash_test::{check_dir, Expectation, XorShift};
 use testkit::kill_child::{log_dir_options, partition_dir, workload};
+use testkit::{check_dir, Expectation, XorShift};
 
 const SEGMENT_BYTES: u64 = 2048;
 const DEFAULT_SEED: u64 = 1;

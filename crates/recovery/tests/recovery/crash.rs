@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use crate::common::logs_in;
 
-use testkit::crash_test::{
-    check_dir, check_image, crash_test, files_around_the_seam, fresh_dir, materialize, run_crashed,
+use testkit::check_image;
+use testkit::{
+    check_dir, crash_test, files_around_the_seam, fresh_dir, materialize, run_crashed,
     CrashOptions, Expectation, TornMode, Workload,
 };
 
@@ -297,8 +298,7 @@ fn a_snapshot_from_the_future_is_not_trusted() {
     let mut psm = recovery::ProducerStateManager::new(Default::default());
     let b = record_format::RecordBatchBuilder::new(1_000).producer(77, 0, 0);
     let mut b = b;
-    b.append(testkit::crash_test::TIMESTAMP, None, Some(b"x"), &[])
-        .unwrap();
+    b.append(testkit::TIMESTAMP, None, Some(b"x"), &[]).unwrap();
     let bytes = b.build();
     let batch = record_format::RecordBatch::new(&bytes, 0).unwrap();
     let s = recovery::BatchSummary::from_batch(&batch).unwrap();
@@ -338,7 +338,7 @@ fn the_small_workload_with_an_aborting_failover_recovers_at_every_crash_point() 
     let w = Workload::small_aborting();
     // The uncrashed run: right below the barrier, the stop's ABORT marker of the source's
     // producer, and the source's open transaction kept below it.
-    let run = testkit::crash_test::run_crashed(&w, tmp.path(), None).unwrap();
+    let run = testkit::run_crashed(&w, tmp.path(), None).unwrap();
     let exp = &run.expectation;
     let barrier = exp.stopped_barrier.expect("stopped");
     let control = |offset: i64| {
@@ -346,7 +346,7 @@ fn the_small_workload_with_an_aborting_failover_recovers_at_every_crash_point() 
         let b = record_format::RecordBatch::new(bytes, 0).unwrap();
         (b.is_control(), b.is_transactional(), b.producer_id())
     };
-    let source = testkit::crash_test::SOURCE_PID;
+    let source = testkit::SOURCE_PID;
     assert_eq!(
         control(barrier - 1),
         (true, true, source),

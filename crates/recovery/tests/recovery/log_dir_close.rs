@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use recovery::{load_log_dir, AppendOrigin, CloseSync, LogDir, LogDirOptions};
+use recovery::{load_log_dir, AppendOrigin, CloseSync, LoadedLogDir, LogDirOptions};
 use segment_store::{LogEnv, TopicPartition};
 use testkit::{ManualClock, SimulatedFs, TornWrite};
 
@@ -29,7 +29,7 @@ fn options(sim: &SimulatedFs, close_sync: CloseSync) -> LogDirOptions {
 
 /// A log directory of [`PARTITIONS`] partitions, each holding [`BATCHES`] batches of 2 records,
 /// none flushed.
-fn filled(root: &Path, sim: &SimulatedFs, close_sync: CloseSync) -> LogDir {
+fn filled(root: &Path, sim: &SimulatedFs, close_sync: CloseSync) -> LoadedLogDir {
     sim.create_durable_dir_all(root);
     for p in 0..PARTITIONS {
         sim.create_durable_dir_all(&root.join(format!("t-{p}")));

@@ -20,7 +20,7 @@ use recovery::{
     PartitionLog, PartitionLogConfig, StopPolicy, MIRROR_EPOCH_FENCE,
 };
 use segment_store::{LogConfig, LogEnv};
-use testkit::crash_test::{fresh_dir, materialize};
+use testkit::{fresh_dir, materialize};
 use testkit::{ManualClock, SimulatedFs, TornWrite};
 
 const T0: i64 = 1_700_000_000_000;

@@ -19,7 +19,7 @@ use recovery::{
     PartitionLog, PartitionLogConfig, PartitionLogError, StorageIo,
 };
 use segment_store::{LogConfig, LogEnv, OpenMode, StdFs, Storage};
-use testkit::crash_test::files_around_the_seam;
+use testkit::files_around_the_seam;
 use testkit::{ManualClock, SimulatedFs, TornWrite};
 
 use crate::log::{batch, small_segments, ts};

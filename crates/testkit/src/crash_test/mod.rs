@@ -42,18 +42,13 @@ pub use crate::rng::XorShift;
 pub(crate) use check::producer_keys;
 pub use check::{check_dir, check_image, CheckOutcome};
 pub use crash::{
-    files_around_the_seam, fresh_dir, materialize, run_crashed, run_crashed_in, torn_images,
-    CrashRun,
+    files_around_the_seam, fresh_dir, materialize, run_crashed, run_crashed_in, CrashRun,
 };
 pub(crate) use ops::FailbackSource;
 pub use ops::{
-    client_batch, client_batch_at, next_seq, read_batches, read_log, replica_batch,
-    replica_batch_at, txn_open, valid_batches,
+    client_batch, next_seq, read_batches, read_log, replica_batch, txn_open, valid_batches,
 };
-pub use workload::{
-    Expectation, Op, Workload, MAX_ADVANCE_MS, REPLICA_PID, RETENTION_BYTES, RETENTION_MS,
-    SOURCE_PID, TIMESTAMP,
-};
+pub use workload::{Expectation, Op, Workload, REPLICA_PID, SOURCE_PID, TIMESTAMP};
 
 /// How many torn variants of each crash point to check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use super::ops::{read_log, valid_batches};
 use crate::rng::XorShift;
 
 /// Where the clock of every run starts. Batches are stamped with the clock, which only
-/// [`Op::Retention`] moves forward (by at most [`MAX_ADVANCE_MS`] a step): no producer ever
+/// [`Op::Retention`] moves forward (by at most `MAX_ADVANCE_MS` a step): no producer ever
 /// expires in a workload.
 pub const TIMESTAMP: i64 = 1_700_000_000_000;
 /// `retention.ms` of every workload.
@@ -47,7 +47,7 @@ pub enum Op {
         /// COMMIT (else ABORT).
         commit: bool,
     },
-    /// A follower append of a replicated batch of [`REPLICA_PID`] at the log end.
+    /// A follower append of a replicated batch of `REPLICA_PID` at the log end.
     Replicate {
         /// Records in the batch.
         records: i32,
@@ -64,8 +64,8 @@ pub enum Op {
     /// Retention, as Kafka's log-retention task runs it: the high watermark moves up to the last
     /// stable offset, the clock forward by `advance_ms`, the log start offset past the first
     /// `delete_records` batches (Kafka `deleteRecords`; only up to the high watermark), then
-    /// `deleteOldSegments`: segments whose newest batch is older than [`RETENTION_MS`], those
-    /// beyond [`RETENTION_BYTES`], and those wholly below the log start offset go (each renamed
+    /// `deleteOldSegments`: segments whose newest batch is older than `RETENTION_MS`, those
+    /// beyond `RETENTION_BYTES`, and those wholly below the log start offset go (each renamed
     /// to `*.deleted`, the directory synced, then removed), never past the high watermark.
     Retention {
         /// Milliseconds the clock moves forward first.
