@@ -430,8 +430,7 @@ impl Track {
 #[derive(Debug, Clone, Default)]
 pub struct ProducerAudit {
     /// By producer id. Looked up for every batch: a hash map, as a B-tree of a dozen interleaved
-    /// producers mispredicts its way down for each one (the audit was 8% of `verify`'s planning
-    /// thread).
+    /// producers mispredicts its way down for each one.
     tracks: FxHashMap<i64, Track>,
     /// Ids seen before the latest barrier and not since: their last offset before it.
     before_barrier: BTreeMap<i64, i64>,

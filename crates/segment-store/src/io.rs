@@ -638,10 +638,9 @@ mod std_copy {
 }
 
 /// A buffer for reads, its bytes starting on a page boundary. The kernel copies a read out of
-/// the page cache with `rep movsb`, which on the development machine runs at ~0.6× its speed
-/// into a destination 16 bytes past a 32-byte boundary — where the allocator starts a fresh
-/// block of a large size (1 GiB read in 1 MiB `pread`s: ~200 against ~120 ms into a
-/// page-aligned buffer).
+/// the page cache with `rep movsb`, which slows down into a destination that is not 32-byte
+/// aligned, and the allocator starts a fresh block of a large size 16 bytes past such a
+/// boundary: reads go into page-aligned memory.
 #[derive(Debug, Default)]
 pub struct ReadBuf {
     vec: Vec<u8>,

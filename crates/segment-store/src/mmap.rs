@@ -198,8 +198,8 @@ impl MmapFile {
             let m = m.map_err(|e| SegmentError::io(&self.path, "mmap", e))?;
             // Writable maps are the offset and time indexes: written one entry at a time and
             // binary-searched. Without this hint the first touch of a fresh, preallocated (sparse)
-            // index faults in a whole readahead window of zero pages (measured: most of the cost
-            // of a segment append). Advisory only, so a failure is ignored.
+            // index faults in a whole readahead window of zero pages, on the append path.
+            // Advisory only, so a failure is ignored.
             #[cfg(unix)]
             let _ = m.advise(memmap2::Advice::Random);
             Map::ReadWrite(m)
@@ -277,8 +277,8 @@ impl MmapFile {
                     return Err(out_of_bounds());
                 }
                 // Through the file: the map shows the same page-cache pages, and no view of the
-                // map is alive (`&mut self`). One `pwrite` fills fresh pages far faster than a
-                // write fault per page (6x for the 1.7 MB offset index of a 1 GiB segment).
+                // map is alive (`&mut self`). One `pwrite` fills fresh pages without taking a
+                // write fault per page.
                 let position = u64::try_from(offset).map_err(|_| out_of_bounds())?;
                 self.file
                     .file()
