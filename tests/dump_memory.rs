@@ -10,8 +10,8 @@
 //! * `seglog verify` and `seglog recover --full` of one partition of 100,000 segments
 //!   (`testkit::write_tiny_segments`, on a tmpfs when there is one) fit in 128 MiB: the plan keeps
 //!   no path per segment or file, one segment's bytes open at a time, no index views of clean
-//!   segments, and the snapshot bytes it writes once (docs/benchmarks.md, "Scaling with the number
-//!   of segments").
+//!   segments, and the snapshot bytes it writes once (docs/benchmarks.md, "Many segments in one
+//!   partition").
 
 use std::alloc::System;
 use std::io::{self, Write};
