@@ -66,7 +66,8 @@ const SEGMENT: &str = "00000000000000000000.log";
 )]
 pub struct DemoArgs {
     /// Where to create the clusters' directories (absent or empty; default: a fresh directory
-    /// under the system temporary directory, printed)
+    /// under the system temporary directory, printed); the demo leaves it in place, delete it
+    /// when done
     #[arg(value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Run one KIP-1279 topology or collision scenario instead of the failover story
@@ -122,6 +123,12 @@ pub fn run(args: &DemoArgs, out: &mut impl Write, err: &mut impl Write) -> Statu
             Status::Usage
         }
     }
+}
+
+/// The path of the binary this process runs, for the closing `verify` suggestion (`seglog`
+/// is not on the `PATH` after `cargo run`); `seglog` if the system cannot say.
+pub(crate) fn current_exe() -> String {
+    std::env::current_exe().map_or_else(|_| "seglog".to_owned(), |p| p.display().to_string())
 }
 
 /// The demo's root: `dir` if it is absent or an empty directory, else a fresh temp dir.
@@ -364,13 +371,13 @@ impl<W: Write> Demo<'_, W> {
         let a_dir = self.root.join("A").join("orders-0");
         let b_dir = self.root.join("B").join("orders-0");
         let scratch_dir = self.root.join("B-without-barrier").join("orders-0");
-        self.say("seglog demo: the problem KIP-1279 solves.")?;
+        self.say("seglog demo: the problem KIP-1279 solves, then crash recovery.")?;
         for line in [
-            "Cluster B mirrors cluster A's partition byte for byte, producer ids included. When B",
-            "fails over and takes local writes, a producer B hands an id A already used is judged",
-            "against A's sequence numbers: its first batch is dropped as a duplicate or refused.",
-            "The MIRROR_PID_RESET barrier (control batch type 7) B writes at the failover tells",
-            "every reader of the log to forget all producer state there. Below, on real files:",
+            "Cluster B mirrors cluster A's partition byte for byte, producer ids included. After a",
+            "failover, B's own producers may be handed ids A already used: judged against A's",
+            "sequence numbers, their first batches are dropped as duplicates or refused. The",
+            "MIRROR_PID_RESET barrier (control batch type 7) B writes at the failover clears all",
+            "producer state there. Then B dies mid-write; recovery cuts and keeps the torn tail.",
         ] {
             self.say(line)?;
         }
@@ -386,9 +393,7 @@ impl<W: Write> Demo<'_, W> {
         a.close().map_err(io("close A"))?;
 
         self.say("")?;
-        let exe = std::env::current_exe()
-            .map(|p| p.display().to_string())
-            .unwrap_or_else(|_| "seglog".to_owned());
+        let exe = current_exe();
         self.say(format!(
             "done. The demo leaves its files in {} (delete the folder when done). Check them:\n  \
              {exe} verify {}",

@@ -30,6 +30,21 @@ fn demo_prints_every_step_and_exits_0() {
         assert!(lines.contains(&h), "missing {h:?} in\n{stdout}");
     }
     assert!(lines.len() <= 110, "{} lines", lines.len());
+    // The problem comes first, in a few lines before step 1: the barrier and the crash.
+    let intro: Vec<&str> = lines
+        .iter()
+        .copied()
+        .take_while(|l| !l.starts_with("== 1."))
+        .collect();
+    assert!(intro.len() < lines.len(), "no step 1 in\n{stdout}");
+    assert!(intro.len() <= 9, "{intro:#?}");
+    let intro = intro.join(" ");
+    for needle in ["KIP-1279", "MIRROR_PID_RESET", "producer ids", "torn tail"] {
+        assert!(
+            intro.contains(needle),
+            "missing {needle:?} before step 1: {intro}"
+        );
+    }
     for needle in [
         "B/orders-0/00000000000000000000.log is byte-identical to A/orders-0/00000000000000000000.log",
         "B: a client append (pid 9) is rejected: partition is read-only for clients in mirror state MIRRORING",
@@ -210,6 +225,22 @@ fn every_scenario_with_the_barrier_verifies_and_audits_clean() {
             "{stdout}"
         );
         assert!(stdout.contains("== 1. "), "{name}: {stdout}");
+        // It ends naming the folder it leaves and a `verify` that works with this very binary.
+        let root = dir.path().join("demo");
+        let first = root.join(parts[0]);
+        for needle in [
+            format!("leaves its files in {} (delete", root.display()),
+            format!(
+                "{} verify {}",
+                env!("CARGO_BIN_EXE_seglog"),
+                first.display()
+            ),
+        ] {
+            assert!(
+                stdout.contains(&needle),
+                "{name}: missing {needle:?} in\n{stdout}"
+            );
+        }
         for needle in needles {
             assert!(
                 stdout.contains(needle),
@@ -285,5 +316,17 @@ fn no_barrier_needs_a_scenario_and_unknown_scenarios_are_refused() {
     assert!(
         stderr.contains("invalid value 'ring' for '--scenario"),
         "{stderr}"
+    );
+}
+
+/// `seglog demo --help` says the demo's folder stays behind for the user to delete.
+#[test]
+fn demo_help_says_the_folder_is_left_in_place() {
+    let (code, stdout, stderr) = seglog(&["demo".as_ref(), "--help".as_ref()]);
+    assert_eq!(code, 0, "{stderr}");
+    let help = stdout.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains("the demo leaves it in place, delete it when done"),
+        "{stdout}"
     );
 }

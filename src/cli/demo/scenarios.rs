@@ -343,19 +343,35 @@ impl<W: Write> Sim<'_, W> {
 
     /// Closes every partition cleanly and lists the directories.
     fn finish(&mut self) -> DemoResult<()> {
-        self.step("the partition directories (try seglog verify / seglog producers --audit)")?;
+        self.step("the partition directories")?;
         let logs = std::mem::take(&mut self.logs);
         let mut dirs = Vec::new();
+        let mut first = None;
         for (p, log) in logs {
             let end = log.log_end_offset();
             let state = state_line(log.mirror_state());
             log.close().map_err(io("close"))?;
+            first.get_or_insert(p);
             dirs.push(format!("{}: log end {end}, mirror-state {state}", name(p)));
         }
         for d in dirs {
             self.say(d)?;
         }
-        Ok(())
+        self.say("")?;
+        let exe = super::current_exe();
+        let mut done = format!(
+            "done. The demo leaves its files in {} (delete the folder when done).",
+            self.root.display()
+        );
+        if let Some(p) = first {
+            let dir = self.dir(p);
+            done.push_str(&format!(
+                " Check them:\n  {exe} verify {}\n  {exe} producers --audit {}",
+                dir.display(),
+                dir.display()
+            ));
+        }
+        self.say(done)
     }
 }
 
