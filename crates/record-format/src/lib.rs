@@ -34,7 +34,7 @@
 #![warn(missing_docs)]
 // Without `internals`, the plumbing only other seglog crates call is unused here; dead code is
 // checked with the feature on, as the workspace builds it.
-#![cfg_attr(not(feature = "internals"), allow(dead_code))]
+#![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
 mod batch;
 mod batches;

@@ -42,7 +42,7 @@ use crate::file_slice::FileSlice;
 use crate::index::AbortedTxn;
 use crate::io::{StdFs, Storage};
 use crate::segment::{
-    Clock, LogOffsetMetadata, LogSegment, RollReason, SegmentContext, SystemClock,
+    Clock, DeletedFiles, LogOffsetMetadata, LogSegment, RollReason, SegmentContext, SystemClock,
 };
 
 mod append;
@@ -70,6 +70,11 @@ pub struct LogConfig {
     pub retention_bytes: i64,
     /// `retention.ms` (default 7 days; -1: unlimited).
     pub retention_ms: i64,
+    /// `file.delete.delay.ms` (default 60000): how long the files of a segment that retention,
+    /// truncation or the cleaner removed stay in the directory as `<name>.deleted` before they
+    /// are removed ([`LocalLog::delete_expired_files`], and every call that removes segments).
+    /// `0` or less: removed at once.
+    pub file_delete_delay_ms: i64,
     /// Where recovery writes the bytes it cuts (`None`: the partition directory).
     pub quarantine_dir: Option<PathBuf>,
 }
@@ -84,6 +89,7 @@ impl Default for LogConfig {
             max_index_size: crate::index::DEFAULT_MAX_INDEX_SIZE,
             retention_bytes: -1,
             retention_ms: 7 * 24 * 3600 * 1000,
+            file_delete_delay_ms: 60_000,
             quarantine_dir: None,
         }
     }
@@ -323,6 +329,9 @@ pub struct LocalLog {
     /// also serialises opening under the read lock (a mapped index locks its file: two opens of
     /// one segment would collide).
     opened: Mutex<Vec<i64>>,
+    /// Files of removed segments renamed `.deleted`, each with the time (on the clock) from which
+    /// it may be removed, oldest first (Kafka's scheduled `delete-file` tasks).
+    pending_deletes: Mutex<Vec<(i64, DeletedFiles)>>,
 }
 
 /// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted

@@ -181,6 +181,7 @@ impl LocalLog {
                 truncations: 0,
             }),
             opened: Mutex::new(Vec::new()),
+            pending_deletes: Mutex::new(Vec::new()),
         };
         Ok((log, insane))
     }

@@ -5,6 +5,7 @@ use super::{LocalLog, Slot};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{file_name, FileKind, TempSuffix};
 use crate::io::OpenMode;
+use crate::segment::DeletedFiles;
 
 /// The files of a segment, the `.log` last to appear and first to go.
 const KINDS: [FileKind; 4] = [
@@ -19,9 +20,10 @@ impl LocalLog {
     /// left as `.swap` files at `new_base` (the swap's commit point is behind: the `.swap` names
     /// are durable, so a crash from here on has the loader complete the swap). Under the segment
     /// list's write lock, so that no read copies from a segment while it goes: the replaced
-    /// segments are closed, their files removed, the directory synced (so that no crash can
-    /// leave them beside the new segment), the `.swap` files renamed to their live names, and
-    /// the new segment listed, closed (the next read opens it). Reads and appends wait for that
+    /// segments are closed, their files renamed `<name>.deleted` (removed `file.delete.delay.ms`
+    /// later, as Kafka's `replaceSegments` does; a reader holding one reads on), the directory
+    /// synced (so that no crash can leave them live beside the new segment), the `.swap` files
+    /// renamed to their live names, and the new segment listed, closed (the next read opens it). Reads and appends wait for that
     /// one directory sync, as Kafka's wait for its `replaceSegments`. The directory is marked
     /// changed: the next flush syncs the renames.
     ///
@@ -65,13 +67,20 @@ impl LocalLog {
         }
         self.opened().retain(|b| !old_bases.contains(b));
         inner.mark_dir_dirty();
+        let mut deleted = Vec::new();
         for &base in old_bases {
+            let mut files = Vec::new();
             for kind in KINDS.iter().rev() {
                 let live = self.dir.join(file_name(base, *kind, None));
                 if storage.exists(&live)? {
-                    storage.remove_file(&live)?;
+                    let to = self
+                        .dir
+                        .join(file_name(base, *kind, Some(TempSuffix::Deleted)));
+                    storage.rename(&live, &to)?;
+                    files.push(to);
                 }
             }
+            deleted.push(DeletedFiles::new(base, storage.clone(), files));
         }
         storage.sync_dir(&self.dir)?;
         for kind in KINDS {
@@ -89,6 +98,10 @@ impl LocalLog {
             )?
             .len()?;
         inner.segments.insert(new_base, Slot::closed(size));
+        drop(inner);
+        for files in deleted {
+            self.defer_removal(files)?;
+        }
         Ok(())
     }
 }

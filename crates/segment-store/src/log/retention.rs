@@ -4,9 +4,79 @@ use std::path::{Path, PathBuf};
 
 use super::{Inner, LocalLog, Slot};
 use crate::error::{Result, SegmentError};
-use crate::segment::LogSegment;
+use crate::segment::{DeletedFiles, LogSegment};
 
 impl LocalLog {
+    /// Kafka's `asyncDeleteSegment`: the segment's files renamed `<name>.deleted` (and the
+    /// directory synced) now, removed once `file.delete.delay.ms` ([`LogConfig::file_delete_delay_ms`](crate::LogConfig::file_delete_delay_ms))
+    /// has passed on the clock, by [`Self::delete_expired_files`].
+    pub(super) fn delete_segment(&self, seg: LogSegment) -> Result<()> {
+        let deleted = seg.mark_deleted()?;
+        self.defer_removal(deleted)
+    }
+
+    /// Queues `deleted` for removal `file.delete.delay.ms` from now (at once if that is `0`).
+    pub(super) fn defer_removal(&self, deleted: DeletedFiles) -> Result<()> {
+        if self.config.file_delete_delay_ms <= 0 {
+            return deleted.remove();
+        }
+        let due = self
+            .ctx
+            .clock
+            .now_ms()
+            .saturating_add(self.config.file_delete_delay_ms);
+        self.pending_deletes().push((due, deleted));
+        Ok(())
+    }
+
+    /// Kafka's scheduled `delete-file` tasks: removes the `.deleted` files of segments removed at
+    /// least `file.delete.delay.ms` ago on the clock. Returns the number of segments whose files
+    /// went. Called by every retention pass; a log directory's own thread calls it too. A file
+    /// that cannot be removed is tried again at the next call (and a loader removes what a crash
+    /// left).
+    pub fn delete_expired_files(&self) -> Result<usize> {
+        let now = self.ctx.clock.now_ms();
+        self.remove_pending(|due| due <= now)
+    }
+
+    /// The base offsets of the segments whose `.deleted` files wait for their removal.
+    pub fn pending_deleted_segments(&self) -> Vec<i64> {
+        self.pending_deletes()
+            .iter()
+            .map(|(_, d)| d.base_offset())
+            .collect()
+    }
+
+    fn remove_pending(&self, expired: impl Fn(i64) -> bool) -> Result<usize> {
+        let mut taken: Vec<(i64, DeletedFiles)> = {
+            let mut pending = self.pending_deletes();
+            let (now, later) = std::mem::take(&mut *pending)
+                .into_iter()
+                .partition(|(due, _)| expired(*due));
+            *pending = later;
+            now
+        };
+        let mut removed = 0;
+        while let Some((_, files)) = taken.pop() {
+            if let Err(e) = files.remove() {
+                // Not removed: the rest waits for the next call (this one's files are as a crash
+                // would leave them, `.deleted`, which a loader removes).
+                let mut pending = self.pending_deletes();
+                pending.extend(taken);
+                pending.sort_by_key(|(due, _)| *due);
+                return Err(e);
+            }
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    fn pending_deletes(&self) -> std::sync::MutexGuard<'_, Vec<(i64, DeletedFiles)>> {
+        self.pending_deletes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Kafka's `truncateTo`: removes every batch from the one containing `target` on (which must
     /// be a batch boundary). A negative target is [`SegmentError::InvalidTruncation`]; a target at
     /// or past the log end offset is a no-op. Unlike Kafka, the cut is synced at once (the later
@@ -56,7 +126,7 @@ impl LocalLog {
         // that a later segment's base offset would paper over.
         for b in later.into_iter().rev() {
             if let Some(slot) = inner.segments.remove(&b) {
-                slot.into_segment(self, b)?.delete()?;
+                self.delete_segment(slot.into_segment(self, b)?)?;
             }
         }
         let active = self.active_mut(&mut inner)?;
@@ -98,7 +168,7 @@ impl LocalLog {
             let empty = slot.size() == 0;
             let seg = slot.into_segment(self, base)?;
             if empty {
-                seg.delete()?;
+                self.delete_segment(seg)?;
             } else {
                 moved.extend(seg.move_to(quarantine_dir)?);
             }
@@ -110,7 +180,7 @@ impl LocalLog {
 
     fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
         for (base, slot) in std::mem::take(&mut inner.segments) {
-            slot.into_segment(self, base)?.delete()?;
+            self.delete_segment(slot.into_segment(self, base)?)?;
         }
         self.opened().clear();
         self.start_empty_at(inner, new_offset)
@@ -168,6 +238,7 @@ impl LocalLog {
         high_watermark: i64,
         on_roll: &mut dyn FnMut(i64) -> std::result::Result<(), E>,
     ) -> std::result::Result<usize, E> {
+        self.delete_expired_files()?;
         let now = self.ctx.clock.now_ms();
         let mut inner = self.write_inner();
         let mut total = 0usize;
@@ -244,7 +315,7 @@ impl LocalLog {
         }
         for &base in &deletable {
             if let Some(slot) = inner.segments.remove(&base) {
-                slot.into_segment(self, base)?.delete()?;
+                self.delete_segment(slot.into_segment(self, base)?)?;
             }
         }
         // Entries of the directory went (and readers combining two reads see a new layout).
@@ -371,6 +442,8 @@ impl LocalLog {
                 seg.close_with(sync)?;
             }
         }
+        // The `.deleted` files of removed segments go with the log: no reader is left to need them.
+        self.remove_pending(|_| true)?;
         // Closing changes no directory entry (the indexes are trimmed in place): the directory
         // is synced only when an entry changed since the last sync.
         if sync && inner.dir_dirty {

@@ -1,6 +1,7 @@
 //! A segment's files: flush, close, delete and move.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::LogSegment;
 use crate::error::Result;
@@ -58,10 +59,17 @@ impl LogSegment {
         time_index.close_without_room()
     }
 
-    /// Deletes the segment's files: each is first renamed to `<name>.deleted` (what a loader
-    /// cleans up if a crash interrupts), the directory synced, then the files removed. Mapped
-    /// indexes are renamed on the real file system (`index_storage`).
+    /// Deletes the segment's files: [`Self::mark_deleted`], then [`DeletedFiles::remove`].
     pub fn delete(self) -> Result<()> {
+        self.mark_deleted()?.remove()
+    }
+
+    /// The first half of Kafka's `deleteSegmentFiles`: each of the segment's files is renamed to
+    /// `<name>.deleted` (what a loader removes if a crash interrupts) and the directory synced.
+    /// The files stay until [`DeletedFiles::remove`]: a reader that already holds a descriptor
+    /// or a map of them reads on. Mapped indexes are renamed on the real file system
+    /// (`index_storage`).
+    pub(crate) fn mark_deleted(self) -> Result<DeletedFiles> {
         let LogSegment {
             base_offset,
             dir,
@@ -73,13 +81,13 @@ impl LogSegment {
             ..
         } = self;
         drop((log, offset_index, time_index, txn_index));
-        let mut renamed = Vec::new();
+        let mut files = Vec::new();
         for kind in [FileKind::Log, FileKind::TxnIndex] {
             let p = segment_file_path(&dir, base_offset, kind);
             if ctx.storage.exists(&p)? {
                 let to = deleted_path(&p);
                 ctx.storage.rename(&p, &to)?;
-                renamed.push((true, to));
+                files.push((true, to));
             }
         }
         let indexes = index_storage(ctx.storage.as_ref());
@@ -88,19 +96,17 @@ impl LogSegment {
             if indexes.exists(&p)? {
                 let to = deleted_path(&p);
                 indexes.rename(&p, &to)?;
-                renamed.push((false, to));
+                files.push((false, to));
             }
         }
         ctx.storage.sync_dir(&dir)?;
-        for (through_storage, p) in renamed {
-            if through_storage {
-                ctx.storage.remove_file(&p)?;
-            } else {
-                indexes.remove_file(&p)?;
-            }
-        }
-        Ok(())
+        Ok(DeletedFiles {
+            base_offset,
+            storage: ctx.storage,
+            files,
+        })
     }
+
     /// Moves the segment's files (`.log`, `.index`, `.timeindex`, `.txnindex`, those that exist)
     /// into `to_dir` under their own names, syncing both directories. Nothing is deleted; used by
     /// a loader that sets segments aside instead of deleting them. The offset and time indexes go
@@ -144,6 +150,54 @@ impl LogSegment {
         ctx.storage.sync_dir(to_dir)?;
         ctx.storage.sync_dir(&dir)?;
         Ok(moved)
+    }
+}
+
+/// The `.deleted` files of a segment [`LogSegment::mark_deleted`] renamed, until they are removed
+/// (Kafka removes them `file.delete.delay.ms` later).
+pub(crate) struct DeletedFiles {
+    base_offset: i64,
+    storage: Arc<dyn Storage>,
+    /// Each file, and whether it goes through `storage` (`false`: a mapped index, on the real
+    /// file system when `storage` has no maps).
+    files: Vec<(bool, PathBuf)>,
+}
+
+impl std::fmt::Debug for DeletedFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeletedFiles")
+            .field("base_offset", &self.base_offset)
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeletedFiles {
+    /// Files already renamed `.deleted` through `storage`.
+    pub(crate) fn new(base_offset: i64, storage: Arc<dyn Storage>, files: Vec<PathBuf>) -> Self {
+        DeletedFiles {
+            base_offset,
+            storage,
+            files: files.into_iter().map(|p| (true, p)).collect(),
+        }
+    }
+
+    /// The base offset of the segment the files were.
+    pub(crate) fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// Removes the files (those already gone are skipped).
+    pub(crate) fn remove(self) -> Result<()> {
+        let indexes = index_storage(self.storage.as_ref());
+        for (through_storage, p) in self.files {
+            if through_storage {
+                remove_file_if_exists(self.storage.as_ref(), &p)?;
+            } else {
+                remove_file_if_exists(indexes, &p)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -41,6 +41,7 @@ mod scanner;
 
 pub(crate) use append_read::{CopyOrSlice, ReadBounds};
 use files::remove_file_if_exists;
+pub(crate) use files::DeletedFiles;
 pub use scan::{scan_segment, ChunkChecks, SegmentScan};
 pub use scanner::{SegmentScanner, READ_CHUNK_BYTES};
 

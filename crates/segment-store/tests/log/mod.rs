@@ -1224,6 +1224,58 @@ mod local_log {
         assert_eq!(log.segments().unwrap()[0].base_offset, 100);
     }
 
+    /// `file.delete.delay.ms`: truncation's deleted segments wait as `.deleted` until the delay
+    /// passes or the log closes; with a delay of 0 they go at once.
+    #[test]
+    fn deleted_segment_files_wait_for_the_delay_or_the_close() {
+        let bs = batches(12, 4, 1_000, 1_000);
+        let size = bs[0].len() as u64;
+        let deleted_names = |dir: &Path| -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| n.ends_with(".deleted"))
+                .collect();
+            v.sort();
+            v
+        };
+        let clock = Arc::new(ManualClock::new(1_000));
+        for delay in [60_000, 0] {
+            let dir = tempfile::tempdir().unwrap();
+            let log = open_log(
+                dir.path(),
+                LogConfig {
+                    file_delete_delay_ms: delay,
+                    ..config(3 * size)
+                },
+                &clock,
+            );
+            for b in &bs {
+                log.append(b).unwrap();
+            }
+            // Truncating to offset 12 deletes the segments at 24 and 36 (their every file).
+            assert!(log.truncate_to(12).unwrap());
+            let waiting = deleted_names(dir.path());
+            if delay == 0 {
+                assert_eq!(waiting, Vec::<String>::new());
+                assert!(log.pending_deleted_segments().is_empty());
+                continue;
+            }
+            assert!(
+                waiting.contains(&"00000000000000000024.log.deleted".to_owned())
+                    && waiting.contains(&"00000000000000000036.index.deleted".to_owned()),
+                "{waiting:?}"
+            );
+            let mut pending = log.pending_deleted_segments();
+            pending.sort_unstable();
+            assert_eq!(pending, [24, 36]);
+            // The log reads on without them, and closing removes them.
+            assert_eq!(log.log_end_offset(), 12);
+            log.close().unwrap();
+            assert_eq!(deleted_names(dir.path()), Vec::<String>::new());
+        }
+    }
+
     #[test]
     fn retention_by_size_time_and_start_offset() {
         let bs = batches(12, 4, 1_000, 1_000);
@@ -1315,16 +1367,42 @@ mod local_log {
         assert_eq!(log.log_start_offset(), 30);
         let r = log.read(30, 10_000, false).unwrap();
         assert_eq!(whole_valid(&r.records)[0].0, 28);
-        // Deleted files are gone from disk.
-        let names: Vec<String> = std::fs::read_dir(log.dir())
-            .unwrap()
-            .map(|e| e.unwrap().file_name().into_string().unwrap())
-            .collect();
+        // Kafka's file.delete.delay.ms: the deleted segments' files wait as `.deleted` (no live
+        // name left), and go once the delay has passed on the clock.
+        let names = |log: &LocalLog| -> Vec<String> {
+            std::fs::read_dir(log.dir())
+                .unwrap()
+                .map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        };
+        let waiting = names(&log);
         assert!(
-            !names.iter().any(|n| n.starts_with("00000000000000000000")),
-            "{names:?}"
+            waiting
+                .iter()
+                .filter(|n| n.starts_with("00000000000000000000")
+                    || n.starts_with("00000000000000000012"))
+                .all(|n| n.ends_with(".deleted")),
+            "{waiting:?}"
         );
-        assert!(!names.iter().any(|n| n.ends_with(".deleted")), "{names:?}");
+        assert!(
+            waiting.contains(&"00000000000000000000.log.deleted".to_owned()),
+            "{waiting:?}"
+        );
+        let mut pending = log.pending_deleted_segments();
+        pending.sort_unstable();
+        assert_eq!(pending, [0, 12]);
+        clock.set(59_999);
+        assert_eq!(log.delete_expired_files().unwrap(), 0);
+        clock.set(60_000);
+        assert_eq!(log.delete_expired_files().unwrap(), 2);
+        assert!(log.pending_deleted_segments().is_empty());
+        let gone = names(&log);
+        assert!(
+            !gone.iter().any(|n| n.starts_with("00000000000000000000")),
+            "{gone:?}"
+        );
+        assert!(!gone.iter().any(|n| n.ends_with(".deleted")), "{gone:?}");
+        clock.set(0);
     }
 
     #[test]
