@@ -28,7 +28,7 @@
 //! `crash_fn` and `examples/crash_my_workload.rs`):
 //!
 //! ```
-//! use testkit::crash_test::{crash_test, CrashOptions, Op, TornMode, Workload};
+//! use testkit::{crash_test, CrashOptions, Op, TornMode, Workload};
 //!
 //! let scratch = tempfile::tempdir()?;
 //! let workload = Workload {
