@@ -8,7 +8,7 @@
     clippy::indexing_slicing
 )]
 
-use record_format::internals::{ChunkChain, Piece, Regions};
+use record_format::internals::{self as scan, ChunkChain, ScannedBatch, ScannedEntry};
 use record_format::{
     Batches, CompressionType, ControlRecord, ControlRecordKey, ControlRecordType, DecodeLimits,
     EndTransactionMarker, Header, IterEnd, LogEntry, MirrorPidResetRecord, RecordBatch,
@@ -102,10 +102,11 @@ pub fn batch_parse(data: &[u8]) {
         batch.delete_horizon_ms(),
     );
     std::hint::black_box(totals);
-    // The marker the view read when it was made is the one the records give, and it has one
-    // for every version-0 marker of an epoch below 2^22.
+    // The marker the scan's entry packed when it was made is the one the records give, and it
+    // has one for every version-0 marker of an epoch below 2^22.
     let parsed = parsed_end_txn_marker(&batch);
-    if let Some(marker) = batch.end_txn_marker() {
+    assert_eq!(record_format::internals::end_txn_marker(&batch), parsed);
+    if let Some(marker) = ScannedBatch::new(batch).end_txn_marker() {
         assert_eq!(Some(marker), parsed);
     } else if let Some((_, m)) = parsed {
         assert!(m.version != 0 || !(0..1 << 22).contains(&m.coordinator_epoch));
@@ -191,18 +192,22 @@ pub fn batch_iter(data: &[u8]) {
     assert_eq!(again.stopped_at(), Some(&IterEnd::Complete));
 
     let region = 16 + usize::from(data.first().copied().unwrap_or(0)) * 2;
-    let regions = Regions::new(data, 0, region);
-    let mut reader = regions.reader();
+    let size = data.len() as u64;
     let mut chained = Vec::new();
-    while let Piece::Entries(entries) = reader.next_piece() {
-        chained.extend(
-            entries
-                .iter()
-                .map(|e| (e.position(), e.size_in_bytes(), e.last_offset())),
-        );
-    }
+    let mut collect = |e: &ScannedEntry<'_>| {
+        chained.push((e.position(), e.size_in_bytes(), e.last_offset()));
+        Ok::<(), ()>(())
+    };
+    let end = scan::scan_window(data, 0, size, region, &mut collect).unwrap();
     assert_eq!(chained, seen, "region scan with {region}-byte regions");
-    assert_eq!(reader.end().as_ref(), it.stopped_at(), "region scan end");
+    let mut reference = Vec::new();
+    let mut collect = |e: &ScannedEntry<'_>| {
+        reference.push((e.position(), e.size_in_bytes(), e.last_offset()));
+        Ok::<(), ()>(())
+    };
+    let reference_end = scan::scan_sequential(data, 0, size, &mut collect).unwrap();
+    assert_eq!(reference, seen, "sequential scan");
+    assert_eq!(end, reference_end, "region scan end");
 
     // The same bytes read in chunks (sizes from 1 to 256 bytes, taken from the data), every third
     // one only followed: every range a `ChunkChain` checked is a run of whole valid entries of

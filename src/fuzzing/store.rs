@@ -24,7 +24,8 @@ pub use input::Input;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use record_format::{Batches, IterEnd, RecordBatch, RecordBatchBuilder};
+use record_format::internals::ScannedBatch;
+use record_format::{Batches, IterEnd, RecordBatchBuilder};
 use segment_store::internals::segment_file_path;
 use segment_store::internals::TXN_INDEX_ENTRY_SIZE as TXN_ENTRY_SIZE;
 use segment_store::internals::{FileKind, FilePosition, SegmentContext};
@@ -475,7 +476,7 @@ pub fn segment_recover(data: &[u8]) {
     };
     let mut seg = LogSegment::open(&ctx, &s.dir, base).unwrap();
     let mut seen: Vec<(u64, usize, i64)> = Vec::new();
-    let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| -> Result<(), SegmentError> {
+    let mut visit = |b: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>| -> Result<(), SegmentError> {
         seen.push((b.position(), b.size_in_bytes(), b.last_offset()));
         Ok(())
     };

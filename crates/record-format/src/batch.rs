@@ -6,7 +6,6 @@
 //! `DefaultRecordBatch` construction from `ensureValid()`.
 
 use crate::compression::{CompressionType, DecodeLimits};
-use crate::control::{ControlRecordKey, ControlRecordType, EndTransactionMarker};
 use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::record::Records;
@@ -81,84 +80,13 @@ fn write_at(buf: &mut [u8], off: usize, src: &[u8]) -> Result<()> {
     }
 }
 
-/// A view over exactly one v2 record batch.
-///
-/// The 61 header bytes are copied into the view when it is made, and every header field is read
-/// from that copy: a thread that frames and checks batches (and so has their bytes in its cache)
-/// hands views to another that applies them, which then reads no byte of the batch itself (over a
-/// map of a 1 GiB segment of ~1 KB batches, the applier's header reads were a cache miss each and
-/// a fifth of all recovery's time).
+/// A view over exactly one v2 record batch: its bytes and the absolute position of its first
+/// byte. Every header field is read from the bytes when asked for, as Kafka's
+/// `DefaultRecordBatch` reads its `ByteBuffer`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordBatch<'a> {
     bytes: &'a [u8],
     position: u64,
-    /// `bytes[..61]`, then in the last 3 bytes the first control record, when the batch is an
-    /// uncompressed control batch whose first record is an ABORT or COMMIT marker that decodes:
-    /// read when the view is made, for the same reason as the header copy (a transaction
-    /// marker's record lies past it). Packed into the 3 bytes the struct would otherwise pad (a
-    /// bigger view measured slower to hand over), big-endian: bit 23 set if there is one, bit 22
-    /// for COMMIT, bits 0–21 the coordinator epoch; a marker of another version than 0 or with
-    /// an epoch outside 0..2^22 is not packed.
-    head: [u8; HEAD_BYTES],
-}
-
-/// Bytes of [`RecordBatch`]'s header copy: the 61-byte header and the packed marker.
-const HEAD_BYTES: usize = RECORD_BATCH_OVERHEAD + 3;
-
-const END_TXN_PRESENT: u32 = 1 << 23;
-const END_TXN_COMMIT: u32 = 1 << 22;
-const END_TXN_EPOCH_MASK: u32 = (1 << 22) - 1;
-
-/// The packed marker of [`RecordBatch::end_txn_marker`] for the batch `bytes` (a valid frame),
-/// 0 when there is none.
-#[inline]
-fn end_txn_packed(bytes: &[u8], position: u64) -> u32 {
-    // Kafka: `(byte) buffer.getShort(ATTRIBUTES_OFFSET)`, as `RecordBatch::is_control` reads it.
-    let flags = i16::from_be_bytes(array_at(bytes, ATTRIBUTES_OFFSET)) as u8;
-    if flags & CONTROL_FLAG_MASK == 0 {
-        return 0;
-    }
-    control_end_txn_packed(bytes, position)
-}
-
-/// [`end_txn_packed`] of a control batch.
-#[inline(never)]
-fn control_end_txn_packed(bytes: &[u8], position: u64) -> u32 {
-    let view = RecordBatch {
-        bytes,
-        position,
-        head: head_copy(bytes, 0),
-    };
-    let Some((record_type, marker)) = view.read_end_txn_marker() else {
-        return 0;
-    };
-    let epoch = u32::try_from(marker.coordinator_epoch).unwrap_or(u32::MAX);
-    if marker.version != 0 || epoch > END_TXN_EPOCH_MASK {
-        return 0;
-    }
-    let commit = if record_type == ControlRecordType::Commit {
-        END_TXN_COMMIT
-    } else {
-        0
-    };
-    END_TXN_PRESENT | commit | epoch
-}
-
-/// `bytes[..61]` (zeros past a shorter `bytes`) followed by the low 3 bytes of `end_txn`,
-/// big-endian, assembled in four 16-byte words.
-#[inline]
-fn head_copy(bytes: &[u8], end_txn: u32) -> [u8; HEAD_BYTES] {
-    let word = |at: usize| u128::from_be_bytes(array_at(bytes, at));
-    // Bytes 48..61, then the marker in 61..64.
-    let last = (word(45) << 24) | u128::from(end_txn & 0x00ff_ffff);
-    let mut head = [0u8; HEAD_BYTES];
-    for (chunk, w) in head
-        .chunks_exact_mut(16)
-        .zip([word(0), word(16), word(32), last])
-    {
-        chunk.copy_from_slice(&w.to_be_bytes());
-    }
-    head
 }
 
 impl<'a> RecordBatch<'a> {
@@ -209,95 +137,43 @@ impl<'a> RecordBatch<'a> {
                 position + LENGTH_OFFSET as u64,
             ));
         }
-        // The view is built in one piece, its marker read first: a view changed after it was
-        // made was copied out of the stack with loads spanning the smaller stores that had just
-        // written it, which the CPU cannot forward, and the thread that frames batches spent
-        // half of its time on that copy.
-        let end_txn = end_txn_packed(bytes, position);
-        Ok(RecordBatch {
-            bytes,
-            position,
-            head: head_copy(bytes, end_txn),
-        })
-    }
-
-    /// The batch's first control record if it is an ABORT or COMMIT marker of version 0 whose
-    /// key and value decode (the batch uncompressed) and whose coordinator epoch is below 2^22,
-    /// read when the view was made; `None` otherwise (a data batch, an empty or compressed
-    /// control batch, another control type, a record that does not decode, or another marker:
-    /// [`RecordBatch::records`] then gives the record, or the error and its position).
-    #[inline]
-    pub fn end_txn_marker(&self) -> Option<(ControlRecordType, EndTransactionMarker)> {
-        let [a, b, c] = array_at(&self.head, RECORD_BATCH_OVERHEAD);
-        let packed = u32::from_be_bytes([0, a, b, c]);
-        if packed & END_TXN_PRESENT == 0 {
-            return None;
-        }
-        let record_type = if packed & END_TXN_COMMIT != 0 {
-            ControlRecordType::Commit
-        } else {
-            ControlRecordType::Abort
-        };
-        let coordinator_epoch = i32::try_from(packed & END_TXN_EPOCH_MASK).unwrap_or_default();
-        Some((record_type, EndTransactionMarker::new(coordinator_epoch)))
-    }
-
-    /// The first record of a control batch, parsed from the bytes, if it is an ABORT or COMMIT
-    /// marker.
-    fn read_end_txn_marker(&self) -> Option<(ControlRecordType, EndTransactionMarker)> {
-        if self.records_count() <= 0 {
-            return None;
-        }
-        if self.compression().ok()? != CompressionType::None {
-            return None;
-        }
-        let records = self.records(&DecodeLimits::default()).ok()?;
-        let record = records.iter().next()?.ok()?;
-        let key = record.key().unwrap_or(&[]);
-        let (_, record_type) = ControlRecordKey::parse(key, record.key_position()).ok()?;
-        if !record_type.is_end_txn() {
-            return None;
-        }
-        let value = record.value().unwrap_or(&[]);
-        let marker =
-            EndTransactionMarker::parse(record_type, value, record.value_position()).ok()?;
-        Some((record_type, marker))
+        Ok(RecordBatch { bytes, position })
     }
 
     /// `baseOffset` (int64 at 0).
     #[inline]
     pub fn base_offset(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, BASE_OFFSET_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, BASE_OFFSET_OFFSET))
     }
 
     /// `batchLength` (int32 at 8): bytes after the length field.
     #[inline]
     pub fn batch_length(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, LENGTH_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, LENGTH_OFFSET))
     }
 
     /// `partitionLeaderEpoch` (int32 at 12; not CRC-covered).
     #[inline]
     pub fn partition_leader_epoch(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, PARTITION_LEADER_EPOCH_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, PARTITION_LEADER_EPOCH_OFFSET))
     }
 
     /// `magic` (int8 at 16; always 2 for a constructed view).
     #[inline]
     pub fn magic(&self) -> i8 {
-        i8::from_be_bytes(array_at(&self.head, BATCH_MAGIC_OFFSET))
+        i8::from_be_bytes(array_at(self.bytes, BATCH_MAGIC_OFFSET))
     }
 
     /// Stored `crc` (uint32 at 17).
     #[inline]
     pub fn crc(&self) -> u32 {
-        u32::from_be_bytes(array_at(&self.head, CRC_OFFSET))
+        u32::from_be_bytes(array_at(self.bytes, CRC_OFFSET))
     }
 
     /// Raw `attributes` int16 at 21. Flags are read from the low byte only, as Kafka does.
     #[inline]
     pub fn attributes(&self) -> i16 {
-        i16::from_be_bytes(array_at(&self.head, ATTRIBUTES_OFFSET))
+        i16::from_be_bytes(array_at(self.bytes, ATTRIBUTES_OFFSET))
     }
 
     #[inline]
@@ -309,7 +185,7 @@ impl<'a> RecordBatch<'a> {
     /// `lastOffsetDelta` (int32 at 23).
     #[inline]
     pub fn last_offset_delta(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, LAST_OFFSET_DELTA_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, LAST_OFFSET_DELTA_OFFSET))
     }
 
     /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
@@ -329,31 +205,31 @@ impl<'a> RecordBatch<'a> {
     /// [`has_delete_horizon`](Self::has_delete_horizon).
     #[inline]
     pub fn base_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, BASE_TIMESTAMP_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, BASE_TIMESTAMP_OFFSET))
     }
 
     /// `maxTimestamp` (int64 at 35); the append time for LogAppendTime batches.
     #[inline]
     pub fn max_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, MAX_TIMESTAMP_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, MAX_TIMESTAMP_OFFSET))
     }
 
     /// `producerId` (int64 at 43); −1 = none.
     #[inline]
     pub fn producer_id(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, PRODUCER_ID_OFFSET))
+        i64::from_be_bytes(array_at(self.bytes, PRODUCER_ID_OFFSET))
     }
 
     /// `producerEpoch` (int16 at 51).
     #[inline]
     pub fn producer_epoch(&self) -> i16 {
-        i16::from_be_bytes(array_at(&self.head, PRODUCER_EPOCH_OFFSET))
+        i16::from_be_bytes(array_at(self.bytes, PRODUCER_EPOCH_OFFSET))
     }
 
     /// `baseSequence` (int32 at 53); −1 = none.
     #[inline]
     pub fn base_sequence(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, BASE_SEQUENCE_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, BASE_SEQUENCE_OFFSET))
     }
 
     /// Kafka's `lastSequence()`: −1 without a base sequence, else
@@ -371,7 +247,7 @@ impl<'a> RecordBatch<'a> {
     /// `recordsCount` (int32 at 57) as stored (may be negative in corrupt input).
     #[inline]
     pub fn records_count(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, RECORDS_COUNT_OFFSET))
+        i32::from_be_bytes(array_at(self.bytes, RECORDS_COUNT_OFFSET))
     }
 
     /// The codec (attribute bits 0–2). Ids 5–7 are `UnknownCompression` at the attributes

@@ -379,3 +379,28 @@ pub fn is_mirror_pid_reset_batch(batch: &RecordBatch<'_>) -> Result<bool> {
         }
     }
 }
+
+/// The first record of `batch` when it is an ABORT or COMMIT marker whose key and value decode,
+/// in an uncompressed control batch; `None` otherwise (a data batch, an empty or compressed
+/// control batch, another control type, or a record that does not decode: [`RecordBatch::records`]
+/// then gives the record, or the error and its position).
+pub fn end_txn_marker(
+    batch: &RecordBatch<'_>,
+) -> Option<(ControlRecordType, EndTransactionMarker)> {
+    if !batch.is_control() || batch.records_count() <= 0 {
+        return None;
+    }
+    if batch.compression().ok()? != crate::compression::CompressionType::None {
+        return None;
+    }
+    let records = batch.records(&DecodeLimits::default()).ok()?;
+    let record = records.iter().next()?.ok()?;
+    let key = record.key().unwrap_or(&[]);
+    let (_, record_type) = ControlRecordKey::parse(key, record.key_position()).ok()?;
+    if !record_type.is_end_txn() {
+        return None;
+    }
+    let value = record.value().unwrap_or(&[]);
+    let marker = EndTransactionMarker::parse(record_type, value, record.value_position()).ok()?;
+    Some((record_type, marker))
+}

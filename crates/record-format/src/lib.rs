@@ -77,7 +77,12 @@ pub mod internals {
         lz4_header_checksum, lz4_header_checksum_broken, GZIP_HEADER, LZ4_FRAME_MAGIC,
         LZ4_KAFKA_BD, LZ4_KAFKA_FLG, XERIAL_HEADER, XERIAL_MAGIC,
     };
+    pub use crate::control::end_txn_marker;
     pub use crate::cursor::*;
-    pub use crate::scan::{scan_log, ChunkChain, Piece, Regions, DEFAULT_REGION_BYTES};
+    pub use crate::scan::{
+        scan_file, scan_log, scan_sequential, scan_window, Apply, ChunkChain, ChunkChecks, LogScan,
+        ReadAt, ScannedBatch, ScannedEntry, WindowEnd, DEFAULT_REGION_BYTES, READ_CHUNK_BYTES,
+        SCAN_WINDOW_BYTES,
+    };
     pub use crate::wire::*;
 }

@@ -224,29 +224,3 @@ fn commit_and_abort_markers_match_kafka() {
     );
     assert_eq!(common::hex(&ours), common::hex(abort));
 }
-
-/// Every batch of Kafka's transactional.log carries, from the moment its view is made, the
-/// end-transaction marker Kafka wrote into it (the COMMIT of coordinator epoch 11 at 346 and the
-/// ABORT of epoch 12 at 424), and no other batch claims one.
-#[test]
-fn views_of_kafka_batches_carry_their_end_txn_markers() {
-    let bytes = fs::read(testdata().join("kafka-clients/transactional.log")).expect("read");
-    let mut markers = Vec::new();
-    for entry in record_format::Batches::new(&bytes, 0).validate_crc(true) {
-        let record_format::LogEntry::V2(batch) = entry.expect("Kafka's file is valid") else {
-            panic!("v2 only");
-        };
-        if let Some((t, marker)) = batch.end_txn_marker() {
-            markers.push((batch.position(), t, marker.coordinator_epoch));
-        } else {
-            assert!(!batch.is_control(), "control batch at {}", batch.position());
-        }
-    }
-    assert_eq!(
-        markers,
-        vec![
-            (346, record_format::ControlRecordType::Commit, 11),
-            (424, record_format::ControlRecordType::Abort, 12),
-        ]
-    );
-}

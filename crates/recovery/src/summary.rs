@@ -105,41 +105,62 @@ impl BatchSummary {
     /// A control batch whose first key says `MIRROR_PID_RESET` is a barrier even when its value
     /// does not decode (the fork detects the barrier by key type alone); the source cluster id is
     /// then empty. An ABORT/COMMIT marker whose value does not decode is an error, as in Kafka.
-    #[inline(always)]
     pub fn from_batch(
         batch: &record_format::RecordBatch<'_>,
     ) -> Result<Self, record_format::FormatError> {
+        let control = if batch.is_control() && batch.records_count() > 0 {
+            control_info(batch)?
+        } else {
+            None
+        };
+        Ok(summary_of!(batch, control))
+    }
+
+    /// [`Self::from_batch`] of a batch the scan handed over: the header fields from its copy,
+    /// and a transaction marker as the scanning thread packed it, without reading the batch's
+    /// bytes again.
+    #[inline(always)]
+    pub fn from_scanned(
+        batch: &record_format::internals::ScannedBatch<'_>,
+    ) -> Result<Self, record_format::FormatError> {
         let control = if let Some((record_type, marker)) = batch.end_txn_marker() {
-            // The marker the view read when it was made (by a scanning thread, which had the
-            // batch's bytes in its cache): what `control_info` would parse.
             Some(ControlInfo::EndTxn {
                 commit: record_type == record_format::ControlRecordType::Commit,
                 coordinator_epoch: marker.coordinator_epoch,
             })
         } else if batch.is_control() && batch.records_count() > 0 {
-            control_info(batch)?
+            control_info(batch.batch())?
         } else {
             None
         };
-        Ok(BatchSummary {
-            base_offset: batch.base_offset(),
-            last_offset: batch.last_offset(),
-            producer_id: batch.producer_id(),
-            producer_epoch: batch.producer_epoch(),
-            base_sequence: batch.base_sequence(),
-            last_sequence: batch.last_sequence(),
-            max_timestamp: batch.max_timestamp(),
-            is_transactional: batch.is_transactional(),
-            is_control: batch.is_control(),
-            records_count: batch.records_count(),
-            control,
-            size_in_bytes: u32::try_from(batch.size_in_bytes()).unwrap_or(u32::MAX),
-        })
+        Ok(summary_of!(batch, control))
     }
 }
 
+/// A [`BatchSummary`] of the header fields of `$batch` (a `RecordBatch` or a `ScannedBatch`,
+/// which name them alike) and `$control`.
+macro_rules! summary_of {
+    ($batch:expr, $control:expr) => {
+        BatchSummary {
+            base_offset: $batch.base_offset(),
+            last_offset: $batch.last_offset(),
+            producer_id: $batch.producer_id(),
+            producer_epoch: $batch.producer_epoch(),
+            base_sequence: $batch.base_sequence(),
+            last_sequence: $batch.last_sequence(),
+            max_timestamp: $batch.max_timestamp(),
+            is_transactional: $batch.is_transactional(),
+            is_control: $batch.is_control(),
+            records_count: $batch.records_count(),
+            control: $control,
+            size_in_bytes: u32::try_from($batch.size_in_bytes()).unwrap_or(u32::MAX),
+        }
+    };
+}
+use summary_of;
+
 /// The first control record of a control batch with records, parsed from its bytes (the rare
-/// path of [`BatchSummary::from_batch`], kept out of line so that the common one builds the
+/// path of [`BatchSummary::from_scanned`], kept out of line so that the common one builds the
 /// summary in place in its caller).
 #[inline(never)]
 fn control_info(
@@ -177,6 +198,7 @@ fn control_info(
 #[cfg(test)]
 mod from_batch_tests {
     use super::*;
+    use record_format::internals::ScannedBatch;
     use record_format::{
         end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatch,
         RecordBatchBuilder,
@@ -205,12 +227,14 @@ mod from_batch_tests {
             for t in [ControlRecordType::Commit, ControlRecordType::Abort] {
                 let bytes = end_txn_marker_batch(7, 1_000, 0, 55, 3, t, epoch);
                 let batch = RecordBatch::new(&bytes, 0).unwrap();
+                let scanned = ScannedBatch::new(batch);
                 assert_eq!(
-                    batch.end_txn_marker().is_some(),
+                    scanned.end_txn_marker().is_some(),
                     (0..1 << 22).contains(&epoch),
                     "{epoch}"
                 );
                 let s = BatchSummary::from_batch(&batch).unwrap();
+                assert_eq!(BatchSummary::from_scanned(&scanned).unwrap(), s);
                 assert_eq!(
                     s.control,
                     Some(ControlInfo::EndTxn {

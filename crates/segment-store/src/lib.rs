@@ -111,7 +111,6 @@ pub mod internals {
     pub use crate::log::MAX_OPEN_INACTIVE_SEGMENTS;
     pub use crate::mmap::{GuardedMap, MmapFile};
     pub use crate::segment::{
-        scan_segment, ChunkChecks, RecoveryVisitor, SegmentContext, SegmentScan, SegmentScanner,
-        READ_CHUNK_BYTES,
+        scan_segment, RecoveryVisitor, SegmentContext, SegmentScan, SegmentScanner,
     };
 }

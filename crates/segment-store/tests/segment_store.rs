@@ -1058,7 +1058,8 @@ fn remove_if_exists(p: &std::path::Path) {
 }
 
 mod windowed_scan {
-    use record_format::{RecordBatch, RecordBatchBuilder};
+    use record_format::internals::ScannedBatch;
+    use record_format::RecordBatchBuilder;
     use segment_store::internals::{scan_segment, SegmentScan, SegmentScanner};
     use segment_store::{AbortedTxn, SegmentConfig, SegmentError};
 
@@ -1081,7 +1082,7 @@ mod windowed_scan {
     fn windowed(bytes: &[u8], window: usize, config: &SegmentConfig) -> (SegmentScan, Vec<u64>) {
         let path = std::path::Path::new("00000000000000000100.log");
         let mut seen = Vec::new();
-        let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+        let mut visit = |b: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>| {
             seen.push(b.position());
             Ok::<_, SegmentError>(())
         };
@@ -1121,7 +1122,7 @@ mod windowed_scan {
         zeros.extend([0u8; 300]);
         for bytes in [&clean, &flipped, &torn, &zeros] {
             let mut seen_whole = Vec::new();
-            let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+            let mut visit = |b: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>| {
                 seen_whole.push(b.position());
                 Ok::<_, SegmentError>(())
             };
@@ -1140,9 +1141,9 @@ mod windowed_scan {
 /// `SegmentScanner::scan_file` (read in chunks on a helper thread, batches carried across chunk
 /// boundaries) against one scan of the whole file's bytes.
 mod chunked_file_scan {
-    use record_format::{RecordBatch, RecordBatchBuilder};
-    use segment_store::internals::READ_CHUNK_BYTES;
-    use segment_store::internals::{scan_segment, ChunkChecks, SegmentScan, SegmentScanner};
+    use record_format::internals::{ChunkChecks, ScannedBatch, READ_CHUNK_BYTES};
+    use record_format::RecordBatchBuilder;
+    use segment_store::internals::{scan_segment, SegmentScan, SegmentScanner};
     use segment_store::{AbortedTxn, OpenMode, SegmentConfig, SegmentError, StdFs, Storage};
 
     /// ~1 KB batches, with a 100 KB one (longer than a chunk's headroom) and a 1.5 MiB one
@@ -1173,7 +1174,7 @@ mod chunked_file_scan {
 
     fn scan_whole(bytes: &[u8], config: &SegmentConfig) -> (SegmentScan, Vec<u64>) {
         let mut seen = Vec::new();
-        let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+        let mut visit = |b: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>| {
             seen.push(b.position());
             Ok::<_, SegmentError>(())
         };
@@ -1188,7 +1189,7 @@ mod chunked_file_scan {
         checks: ChunkChecks,
     ) -> (SegmentScan, Vec<u64>) {
         let mut seen = Vec::new();
-        let mut visit = |b: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>| {
+        let mut visit = |b: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>| {
             seen.push(b.position());
             Ok::<_, SegmentError>(())
         };

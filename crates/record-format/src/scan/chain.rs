@@ -3,13 +3,14 @@
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 
+use super::entry::ScannedEntry;
 use super::regions::{entry_end, Piece, Regions, Span, LENGTH_END};
-use crate::batches::{Batches, IterEnd, LogEntry};
+use crate::batches::{Batches, IterEnd};
 
 /// The applier's side: the file's entries in log order, exactly as one sequential scan frames
 /// them, with their CRC verdicts.
 #[derive(Debug)]
-pub struct ChainReader<'c, 'a> {
+pub(crate) struct ChainReader<'c, 'a> {
     pub(super) regions: &'c Regions<'a>,
     /// Where the chain is: the end of the entries handed out so far.
     pub(super) pos: usize,
@@ -23,7 +24,7 @@ pub struct ChainReader<'c, 'a> {
 
 impl<'c, 'a> ChainReader<'c, 'a> {
     /// The next entries of the chain.
-    pub fn next_piece(&mut self) -> Piece<'a> {
+    pub(crate) fn next_piece(&mut self) -> Piece<'a> {
         if self.done {
             return Piece::Finished;
         }
@@ -83,7 +84,7 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     }
 
     /// Gives back the buffer of a [`Piece::Entries`], for a later walk to fill again.
-    pub fn recycle(&self, mut entries: Vec<LogEntry<'a>>) {
+    pub(crate) fn recycle(&self, mut entries: Vec<ScannedEntry<'a>>) {
         entries.clear();
         // A buffer that holds nothing (a region without a start) is no use to a walk, and at the
         // front of the spares it would keep every other from being taken again.
@@ -96,13 +97,14 @@ impl<'c, 'a> ChainReader<'c, 'a> {
     /// Why the chain stopped, once [`Piece::Finished`] was returned: `Complete`, an incomplete
     /// trailing entry, or the first error (a malformed entry or a CRC mismatch) at the start of
     /// the entry it names, exactly as the sequential iterator with `validate_crc(true)` ends.
-    pub fn end(&self) -> Option<IterEnd> {
+    pub(crate) fn end(&self) -> Option<IterEnd> {
         self.end.clone()
     }
 
     /// How many gaps between region starts the reader walked itself (0 when every region's
     /// candidate start was on the chain).
-    pub fn gap_walks(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn gap_walks(&self) -> usize {
         self.gap_walks
     }
 }
@@ -117,10 +119,10 @@ impl Drop for StopOnDrop<'_, '_> {
 }
 
 /// Bytes an entry buffer holds.
-pub(super) fn buffer_bytes(entries: &Vec<LogEntry<'_>>) -> usize {
+pub(super) fn buffer_bytes(entries: &Vec<ScannedEntry<'_>>) -> usize {
     entries
         .capacity()
-        .saturating_mul(std::mem::size_of::<LogEntry<'_>>())
+        .saturating_mul(std::mem::size_of::<ScannedEntry<'_>>())
 }
 
 /// Locks `m`; a walker that panicked leaves nothing half-written in these slots (each is set or

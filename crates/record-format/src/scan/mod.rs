@@ -24,19 +24,41 @@
 //!
 //! Helper threads ([`Regions::help`]) take regions in buffer order; the reader takes the region it
 //! needs next whenever no one has, and otherwise the next free one while it waits, so no thread
-//! idles. [`scan_log`] is this with `threads - 1` helpers; segment-store's recovery applies each
-//! [`Piece`] as it comes.
+//! idles.
+//!
+//! A file read through a handle instead of mapped is read in chunks by one helper thread a few
+//! chunks ahead of the applying thread ([`scan_file`], `read_ahead.rs`), which checks the CRCs of
+//! the entries whole in a chunk ([`ChunkChain`]) while the applier has other work.
+//!
+//! # The boundary
+//!
+//! Everything parallel in seglog's reading of a log is in this module: the helper threads and
+//! their atomics, the regions and their chain, the read-ahead thread, its spin-then-park wait and
+//! its [`ChunkChecks`] policy. Callers see four functions, each applying the valid entries in log
+//! order as [`ScannedEntry`]s and returning where the valid prefix ends:
+//!
+//! - [`scan_window`]: a buffer (a map, or a window read), on the helper threads;
+//! - [`scan_file`]: a file of a given size through a read function, read ahead on a helper;
+//! - [`scan_sequential`]: the reference, one thread, one plain iteration; the tests compare the
+//!   other two with it;
+//! - [`scan_log`]: [`scan_window`] collecting the entries' headers.
 
-use crate::batches::{BatchHeader, IterEnd, LogEntry};
+use std::ops::Range;
+
+use crate::batches::{incomplete_batch_error, BatchHeader, Batches, IterEnd};
 use crate::error::FormatError;
 
 mod chain;
+mod entry;
+mod read_ahead;
 mod regions;
 #[cfg(test)]
 mod tests;
 
 pub use chain::ChunkChain;
-pub use regions::{Piece, Regions};
+pub use entry::{ScannedBatch, ScannedEntry};
+pub use read_ahead::{scan_file, ChunkChecks, ReadAt, READ_CHUNK_BYTES, SCAN_WINDOW_BYTES};
+use regions::{Piece, Regions};
 
 /// Result of [`scan_log`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -71,7 +93,7 @@ fn scan_in_regions(bytes: &[u8], base_position: u64, threads: usize, region: usi
     let (batches, end) = regions.follow_chain(threads.saturating_sub(1), |reader| {
         let mut batches = Vec::new();
         while let Piece::Entries(entries) = reader.next_piece() {
-            batches.extend(entries.iter().map(LogEntry::header));
+            batches.extend(entries.iter().map(|e| e.entry().header()));
             reader.recycle(entries);
         }
         (batches, reader.end())
@@ -84,6 +106,142 @@ fn scan_in_regions(bytes: &[u8], base_position: u64, threads: usize, region: usi
         valid_prefix_end,
         end: end.unwrap_or(IterEnd::Complete),
     }
+}
+
+/// Where the scan of one window of a file ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WindowEnd {
+    /// The scan goes on at this absolute position: the first byte of an entry the window ends
+    /// inside (the window's own start again: the window must grow), or the window's end.
+    Next(u64),
+    /// The scan of the file is over: every byte valid (`None`), or the valid prefix ends at the
+    /// error's position (an invalid entry, or an incomplete one at the end of the file).
+    Done(Option<FormatError>),
+}
+
+/// What applies each valid entry, in log order; its error ends the scan.
+pub type Apply<'f, E> = dyn FnMut(&ScannedEntry<'_>) -> Result<(), E> + 'f;
+
+/// Scans `bytes`, the bytes of a file of `file_size` bytes from absolute `position`: framing and
+/// CRC of every entry on the helper threads, region by region (`region_bytes`, normally
+/// [`DEFAULT_REGION_BYTES`]), while this thread applies the valid entries in order. The same
+/// entries, the same order and the same end as [`scan_sequential`].
+pub fn scan_window<E>(
+    bytes: &[u8],
+    position: u64,
+    file_size: u64,
+    region_bytes: usize,
+    apply: &mut Apply<'_, E>,
+) -> Result<WindowEnd, E> {
+    let regions = Regions::new(bytes, position, region_bytes);
+    let (applied, framing_end) = regions.follow_chain(helper_threads(), |reader| {
+        let mut run = || -> Result<(), E> {
+            while let Piece::Entries(entries) = reader.next_piece() {
+                for entry in entries.iter() {
+                    apply(entry)?;
+                }
+                reader.recycle(entries);
+            }
+            Ok(())
+        };
+        (run(), reader.end())
+    });
+    applied?;
+    Ok(window_end(framing_end, bytes, position, file_size))
+}
+
+/// The reference scan: [`scan_window`] on this thread, one plain CRC-checking iteration.
+pub fn scan_sequential<E>(
+    bytes: &[u8],
+    position: u64,
+    file_size: u64,
+    apply: &mut Apply<'_, E>,
+) -> Result<WindowEnd, E> {
+    let mut it = Batches::new(bytes, position).validate_crc(true);
+    for entry in &mut it {
+        match entry {
+            Ok(entry) => apply(&ScannedEntry::new(entry))?,
+            Err(_) => break,
+        }
+    }
+    Ok(window_end(
+        it.stopped_at().cloned(),
+        bytes,
+        position,
+        file_size,
+    ))
+}
+
+/// [`scan_sequential`] without checking again the CRCs of `checked`: absolute positions of a
+/// chain of whole entries whose CRCs another thread checked in these same bytes ([`ChunkChain`]).
+/// They are trusted only once this walk's own chain arrives exactly at the range's start.
+fn scan_trusting<E>(
+    bytes: &[u8],
+    position: u64,
+    file_size: u64,
+    checked: Option<Range<u64>>,
+    apply: &mut Apply<'_, E>,
+) -> Result<WindowEnd, E> {
+    let mut it = Batches::new(bytes, position).validate_crc(true);
+    let mut trusted = false;
+    loop {
+        if let Some(c) = &checked {
+            let at = it.valid_prefix_end();
+            trusted |= at == c.start;
+            it.set_validate_crc(!(trusted && at < c.end));
+        }
+        match it.next() {
+            Some(Ok(entry)) => apply(&ScannedEntry::new(entry))?,
+            Some(Err(_)) | None => break,
+        }
+    }
+    Ok(window_end(
+        it.stopped_at().cloned(),
+        bytes,
+        position,
+        file_size,
+    ))
+}
+
+/// Where the scan goes on after the window `bytes` read at `position` of a file of `file_size`
+/// bytes ended with `framing_end`.
+fn window_end(
+    framing_end: Option<IterEnd>,
+    bytes: &[u8],
+    position: u64,
+    file_size: u64,
+) -> WindowEnd {
+    let window_end = position + bytes.len() as u64;
+    let at_file_end = window_end >= file_size;
+    match framing_end {
+        Some(IterEnd::Error(e)) => WindowEnd::Done(Some(e)),
+        Some(IterEnd::IncompleteTrailing { position: at, .. }) if !at_file_end => {
+            WindowEnd::Next(at)
+        }
+        Some(IterEnd::IncompleteTrailing {
+            position: at,
+            bytes: n,
+        }) => {
+            let rest = bytes
+                .get(usize::try_from(at - position).unwrap_or(usize::MAX)..)
+                .unwrap_or_default();
+            WindowEnd::Done(Some(incomplete_batch_error(rest, at, n)))
+        }
+        _ if at_file_end => WindowEnd::Done(None),
+        _ => WindowEnd::Next(window_end),
+    }
+}
+
+/// Helper threads of a scan: every other core, at most three.
+fn helper_threads() -> usize {
+    // Asked once per process: `available_parallelism` reads the cgroup files each time.
+    static HELPERS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *HELPERS.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .saturating_sub(1)
+            .min(3)
+    })
 }
 
 /// Bytes per region: large enough that a unit's bookkeeping (finding the region's start, one

@@ -6,11 +6,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 use super::chain::{buffer_bytes, lock, ChainReader, StopOnDrop};
+use super::entry::ScannedEntry;
 use super::{
     ATTRIBUTES_AT, CLAIMED, CRC_AT, CRC_END, LAST_OFFSET_DELTA_AT, LOOKAHEAD_REGIONS, MAGIC_AT,
     MAX_CANDIDATE_CRCS, MAX_ENTRY_REGIONS, MIN_V2_LENGTH, UNCLAIMED,
 };
-use crate::batches::{Batches, IterEnd, LogEntry};
+use crate::batches::{Batches, IterEnd};
 use crate::cursor::be_i32_at;
 use crate::wire::{LOG_OVERHEAD, RECORD_OVERHEAD_V0, SIZE_OFFSET};
 
@@ -20,7 +21,7 @@ pub(super) struct Span<'a> {
     /// Position (in the data) just past the last entry.
     pub(super) end: usize,
     /// The valid entries walked.
-    pub(super) entries: Vec<LogEntry<'a>>,
+    pub(super) entries: Vec<ScannedEntry<'a>>,
     /// Set when the walk met the end of the data, a malformed entry or an entry whose CRC (or
     /// legacy checksum) does not match (an error at that entry's start) before its stop position.
     pub(super) frame_end: Option<IterEnd>,
@@ -28,7 +29,7 @@ pub(super) struct Span<'a> {
 
 /// One file's regions, their starts and their walked spans.
 #[derive(Debug)]
-pub struct Regions<'a> {
+pub(crate) struct Regions<'a> {
     pub(super) data: &'a [u8],
     base_position: u64,
     region_bytes: usize,
@@ -42,7 +43,7 @@ pub struct Regions<'a> {
     /// Entry buffers the reader is done with, oldest first, for the next walks (the entries in
     /// flight stay a few regions' worth, not the file's). A buffer is taken again only once
     /// [`SPARE_BYTES`] were given back after it.
-    pub(super) spare: Mutex<VecDeque<Vec<LogEntry<'a>>>>,
+    pub(super) spare: Mutex<VecDeque<Vec<ScannedEntry<'a>>>>,
     /// Next region a helper tries to claim.
     next: AtomicUsize,
     /// The region the chain reader has reached: helpers stay at most [`MAX_LEAD`] regions
@@ -59,7 +60,7 @@ pub struct Regions<'a> {
 }
 
 /// How many regions a helper may walk ahead of the chain reader.
-pub const MAX_LEAD: usize = 8;
+pub(crate) const MAX_LEAD: usize = 8;
 
 /// Bytes of entry buffers the reader gives back before the oldest one is walked into again.
 /// The reader has just read a buffer it gives back: written again at once, each of its cache
@@ -71,11 +72,11 @@ pub(super) const SPARE_BYTES: usize = 2 << 20;
 
 /// What the applier gets next.
 #[derive(Debug)]
-pub enum Piece<'a> {
+pub(crate) enum Piece<'a> {
     /// The next entries of the chain, every one of them valid (the first invalid entry ends the
     /// chain: see `ChainReader::end`). Give the buffer back with `ChainReader::recycle` once
     /// done with it.
-    Entries(Vec<LogEntry<'a>>),
+    Entries(Vec<ScannedEntry<'a>>),
     /// The chain has no more entries (see `ChainReader::end`).
     Finished,
 }
@@ -83,7 +84,7 @@ pub enum Piece<'a> {
 impl<'a> Regions<'a> {
     /// `data` is the whole file; its first byte is at `base_position`; regions of `region` bytes
     /// ([`DEFAULT_REGION_BYTES`](super::DEFAULT_REGION_BYTES) unless a test wants many).
-    pub fn new(data: &'a [u8], base_position: u64, region: usize) -> Self {
+    pub(crate) fn new(data: &'a [u8], base_position: u64, region: usize) -> Self {
         let region_bytes = region.max(1);
         let regions = data.len().div_ceil(region_bytes).max(1);
         Self {
@@ -108,7 +109,7 @@ impl<'a> Regions<'a> {
     }
 
     /// Does units of work until every region is taken or [`Self::stop`] was called.
-    pub fn help(&self) {
+    pub(crate) fn help(&self) {
         while self.work(true) {}
     }
 
@@ -176,7 +177,7 @@ impl<'a> Regions<'a> {
 
     /// An empty entry buffer: the oldest spare one if [`SPARE_BYTES`] were given back after it,
     /// else a new one.
-    fn entry_buffer(&self) -> Vec<LogEntry<'a>> {
+    fn entry_buffer(&self) -> Vec<ScannedEntry<'a>> {
         let mut spare = lock(&self.spare);
         let after_oldest: usize = spare.iter().skip(1).map(buffer_bytes).sum();
         if after_oldest < SPARE_BYTES {
@@ -224,7 +225,8 @@ impl<'a> Regions<'a> {
     /// Bytes of the entries walked and of the candidates checked so far (every one of them
     /// CRC-checked): about the data's length when every candidate was on the chain, more for
     /// look-alikes, and bounded by a few regions' worth per region whatever the input.
-    pub fn bytes_checked(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn bytes_checked(&self) -> u64 {
         self.checked.load(Ordering::Relaxed)
     }
 
@@ -304,7 +306,7 @@ impl<'a> Regions<'a> {
                 Some(Ok(e)) => {
                     checked += e.size_in_bytes();
                     span.end += e.size_in_bytes();
-                    span.entries.push(e);
+                    span.entries.push(ScannedEntry::new(e));
                 }
                 Some(Err(e)) => {
                     // At the entry's start, as the sequential iterator reports it (a CRC
@@ -324,14 +326,14 @@ impl<'a> Regions<'a> {
     }
 
     /// No further unit starts (running ones finish).
-    pub fn stop(&self) {
+    pub(crate) fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
     }
 
     /// Runs `f` over this data's [`ChainReader`] while up to `helpers` threads walk regions (none
     /// when there is a single region; a thread that cannot be spawned leaves its share to the
     /// others), then stops and joins them, so no helper thread outlives the call.
-    pub fn follow_chain<R>(
+    pub(crate) fn follow_chain<R>(
         &self,
         helpers: usize,
         f: impl FnOnce(&mut ChainReader<'_, 'a>) -> R,
@@ -365,7 +367,7 @@ impl<'a> Regions<'a> {
     }
 
     /// Follows the chain of entries from the start of the file.
-    pub fn reader(&self) -> ChainReader<'_, 'a> {
+    pub(crate) fn reader(&self) -> ChainReader<'_, 'a> {
         ChainReader {
             regions: self,
             pos: 0,

@@ -213,7 +213,7 @@ fn given_back_buffers_are_walked_into_again_once_old_and_stay_bounded() {
     let (mut reused, mut largest, mut most_spare) = (0, 0, 0);
     let positions = regions.follow_chain(0, |reader| {
         let mut positions = Vec::new();
-        let mut seen: Vec<*const LogEntry<'_>> = Vec::new();
+        let mut seen: Vec<*const ScannedEntry<'_>> = Vec::new();
         while let Piece::Entries(entries) = reader.next_piece() {
             positions.extend(entries.iter().map(|e| e.position()));
             reused += usize::from(seen.contains(&entries.as_ptr()));

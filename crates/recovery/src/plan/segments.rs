@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 use std::io;
 use std::path::{Path, PathBuf};
 
-use record_format::{Batches, LogEntry, RecordBatch};
+use record_format::internals::{ScannedBatch, READ_CHUNK_BYTES};
+use record_format::{Batches, LogEntry};
 use segment_store::internals::{file_name, segment_file_path, FileKind};
 use segment_store::internals::{
     scan_segment, OffsetIndexView, ReadOnlyBytes, RecoveryVisitor, SegmentScan, SegmentScanner,
@@ -22,7 +23,6 @@ use crate::log::PartitionLogError;
 use crate::producer_state::{AppliedBatches, ProducerStateManager};
 use crate::snapshot::SnapshotIo;
 use crate::summary::BatchSummary;
-use segment_store::internals::READ_CHUNK_BYTES;
 
 /// How far behind the batch being applied a guarded map's pages are let go of, and how many
 /// bytes at a time ([`ReadOnlyBytes::release`]).
@@ -163,7 +163,7 @@ impl<'a> Sources<'a> {
         // on (the helpers walk at most a few regions ahead of it), so memory is bounded by the
         // scan's window, as with reading, not by the segment.
         let mut released = 0usize;
-        let mut behind = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+        let mut behind = |batch: &ScannedBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
             let at = usize::try_from(batch.position()).unwrap_or(usize::MAX);
             if at.saturating_sub(released) >= 2 * RELEASE_STEP_BYTES {
                 // On a 2 MiB boundary: a range that ends inside a 2 MiB folio mapped whole makes
@@ -500,11 +500,11 @@ fn scan_segments(
             continue;
         }
         let mut check = found.index_checks.remove(&seg_base);
-        let mut visitor = |batch: &RecordBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
+        let mut visitor = |batch: &ScannedBatch<'_>, aborted: &mut Vec<AbortedTxn>| {
             if let Some(c) = check.as_mut() {
                 c.batch(batch.position(), batch.last_offset());
             }
-            let summary = BatchSummary::from_batch(batch)?;
+            let summary = BatchSummary::from_scanned(batch)?;
             if let Some(a) = st.audit.as_mut() {
                 a.observe(&summary);
             }

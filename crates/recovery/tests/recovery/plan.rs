@@ -350,8 +350,8 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
 /// record-format's sequential CRC-checking iterator stops and agree on everything else.
 #[test]
 fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
+    use record_format::internals::READ_CHUNK_BYTES;
     use record_format::RecordBatchBuilder;
-    use segment_store::internals::READ_CHUNK_BYTES;
     let pristine = tempfile::tempdir().unwrap();
     let (mut log, config) = open_for_one_big_segment(pristine.path());
     let value = [b'x'; 100];

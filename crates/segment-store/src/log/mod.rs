@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use record_format::RecordBatch;
+use record_format::internals::ScannedBatch;
 
 use crate::error::{Result, SegmentError};
 use crate::file_slice::FileSlice;
@@ -336,9 +336,9 @@ pub struct LocalLog {
 
 /// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted
 /// transactions it pushes go into the segment's transaction index.
-pub type BatchVisitor<'v> = dyn FnMut(&RecordBatch<'_>, &mut Vec<AbortedTxn>) -> Result<()> + 'v;
+pub type BatchVisitor<'v> = dyn FnMut(&ScannedBatch<'_>, &mut Vec<AbortedTxn>) -> Result<()> + 'v;
 
-fn no_producer_state(_: &RecordBatch<'_>, _: &mut Vec<AbortedTxn>) -> Result<()> {
+fn no_producer_state(_: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>) -> Result<()> {
     Ok(())
 }
 

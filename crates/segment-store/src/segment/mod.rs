@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use record_format::internals::DEFAULT_REGION_BYTES;
-use record_format::{FormatError, RecordBatch};
+use record_format::internals::{ScannedBatch, DEFAULT_REGION_BYTES};
+use record_format::FormatError;
 
 use crate::error::{Result, SegmentError};
 use crate::file_name::{segment_file_path, FileKind};
@@ -42,8 +42,8 @@ mod scanner;
 pub(crate) use append_read::{CopyOrSlice, ReadBounds};
 use files::remove_file_if_exists;
 pub(crate) use files::DeletedFiles;
-pub use scan::{scan_segment, ChunkChecks, SegmentScan};
-pub use scanner::{SegmentScanner, READ_CHUNK_BYTES};
+pub use scan::{scan_segment, SegmentScan};
+pub use scanner::SegmentScanner;
 
 /// Wall-clock milliseconds, injectable for tests (Kafka's `Time`).
 pub trait Clock: Send + Sync + fmt::Debug {
@@ -183,7 +183,7 @@ pub struct RecoveryOutcome {
 /// transactions it pushes onto the vector (cleared before each call) are appended to the
 /// segment's transaction index.
 pub type RecoveryVisitor<'v, E> =
-    dyn FnMut(&RecordBatch<'_>, &mut Vec<AbortedTxn>) -> std::result::Result<(), E> + 'v;
+    dyn FnMut(&ScannedBatch<'_>, &mut Vec<AbortedTxn>) -> std::result::Result<(), E> + 'v;
 
 /// One segment of a partition log.
 #[derive(Debug)]

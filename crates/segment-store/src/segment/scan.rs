@@ -68,20 +68,6 @@ pub fn scan_segment<E: From<SegmentError>>(
     Ok(scanner.finish())
 }
 
-/// Which thread of [`SegmentScanner::scan_file`] checks the CRCs of the batches that lie whole
-/// in a chunk (those across a chunk boundary are always checked by the scanning thread).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum ChunkChecks {
-    /// The reading thread while the scanning thread has a chunk to work on, else the scanning
-    /// thread: the work balances between the two, whichever of reading and applying is slower.
-    #[default]
-    Balanced,
-    /// Always the reading thread.
-    Reader,
-    /// Always the scanning thread.
-    Scanner,
-}
-
 /// Checks that `records` is a sequence of whole batches with readable headers.
 pub(super) fn check_framing(path: &Path, records: &[u8], position: u64) -> Result<()> {
     let mut it = Batches::new(records, position);

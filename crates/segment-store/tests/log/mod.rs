@@ -771,7 +771,7 @@ mod segment {
         }
         // Batch 2 aborts one transaction; batch 6 is a barrier-like point aborting two, both
         // ending at its last offset (equal last offsets are accepted, in order).
-        let mut seg_txn = |b: &record_format::RecordBatch<'_>,
+        let mut seg_txn = |b: &record_format::internals::ScannedBatch<'_>,
                            out: &mut Vec<segment_store::AbortedTxn>| {
             let (base, last) = (b.base_offset(), b.last_offset());
             match base {
