@@ -25,9 +25,11 @@
 //!     directory `SEGLOG_BENCH_KAFKA_LAYOUT_DIR` names, e.g. one Apache Kafka wrote:
 //!     `LogLoader::load(full)` with the indexes missing and with 10 MiB zero-filled indexes (what
 //!     a crashed broker leaves), and the plan
-//!     `seglog verify` prints (`plan_audited`, no lock), each paired with one mmap'd `crc32c`
+//!     `seglog verify` prints (`plan_audited`, no lock: a guarded map), each paired with one mmap'd `crc32c`
 //!     pass over the same `.log` (the `crc32c` crate), and the load and the plan also with one
 //!     pass of the CRC-32C function seglog itself uses (`record_format::checksum`, crc-fast).
+//!     `verify_plan_pread` is that plan on storage that says it cannot map (every `.log` read
+//!     through `pread`), paired with `verify_plan` (`SEGLOG_BENCH_PAIRS` pairs).
 //! (d) `small_partitions`: a log directory of 2,000 partitions of 512 KiB: `load_log_dir(full)`
 //!     on as many threads as cores, and the planning alone, against `crc32c` over every `.log`.
 //! (e) `cold_cache`: (c) with every file dropped from the page cache first (GNU `dd
@@ -53,7 +55,7 @@ use record_format::{
 };
 use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::internals::MmapFile;
-use segment_store::{DirLock, FileRecords, LogConfig, OpenMode, StdFs};
+use segment_store::{DirLock, FileHandle, FileRecords, LogConfig, OpenMode, StdFs, Storage};
 
 const DEFAULT_LOG_BYTES: u64 = 1 << 30;
 const SEGMENT_BYTES: u64 = 128 << 20;
@@ -860,14 +862,20 @@ fn kafka_layout(c: &mut Criterion) {
         log.close().expect("close");
         spent
     };
-    let verify = || {
+    let verify_with = |opts: &LoadOptions| {
         let t = Instant::now();
-        let plan = LogLoader::plan_audited(&dir, &opts).expect("plan");
+        let plan = LogLoader::plan_audited(&dir, opts).expect("plan");
         let spent = t.elapsed();
         assert!(plan.cuts().is_empty());
         black_box(plan.log_end_offset);
         spent
     };
+    let verify = || verify_with(&opts);
+    // The same plan on storage that says it cannot map: the `.log` read through `pread` in chunks
+    // (`record_format::internals::scan_file`) instead of a guarded map.
+    let mut read_opts = opts.clone();
+    read_opts.env.storage = std::sync::Arc::new(NoMmap);
+    let verify_pread = || verify_with(&read_opts);
     let crc = || {
         let t = Instant::now();
         black_box(crc_pass_mmap(&dir, &files));
@@ -900,7 +908,16 @@ fn kafka_layout(c: &mut Criterion) {
     g.bench_function("verify_plan", |b| {
         b.iter_custom(|iters| (0..iters).map(|_| verify()).sum())
     });
+    g.bench_function("verify_plan_pread", |b| {
+        b.iter_custom(|iters| (0..iters).map(|_| verify_pread()).sum())
+    });
     g.finish();
+    paired_ratio(
+        "kafka_layout: plan_audited (verify) through pread / through a guarded map",
+        &["kafka_layout/verify_plan_pread"],
+        verify_pread,
+        verify,
+    );
     let ids = [
         "kafka_layout/crc32c_one_pass_mmap",
         "kafka_layout/recover_full",
@@ -983,6 +1000,40 @@ fn kafka_layout(c: &mut Criterion) {
             "kafka_layout: after the pairs, {}",
             page_cache_state(&dir, &files)
         );
+    }
+}
+
+/// The real file system, but one that says it cannot map files: a plan then reads each `.log`.
+#[derive(Debug)]
+struct NoMmap;
+
+impl Storage for NoMmap {
+    fn open(&self, path: &Path, mode: OpenMode) -> segment_store::Result<Box<dyn FileHandle>> {
+        StdFs.open(path, mode)
+    }
+    fn exists(&self, path: &Path) -> segment_store::Result<bool> {
+        StdFs.exists(path)
+    }
+    fn rename(&self, from: &Path, to: &Path) -> segment_store::Result<()> {
+        StdFs.rename(from, to)
+    }
+    fn remove_file(&self, path: &Path) -> segment_store::Result<()> {
+        StdFs.remove_file(path)
+    }
+    fn list_dir(&self, dir: &Path) -> segment_store::Result<Vec<std::ffi::OsString>> {
+        StdFs.list_dir(dir)
+    }
+    fn create_dir_all(&self, dir: &Path) -> segment_store::Result<()> {
+        StdFs.create_dir_all(dir)
+    }
+    fn remove_dir(&self, dir: &Path) -> segment_store::Result<()> {
+        StdFs.remove_dir(dir)
+    }
+    fn sync_dir(&self, dir: &Path) -> segment_store::Result<()> {
+        StdFs.sync_dir(dir)
+    }
+    fn supports_mmap(&self) -> bool {
+        false
     }
 }
 

@@ -382,6 +382,9 @@ impl MmapFile {
 ///
 /// Bytes a concurrent writer changes inside the range (rewriting rather than truncating) are
 /// read as they come, as a `pread` would: the parsers take any bytes.
+///
+/// When a file is mapped guarded rather than read, and why the handler is kept: docs/design.md,
+/// "Reading segment files: maps, guarded maps and reads".
 pub struct GuardedMap {
     // Field order matters for drop: the range is unregistered before it is unmapped.
     #[cfg(target_os = "linux")]

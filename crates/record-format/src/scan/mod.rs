@@ -51,6 +51,8 @@ use crate::error::FormatError;
 mod chain;
 mod entry;
 mod read_ahead;
+#[cfg(test)]
+mod reference_tests;
 mod regions;
 #[cfg(test)]
 mod tests;
