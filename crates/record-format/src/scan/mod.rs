@@ -41,7 +41,7 @@
 //! - [`scan_file`]: a file of a given size through a read function, read ahead on a helper;
 //! - [`scan_sequential`]: the reference, one thread, one plain iteration; the tests compare the
 //!   other two with it;
-//! - [`scan_log`]: [`scan_window`] collecting the entries' headers.
+//! - [`scan_log`]: the regions on a given number of threads, collecting the entries' headers.
 
 use std::ops::Range;
 
