@@ -35,7 +35,8 @@ build() {
         (cd "$src" && cargo clean -q --release -p record-format -p segment-store -p recovery \
             -p testkit -p seglog)
         exe=$(cd "$src" && cargo bench -q -j "${JOBS:-1}" --bench recovery --no-run \
-            --message-format=json | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
+            --message-format=json | grep '"kind":\["bench"\]' | grep '"name":"recovery"' \
+            | grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
         cp "$exe" "$bin"
     fi
     echo "$bin"
