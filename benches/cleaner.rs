@@ -75,8 +75,11 @@ fn input() -> Input {
         ..PartitionLogConfig::default()
     };
     let opts = |full| LoadOptions {
-        config: config(),
-        full,
+        config: recovery::Config {
+            log: config(),
+            full_recovery: full,
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     if !cache.join("done").exists() {

@@ -96,7 +96,7 @@ fn cpu(id: ClockId) -> Duration {
 fn seglog_pass(dir: &Path, input: &[u8], spans: &[(usize, usize)]) -> Pass {
     std::fs::create_dir_all(dir).expect("mkdir");
     let mut opts = LoadOptions::default();
-    opts.config.log.segment_bytes = SEGMENT_BYTES;
+    opts.config.log.log.segment_bytes = SEGMENT_BYTES;
     let (mut log, _) = LogLoader::load(dir, &opts).expect("load");
     let (thread0, process0, t0) = (
         cpu(ClockId::ThreadCPUTime),

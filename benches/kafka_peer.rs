@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use record_format::RecordBatchBuilder;
-use recovery::{load_log_dir, AppendOrigin, LoadOptions, LogDirOptions, LogLoader};
+use recovery::{load_log_dir, AppendOrigin, Config, LoadOptions, LogLoader};
 use segment_store::{LocalLog, LogConfig};
 
 #[path = "common/kafka.rs"]
@@ -165,7 +165,10 @@ fn seglog_recover(dir: &Path) -> f64 {
 /// and `close`, the work Kafka's `UnifiedLog.create` + `close` does.
 fn seglog_load(dir: &Path) -> f64 {
     let opts = LoadOptions {
-        full: true,
+        config: recovery::Config {
+            full_recovery: true,
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     let t0 = Instant::now();
@@ -176,10 +179,10 @@ fn seglog_load(dir: &Path) -> f64 {
 
 /// [`seglog_load`] for a log directory: `load_log_dir(full)` on `threads` threads and `close`.
 fn seglog_load_dir(dir: &Path, threads: usize) -> f64 {
-    let opts = LogDirOptions {
-        threads,
-        full: true,
-        ..LogDirOptions::default()
+    let opts = Config {
+        recovery_threads: threads,
+        full_recovery: true,
+        ..Config::default()
     };
     let t0 = Instant::now();
     let loaded = load_log_dir(dir, &opts).expect("load_log_dir");

@@ -57,12 +57,15 @@ impl Producers {
         let dir = tmp.path().join("producers-0");
         std::fs::create_dir_all(&dir).expect("mkdir");
         let opts = LoadOptions {
-            config: PartitionLogConfig {
-                log: LogConfig {
-                    segment_bytes: 1 << 30,
-                    ..LogConfig::default()
+            config: recovery::Config {
+                log: PartitionLogConfig {
+                    log: LogConfig {
+                        segment_bytes: 1 << 30,
+                        ..LogConfig::default()
+                    },
+                    ..PartitionLogConfig::default()
                 },
-                ..PartitionLogConfig::default()
+                ..recovery::Config::default()
             },
             ..LoadOptions::default()
         };

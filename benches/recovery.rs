@@ -258,7 +258,10 @@ fn generate(dir: &Path, bytes: u64) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("create bench dir");
     let opts = LoadOptions {
-        config: config(),
+        config: recovery::Config {
+            log: config(),
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     let (mut log, _) = LogLoader::load(dir, &opts).expect("open new log");
@@ -408,8 +411,11 @@ fn full_recovery(c: &mut Criterion) {
     });
 
     let opts = LoadOptions {
-        config: config(),
-        full: true,
+        config: recovery::Config {
+            log: config(),
+            full_recovery: true,
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     let load = || {
@@ -596,7 +602,10 @@ fn snapshot_replay(c: &mut Criterion) {
     let tail_files: Vec<PathBuf> = segs[tail_from..].iter().map(|(_, p)| p.clone()).collect();
 
     let clean = LoadOptions {
-        config: config(),
+        config: recovery::Config {
+            log: config(),
+            ..recovery::Config::default()
+        },
         had_clean_shutdown: true,
         recovery_point: end,
         high_watermark: Some(end),
@@ -704,7 +713,10 @@ fn generate_kafka(dir: &Path, bytes: u64, chunk: usize, producers: Producers) {
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).expect("create bench dir");
     let opts = LoadOptions {
-        config: kafka_config(),
+        config: recovery::Config {
+            log: kafka_config(),
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     let (mut log, _) = LogLoader::load(dir, &opts).expect("open new log");
@@ -848,8 +860,11 @@ fn kafka_layout(c: &mut Criterion) {
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .sum();
     let opts = LoadOptions {
-        config: kafka_config(),
-        full: true,
+        config: recovery::Config {
+            log: kafka_config(),
+            full_recovery: true,
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     let load = |how: Indexes| {
@@ -874,7 +889,7 @@ fn kafka_layout(c: &mut Criterion) {
     // The same plan on storage that says it cannot map: the `.log` read through `pread` in chunks
     // (`record_format::internals::scan_file`) instead of a guarded map.
     let mut read_opts = opts.clone();
-    read_opts.env.storage = std::sync::Arc::new(NoMmap);
+    read_opts.config.env.storage = std::sync::Arc::new(NoMmap);
     let verify_pread = || verify_with(&read_opts);
     let crc = || {
         let t = Instant::now();
@@ -1054,11 +1069,11 @@ fn small_partitions(c: &mut Criterion) {
         .map(|f| std::fs::metadata(f).map_or(0, |m| m.len()))
         .sum();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let dir_opts = recovery::LogDirOptions {
-        threads,
-        full: true,
-        config: kafka_config(),
-        ..recovery::LogDirOptions::default()
+    let dir_opts = recovery::Config {
+        recovery_threads: threads,
+        full_recovery: true,
+        log: kafka_config(),
+        ..recovery::Config::default()
     };
     let crc = || {
         let t = Instant::now();
@@ -1081,8 +1096,11 @@ fn small_partitions(c: &mut Criterion) {
     let plan_only = || {
         let t = Instant::now();
         let opts = LoadOptions {
-            config: kafka_config(),
-            full: true,
+            config: recovery::Config {
+                log: kafka_config(),
+                full_recovery: true,
+                ..recovery::Config::default()
+            },
             ..LoadOptions::default()
         };
         let dirs: Vec<PathBuf> = (0..SMALL_PARTITIONS)
@@ -1143,8 +1161,11 @@ fn cold_cache(_c: &mut Criterion) {
         }
     };
     let opts = LoadOptions {
-        config: kafka_config(),
-        full: true,
+        config: recovery::Config {
+            log: kafka_config(),
+            full_recovery: true,
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     let mut buf = vec![0u8; 1 << 20];

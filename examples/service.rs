@@ -18,7 +18,7 @@
 //! What the program shows of the API: [`LogDir::partition`] hands out a [`Log`], a handle that
 //! is `Clone + Send + Sync`; a writer thread appends and flushes through it while reader threads
 //! read through clones of it, and reads never wait for the writer's appends or fsyncs.
-//! Timestamps come from the configured clock ([`Config::clock`]), as producer expiry, rolls and
+//! Timestamps come from the configured clock (`Config::env`), as producer expiry, rolls and
 //! retention do.
 
 use std::error::Error;
@@ -94,7 +94,7 @@ fn write(out: &Path, log: &Log, seed: u64, pid: i64, until: Instant) -> Res<u64>
         let base = log.log_end_offset();
         let n = 1 + rng.below(8) as i64;
         let mut b = RecordBatchBuilder::new(base).producer(pid, 0, seq);
-        let now = log.config().clock.now_ms();
+        let now = log.config().env.clock.now_ms();
         for offset in base..base + n {
             b.append(now, Some(b"key"), Some(&value_at(seed, &tp, offset)), &[])?;
         }

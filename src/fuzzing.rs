@@ -351,29 +351,17 @@ const MEMORY_ROOT: &str = "/seglog-fuzzing";
 const TOPIC: &str = "fuzz";
 
 fn config(storage: Arc<dyn Storage>) -> Config {
-    // Not `Config::default()`, which asks the system for the cores (cgroup files) each time.
-    let mut log = recovery::PartitionLogConfig::default();
-    log.log.segment_bytes = 4096;
+    let mut config = Config::default()
+        .with_storage(storage)
+        .with_clock(Arc::new(ManualClock::new(1_700_000_000_000)))
+        .with_segment_bytes(4096)
+        .with_recovery_threads(1)
+        // No timer thread per open.
+        .without_background_tasks();
     // Index files are preallocated (mapped on disk) at this size for every input: 64 KiB, not
     // 10 MiB.
-    log.log.max_index_size = 64 * 1024;
-    Config {
-        log,
-        clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        storage,
-        high_watermark: crate::HighWatermark::default(),
-        recovery_threads: 1,
-        full_recovery: false,
-        // No timer thread per open.
-        high_watermark_checkpoint_interval_ms: 0,
-        flush_interval_ms: 0,
-        recovery_point_checkpoint_interval_ms: 0,
-        close_sync: recovery::CloseSync::default(),
-        mirror_stop_policy: recovery::StopPolicy::default(),
-        producer_id_expiration_check_interval_ms:
-            crate::config::DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-        cleaner: crate::CleanerConfig::default(),
-    }
+    config.log.log.max_index_size = 64 * 1024;
+    config
 }
 
 fn write_file(storage: &dyn Storage, path: &Path, bytes: &[u8]) {
@@ -500,13 +488,8 @@ fn run_partition(storage: Arc<dyn Storage>, root: &Path, p: &PartitionFiles) -> 
     let dir = root.join(format!("{TOPIC}-0"));
     // Plan (read only).
     let opts = LoadOptions {
-        config: config(Arc::clone(&storage)).log,
-        env: segment_store::LogEnv {
-            storage: Arc::clone(&storage),
-            clock: Arc::new(ManualClock::new(1_700_000_000_000)),
-        },
+        config: config(Arc::clone(&storage)).with_full_recovery(p.full),
         had_clean_shutdown: p.clean_shutdown && !p.full,
-        full: p.full,
         recovery_point: if p.full {
             0
         } else {

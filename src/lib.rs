@@ -32,7 +32,7 @@
 //! let log = Log::open(tmp.path().join("events-0"), config.clone())?;
 //! // Timestamps from the clock the log runs on (producer expiry, retention and rolls use it):
 //! // a batch stamped in the past would make its producer expire at the next open.
-//! let now = config.clock.now_ms();
+//! let now = config.env.clock.now_ms();
 //! let mut batch = RecordBatchBuilder::new(0).producer(1, 0, 0); // idempotent producer 1
 //! batch.append(now, Some(b"key"), Some(b"value"), &[])?;
 //! log.append(&batch.build())?;
@@ -62,7 +62,6 @@
 
 #[cfg(feature = "cli")]
 pub mod cli;
-mod config;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
@@ -70,17 +69,14 @@ mod log;
 mod log_dir;
 mod scheduler;
 
-pub use config::{
-    default_recovery_threads, CleanerConfig, Config, HighWatermark,
-    DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
-};
 pub use error::{Error, Result};
 pub use log::Log;
 pub use log_dir::LogDir;
 pub use recovery::{
-    AppendOrigin, CleanReport, CloseSync, ConsumedRecord, ExpiredProducer, FetchIsolation,
-    FetchResult, FetchSlices, IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ReadState,
-    RecordIter, RecoveryReport, StopPolicy,
+    default_recovery_threads, AppendOrigin, CleanReport, CleanerConfig, CloseSync, Config,
+    ConsumedRecord, ExpiredProducer, FetchIsolation, FetchResult, FetchSlices, HighWatermark,
+    IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ReadState, RecordIter, RecoveryReport,
+    StopPolicy, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 };
 pub use segment_store::{Clock, FileSlice, SystemClock, TimestampAndOffset, TopicPartition};
 /// The crates under the facade, for what it does not wrap (building batches with

@@ -16,9 +16,9 @@ use recovery::{
 use segment_store::internals::{parse_partition_dir_name, PartitionDirKind};
 use segment_store::{EntryType, TopicPartition};
 
-use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::log_dir::{follow_policy, LogDir};
+use crate::Config;
 
 /// One partition's log (Kafka `UnifiedLog`): segments, indexes, producer state, leader epochs
 /// and transactions, in Kafka's on-disk format.
@@ -148,7 +148,7 @@ impl Log {
         config: Config,
         report: RecoveryReport,
     ) -> Log {
-        let now = config.clock.now_ms();
+        let now = config.env.clock.now_ms();
         Log {
             part: Arc::new(Partition {
                 tp,
@@ -209,7 +209,7 @@ impl Log {
 
     fn expire_producers(&self, log: &mut PartitionLog) -> Vec<ExpiredProducer> {
         let interval = self.part.config.producer_id_expiration_check_interval_ms;
-        let now = self.part.config.clock.now_ms();
+        let now = self.part.config.env.clock.now_ms();
         let last = self.part.last_expiration_check_ms.load(Ordering::Relaxed);
         if interval <= 0 || now.saturating_sub(last) < interval {
             return Vec::new();
@@ -254,8 +254,8 @@ impl Log {
     }
 
     /// The producers dropped at load because their last write was at least
-    /// `producer.id.expiration.ms` older than [`Config::clock`] (Kafka does the same, silently):
-    /// a later batch of such a producer is not checked against its old sequence.
+    /// `producer.id.expiration.ms` older than the clock of [`Config::env`] (Kafka does the same,
+    /// silently): a later batch of such a producer is not checked against its old sequence.
     pub fn expired_producers(&self) -> &[ExpiredProducer] {
         &self.part.report.expired_producers
     }
@@ -595,9 +595,7 @@ impl Log {
             .as_ref()
             .ok_or_else(|| Error::Closed(self.part.tp.clone()))?;
         let opts = recovery::LoadOptions {
-            config: self.part.config.log.clone(),
-            env: self.part.config.env(),
-            full: true,
+            config: self.part.config.clone().with_full_recovery(true),
             log_start_offset: log.log_start_offset(),
             high_watermark: Some(log.high_watermark()),
             ..recovery::LoadOptions::default()
@@ -627,9 +625,9 @@ impl Log {
     /// log: the dirty section, from `cleaner-offset-checkpoint` (or the log start) to the first
     /// uncleanable offset (the last stable offset, the active segment, `min.compaction.lag.ms`),
     /// keeps the newest value of each key, as Kafka's cleaner does, with [`Config::cleaner`]'s
-    /// settings (throttled to `log.cleaner.io.max.bytes.per.second`) and [`Config::clock`]'s
-    /// time. Appends and reads go on while it runs: it reads only sealed segments, and each
-    /// cleaned group is committed (`.cleaned`, then `.swap`, synced: crash-safe) and put in
+    /// settings (throttled to `log.cleaner.io.max.bytes.per.second`) and the time of
+    /// [`Config::env`]'s clock. Appends and reads go on while it runs: it reads only sealed
+    /// segments, and each cleaned group is committed (`.cleaned`, then `.swap`, synced: crash-safe) and put in
     /// place by the log under its segment list's lock, where reads and appends wait for one
     /// directory sync. Retention, truncation and mirror transitions of the partition wait for
     /// the pass. A log without a dirty section is left as it is (a report with no group).
@@ -650,7 +648,7 @@ impl Log {
             (config.cleaner.io_max_bytes_per_second < f64::MAX).then(|| {
                 Arc::new(Throttler::new(
                     config.cleaner.io_max_bytes_per_second,
-                    Arc::clone(&config.clock),
+                    Arc::clone(&config.env.clock),
                     Arc::new(ThreadSleeper),
                 ))
             })
@@ -658,7 +656,7 @@ impl Log {
         self.maintain(|| {
             let live = self.write(|log| Ok(log.live_cleaning()))?;
             Ok(recovery::internals::cleaner::clean_live(
-                &config.storage,
+                &config.env.storage,
                 &live,
                 &self.part.tp,
                 &config.cleaner,
@@ -752,11 +750,11 @@ fn other_partitions(
     tp: &TopicPartition,
 ) -> Result<Vec<TopicPartition>> {
     // Through the storage seam: the log directory may exist only there (simulated storage).
-    if config.storage.entry_type(parent)? != Some(EntryType::Dir) {
+    if config.env.storage.entry_type(parent)? != Some(EntryType::Dir) {
         return Ok(Vec::new());
     }
     let mut others = Vec::new();
-    for (name, kind) in config.storage.list_dir_typed(parent)? {
+    for (name, kind) in config.env.storage.list_dir_typed(parent)? {
         if kind != EntryType::Dir {
             continue;
         }

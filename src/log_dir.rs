@@ -6,16 +6,15 @@ use std::sync::Arc;
 
 use recovery::CleanReport;
 use recovery::{
-    load_log_dir, ExpiredProducer, LoadOptions, LogDirOptions, LogLoader, PartitionLog,
-    RecoveryReport,
+    load_log_dir, ExpiredProducer, LoadOptions, LogLoader, PartitionLog, RecoveryReport,
 };
 use segment_store::internals::DELETE_DIR_SUFFIX;
 use segment_store::{EntryType, Storage, TopicPartition};
 
-use crate::config::{Config, HighWatermark};
 use crate::error::{Error, Result};
 use crate::log::Log;
-use crate::scheduler::{Intervals, Scheduler};
+use crate::scheduler::Scheduler;
+use crate::{Config, HighWatermark};
 
 /// A Kafka log directory (`log.dirs` entry): one `<topic>-<partition>` folder per partition,
 /// the `recovery-point-offset-checkpoint`, `log-start-offset-checkpoint` and
@@ -40,7 +39,7 @@ use crate::scheduler::{Intervals, Scheduler};
 /// shutdown, so a clean close never turns it into a trusted value.
 ///
 /// **Background tasks.** The directory runs Kafka's periodic tasks itself, on one thread of its
-/// own, on [`Config::clock`]: `highwatermark-checkpoint` (every
+/// own, on the clock of [`Config::env`]: `highwatermark-checkpoint` (every
 /// [`Config::high_watermark_checkpoint_interval_ms`] it writes `replication-offset-checkpoint`
 /// if a high watermark changed), `kafka-recovery-point-checkpoint` (every
 /// [`Config::recovery_point_checkpoint_interval_ms`] the recovery-point and log-start-offset
@@ -70,7 +69,7 @@ use crate::scheduler::{Intervals, Scheduler};
 /// dir.create_partition(TopicPartition::new("orders", 1))?;
 ///
 /// let mut batch = RecordBatchBuilder::new(0);
-/// batch.append(dir.config().clock.now_ms(), None, Some(b"placed"), &[])?;
+/// batch.append(dir.config().env.clock.now_ms(), None, Some(b"placed"), &[])?;
 /// let writer = {
 ///     let log = log.clone();
 ///     std::thread::spawn(move || -> seglog::Result<()> {
@@ -107,25 +106,10 @@ impl LogDir {
     /// Opens (creating it if missing) the log directory `dir` and loads its partitions. See
     /// the type docs.
     pub fn open(dir: impl AsRef<Path>, config: Config) -> Result<LogDir> {
-        let opts = LogDirOptions {
-            threads: config.recovery_threads.max(1),
-            full: config.full_recovery,
-            config: config.log.clone(),
-            env: config.env(),
-            high_watermark_checkpoint_interval_ms: config.high_watermark_checkpoint_interval_ms,
-            close_sync: config.close_sync,
-            high_watermark: config.high_watermark,
-        };
-        let inner = load_log_dir(dir.as_ref(), &opts)?;
+        let inner = load_log_dir(dir.as_ref(), &config)?;
         let scheduler = Scheduler::start(
             inner.dir.clone(),
-            Arc::clone(&config.storage),
-            Arc::clone(&config.clock),
-            Intervals {
-                high_watermark_checkpoint_ms: config.high_watermark_checkpoint_interval_ms,
-                flush_ms: config.flush_interval_ms,
-                recovery_point_checkpoint_ms: config.recovery_point_checkpoint_interval_ms,
-            },
+            &config,
             inner.offline_checkpoint_entries().to_vec(),
         )
         .map_err(|e| {
@@ -248,10 +232,9 @@ impl LogDir {
         }
         let path = self.inner.dir.join(tp.to_string());
         // A partition that does not exist yet has nothing to recover.
-        let new = !self.config.storage.exists(&path)?;
+        let new = !self.config.env.storage.exists(&path)?;
         let opts = LoadOptions {
-            config: self.config.log.clone(),
-            env: self.config.env(),
+            config: self.config.clone(),
             had_clean_shutdown: new,
             ..LoadOptions::default()
         };
@@ -262,7 +245,7 @@ impl LogDir {
                 source: Box::new(e),
             })
         })?;
-        self.config.storage.sync_dir(&self.inner.dir)?;
+        self.config.env.storage.sync_dir(&self.inner.dir)?;
         if !log.high_watermark_known() {
             // A folder that was there already was recovered: its high watermark is
             // re-established as after an unclean open of the directory.
@@ -298,13 +281,17 @@ impl LogDir {
         };
         let closed = log.close()?;
         self.deleted = self.deleted.wrapping_add(1);
-        let id = format!("{:016x}{:016x}", self.config.clock.now_ms(), self.deleted);
+        let id = format!(
+            "{:016x}{:016x}",
+            self.config.env.clock.now_ms(),
+            self.deleted
+        );
         let to = self.inner.dir.join(format!("{tp}.{id}{DELETE_DIR_SUFFIX}"));
-        self.config.storage.rename(&closed.dir, &to)?;
-        self.config.storage.sync_dir(&self.inner.dir)?;
-        if !self.config.storage.supports_mmap() {
+        self.config.env.storage.rename(&closed.dir, &to)?;
+        self.config.env.storage.sync_dir(&self.inner.dir)?;
+        if !self.config.env.storage.supports_mmap() {
             // Storage of its own (simulated): the folder exists only there.
-            remove_tree(self.config.storage.as_ref(), &to)?;
+            remove_tree(self.config.env.storage.as_ref(), &to)?;
             return Ok(true);
         }
         // The memory-mapped indexes live on the real file system, beside the storage seam, so
@@ -368,8 +355,8 @@ impl LogDir {
     }
 
     /// Kafka's `PeriodicProducerExpirationCheck`: if
-    /// [`Config::producer_id_expiration_check_interval_ms`] passed on [`Config::clock`] since
-    /// the last check (or the open), removes from every partition the producers with no open
+    /// [`Config::producer_id_expiration_check_interval_ms`] passed on the clock of
+    /// [`Config::env`] since the last check (or the open), removes from every partition the producers with no open
     /// transaction whose last write is at least `producer.id.expiration.ms` old
     /// ([`PartitionLog::remove_expired_producers`]) and returns them; otherwise does nothing
     /// (returns an empty list). Every [`Log`](crate::Log) write and every [`Self::flush`] call
@@ -445,8 +432,8 @@ impl LogDir {
     /// [`Log::compact`](crate::Log::compact) and `docs/cleaner.md`), on the open directory, on
     /// `log.cleaner.threads` threads ([`CleanerConfig::threads`](recovery::CleanerConfig::threads)),
     /// their reads and writes throttled together to `log.cleaner.io.max.bytes.per.second`, with
-    /// [`Config::cleaner`]'s settings and [`Config::clock`]'s time. Appends and reads of every
-    /// partition go on meanwhile. Returns each partition's report in the order given. A partition
+    /// [`Config::cleaner`]'s settings and the time of [`Config::env`]'s clock. Appends and reads
+    /// of every partition go on meanwhile. Returns each partition's report in the order given. A partition
     /// the directory does not hold is [`Error::UnknownPartition`], before anything changes.
     /// Which topics are compacted is the caller's to say (`cleanup.policy` is topic metadata,
     /// not kept in the log directory).
@@ -482,7 +469,7 @@ impl LogDir {
         for (tp, log) in self.logs.iter().filter(|(tp, _)| is_compacted(tp)) {
             let live = log.with_partition(|p| p.live_cleaning())?;
             candidates.push(recovery::internals::cleaner::schedule::candidate(
-                &self.config.storage,
+                &self.config.env.storage,
                 &live.log,
                 tp,
                 &self.config.cleaner,
@@ -510,7 +497,7 @@ fn clean_all(
     let throttler = (cleaner.io_max_bytes_per_second < f64::MAX).then(|| {
         Arc::new(Throttler::new(
             cleaner.io_max_bytes_per_second,
-            Arc::clone(&config.clock),
+            Arc::clone(&config.env.clock),
             Arc::new(ThreadSleeper),
         ))
     });

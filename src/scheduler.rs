@@ -30,9 +30,10 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use segment_store::{Clock, OffsetCheckpointFile, Storage, TopicPartition};
+use segment_store::{OffsetCheckpointFile, TopicPartition};
 
 use crate::log::Log;
+use crate::Config;
 
 /// The name of Kafka's high-watermark checkpoint file.
 const REPLICATION_OFFSET_CHECKPOINT: &str = "replication-offset-checkpoint";
@@ -44,32 +45,14 @@ const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 /// The longest real time the thread sleeps between two looks at the clock.
 const MAX_POLL: Duration = Duration::from_millis(100);
 
-/// The intervals of the tasks, in milliseconds on the clock; `0` or less: the task does not run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Intervals {
-    pub(crate) high_watermark_checkpoint_ms: i64,
-    pub(crate) flush_ms: i64,
-    pub(crate) recovery_point_checkpoint_ms: i64,
-}
-
-impl Intervals {
-    fn any(&self) -> bool {
-        self.high_watermark_checkpoint_ms > 0
-            || self.flush_ms > 0
-            || self.recovery_point_checkpoint_ms > 0
-    }
-
-    fn shortest(&self) -> i64 {
-        [
-            self.high_watermark_checkpoint_ms,
-            self.flush_ms,
-            self.recovery_point_checkpoint_ms,
-        ]
-        .into_iter()
-        .filter(|&i| i > 0)
-        .min()
-        .unwrap_or(1)
-    }
+/// The intervals of the three tasks, from `config`, in milliseconds on the clock; `0` or less:
+/// the task does not run.
+fn intervals(config: &Config) -> [i64; 3] {
+    [
+        config.high_watermark_checkpoint_interval_ms,
+        config.flush_interval_ms,
+        config.recovery_point_checkpoint_interval_ms,
+    ]
 }
 
 /// A partition the tasks follow.
@@ -106,9 +89,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Where and what the tasks write.
 struct Target {
     dir: PathBuf,
-    storage: Arc<dyn Storage>,
-    clock: Arc<dyn Clock>,
-    intervals: Intervals,
+    /// The storage, the clock and the intervals.
+    config: Config,
     /// The offline partitions' entries, `(file name, partition, offset)`.
     offline: Vec<(&'static str, TopicPartition, i64)>,
 }
@@ -133,29 +115,25 @@ impl Scheduler {
     /// nothing is flushed but on request).
     pub(crate) fn start(
         dir: PathBuf,
-        storage: Arc<dyn Storage>,
-        clock: Arc<dyn Clock>,
-        intervals: Intervals,
+        config: &Config,
         offline: Vec<(&'static str, TopicPartition, i64)>,
     ) -> std::io::Result<Self> {
         let shared = Arc::new(Shared::default());
-        if !intervals.any() {
+        let shortest = intervals(config).into_iter().filter(|&i| i > 0).min();
+        let Some(shortest) = shortest else {
             return Ok(Self {
                 shared,
                 thread: None,
             });
-        }
-        let poll =
-            Duration::from_millis(u64::try_from(intervals.shortest()).unwrap_or(1)).min(MAX_POLL);
+        };
+        let poll = Duration::from_millis(u64::try_from(shortest).unwrap_or(1)).min(MAX_POLL);
         // The intervals count from now, not from when the thread first runs (a busy machine
         // may schedule it after the clock moved).
-        let started_ms = clock.now_ms();
+        let started_ms = config.env.clock.now_ms();
         let thread_shared = Arc::clone(&shared);
         let target = Target {
             dir,
-            storage,
-            clock,
-            intervals,
+            config: config.clone(),
             offline,
         };
         let thread = std::thread::Builder::new()
@@ -171,7 +149,7 @@ impl Scheduler {
     /// it in) and its log (for flushes and recovery points).
     pub(crate) fn watch(&self, tp: TopicPartition, high_watermark: Arc<AtomicI64>, log: Log) {
         let mut state = lock(&self.shared.state);
-        let last_flush_ms = log.config().clock.now_ms();
+        let last_flush_ms = log.config().env.clock.now_ms();
         state.partitions.insert(
             tp,
             Watched {
@@ -223,7 +201,7 @@ struct Due {
 }
 
 fn run(shared: &Shared, target: &Target, started_ms: i64, poll: Duration) {
-    let intervals = target.intervals;
+    let [hw_interval_ms, flush_interval_ms, rp_interval_ms] = intervals(&target.config);
     let (mut last_hw_ms, mut last_rp_ms) = (started_ms, started_ms);
     loop {
         let due = {
@@ -238,11 +216,11 @@ fn run(shared: &Shared, target: &Target, started_ms: i64, poll: Duration) {
             if state.stop {
                 return;
             }
-            let now = target.clock.now_ms();
+            let now = target.config.env.clock.now_ms();
             let mut due = Due::default();
-            if intervals.flush_ms > 0 {
+            if flush_interval_ms > 0 {
                 for w in state.partitions.values_mut() {
-                    if now.saturating_sub(w.last_flush_ms) >= intervals.flush_ms {
+                    if now.saturating_sub(w.last_flush_ms) >= flush_interval_ms {
                         w.last_flush_ms = now;
                         if w.log.recovery_point() < w.log.log_end_offset() {
                             due.flush.push(w.log.clone());
@@ -250,9 +228,7 @@ fn run(shared: &Shared, target: &Target, started_ms: i64, poll: Duration) {
                     }
                 }
             }
-            if intervals.high_watermark_checkpoint_ms > 0
-                && now.saturating_sub(last_hw_ms) >= intervals.high_watermark_checkpoint_ms
-            {
+            if hw_interval_ms > 0 && now.saturating_sub(last_hw_ms) >= hw_interval_ms {
                 last_hw_ms = now;
                 let entries = state
                     .partitions
@@ -265,9 +241,7 @@ fn run(shared: &Shared, target: &Target, started_ms: i64, poll: Duration) {
                 due.checkpoints
                     .push((REPLICATION_OFFSET_CHECKPOINT, entries));
             }
-            if intervals.recovery_point_checkpoint_ms > 0
-                && now.saturating_sub(last_rp_ms) >= intervals.recovery_point_checkpoint_ms
-            {
+            if rp_interval_ms > 0 && now.saturating_sub(last_rp_ms) >= rp_interval_ms {
                 last_rp_ms = now;
                 let (mut points, mut starts) = (Vec::new(), Vec::new());
                 for (tp, w) in &state.partitions {
@@ -315,7 +289,7 @@ fn write_checkpoint(
             .map(|(_, tp, v)| (tp.clone(), *v)),
     );
     let path: &Path = &target.dir.join(name);
-    let file = OffsetCheckpointFile::new(Arc::clone(&target.storage), path);
+    let file = OffsetCheckpointFile::new(Arc::clone(&target.config.env.storage), path);
     let _write = lock(&shared.write);
     file.write(&all)
 }

@@ -115,7 +115,7 @@ fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::
     if args.dry_run {
         for dir in &dirs {
             let mut opts = LoadOptions::for_partition_dir(dir, false);
-            opts.env.clock = clock.clone();
+            opts.config.env.clock = clock.clone();
             let plan = LogLoader::plan(dir, &opts)?;
             let tp = partition_of(dir)?;
             let mut log = LogToClean::from_plan(&plan, clock.now_ms());
@@ -128,8 +128,12 @@ fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::
             }
             if args.due {
                 // The same weighing the run does (`LogDir::compact_due`), read only.
-                let c =
-                    cleaner::schedule::candidate(&opts.env.storage, &log, &tp, &cleaner_config)?;
+                let c = cleaner::schedule::candidate(
+                    &opts.config.env.storage,
+                    &log,
+                    &tp,
+                    &cleaner_config,
+                )?;
                 let is_due = !cleaner::schedule::due(vec![c.clone()], &cleaner_config).is_empty();
                 writeln!(
                     out,
@@ -144,7 +148,7 @@ fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::
                     continue;
                 }
             }
-            let report = cleaner::plan(&opts.env.storage, &log, &tp, &cleaner_config)?;
+            let report = cleaner::plan(&opts.config.env.storage, &log, &tp, &cleaner_config)?;
             print_report(out, &tp.to_string(), &report, true)?;
         }
         return Ok(());

@@ -305,7 +305,10 @@ impl<W: Write> Demo<'_, W> {
 
     fn open(&self, dir: &Path) -> DemoResult<PartitionLog> {
         let opts = LoadOptions {
-            env: self.env.clone(),
+            config: recovery::Config {
+                env: self.env.clone(),
+                ..recovery::Config::default()
+            },
             ..LoadOptions::default()
         };
         LogLoader::load(dir, &opts)
@@ -617,7 +620,10 @@ impl<W: Write> Demo<'_, W> {
         // 6. Recovery.
         self.step("6. B restarts: recovery (LogLoader::load) quarantines the torn tail")?;
         let opts = LoadOptions {
-            env: self.env.clone(),
+            config: recovery::Config {
+                env: self.env.clone(),
+                ..recovery::Config::default()
+            },
             ..LoadOptions::default()
         };
         let (mut b, report) = LogLoader::load(b_dir, &opts).map_err(io("recover B"))?;

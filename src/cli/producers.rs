@@ -75,7 +75,7 @@ pub struct Rebuilt {
 /// (the audit sees every batch of the valid log).
 pub fn rebuild(dir: &Path, audit: bool, now_ms: Option<i64>) -> Result<Rebuilt, PartitionLogError> {
     let mut opts = LoadOptions::for_partition_dir(dir, audit);
-    opts.env.clock = partition::clock(now_ms);
+    opts.config.env.clock = partition::clock(now_ms);
     opts.high_watermark = Some(i64::MAX);
     let plan = LogLoader::plan_audited(dir, &opts)?;
     let mut problems = Vec::new();

@@ -138,7 +138,7 @@ fn recover(
             // A partition of a log directory: recovered alone, as the engine does it, leaving
             // its log directory's marker and checkpoints as they are.
             let mut opts = LoadOptions::for_partition_dir(dir, full);
-            opts.env.clock = clock;
+            opts.config.env.clock = clock;
             let warnings = partition::partition_checkpoint_warnings(dir)
                 .iter()
                 .map(partition::checkpoint_finding)

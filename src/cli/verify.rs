@@ -334,7 +334,7 @@ fn interrupted_leftover(path: &Path, kind: FileKind) -> Option<Finding> {
 fn cleaner_checkpoint_finding(dir: &Path, plan: &RecoveryPlan) -> Option<Finding> {
     let parsed = segment_store::internals::parse_partition_dir_name(dir.file_name()?).ok()?;
     let tp = segment_store::TopicPartition::new(parsed.topic, parsed.partition);
-    let storage = &plan.options.env.storage;
+    let storage = &plan.options.config.env.storage;
     let checkpointed =
         recovery::internals::cleaner::read_cleaner_checkpoint(storage, dir, &tp).ok()??;
     let (start, reset) = recovery::internals::cleaner::first_dirty_offset(

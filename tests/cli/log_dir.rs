@@ -208,8 +208,8 @@ fn a_segment_truncated_while_verify_reads_it_is_reported_unreadable() {
     let pristine = tempdir();
     let dir = pristine.path().join("orders-0");
     let mut opts = super::logs::options();
-    opts.config.log.segment_bytes = 64 << 20;
-    opts.config.log.index_interval_bytes = 4096;
+    opts.config.log.log.segment_bytes = 64 << 20;
+    opts.config.log.log.index_interval_bytes = 4096;
     let (mut log, _) = LogLoader::load(&dir, &opts).unwrap();
     while log.local_log().size() < 24 << 20 {
         let mut b = RecordBatchBuilder::new(0);

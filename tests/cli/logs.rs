@@ -38,17 +38,20 @@ pub struct Written {
 /// Small segments (350 bytes) and an index entry every 100 bytes; a fixed clock.
 pub fn options() -> LoadOptions {
     LoadOptions {
-        config: PartitionLogConfig {
-            log: LogConfig {
-                segment_bytes: 350,
-                index_interval_bytes: 100,
-                ..LogConfig::default()
+        config: recovery::Config {
+            log: PartitionLogConfig {
+                log: LogConfig {
+                    segment_bytes: 350,
+                    index_interval_bytes: 100,
+                    ..LogConfig::default()
+                },
+                ..PartitionLogConfig::default()
             },
-            ..PartitionLogConfig::default()
-        },
-        env: LogEnv {
-            storage: Arc::new(StdFs),
-            clock: Arc::new(ManualClock::new(T)),
+            env: LogEnv {
+                storage: Arc::new(StdFs),
+                clock: Arc::new(ManualClock::new(T)),
+            },
+            ..recovery::Config::default()
         },
         ..LoadOptions::default()
     }

@@ -155,7 +155,7 @@ fn corrupt_snapshot_is_set_aside_after_a_clean_shutdown() {
     // recovered and the snapshot at the log end is simply written again.)
     let root = tempdir();
     let (dir, written) = build_partition(root.path(), "orders-0");
-    let loaded = recovery::load_log_dir(root.path(), &recovery::LogDirOptions::default()).unwrap();
+    let loaded = recovery::load_log_dir(root.path(), &recovery::Config::default()).unwrap();
     loaded.close().unwrap();
     let d = damage(&dir, Damage::CorruptSnapshot);
     let end = written.last().unwrap().last_offset + 1;
@@ -192,7 +192,7 @@ fn log_dir_clean_shutdown_is_honoured_unless_full() {
     build_partition(root.path(), "orders-0");
     build_partition(root.path(), "orders-1");
     // A broker's clean shutdown of the whole log directory: checkpoints and the marker.
-    let loaded = recovery::load_log_dir(root.path(), &recovery::LogDirOptions::default()).unwrap();
+    let loaded = recovery::load_log_dir(root.path(), &recovery::Config::default()).unwrap();
     loaded.close().unwrap();
     assert!(root.path().join(".kafka_cleanshutdown").exists());
 

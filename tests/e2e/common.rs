@@ -48,7 +48,10 @@ pub fn config() -> PartitionLogConfig {
 /// Opens (recovering from scratch) the partition in `dir`.
 pub fn open_log(dir: &Path) -> PartitionLog {
     let opts = LoadOptions {
-        config: config(),
+        config: recovery::Config {
+            log: config(),
+            ..recovery::Config::default()
+        },
         ..LoadOptions::default()
     };
     LogLoader::load(dir, &opts).unwrap().0
@@ -253,7 +256,10 @@ impl Node {
             }
         }
         let opts = LoadOptions {
-            config: config(),
+            config: recovery::Config {
+                log: config(),
+                ..recovery::Config::default()
+            },
             had_clean_shutdown: true,
             recovery_point: closed.log_end_offset,
             high_watermark: Some(hw),
@@ -518,8 +524,11 @@ pub fn assert_recovery_agrees(node: Node, barrier: i64) {
     drop(log);
 
     let full = LoadOptions {
-        config: config(),
-        full: true,
+        config: recovery::Config {
+            log: config(),
+            full_recovery: true,
+            ..recovery::Config::default()
+        },
         high_watermark: Some(live.high_watermark),
         ..LoadOptions::default()
     };
@@ -530,7 +539,10 @@ pub fn assert_recovery_agrees(node: Node, barrier: i64) {
     log.close().unwrap();
 
     let clean = LoadOptions {
-        config: config(),
+        config: recovery::Config {
+            log: config(),
+            ..recovery::Config::default()
+        },
         had_clean_shutdown: true,
         recovery_point: live.log_end_offset,
         high_watermark: Some(live.high_watermark),

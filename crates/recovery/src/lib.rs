@@ -68,6 +68,7 @@
 mod audit;
 mod barrier;
 mod cleaner;
+mod config;
 mod error;
 mod leader_epoch;
 mod loader;
@@ -82,6 +83,9 @@ mod summary;
 pub use audit::{audit_batches, AuditFinding, AuditKind, ProducerAudit, Severity};
 pub use barrier::BarrierOutcome;
 pub use cleaner::{CleanReport, CleanerConfig, CleanerError};
+pub use config::{
+    default_recovery_threads, Config, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+};
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
     SnapshotError,
@@ -91,9 +95,8 @@ pub use leader_epoch::{
 };
 pub use loader::{
     load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CloseSync, CutInfo,
-    LoadOptions, LoadedLogDir, LogDirCheckpoints, LogDirOptions, LogDirScan, LogLoader,
-    NonCanonicalDir, OfflinePartition, RecoveryReport, RefusalKind, RefusedDir,
-    REMOTE_LOG_INDEX_CACHE_DIR,
+    LoadOptions, LoadedLogDir, LogDirCheckpoints, LogDirScan, LogLoader, NonCanonicalDir,
+    OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,

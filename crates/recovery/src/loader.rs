@@ -55,20 +55,21 @@ use segment_store::{
     TopicPartition,
 };
 
-use crate::log::{HighWatermark, PartitionLog, PartitionLogConfig, PartitionLogError};
+use crate::config::Config;
+use crate::log::{PartitionLog, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
 
 /// Name of the quarantine folder inside a partition directory.
 pub const QUARANTINE_DIR: &str = "quarantine";
 
-/// How to load one partition (default: unclean shutdown, recovery point 0, i.e. recover
-/// everything).
+/// How to load one partition: the settings ([`Config`], shared by every partition of a log
+/// directory) and the partition's own checkpointed state (default: unclean shutdown, recovery
+/// point 0, i.e. recover everything).
 #[derive(Debug, Clone, Default)]
 pub struct LoadOptions {
-    /// Settings of the log.
-    pub config: PartitionLogConfig,
-    /// Storage and clock.
-    pub env: LogEnv,
+    /// The settings: [`Config::log`], [`Config::env`] and [`Config::full_recovery`] are the
+    /// ones loading reads.
+    pub config: Config,
     /// The log directory had a clean-shutdown marker: skip recovery.
     pub had_clean_shutdown: bool,
     /// The recovery point from the checkpoint (0: recover everything).
@@ -77,8 +78,6 @@ pub struct LoadOptions {
     pub log_start_offset: i64,
     /// The high watermark from the checkpoint (default: the log start offset).
     pub high_watermark: Option<i64>,
-    /// Ignore the marker and the recovery point: recover every segment from the first.
-    pub full: bool,
 }
 
 impl LoadOptions {
@@ -88,7 +87,7 @@ impl LoadOptions {
     /// as empty, as Kafka logs and ignores them). `full` ignores marker and recovery point.
     pub fn for_partition_dir(dir: &Path, full: bool) -> LoadOptions {
         let mut opts = LoadOptions {
-            full,
+            config: Config::default().with_full_recovery(full),
             ..LoadOptions::default()
         };
         let (Some(parent), Some(name)) = (dir.parent(), dir.file_name()) else {
@@ -98,7 +97,7 @@ impl LoadOptions {
             return opts;
         };
         let tp = TopicPartition::new(parsed.topic, parsed.partition);
-        let env = &opts.env;
+        let env = &opts.config.env;
         opts.had_clean_shutdown = env
             .storage
             .exists(&parent.join(CLEAN_SHUTDOWN_FILE))
@@ -332,42 +331,6 @@ pub enum CloseSync {
     FileSystem,
 }
 
-/// How to load a log directory.
-#[derive(Debug, Clone)]
-pub struct LogDirOptions {
-    /// Threads recovering partitions in parallel (at least 1).
-    pub threads: usize,
-    /// Ignore the clean-shutdown marker and the recovery points: recover everything.
-    pub full: bool,
-    /// Settings of every partition log.
-    pub config: PartitionLogConfig,
-    /// Storage and clock.
-    pub env: LogEnv,
-    /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often
-    /// [`LoadedLogDir::maybe_checkpoint_high_watermarks`] writes `replication-offset-checkpoint`.
-    pub high_watermark_checkpoint_interval_ms: i64,
-    /// How [`LoadedLogDir::close`] makes the partitions durable.
-    pub close_sync: CloseSync,
-    /// Who owns the high watermark: after an unclean shutdown every partition's high
-    /// watermark is re-established as [`PartitionLog::reestablish_high_watermark`] says
-    /// before [`load_log_dir`] returns (default: the recovered log end, once fsynced).
-    pub high_watermark: HighWatermark,
-}
-
-impl Default for LogDirOptions {
-    fn default() -> Self {
-        Self {
-            threads: 1,
-            full: false,
-            config: PartitionLogConfig::default(),
-            env: LogEnv::default(),
-            high_watermark_checkpoint_interval_ms: 5_000,
-            close_sync: CloseSync::default(),
-            high_watermark: HighWatermark::default(),
-        }
-    }
-}
-
 /// A loaded log directory (the part of Kafka's `LogManager` that owns one).
 #[derive(Debug)]
 pub struct LoadedLogDir {
@@ -395,10 +358,7 @@ pub struct LoadedLogDir {
     /// Log-directory checkpoints that could not be read and were ignored (see
     /// [`read_log_dir_checkpoints`]).
     pub checkpoint_warnings: Vec<CheckpointWarning>,
-    env: LogEnv,
-    threads: usize,
-    close_sync: CloseSync,
-    hw_checkpoint_interval_ms: i64,
+    config: Config,
     last_hw_checkpoint_ms: i64,
     _lock: DirLock,
 }
@@ -765,11 +725,11 @@ fn per_partition<J: Send, R: Send>(
     results
 }
 
-/// Loads every partition of the log directory `dir` on `opts.threads` threads. See the module
-/// docs. The first partition that fails to load fails the whole directory (Kafka takes the
-/// directory offline).
-pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LoadedLogDir, PartitionLogError> {
-    let env = &opts.env;
+/// Loads every partition of the log directory `dir` on [`Config::recovery_threads`] threads.
+/// See the module docs. The first partition that fails to load fails the whole directory (Kafka
+/// takes the directory offline).
+pub fn load_log_dir(dir: &Path, config: &Config) -> Result<LoadedLogDir, PartitionLogError> {
+    let env = &config.env;
     segment_store::internals::create_dir_all_durably(env.storage.as_ref(), dir)?;
     let dir = &env.storage.resolve_root(dir)?;
     let entries = env.storage.list_dir_typed(dir)?;
@@ -784,13 +744,11 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LoadedLogDir, Pa
     let mut jobs = Vec::new();
     for (tp, path) in scan.partitions {
         let load = LoadOptions {
-            config: opts.config.clone(),
-            env: env.clone(),
+            config: config.clone(),
             had_clean_shutdown,
             recovery_point: checkpoints.recovery_points.get(&tp).copied().unwrap_or(0),
             log_start_offset: checkpoints.log_start_offsets.get(&tp).copied().unwrap_or(0),
             high_watermark: checkpoints.high_watermarks.get(&tp).copied(),
-            full: opts.full,
         };
         jobs.push((tp, (path, load)));
     }
@@ -799,8 +757,8 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LoadedLogDir, Pa
         env.storage.sync_dir(dir)?;
     }
 
-    let policy = opts.high_watermark;
-    let results = per_partition(opts.threads, jobs, |(path, load)| {
+    let policy = config.high_watermark;
+    let results = per_partition(config.threads(), jobs, |(path, load)| {
         // The log directory's lock covers its partitions: none takes a `.lock` of its own.
         let r =
             LogLoader::load_with_lock(&path, &load, lock.clone()).and_then(|(mut log, report)| {
@@ -870,10 +828,7 @@ pub fn load_log_dir(dir: &Path, opts: &LogDirOptions) -> Result<LoadedLogDir, Pa
         offline_entries,
         non_canonical: scan.non_canonical,
         checkpoint_warnings: checkpoints.warnings,
-        env: env.clone(),
-        threads: opts.threads.max(1),
-        close_sync: opts.close_sync,
-        hw_checkpoint_interval_ms: opts.high_watermark_checkpoint_interval_ms,
+        config: config.clone(),
         last_hw_checkpoint_ms: env.clock.now_ms(),
         _lock: lock,
     })
@@ -885,6 +840,11 @@ impl LoadedLogDir {
     /// directory writes them back unchanged.
     pub fn offline_checkpoint_entries(&self) -> &[(&'static str, TopicPartition, i64)] {
         &self.offline_entries
+    }
+
+    /// The settings it was loaded with.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The lock on the log directory, which covers its partitions (see
@@ -899,7 +859,7 @@ impl LoadedLogDir {
         entries: &[(TopicPartition, i64)],
     ) -> Result<(), PartitionLogError> {
         let entries = with_offline(&self.offline_entries, name, entries.to_vec());
-        OffsetCheckpointFile::new(Arc::clone(&self.env.storage), &self.dir.join(name))
+        OffsetCheckpointFile::new(Arc::clone(&self.config.env.storage), &self.dir.join(name))
             .write(&entries)?;
         Ok(())
     }
@@ -914,16 +874,18 @@ impl LoadedLogDir {
             .filter_map(|(tp, log)| Some((tp.clone(), log.checkpointable_high_watermark()?)))
             .collect();
         self.write_checkpoint(REPLICATION_OFFSET_CHECKPOINT_FILE, &hws)?;
-        self.last_hw_checkpoint_ms = self.env.clock.now_ms();
+        self.last_hw_checkpoint_ms = self.config.env.clock.now_ms();
         Ok(())
     }
 
     /// The periodic task of Kafka's `ReplicaManager` (`highwatermark-checkpoint`): checkpoints
-    /// the high watermarks when [`LogDirOptions::high_watermark_checkpoint_interval_ms`] has
+    /// the high watermarks when [`Config::high_watermark_checkpoint_interval_ms`] has
     /// passed on the clock since the last checkpoint. Returns whether it wrote one.
     pub fn maybe_checkpoint_high_watermarks(&mut self) -> Result<bool, PartitionLogError> {
-        let now = self.env.clock.now_ms();
-        if now.saturating_sub(self.last_hw_checkpoint_ms) < self.hw_checkpoint_interval_ms {
+        let now = self.config.env.clock.now_ms();
+        if now.saturating_sub(self.last_hw_checkpoint_ms)
+            < self.config.high_watermark_checkpoint_interval_ms
+        {
             return Ok(false);
         }
         self.checkpoint_high_watermarks()?;
@@ -947,18 +909,18 @@ impl LoadedLogDir {
     }
 
     /// Clean shutdown (Kafka `LogManager.shutdown`): close every partition (flush, producer
-    /// snapshot, leader-epoch checkpoint) on [`LogDirOptions::threads`] threads, as Kafka closes
+    /// snapshot, leader-epoch checkpoint) on [`Config::recovery_threads`] threads, as Kafka closes
     /// a directory's logs on its recovery thread pool; once every partition is closed and
     /// durable (see [`CloseSync`]), write the recovery-point, log-start-offset and
     /// high-watermark checkpoints, then the `.kafka_cleanshutdown` marker. The first partition
     /// that fails to close fails the whole close (no checkpoint and no marker are written; every
     /// other partition is still closed).
     pub fn close(self) -> Result<(), PartitionLogError> {
-        let env = self.env;
-        let unsynced =
-            self.close_sync == CloseSync::FileSystem && env.storage.supports_sync_filesystem();
+        let env = self.config.env.clone();
+        let unsynced = self.config.close_sync == CloseSync::FileSystem
+            && env.storage.supports_sync_filesystem();
         let jobs = self.partitions.into_iter().collect();
-        let closed = per_partition(self.threads, jobs, |log: PartitionLog| {
+        let closed = per_partition(self.config.threads(), jobs, |log: PartitionLog| {
             log.close_with(!unsynced)
         });
         let mut recovery = Vec::new();

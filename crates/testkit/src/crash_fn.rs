@@ -479,10 +479,13 @@ pub fn check_partitions(
     config.log.max_index_size = 4096;
     for dir in &dirs {
         let opts = LoadOptions {
-            config: config.clone(),
-            env: LogEnv {
-                storage: Arc::new(sim.clone()),
-                clock: Arc::clone(clock) as Arc<dyn Clock>,
+            config: recovery::Config {
+                log: config.clone(),
+                env: LogEnv {
+                    storage: Arc::new(sim.clone()),
+                    clock: Arc::clone(clock) as Arc<dyn Clock>,
+                },
+                ..recovery::Config::default()
             },
             had_clean_shutdown: false,
             ..Default::default()

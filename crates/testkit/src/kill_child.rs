@@ -42,7 +42,7 @@ use clap::Parser;
 use record_format::internals::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};
 use recovery::{
-    load_log_dir, AppendOrigin, LoadedLogDir, LogDirOptions, MirrorPartitionState, MirrorStateFile,
+    load_log_dir, AppendOrigin, Config, LoadedLogDir, MirrorPartitionState, MirrorStateFile,
     MirrorStateStore, PartitionLog,
 };
 use segment_store::{LogEnv, StdFs, TopicPartition};
@@ -82,17 +82,16 @@ pub struct KillChildArgs {
 
 /// The configuration the child and the test share: the crash-test configuration with
 /// `segment_bytes`, `std::fs`, and a clock fixed at [`TIMESTAMP`] (no producer expires).
-pub fn log_dir_options(segment_bytes: u64) -> LogDirOptions {
-    LogDirOptions {
-        threads: 1,
-        full: false,
-        config: workload(0, segment_bytes).config(),
+pub fn log_dir_config(segment_bytes: u64) -> Config {
+    Config {
+        log: workload(0, segment_bytes).config(),
         env: LogEnv {
             storage: Arc::new(StdFs),
             clock: Arc::new(ManualClock::new(TIMESTAMP)),
         },
-        ..LogDirOptions::default()
+        ..Config::default()
     }
+    .with_recovery_threads(1)
 }
 
 /// The step-free [`Workload`] whose configuration the child uses (what `check_dir` needs).
@@ -136,7 +135,7 @@ struct Child<'a, W: Write> {
     root: PathBuf,
     partition_dir: PathBuf,
     tp: TopicPartition,
-    opts: LogDirOptions,
+    config: Config,
     rng: XorShift,
     /// The leader epoch of local appends and mirrored batches.
     epoch: i32,
@@ -153,7 +152,7 @@ impl<W: Write> Child<'_, W> {
             root: args.dir.clone(),
             partition_dir: dir,
             tp: topic_partition(),
-            opts: log_dir_options(args.segment_bytes),
+            config: log_dir_config(args.segment_bytes),
             rng: XorShift::new(args.seed),
             epoch: 0,
             reported: 0,
@@ -192,7 +191,7 @@ impl<W: Write> Child<'_, W> {
 
     /// Loads the log directory, reports it (`L`), and finishes an interrupted stop.
     fn open(&mut self) -> R<LoadedLogDir> {
-        let mut ld = load_log_dir(&self.root, &self.opts).map_err(|e| e.to_string())?;
+        let mut ld = load_log_dir(&self.root, &self.config).map_err(|e| e.to_string())?;
         let cut: u64 = ld
             .reports
             .iter()

@@ -188,9 +188,12 @@ fn a_flushed_batch_of_a_new_partition_folder_survives_under_the_weak_model() {
     let workload = |env: &CrashEnv| -> Result<(), Box<dyn Error>> {
         let dir = env.root().join("logs").join("t-0");
         let opts = LoadOptions {
-            env: LogEnv {
-                storage: env.storage(),
-                clock: env.clock() as std::sync::Arc<dyn Clock>,
+            config: recovery::Config {
+                env: LogEnv {
+                    storage: env.storage(),
+                    clock: env.clock() as std::sync::Arc<dyn Clock>,
+                },
+                ..recovery::Config::default()
             },
             ..LoadOptions::default()
         };
@@ -234,17 +237,20 @@ fn six_batches_flushed(
     sim.create_durable_dir_all(&root);
     let dir = root.join("t-0");
     let opts = LoadOptions {
-        config: PartitionLogConfig {
-            log: LogConfig {
-                index_interval_bytes: 1,
-                max_index_size: 4096,
-                ..LogConfig::default()
+        config: recovery::Config {
+            log: PartitionLogConfig {
+                log: LogConfig {
+                    index_interval_bytes: 1,
+                    max_index_size: 4096,
+                    ..LogConfig::default()
+                },
+                ..PartitionLogConfig::default()
             },
-            ..PartitionLogConfig::default()
-        },
-        env: LogEnv {
-            storage: Arc::new(sim.clone()),
-            clock: Arc::new(testkit::ManualClock::new(testkit::TIMESTAMP)) as Arc<dyn Clock>,
+            env: LogEnv {
+                storage: Arc::new(sim.clone()),
+                clock: Arc::new(testkit::ManualClock::new(testkit::TIMESTAMP)) as Arc<dyn Clock>,
+            },
+            ..recovery::Config::default()
         },
         ..LoadOptions::default()
     };

@@ -42,7 +42,7 @@ use std::time::{Duration, Instant};
 
 use recovery::load_log_dir;
 use segment_store::internals::{parse_file_name, quarantine_file_name, CLEAN_SHUTDOWN_FILE};
-use testkit::kill_child::{log_dir_options, partition_dir, workload};
+use testkit::kill_child::{log_dir_config, partition_dir, workload};
 use testkit::{check_dir, Expectation, XorShift};
 
 const SEGMENT_BYTES: u64 = 2048;
@@ -411,7 +411,7 @@ fn sigkill_at_random_moments_loses_no_durable_batch() {
 
         // 4. Sometimes a clean shutdown before the next child.
         if rng.below(3) == 0 {
-            let ld = load_log_dir(&root, &log_dir_options(SEGMENT_BYTES))
+            let ld = load_log_dir(&root, &log_dir_config(SEGMENT_BYTES))
                 .unwrap_or_else(|e| panic!("{ctx}: loading for a clean close: {e}"));
             let cut: Vec<_> = ld.reports.iter().flat_map(|r| r.cut.iter()).collect();
             assert!(cut.is_empty(), "{ctx}: a second recovery cut {cut:?}");

@@ -117,7 +117,10 @@ impl<W: Write> Sim<'_, W> {
         let dir = self.dir(p);
         std::fs::create_dir_all(&dir).map_err(io("create partition"))?;
         let opts = LoadOptions {
-            env: self.env.clone(),
+            config: recovery::Config {
+                env: self.env.clone(),
+                ..recovery::Config::default()
+            },
             had_clean_shutdown: clean_end.is_some(),
             recovery_point: clean_end.unwrap_or(0),
             ..LoadOptions::default()

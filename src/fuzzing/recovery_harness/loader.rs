@@ -70,7 +70,10 @@ fn pristine() -> &'static BTreeMap<String, Vec<u8>> {
         let dir = scratch().lock().unwrap().join("pristine-0");
         let _ = std::fs::remove_dir_all(&dir);
         let opts = LoadOptions {
-            config: config(),
+            config: recovery::Config {
+                log: config(),
+                ..recovery::Config::default()
+            },
             ..LoadOptions::default()
         };
         let (mut log, _) = LogLoader::load(&dir, &opts).unwrap();
@@ -209,9 +212,12 @@ pub fn log_loader(data: &[u8]) {
     let recovery_point = i64::from(inp.u8() % 40);
     let log_start = i64::from(inp.u8() % 40);
     let opts = LoadOptions {
-        config: config(),
+        config: recovery::Config {
+            log: config(),
+            full_recovery: flags & 2 != 0,
+            ..recovery::Config::default()
+        },
         had_clean_shutdown: flags & 1 != 0,
-        full: flags & 2 != 0,
         recovery_point: if flags & 4 != 0 { recovery_point } else { 0 },
         log_start_offset: if flags & 8 != 0 { log_start } else { 0 },
         ..LoadOptions::default()

@@ -27,7 +27,7 @@ fn apply_snapshot_op(
     io: &StorageIo,
     op: &SnapshotOp,
 ) -> Result<(), PartitionLogError> {
-    let env = &plan.options.env;
+    let env = &plan.options.config.env;
     let err = |path: &Path, op: &'static str| {
         let path = path.to_path_buf();
         move |source| PartitionLogError::Snapshot(SnapshotError::Io { path, op, source })
@@ -49,7 +49,7 @@ fn apply_snapshot_op(
 /// folder and the snapshots it moves there follow), so nothing is ever written into a folder
 /// that holds an earlier recovery's files.
 fn create_quarantine_dir(plan: &mut RecoveryPlan) -> Result<(), PartitionLogError> {
-    let storage = Arc::clone(&plan.options.env.storage);
+    let storage = Arc::clone(&plan.options.config.env.storage);
     let root = plan.dir.join(QUARANTINE_DIR);
     storage.create_dir_all(&root)?;
     loop {
@@ -94,7 +94,7 @@ fn apply_moves(plan: &mut RecoveryPlan) -> Result<(Vec<PathBuf>, bool), Partitio
         create_quarantine_dir(plan)?;
     }
     let plan = &*plan;
-    let env = &plan.options.env;
+    let env = &plan.options.config.env;
     let mut quarantined = Vec::new();
     for a in &plan.leftovers {
         match a {
@@ -184,7 +184,7 @@ pub(super) fn apply_with(
     lock: DirLock,
 ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
     let opts = plan.options.clone();
-    let env = &opts.env;
+    let env = &opts.config.env;
     let dir = plan.dir.clone();
     let io = StorageIo::new(Arc::clone(&env.storage));
 
@@ -198,7 +198,7 @@ pub(super) fn apply_with(
         .map_or(0, |s| s.next_offset.unwrap_or(s.base_offset));
     let (local, _) = LocalLog::open_planned(
         &dir,
-        opts.config.log.clone(),
+        opts.config.log.log.clone(),
         plan.recovery_point,
         env.clone(),
         lock,
@@ -278,7 +278,7 @@ pub(super) fn apply_with(
         psm: plan.producers,
         epochs,
         high_watermark: log_start,
-        config: opts.config.clone(),
+        config: opts.config.log.clone(),
         clock: Arc::clone(&env.clock),
         io: io.clone(),
         mirror: MirrorStateFile::with_io(&dir, io.clone()).load()?,

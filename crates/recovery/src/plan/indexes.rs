@@ -52,9 +52,9 @@ fn read_index(
     kind: FileKind,
 ) -> Result<ReadOnlyBytes, PartitionLogError> {
     let r = if matches!(kind, FileKind::Index | FileKind::TimeIndex) {
-        open_index(index_storage(opts.env.storage.as_ref()), path, lock)
+        open_index(index_storage(opts.config.env.storage.as_ref()), path, lock)
     } else {
-        open_index(opts.env.storage.as_ref(), path, None)
+        open_index(opts.config.env.storage.as_ref(), path, None)
     }
     .map_err(PartitionLogError::from);
     match r {
@@ -332,7 +332,7 @@ pub(super) fn check_indexes(
     // be there (Kafka throws `NoSuchFileException` for a missing offset index and recovers the
     // segment; a missing time index it recreates empty, seglog rebuilds it too), and no longer
     // than `segment.index.bytes` (opening the active segment's would fail to resize it).
-    let max = opts.config.log.max_index_size;
+    let max = opts.config.log.log.max_index_size;
     let presence = |path: &Option<PathBuf>, len: usize| {
         if path.is_none() && size > 0 {
             Err(IndexCorruption::Missing)

@@ -95,7 +95,7 @@ pub(super) fn plan_leftovers(
     opts: &LoadOptions,
     dir: &Path,
 ) -> Result<(Vec<LeftoverAction>, Vec<LiveFile>, Vec<OsString>), PartitionLogError> {
-    let storage = &opts.env.storage;
+    let storage = &opts.config.env.storage;
     let mut actions = Vec::new();
     let typed = not_found_is_empty(storage.list_dir_typed(dir))?;
     refuse_hostile_entries(dir, &typed)?;
@@ -279,7 +279,7 @@ fn valid_swap_range(
     base: i64,
 ) -> Result<Option<(i64, i64)>, PartitionLogError> {
     // Mapped when large, never read whole into memory (a `.swap` is a segment's size).
-    let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
+    let bytes = open_index(opts.config.env.storage.as_ref(), path, None)?;
     let bytes = bytes.bytes();
     let mut batches = Batches::new(bytes, 0).validate_crc(true);
     let mut next = None;
@@ -303,7 +303,7 @@ fn live_log_next_offset(
     path: &Path,
     base: i64,
 ) -> Result<i64, PartitionLogError> {
-    let bytes = open_index(opts.env.storage.as_ref(), path, None)?;
+    let bytes = open_index(opts.config.env.storage.as_ref(), path, None)?;
     let mut next = base;
     for entry in Batches::new(bytes.bytes(), 0).flatten() {
         next = next.max(entry.last_offset().saturating_add(1));
@@ -385,7 +385,7 @@ pub(super) fn next_quarantine_dir(
 ) -> Result<PathBuf, PartitionLogError> {
     let root = dir.join(QUARANTINE_DIR);
     let existing = if names.iter().any(|n| n == QUARANTINE_DIR) {
-        not_found_is_empty(opts.env.storage.list_dir(&root))?
+        not_found_is_empty(opts.config.env.storage.list_dir(&root))?
     } else {
         Vec::new()
     };

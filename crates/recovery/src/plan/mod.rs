@@ -116,10 +116,10 @@ impl LogLoader {
     /// size changed since it was planned is refused.
     pub fn apply(plan: RecoveryPlan) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
         segment_store::internals::create_dir_all_durably(
-            plan.options.env.storage.as_ref(),
+            plan.options.config.env.storage.as_ref(),
             &plan.dir,
         )?;
-        let lock = DirLock::acquire_in(plan.options.env.storage.as_ref(), &plan.dir)?;
+        let lock = DirLock::acquire_in(plan.options.config.env.storage.as_ref(), &plan.dir)?;
         apply_with(plan, lock)
     }
 
@@ -128,7 +128,7 @@ impl LogLoader {
         dir: &Path,
         opts: &LoadOptions,
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        segment_store::internals::create_dir_all_durably(opts.env.storage.as_ref(), dir)?;
+        segment_store::internals::create_dir_all_durably(opts.config.env.storage.as_ref(), dir)?;
         // A `.lock` that is a symlink: refused before it is opened (nothing is created
         // through it).
         let lock_path = dir.join(segment_store::internals::LOCK_FILE_NAME);
@@ -136,14 +136,14 @@ impl LogLoader {
             found @ (segment_store::EntryType::Symlink
             | segment_store::EntryType::Dir
             | segment_store::EntryType::Other),
-        ) = opts.env.storage.entry_type(&lock_path)?
+        ) = opts.config.env.storage.entry_type(&lock_path)?
         {
             return Err(PartitionLogError::Refused {
                 path: lock_path,
                 found,
             });
         }
-        let lock = DirLock::acquire_in(opts.env.storage.as_ref(), dir)?;
+        let lock = DirLock::acquire_in(opts.config.env.storage.as_ref(), dir)?;
         Self::load_with_lock(dir, opts, lock)
     }
 
@@ -155,7 +155,7 @@ impl LogLoader {
         opts: &LoadOptions,
         log_dir_lock: DirLock,
     ) -> Result<(PartitionLog, RecoveryReport), PartitionLogError> {
-        opts.env.storage.create_dir_all(dir)?;
+        opts.config.env.storage.create_dir_all(dir)?;
         let plan = plan_with(dir, opts, Some(&log_dir_lock), false)?;
         apply_with(plan, log_dir_lock)
     }
@@ -233,10 +233,14 @@ fn plan_with(
     lock: Option<&DirLock>,
     audit: bool,
 ) -> Result<RecoveryPlan, PartitionLogError> {
-    let env = &opts.env;
+    let env = &opts.config.env;
     let (leftovers, live, names) = plan_leftovers(opts, dir)?;
-    let clean = opts.had_clean_shutdown && !opts.full;
-    let recovery_point = if opts.full { 0 } else { opts.recovery_point };
+    let clean = opts.had_clean_shutdown && !opts.config.full_recovery;
+    let recovery_point = if opts.config.full_recovery {
+        0
+    } else {
+        opts.recovery_point
+    };
     let mut found = plan_segments(dir, opts, lock, &live, audit)?;
     drop(live);
     let recover_base = recovery_base(opts, clean, recovery_point, &mut found)?;
@@ -246,7 +250,7 @@ fn plan_with(
         StorageIo::new(Arc::clone(&env.storage)),
         (dir.to_path_buf(), &names),
     );
-    let psm = ProducerStateManager::new(opts.config.producer_state);
+    let psm = ProducerStateManager::new(opts.config.log.producer_state);
     let epochs = LeaderEpochFileCache::open(Arc::clone(&env.storage), dir)?;
     let latest_epoch = epochs.latest_epoch();
     let audit = audit.then(ProducerAudit::new);

@@ -25,7 +25,7 @@ pub(super) fn snapshot_findings(
     ops: &[(SnapshotPhase, SnapshotOp)],
     log_end: i64,
 ) -> Result<Vec<SnapshotFinding>, PartitionLogError> {
-    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let io = StorageIo::new(Arc::clone(&opts.config.env.storage));
     let mut out = Vec::new();
     let files = match list_snapshots_with(&io, dir) {
         Ok(f) => f,
@@ -153,7 +153,7 @@ pub(super) fn quarantine_instead_of_delete(
     quarantine_dir: &Path,
     (log_start, log_end): (i64, i64),
 ) -> Vec<(SnapshotPhase, SnapshotOp)> {
-    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let io = StorageIo::new(Arc::clone(&opts.config.env.storage));
     let mut out: Vec<(SnapshotPhase, SnapshotOp)> = Vec::with_capacity(ops.len());
     // The paths the operations so far write, rename or remove.
     let mut touched: FxHashSet<PathBuf> = FxHashSet::default();
@@ -224,7 +224,7 @@ pub(super) fn without_identical_rewrites(
     opts: &LoadOptions,
     ops: Vec<(SnapshotPhase, SnapshotOp)>,
 ) -> Vec<(SnapshotPhase, SnapshotOp)> {
-    let io = StorageIo::new(Arc::clone(&opts.env.storage));
+    let io = StorageIo::new(Arc::clone(&opts.config.env.storage));
     // The operations touching each path, in order: a write looks at those of its own path only.
     let mut touching: FxHashMap<&Path, Vec<usize>> = FxHashMap::default();
     for (i, (_, op)) in ops.iter().enumerate() {

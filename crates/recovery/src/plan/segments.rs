@@ -75,7 +75,8 @@ impl<'a> Sources<'a> {
             let path = Self::path(self.dir, base, source);
             // The other segment's bytes go first: one open at a time.
             self.current = None;
-            let bytes = ReadOnlyBytes::open(self.opts.env.storage.as_ref(), &path, self.lock)?;
+            let bytes =
+                ReadOnlyBytes::open(self.opts.config.env.storage.as_ref(), &path, self.lock)?;
             self.current = Some((base, bytes));
         }
         Ok(true)
@@ -129,7 +130,7 @@ impl<'a> Sources<'a> {
         let has_file = !matches!(source, Source::Empty);
         if has_file && self.current.as_ref().is_none_or(|(b, _)| *b != base) {
             self.current = None;
-            let storage = self.opts.env.storage.as_ref();
+            let storage = self.opts.config.env.storage.as_ref();
             let handle = storage.open(&path, segment_store::OpenMode::Read)?;
             let size = handle.len()?;
             let guarded = match self.lock {
@@ -273,7 +274,7 @@ pub(super) fn plan_segments<'a>(
     live: &[LiveFile],
     audit: bool,
 ) -> Result<FoundSegments<'a>, PartitionLogError> {
-    let env = &opts.env;
+    let env = &opts.config.env;
     let mut logs: Vec<&LiveFile> = live
         .iter()
         .filter(|f| f.parsed.kind == FileKind::Log)
@@ -374,7 +375,7 @@ pub(super) fn recovery_base(
     let first_base = bases.first().copied().unwrap_or(0);
     let mut recover_base = if clean {
         None
-    } else if opts.full {
+    } else if opts.config.full_recovery {
         Some(first_base)
     } else {
         Some(
@@ -483,8 +484,8 @@ fn scan_segments(
 ) -> Result<bool, PartitionLogError> {
     let (dir, io, opts) = (cx.dir, cx.io, cx.opts);
     let seg_config = SegmentConfig {
-        index_interval_bytes: opts.config.log.index_interval_bytes,
-        max_index_size: opts.config.log.max_index_size,
+        index_interval_bytes: opts.config.log.log.index_interval_bytes,
+        max_index_size: opts.config.log.log.max_index_size,
         ..SegmentConfig::default()
     };
     let boundaries: Vec<i64> = found.bases.iter().copied().filter(|&b| b > base).collect();

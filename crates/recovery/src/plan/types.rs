@@ -362,7 +362,7 @@ impl RecoveryPlan {
     /// Recovery is skipped (a clean shutdown, and not `full`): only segments whose indexes fail
     /// their checks are scanned.
     pub fn recovery_skipped(&self) -> bool {
-        self.had_clean_shutdown && !self.options.full
+        self.had_clean_shutdown && !self.options.config.full_recovery
     }
 
     /// Whether the segment at `base` moves to quarantine ([`Self::quarantined_segments`] is in

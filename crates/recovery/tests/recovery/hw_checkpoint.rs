@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use recovery::{load_log_dir, AppendOrigin, LogDirOptions};
+use recovery::{load_log_dir, AppendOrigin, Config};
 use segment_store::{LogEnv, StdFs, TopicPartition};
 use testkit::ManualClock;
 
@@ -18,12 +18,12 @@ fn high_watermarks_are_checkpointed_periodically_and_at_flush() {
     let root = tempfile::tempdir().unwrap();
     std::fs::create_dir(root.path().join("t-0")).unwrap();
     let clock = Arc::new(ManualClock::new(T0));
-    let opts = LogDirOptions {
+    let opts = Config {
         env: LogEnv {
             storage: Arc::new(StdFs),
             clock: clock.clone(),
         },
-        ..LogDirOptions::default()
+        ..Config::default()
     };
     let checkpoint = root.path().join("replication-offset-checkpoint");
     let tp = TopicPartition::new("t", 0);
@@ -72,7 +72,7 @@ fn high_watermarks_are_checkpointed_periodically_and_at_flush() {
 
 /// A mirroring partition of a log directory with 12 mirrored records (6 batches of 2, offsets
 /// 0..12) made durable by the partition, with no `replication-offset-checkpoint`; then a crash.
-fn mirrored_then_crashed(root: &std::path::Path, opts: &LogDirOptions) {
+fn mirrored_then_crashed(root: &std::path::Path, opts: &Config) {
     std::fs::create_dir(root.join("t-0")).unwrap();
     let mut ld = load_log_dir(root, opts).unwrap();
     let log = ld.partitions.get_mut(&TopicPartition::new("t", 0)).unwrap();
@@ -94,7 +94,7 @@ fn mirrored_then_crashed(root: &std::path::Path, opts: &LogDirOptions) {
 #[test]
 fn an_unclean_load_log_dir_takes_the_recovered_log_end_as_high_watermark() {
     let root = tempfile::tempdir().unwrap();
-    let opts = LogDirOptions::default();
+    let opts = Config::default();
     mirrored_then_crashed(root.path(), &opts);
     let mut ld = load_log_dir(root.path(), &opts).unwrap();
     assert!(!ld.had_clean_shutdown);
@@ -113,9 +113,9 @@ fn an_unclean_load_log_dir_takes_the_recovered_log_end_as_high_watermark() {
 #[test]
 fn an_unclean_load_log_dir_marks_a_caller_owned_high_watermark_unknown() {
     let root = tempfile::tempdir().unwrap();
-    let opts = LogDirOptions {
+    let opts = Config {
         high_watermark: recovery::HighWatermark::Manual,
-        ..LogDirOptions::default()
+        ..Config::default()
     };
     mirrored_then_crashed(root.path(), &opts);
     let mut ld = load_log_dir(root.path(), &opts).unwrap();
@@ -140,9 +140,9 @@ fn an_unclean_load_log_dir_marks_a_caller_owned_high_watermark_unknown() {
 #[test]
 fn a_clean_close_does_not_launder_a_caller_owned_high_watermark_it_does_not_know() {
     let root = tempfile::tempdir().unwrap();
-    let opts = LogDirOptions {
+    let opts = Config {
         high_watermark: recovery::HighWatermark::Manual,
-        ..LogDirOptions::default()
+        ..Config::default()
     };
     mirrored_then_crashed(root.path(), &opts);
     let checkpoint = root.path().join("replication-offset-checkpoint");
@@ -192,7 +192,7 @@ fn a_clean_close_does_not_launder_a_caller_owned_high_watermark_it_does_not_know
 fn an_unclean_partition_load_does_not_trust_a_stale_or_missing_high_watermark() {
     for stale in [None, Some(4)] {
         let root = tempfile::tempdir().unwrap();
-        let opts = LogDirOptions::default();
+        let opts = Config::default();
         mirrored_then_crashed(root.path(), &opts);
         let dir = root.path().join("t-0");
         let load = recovery::LoadOptions {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use record_format::{mirror_pid_reset_batch, Batches, FormatErrorKind};
 use recovery::{
-    consume, load_log_dir, AppendOrigin, IsolationLevel, LoadOptions, LogDirOptions, LogLoader,
+    consume, load_log_dir, AppendOrigin, Config, IsolationLevel, LoadOptions, LogLoader,
     PartitionLog, PartitionLogConfig, RecoveryReport,
 };
 use segment_store::{LogConfig, TopicPartition};
@@ -23,9 +23,12 @@ pub(crate) const SEGMENT_BYTES: u64 = 400;
 
 fn options(clean: bool) -> LoadOptions {
     LoadOptions {
-        config: PartitionLogConfig {
-            log: small_segments(SEGMENT_BYTES),
-            ..Default::default()
+        config: recovery::Config {
+            log: PartitionLogConfig {
+                log: small_segments(SEGMENT_BYTES),
+                ..Default::default()
+            },
+            ..recovery::Config::default()
         },
         had_clean_shutdown: clean,
         ..Default::default()
@@ -298,9 +301,9 @@ fn a_log_directory_loads_partitions_in_parallel_and_round_trips_a_clean_shutdown
     bytes[n - 1] ^= 0xff;
     std::fs::write(uv.join(&last_log), &bytes).unwrap();
 
-    let opts = LogDirOptions {
-        threads: 2,
-        config: PartitionLogConfig {
+    let opts = Config {
+        recovery_threads: 2,
+        log: PartitionLogConfig {
             log: LogConfig {
                 segment_bytes: SEGMENT_BYTES,
                 ..LogConfig::default()
@@ -345,7 +348,10 @@ fn a_log_directory_loads_partitions_in_parallel_and_round_trips_a_clean_shutdown
     loaded.close().unwrap();
 
     // `full` ignores the marker and the recovery points.
-    let full = LogDirOptions { full: true, ..opts };
+    let full = Config {
+        full_recovery: true,
+        ..opts
+    };
     let loaded = load_log_dir(root.path(), &full).unwrap();
     assert!(loaded.reports.iter().all(|r| r.segments_scanned >= 4));
     assert!(loaded.reports.iter().all(|r| r.cut.is_empty()));
@@ -501,10 +507,8 @@ fn full_recovery_rewrites_the_per_segment_snapshots_the_live_log_took() {
     for (name, _) in &live {
         std::fs::remove_file(dir.path().join(name)).unwrap();
     }
-    let opts = LoadOptions {
-        full: true,
-        ..options(false)
-    };
+    let mut opts = options(false);
+    opts.config.full_recovery = true;
     let (log, report) = LogLoader::load(dir.path(), &opts).unwrap();
     assert!(report.cut.is_empty(), "{report}");
     let recovered = snapshots(dir.path());

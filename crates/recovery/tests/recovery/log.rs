@@ -68,9 +68,12 @@ pub fn open(dir: &Path) -> PartitionLog {
 
 pub fn open_with(dir: &Path, log: LogConfig) -> PartitionLog {
     let opts = LoadOptions {
-        config: PartitionLogConfig {
-            log,
-            ..Default::default()
+        config: recovery::Config {
+            log: PartitionLogConfig {
+                log,
+                ..Default::default()
+            },
+            ..recovery::Config::default()
         },
         ..Default::default()
     };
@@ -375,7 +378,10 @@ fn every_transaction_open_at_a_barrier_gets_a_txnindex_entry_live_and_after_reco
     // Full recovery rebuilds the same entries (and a clean load keeps them).
     std::fs::remove_file(&txnindex).unwrap();
     let opts = LoadOptions {
-        full: true,
+        config: recovery::Config {
+            full_recovery: true,
+            ..recovery::Config::default()
+        },
         ..Default::default()
     };
     let (log, report) = LogLoader::load(dir.path(), &opts).unwrap();

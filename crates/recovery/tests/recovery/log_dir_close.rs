@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use recovery::{load_log_dir, AppendOrigin, CloseSync, LoadedLogDir, LogDirOptions};
+use recovery::{load_log_dir, AppendOrigin, CloseSync, Config, LoadedLogDir};
 use segment_store::{LogEnv, TopicPartition};
 use testkit::{ManualClock, SimulatedFs, TornWrite};
 
@@ -15,15 +15,15 @@ use super::log::batch;
 const PARTITIONS: i32 = 3;
 const BATCHES: i32 = 4;
 
-fn options(sim: &SimulatedFs, close_sync: CloseSync) -> LogDirOptions {
-    LogDirOptions {
-        threads: 2,
+fn options(sim: &SimulatedFs, close_sync: CloseSync) -> Config {
+    Config {
+        recovery_threads: 2,
         env: LogEnv {
             storage: Arc::new(sim.clone()),
             clock: Arc::new(ManualClock::new(1_700_000_000_000)),
         },
         close_sync,
-        ..LogDirOptions::default()
+        ..Config::default()
     }
 }
 

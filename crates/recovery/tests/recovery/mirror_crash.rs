@@ -80,8 +80,11 @@ const STOP_POINT: i64 = 12;
 
 fn open(dir: &Path, env: LogEnv) -> PartitionLog {
     let opts = LoadOptions {
-        config: config(),
-        env,
+        config: recovery::Config {
+            log: config(),
+            env,
+            ..recovery::Config::default()
+        },
         // No replication-offset-checkpoint: the high watermark starts at the log start.
         high_watermark: None,
         ..LoadOptions::default()
@@ -244,8 +247,11 @@ fn barrier_epoch_is_above_every_batch_epoch_when_the_leader_epoch_checkpoint_is_
     std::fs::remove_file(dir.join("leader-epoch-checkpoint")).unwrap();
 
     let opts = LoadOptions {
-        config: config(),
-        env: env(),
+        config: recovery::Config {
+            log: config(),
+            env: env(),
+            ..recovery::Config::default()
+        },
         had_clean_shutdown: true,
         recovery_point: 13,
         high_watermark: Some(13),

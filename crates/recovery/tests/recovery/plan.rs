@@ -229,9 +229,12 @@ fn apply_does_exactly_what_the_plan_predicts_over_the_broken_partition_corpus() 
             damage(&dir, d);
             let expected_cut = first_invalid(&dir);
             let opts = LoadOptions {
-                config: PartitionLogConfig {
-                    log: small_segments(SEGMENT_BYTES),
-                    ..Default::default()
+                config: recovery::Config {
+                    log: PartitionLogConfig {
+                        log: small_segments(SEGMENT_BYTES),
+                        ..Default::default()
+                    },
+                    ..recovery::Config::default()
                 },
                 had_clean_shutdown: clean,
                 ..Default::default()
@@ -409,12 +412,15 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
             damage(&dir, d);
             copy_dir(&dir, &mapped);
             let opts = LoadOptions {
-                config: PartitionLogConfig {
-                    log: config.clone(),
-                    ..Default::default()
+                config: recovery::Config {
+                    log: PartitionLogConfig {
+                        log: config.clone(),
+                        ..Default::default()
+                    },
+                    full_recovery: true,
+                    ..recovery::Config::default()
                 },
                 had_clean_shutdown: clean,
-                full: true,
                 ..Default::default()
             };
             let expected_cut = first_invalid(&dir);
@@ -423,7 +429,7 @@ fn a_segment_of_several_mib_is_cut_in_the_same_place_read_or_mapped() {
             let got = predicted.cut.first().map(|c| (c.segment, c.position));
             assert_eq!(got, expected_cut, "{d:?} clean {clean}");
             let mut read_opts = opts.clone();
-            read_opts.env.storage = Arc::new(NoMmap);
+            read_opts.config.env.storage = Arc::new(NoMmap);
             let read = LogLoader::plan(&dir, &read_opts).unwrap();
             assert_eq!(
                 format!("{:?}", read.report()),
@@ -467,11 +473,14 @@ fn a_segment_truncated_under_a_plan_fails_it_cleanly() {
     }
     log.close().unwrap();
     let opts = LoadOptions {
-        config: PartitionLogConfig {
-            log: config,
-            ..Default::default()
+        config: recovery::Config {
+            log: PartitionLogConfig {
+                log: config,
+                ..Default::default()
+            },
+            full_recovery: true,
+            ..recovery::Config::default()
         },
-        full: true,
         ..Default::default()
     };
     let (mut whole, mut failed) = (0, 0);

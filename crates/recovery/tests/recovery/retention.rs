@@ -33,11 +33,14 @@ fn env(storage: Arc<dyn Storage>, clock: &Arc<ManualClock>) -> LogEnv {
 
 fn load(dir: &Path, log: LogConfig, env: LogEnv, clean: bool) -> PartitionLog {
     let opts = LoadOptions {
-        config: PartitionLogConfig {
-            log,
-            ..Default::default()
+        config: recovery::Config {
+            log: PartitionLogConfig {
+                log,
+                ..Default::default()
+            },
+            env,
+            ..recovery::Config::default()
         },
-        env,
         had_clean_shutdown: clean,
         ..Default::default()
     };

@@ -156,8 +156,11 @@ pub(super) fn load_opts(
     recovery_point: i64,
 ) -> LoadOptions {
     LoadOptions {
-        config: w.config(),
-        env,
+        config: recovery::Config {
+            log: w.config(),
+            env,
+            ..recovery::Config::default()
+        },
         had_clean_shutdown: clean,
         recovery_point,
         ..Default::default()

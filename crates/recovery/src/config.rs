@@ -1,18 +1,29 @@
-//! [`Config`]: everything a [`Log`](crate::Log) or [`LogDir`](crate::LogDir) is opened with,
-//! including the two things that are usually implicit: the clock and the storage.
+//! [`Config`]: the one set of settings a log directory, and every partition log in it, is opened
+//! with (the facade re-exports it as `seglog::Config`). Each knob is declared here once, with
+//! Kafka's name; the layers below take the part they need: a partition log its
+//! [`PartitionLogConfig`] (and from it, segment-store's [`LogConfig`] and the producer-state
+//! manager's [`ProducerStateManagerConfig`]), segment-store its [`LogEnv`], the cleaner its
+//! [`CleanerConfig`].
+//!
+//! A new knob is one field here (with its default in `Default`, and a `with_` method if users
+//! set it often), read where it is used.
 
 use std::sync::Arc;
 
-pub use recovery::CleanerConfig;
-pub use recovery::HighWatermark;
-use recovery::{CloseSync, PartitionLogConfig, ProducerStateManagerConfig, StopPolicy};
-use segment_store::{Clock, LogConfig, LogEnv, StdFs, Storage, SystemClock};
+use segment_store::{Clock, LogConfig, LogEnv, Storage};
 
-/// How to open a [`Log`](crate::Log) or a [`LogDir`](crate::LogDir).
+use crate::cleaner::CleanerConfig;
+use crate::loader::CloseSync;
+use crate::log::{HighWatermark, PartitionLogConfig};
+use crate::mirror::StopPolicy;
+use crate::producer_state::ProducerStateManagerConfig;
+
+/// How to open a log directory ([`load_log_dir`](crate::load_log_dir), `seglog::LogDir`) or a
+/// single partition log (`seglog::Log`, [`LoadOptions`](crate::LoadOptions)).
 ///
 /// ```
 /// use std::sync::Arc;
-/// use seglog::{Config, HighWatermark};
+/// use recovery::{Config, HighWatermark};
 /// use testkit::ManualClock;
 ///
 /// let clock = Arc::new(ManualClock::new(1_700_000_000_000));
@@ -29,70 +40,72 @@ pub struct Config {
     /// intervals ([`LogConfig`]), producer-state settings such as `producer.id.expiration.ms`
     /// ([`ProducerStateManagerConfig`]) and `message.timestamp.type`.
     pub log: PartitionLogConfig,
-    /// The clock of rolls, retention and producer expiry. Producer ids whose last write is at
-    /// least `producer.id.expiration.ms` older than this clock are expired when the log is
-    /// loaded (and reported: [`Log::expired_producers`](crate::Log::expired_producers)) and
-    /// every [`Config::producer_id_expiration_check_interval_ms`] while it runs. Default: the
-    /// system clock.
-    pub clock: Arc<dyn Clock>,
-    /// The storage seam every write goes through. Default: the real file system ([`StdFs`]);
-    /// the `testkit` crate has a simulated one that can crash at any I/O.
-    pub storage: Arc<dyn Storage>,
+    /// The two things that are usually implicit. `env.clock`: the clock of rolls, retention
+    /// and producer expiry. Producer ids whose last write is at least
+    /// `producer.id.expiration.ms` older than this clock are expired when the log is loaded
+    /// (and reported: [`RecoveryReport::expired_producers`](crate::RecoveryReport)) and every
+    /// [`Config::producer_id_expiration_check_interval_ms`] while it runs. Default: the system
+    /// clock. `env.storage`: the storage seam every write goes through. Default: the real file
+    /// system ([`StdFs`](segment_store::StdFs)); the `testkit` crate has a simulated one that
+    /// can crash at any I/O.
+    pub env: LogEnv,
     /// Who moves the high watermark. Default: [`HighWatermark::FlushedLogEnd`]. It also
     /// decides what an open after an unclean shutdown re-establishes: the recovered log end
     /// once fsynced (`FlushedLogEnd`), the log end (`LogEnd`), or nothing until the caller sets
     /// it (`Manual`: a mirror stop refuses until then).
     pub high_watermark: HighWatermark,
-    /// Threads recovering partitions in parallel when a [`LogDir`](crate::LogDir) opens after an
-    /// unclean shutdown (Kafka `num.recovery.threads.per.data.dir`). Default: the number of cores
-    /// the process may run on ([`default_recovery_threads`]), deliberately more than Kafka's
-    /// default of 1: a broker recovers while it is not serving anyway, but seglog's recovery is
-    /// usually the whole of what its process is doing at that moment, and each partition's
-    /// recovery is CPU-bound (CRC checks, producer state) once its pages are cached, so one thread
-    /// per core is what finishes first. `seglog recover` and `seglog verify` take the same default
-    /// (`--threads`). Each thread holds a few file descriptors at a time, not one per segment.
+    /// Threads recovering partitions in parallel when a log directory opens after an unclean
+    /// shutdown (Kafka `num.recovery.threads.per.data.dir`), and closing them. Default: the
+    /// number of cores the process may run on ([`default_recovery_threads`]), deliberately more
+    /// than Kafka's default of 1: a broker recovers while it is not serving anyway, but seglog's
+    /// recovery is usually the whole of what its process is doing at that moment, and each
+    /// partition's recovery is CPU-bound (CRC checks, producer state) once its pages are cached,
+    /// so one thread per core is what finishes first. `seglog recover` and `seglog verify` take
+    /// the same default (`--threads`). Each thread holds a few file descriptors at a time, not
+    /// one per segment. `0` counts as 1.
     pub recovery_threads: usize,
-    /// Ignore the clean-shutdown marker and the recovery points: recover every segment.
+    /// Ignore the clean-shutdown marker and the recovery points: recover every segment from
+    /// the first.
     pub full_recovery: bool,
     /// Kafka `replica.high.watermark.checkpoint.interval.ms` (default 5000): how often the
     /// log directory's own timer thread writes `replication-offset-checkpoint` (when a high
     /// watermark changed), with no call needed; also the interval of
-    /// [`LogDir::maybe_checkpoint_high_watermarks`](crate::LogDir::maybe_checkpoint_high_watermarks).
+    /// `seglog::LogDir::maybe_checkpoint_high_watermarks`.
     /// `0` or less: no timer thread.
     pub high_watermark_checkpoint_interval_ms: i64,
     /// Kafka `log.flush.interval.ms`: the log directory's own thread flushes (fsyncs) each
     /// partition whose last flush by that thread is this old and which has unflushed appends;
     /// with [`HighWatermark::FlushedLogEnd`] that also makes them readable. Default `0`: no
     /// background flush (Kafka's default is never, leaving durability to replication); the
-    /// caller flushes ([`Log::flush`](crate::Log::flush), [`LogDir::flush`](crate::LogDir::flush)).
+    /// caller flushes (`seglog::Log::flush`, `seglog::LogDir::flush`).
     pub flush_interval_ms: i64,
     /// Kafka `log.flush.offset.checkpoint.interval.ms` (default 60000): how often the log
     /// directory's own thread writes `recovery-point-offset-checkpoint` and
     /// `log-start-offset-checkpoint` (when they changed), so that recovery after a crash starts
-    /// from recent recovery points. `0` or less: only [`LogDir::flush`](crate::LogDir::flush)
-    /// and [`LogDir::close`](crate::LogDir::close) write them.
+    /// from recent recovery points. `0` or less: only `seglog::LogDir::flush`
+    /// and `seglog::LogDir::close` write them.
     pub recovery_point_checkpoint_interval_ms: i64,
     /// Kafka `producer.id.expiration.check.interval.ms` (default 600000, ten minutes): how
     /// often producers idle for `producer.id.expiration.ms` (and with no open transaction) are
-    /// dropped while the log runs, on [`Config::clock`]
-    /// ([`LogDir::maybe_remove_expired_producers`](crate::LogDir::maybe_remove_expired_producers),
-    /// which every [`Log`](crate::Log) write and every [`LogDir::flush`](crate::LogDir::flush)
-    /// calls). `0` or less: producers expire only when a log is loaded.
+    /// dropped while the log runs, on the clock of [`Config::env`]
+    /// (`seglog::LogDir::maybe_remove_expired_producers`, which every `seglog::Log` write and
+    /// every `seglog::LogDir::flush` calls). `0` or less: producers expire only when a log is
+    /// loaded.
     pub producer_id_expiration_check_interval_ms: i64,
-    /// How [`LogDir::close`](crate::LogDir::close) makes its partitions durable before it
+    /// How `seglog::LogDir::close` makes its partitions durable before it
     /// writes the checkpoints and the clean-shutdown marker. Default:
     /// [`CloseSync::FileSystem`] (one `syncfs` of the directory's file system after all
     /// partitions closed, instead of a sync per file).
     pub close_sync: CloseSync,
-    /// What [`Log::stop_mirroring`](crate::Log::stop_mirroring) does with transactions still
-    /// open at the stop (KIP-1279 failover): [`StopPolicy::TruncateToLastStable`] (the design
-    /// text, the default) or [`StopPolicy::AbortOpenTransactions`] (the prototype). See
+    /// What a mirror stop (`seglog::Log::stop_mirroring`) does with transactions still open at
+    /// the stop (KIP-1279 failover): [`StopPolicy::TruncateToLastStable`] (the design text, the
+    /// default) or [`StopPolicy::AbortOpenTransactions`] (the prototype). See
     /// `docs/barrier.md`, "Open transactions at stop".
     pub mirror_stop_policy: StopPolicy,
     /// The log cleaner's settings, with Kafka's names (`log.cleaner.dedupe.buffer.size`,
     /// `log.cleaner.threads`, `log.cleaner.io.buffer.load.factor`, `delete.retention.ms`,
     /// `min.compaction.lag.ms`, `segment.bytes`, `segment.index.bytes`, ...), used by
-    /// [`Log::compact`](crate::Log::compact). See `docs/cleaner.md`.
+    /// `seglog::Log::compact`. See `docs/cleaner.md`.
     pub cleaner: CleanerConfig,
 }
 
@@ -100,8 +113,7 @@ impl Default for Config {
     fn default() -> Self {
         Config {
             log: PartitionLogConfig::default(),
-            clock: Arc::new(SystemClock),
-            storage: Arc::new(StdFs),
+            env: LogEnv::default(),
             high_watermark: HighWatermark::default(),
             recovery_threads: default_recovery_threads(),
             full_recovery: false,
@@ -122,13 +134,16 @@ pub const DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS: i64 = 600_000;
 
 /// The default of [`Config::recovery_threads`]: the cores this process may run on
 /// (`std::thread::available_parallelism`, which follows the CPU affinity and cgroup quota), 1 if
-/// that cannot be known.
+/// that cannot be known. Asked once per process: every [`Config::default`] (and so every
+/// [`LoadOptions::default`](crate::LoadOptions)) takes it, and asking reads cgroup files.
 pub fn default_recovery_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES
+        .get_or_init(|| std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get))
 }
 
 impl Config {
-    /// Uses `cleaner` for [`Log::compact`](crate::Log::compact).
+    /// Uses `cleaner` for compaction.
     #[must_use]
     pub fn with_cleaner(mut self, cleaner: CleanerConfig) -> Self {
         self.cleaner = cleaner;
@@ -137,13 +152,13 @@ impl Config {
     /// Uses `clock` for rolls, retention and producer expiry.
     #[must_use]
     pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
-        self.clock = clock;
+        self.env.clock = clock;
         self
     }
     /// Writes through `storage`.
     #[must_use]
     pub fn with_storage(mut self, storage: Arc<dyn Storage>) -> Self {
-        self.storage = storage;
+        self.env.storage = storage;
         self
     }
     /// Kafka `segment.bytes`.
@@ -176,6 +191,12 @@ impl Config {
         self.log.log = log;
         self
     }
+    /// Every partition log's settings.
+    #[must_use]
+    pub fn with_partition_log_config(mut self, log: PartitionLogConfig) -> Self {
+        self.log = log;
+        self
+    }
     /// Sets [`Config::flush_interval_ms`]: the log directory flushes its partitions on a thread
     /// of its own every `ms` (Kafka `log.flush.interval.ms`).
     #[must_use]
@@ -205,26 +226,36 @@ impl Config {
         self.recovery_threads = threads;
         self
     }
-
+    /// Sets [`Config::full_recovery`]: recover every segment, whatever the clean-shutdown
+    /// marker and the recovery points say.
+    #[must_use]
+    pub fn with_full_recovery(mut self, full: bool) -> Self {
+        self.full_recovery = full;
+        self
+    }
     /// What a mirror stop does with open transactions.
     #[must_use]
     pub fn with_mirror_stop_policy(mut self, policy: StopPolicy) -> Self {
         self.mirror_stop_policy = policy;
         self
     }
-
     /// How a closing log directory makes its partitions durable.
     #[must_use]
     pub fn with_close_sync(mut self, close_sync: CloseSync) -> Self {
         self.close_sync = close_sync;
         self
     }
+    /// Sets [`Config::high_watermark_checkpoint_interval_ms`] (Kafka
+    /// `replica.high.watermark.checkpoint.interval.ms`).
+    #[must_use]
+    pub fn with_high_watermark_checkpoint_interval_ms(mut self, ms: i64) -> Self {
+        self.high_watermark_checkpoint_interval_ms = ms;
+        self
+    }
 
-    pub(crate) fn env(&self) -> LogEnv {
-        LogEnv {
-            storage: Arc::clone(&self.storage),
-            clock: Arc::clone(&self.clock),
-        }
+    /// [`Config::recovery_threads`], at least 1.
+    pub fn threads(&self) -> usize {
+        self.recovery_threads.max(1)
     }
 }
 
