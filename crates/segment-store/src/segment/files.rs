@@ -59,7 +59,8 @@ impl LogSegment {
         time_index.close_without_room()
     }
 
-    /// Deletes the segment's files: [`Self::mark_deleted`], then [`DeletedFiles::remove`].
+    /// Deletes the segment's files: each is first renamed to `<name>.deleted` (what a loader
+    /// removes if a crash interrupts), the directory synced, then the files removed.
     pub fn delete(self) -> Result<()> {
         self.mark_deleted()?.remove()
     }
