@@ -481,6 +481,15 @@ impl Log {
         self.part.reader.recovery_point()
     }
 
+    /// Kafka's scheduled `delete-file` task: removes the `.deleted` files of segments that
+    /// retention, truncation or the cleaner removed at least `file.delete.delay.ms`
+    /// ([`LogConfig::file_delete_delay_ms`](segment_store::LogConfig::file_delete_delay_ms)) ago
+    /// on the clock. A [`LogDir`](crate::LogDir)'s own thread runs it; every retention pass and
+    /// the close do too. Returns the number of segments whose files went.
+    pub fn delete_expired_files(&self) -> Result<usize> {
+        Ok(self.part.reader.delete_expired_files()?)
+    }
+
     /// The high watermark: the end of what `ReadUncommitted` reads see.
     pub fn high_watermark(&self) -> i64 {
         self.part.reader.state().high_watermark

@@ -12,7 +12,11 @@
 //!   [`Config::recovery_point_checkpoint_interval_ms`](crate::Config) (Kafka
 //!   `log.flush.offset.checkpoint.interval.ms`) when they changed, so that recovery after a
 //!   crash starts from recent recovery points instead of rescanning what was flushed since the
-//!   last [`LogDir::flush`](crate::LogDir::flush).
+//!   last [`LogDir::flush`](crate::LogDir::flush);
+//! * `delete-file` (`LocalLog.asyncDeleteSegment`'s scheduled removal): at every wake, the
+//!   `.deleted` files of segments removed at least `file.delete.delay.ms` ago go
+//!   ([`Log::delete_expired_files`]). Without the thread (every interval `<= 0`) they go at the
+//!   next retention pass or the close.
 //!
 //! The thread reads what it writes from each partition's published values (the high-watermark
 //! cell, the [`Log`]'s reader), never its writer; it flushes through [`Log::flush`], which holds
@@ -197,6 +201,9 @@ impl Drop for Scheduler {
 #[derive(Default)]
 struct Due {
     flush: Vec<Log>,
+    /// Every partition: their `.deleted` files past `file.delete.delay.ms` go (a look at a
+    /// queue when none is due).
+    deleted_files: Vec<Log>,
     checkpoints: Vec<(&'static str, Vec<(TopicPartition, i64)>)>,
 }
 
@@ -217,7 +224,10 @@ fn run(shared: &Shared, target: &Target, started_ms: i64, poll: Duration) {
                 return;
             }
             let now = target.config.env.clock.now_ms();
-            let mut due = Due::default();
+            let mut due = Due {
+                deleted_files: state.partitions.values().map(|w| w.log.clone()).collect(),
+                ..Due::default()
+            };
             if flush_interval_ms > 0 {
                 for w in state.partitions.values_mut() {
                     if now.saturating_sub(w.last_flush_ms) >= flush_interval_ms {
@@ -259,6 +269,11 @@ fn run(shared: &Shared, target: &Target, started_ms: i64, poll: Duration) {
         for log in &due.flush {
             if let Err(e) = log.flush() {
                 errors.push(format!("flush of {}: {e}", log.topic_partition()));
+            }
+        }
+        for log in &due.deleted_files {
+            if let Err(e) = log.delete_expired_files() {
+                errors.push(format!("deleted files of {}: {e}", log.topic_partition()));
             }
         }
         let mut written = Vec::new();

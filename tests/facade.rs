@@ -596,6 +596,47 @@ fn background_flushes_make_appends_readable_and_checkpoint_the_recovery_point() 
     assert_eq!(report.log_end_offset, 4);
 }
 
+/// Kafka's `file.delete.delay.ms`: the segments a truncation removes wait as `.deleted` files
+/// (a reader holding one reads on), and the log directory's own thread removes them once the
+/// delay passed on the clock, with no call.
+#[test]
+fn the_directory_thread_removes_deleted_segment_files_after_the_delay() {
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let (config, clock) = config();
+    let mut dir = LogDir::open(&data, config).unwrap();
+    let log = dir.create_partition(TopicPartition::new("del", 0)).unwrap();
+    for seq in 0..3 {
+        log.append(&batch(1, seq, &[b"a"])).unwrap();
+        log.roll().unwrap();
+    }
+    assert!(log.truncate_to(1).unwrap());
+    let part = data.join("del-0");
+    let deleted = || -> Vec<String> {
+        std::fs::read_dir(&part)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".deleted"))
+            .collect()
+    };
+    let waiting = deleted();
+    assert!(
+        waiting.contains(&"00000000000000000002.log.deleted".to_owned()),
+        "{waiting:?}"
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert_eq!(deleted(), waiting, "removed before the delay passed");
+    clock.set(T0 + 60_000);
+    for _ in 0..600 {
+        if deleted().is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
+    }
+    assert_eq!(deleted(), Vec::<String>::new());
+    assert_eq!(log.log_end_offset(), 1);
+}
+
 /// `Log::verify` is the read-only plan on the live partition: nothing to change on a sound log;
 /// bytes that are not a batch at the end of the active segment are a cut it reports, without
 /// touching the file.

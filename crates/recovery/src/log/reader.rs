@@ -219,6 +219,17 @@ impl LogReader {
             None => self.state.load().recovery_point,
         }
     }
+
+    /// Removes the `.deleted` files of segments removed at least `file.delete.delay.ms` ago
+    /// ([`LocalLog::delete_expired_files`]): housekeeping that needs no writer (a log
+    /// directory's own thread runs it). Returns the number of segments whose files went; `0`
+    /// once the log is closed (closing removed them).
+    pub fn delete_expired_files(&self) -> Result<usize, PartitionLogError> {
+        match self.local.upgrade() {
+            Some(l) => Ok(l.delete_expired_files()?),
+            None => Ok(0),
+        }
+    }
 }
 
 /// A flush of a partition's segments that runs without its writer ([`PartitionLog::flusher`]):
