@@ -322,7 +322,7 @@ where
         // Point `io_points`: the power fails after the workload's last I/O.
         None => (0..=sum.io_points).collect(),
         Some((n, seed)) => {
-            let mut rng = crate::crash_test::XorShift::new(seed);
+            let mut rng = crate::rng::XorShift::new(seed);
             let mut set = BTreeSet::new();
             while (set.len() as u64) < n.min(sum.io_points + 1) {
                 set.insert(rng.below(sum.io_points + 1));
