@@ -54,7 +54,7 @@ use record_format::{
     end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
 };
 use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
-use segment_store::internals::MmapFile;
+use segment_store::internals::{FileKind, MmapFile, PRODUCER_SNAPSHOT_FILE_SUFFIX};
 use segment_store::{DirLock, FileHandle, FileRecords, LogConfig, OpenMode, StdFs, Storage};
 use testkit::XorShift;
 
@@ -313,7 +313,7 @@ fn snapshots(dir: &Path) -> Vec<(i64, PathBuf)> {
             let off = p
                 .file_name()?
                 .to_str()?
-                .strip_suffix(".snapshot")?
+                .strip_suffix(PRODUCER_SNAPSHOT_FILE_SUFFIX)?
                 .parse()
                 .ok()?;
             Some((off, p))
@@ -1033,7 +1033,7 @@ fn small_partitions(c: &mut Criterion) {
     let root = small_partitions_dir();
     let logs: Vec<PathBuf> = all_files(&root)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .filter(|p| FileKind::of_path(p) == Some(FileKind::Log))
         .collect();
     let total: u64 = logs
         .iter()
