@@ -32,6 +32,7 @@ use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throug
 use record_format::RecordBatchBuilder;
 use recovery::internals::cleaner::{clean, CleanerConfig, LogToClean};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
+use segment_store::internals::FileKind;
 use segment_store::{LogConfig, StdFs, Storage, TopicPartition};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -127,10 +128,7 @@ fn segment_files(dir: &Path) -> Vec<PathBuf> {
     let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("read_dir")
         .map(|e| e.expect("entry").path())
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|e| e == "log" || e == "index" || e == "timeindex" || e == "snapshot")
-        })
+        .filter(|p| FileKind::of_path(p).is_some_and(|k| k != FileKind::TxnIndex))
         .collect();
     out.sort();
     out
@@ -311,10 +309,7 @@ fn cleaned_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
         .expect("read_dir")
         .map(|e| e.expect("entry").path())
-        .filter(|p| {
-            p.extension()
-                .is_some_and(|e| e == "log" || e == "index" || e == "timeindex" || e == "txnindex")
-        })
+        .filter(|p| FileKind::of_path(p).is_some_and(|k| k != FileKind::Snapshot))
         .map(|p| {
             let name = p.file_name().expect("name").to_string_lossy().into_owned();
             (name, std::fs::read(&p).expect("read"))

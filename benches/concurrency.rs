@@ -44,6 +44,7 @@ use criterion::{
 };
 use record_format::RecordBatchBuilder;
 use seglog::{Config, HighWatermark, IsolationLevel, Log};
+use segment_store::internals::FileKind;
 use testkit::XorShift;
 
 const RECORDS: usize = 10;
@@ -335,7 +336,7 @@ fn print_setup(part: &Partition, flush_every: usize) {
             .map(|d| d
                 .filter(|e| e
                     .as_ref()
-                    .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "log")))
+                    .is_ok_and(|e| FileKind::of_path(&e.path()) == Some(FileKind::Log)))
                 .count())
             .unwrap_or(0),
         part.pool[0].len(),

@@ -1,7 +1,7 @@
 //! Recovery benchmarks over one generated partition directory, each next to its baseline.
 //!
 //! The directory (default 1 GiB of `.log`, `SEGLOG_BENCH_LOG_BYTES` to change it) is generated
-//! once and cached under `<target>/bench-data/recovery-v2-<bytes>/`: batches of 10 records with
+//! once and cached under `<target>/bench-data/recovery-v3-<bytes>/`: batches of 10 records with
 //! 100–1000-byte values from 8 idempotent producers, 4 transactional producers (COMMIT and ABORT
 //! markers) and producer-less batches, with one `MIRROR_PID_RESET` barrier half way (after every
 //! open transaction is closed; producers then continue at a new epoch), in 128 MiB segments.
@@ -54,8 +54,9 @@ use record_format::{
     end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType, RecordBatchBuilder,
 };
 use recovery::{LoadOptions, LogLoader, PartitionLogConfig};
-use segment_store::internals::MmapFile;
+use segment_store::internals::{FileKind, MmapFile, PRODUCER_SNAPSHOT_FILE_SUFFIX};
 use segment_store::{DirLock, FileHandle, FileRecords, LogConfig, OpenMode, StdFs, Storage};
+use testkit::XorShift;
 
 const DEFAULT_LOG_BYTES: u64 = 1 << 30;
 const SEGMENT_BYTES: u64 = 128 << 20;
@@ -91,27 +92,12 @@ fn bench_dir(bytes: u64) -> PathBuf {
     // Bump the version when the generator changes, so that a stale cache is not reused.
     target
         .join("bench-data")
-        .join(format!("recovery-v2-{bytes}"))
-}
-
-/// xorshift64*: deterministic value lengths and producer choices.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
+        .join(format!("recovery-v3-{bytes}"))
 }
 
 /// Producer ids: idempotent 1..=8, transactional 100..=103.
 struct Generator {
-    rng: Rng,
+    rng: XorShift,
     next_offset: i64,
     epoch: i16,
     idem_seq: [i32; IDEMPOTENT as usize],
@@ -139,8 +125,8 @@ enum Producers {
 
 impl Generator {
     fn new() -> Self {
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-        let values = (0..4096).map(|_| rng.next() as u8).collect();
+        let mut rng = XorShift::new(0x9E37_79B9_7F4A_7C15);
+        let values = (0..4096).map(|_| rng.next_u64() as u8).collect();
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_millis() as i64);
@@ -330,7 +316,7 @@ fn snapshots(dir: &Path) -> Vec<(i64, PathBuf)> {
             let off = p
                 .file_name()?
                 .to_str()?
-                .strip_suffix(".snapshot")?
+                .strip_suffix(PRODUCER_SNAPSHOT_FILE_SUFFIX)?
                 .parse()
                 .ok()?;
             Some((off, p))
@@ -1062,7 +1048,7 @@ fn small_partitions(c: &mut Criterion) {
     let root = small_partitions_dir();
     let logs: Vec<PathBuf> = all_files(&root)
         .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .filter(|p| FileKind::of_path(p) == Some(FileKind::Log))
         .collect();
     let total: u64 = logs
         .iter()

@@ -51,6 +51,9 @@ use record_format::{
     Batches, ControlRecord, DecodeLimits, FormatError, IterEnd, LogEntry, RecordBatch,
 };
 use recovery::{IsolationLevel, LoadOptions, LogLoader};
+use segment_store::internals::{
+    FileKind as Suffix, LEADER_EPOCH_CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE_SUFFIX,
+};
 use segment_store::{OpenMode, StdFs, Storage};
 use testkit::{ManualClock, SimulatedFs};
 
@@ -262,7 +265,8 @@ fn decode_partition(data: &[u8]) -> PartitionFiles {
     let add_log = |p: &mut PartitionFiles, bytes: &[u8], first: &mut Option<i64>| {
         let base = base_offset_of(bytes);
         first.get_or_insert(base);
-        p.files.insert(segment_name(base, ".log"), bytes.to_vec());
+        p.files
+            .insert(segment_name(base, Suffix::Log.suffix()), bytes.to_vec());
     };
     while rest.len() >= 3 {
         let kind = FileKind::of(rest[0]);
@@ -278,28 +282,29 @@ fn decode_partition(data: &[u8]) -> PartitionFiles {
             FileKind::Snapshot => {
                 let (off, body) = bytes.split_first().map_or((0, &[][..]), |(o, b)| (*o, b));
                 p.files.insert(
-                    segment_name(
-                        i64::from(off),
-                        segment_store::internals::PRODUCER_SNAPSHOT_FILE_SUFFIX,
-                    ),
+                    segment_name(i64::from(off), PRODUCER_SNAPSHOT_FILE_SUFFIX),
                     body.to_vec(),
                 );
             }
             FileKind::LeaderEpochCheckpoint => {
                 p.files
-                    .insert("leader-epoch-checkpoint".into(), bytes.to_vec());
+                    .insert(LEADER_EPOCH_CHECKPOINT_FILE.into(), bytes.to_vec());
             }
             FileKind::TxnIndex => {
-                p.files
-                    .insert(segment_name(first, ".txnindex"), bytes.to_vec());
+                p.files.insert(
+                    segment_name(first, Suffix::TxnIndex.suffix()),
+                    bytes.to_vec(),
+                );
             }
             FileKind::OffsetIndex => {
                 p.files
-                    .insert(segment_name(first, ".index"), bytes.to_vec());
+                    .insert(segment_name(first, Suffix::Index.suffix()), bytes.to_vec());
             }
             FileKind::TimeIndex => {
-                p.files
-                    .insert(segment_name(first, ".timeindex"), bytes.to_vec());
+                p.files.insert(
+                    segment_name(first, Suffix::TimeIndex.suffix()),
+                    bytes.to_vec(),
+                );
             }
         }
     }

@@ -46,6 +46,7 @@ mod cursor;
 mod error;
 mod record;
 mod scan;
+mod streaming;
 mod wire;
 
 pub use batch::{RecordBatch, TimestampType};
@@ -58,6 +59,7 @@ pub use control::{
 };
 pub use error::{FormatError, FormatErrorKind};
 pub use record::{Header, Record, Records};
+pub use streaming::{FieldSpan, HeaderBuf, ReadError, RecordReader, StreamedRecord};
 pub use wire::{DEFAULT_MAX_DECOMPRESSED_BYTES, NO_TIMESTAMP};
 
 /// Plumbing that seglog's other crates share with this one (the wire layout, in-place batch

@@ -53,16 +53,62 @@ impl RecordsBuf<'_> {
 
 /// Batch-level values every record needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct RecordContext {
+pub(crate) struct RecordContext {
     base_offset: i64,
     base_timestamp: i64,
     base_sequence: i32,
     log_append_time: Option<i64>,
-    count: i32,
+    pub(crate) count: i32,
     /// Absolute position of the records section's first byte.
-    section_position: u64,
+    pub(crate) section_position: u64,
     /// Whether positions inside the buffer map to file positions (false when decompressed).
     positions_exact: bool,
+}
+
+impl RecordContext {
+    /// The context of `batch`'s records; a negative declared count is an error (Kafka's
+    /// `DefaultRecordBatch.iterator` refuses it before reading any record).
+    pub(crate) fn of(batch: &RecordBatch<'_>, positions_exact: bool) -> Result<Self> {
+        let count = batch.records_count();
+        if count < 0 {
+            return Err(FormatError::new(
+                FormatErrorKind::NegativeRecordCount(count),
+                batch.position() + RECORDS_COUNT_OFFSET as u64,
+            ));
+        }
+        let log_append_time =
+            (batch.timestamp_type() == TimestampType::LogAppendTime).then(|| batch.max_timestamp());
+        Ok(RecordContext {
+            base_offset: batch.base_offset(),
+            base_timestamp: batch.base_timestamp(),
+            base_sequence: batch.base_sequence(),
+            log_append_time,
+            count,
+            section_position: batch.position() + RECORD_BATCH_OVERHEAD as u64,
+            positions_exact,
+        })
+    }
+
+    /// `baseOffset + offsetDelta`.
+    pub(crate) fn offset(&self, offset_delta: i32) -> i64 {
+        self.base_offset.wrapping_add(i64::from(offset_delta))
+    }
+
+    /// The batch's `maxTimestamp` for LogAppendTime batches, else `baseTimestamp +
+    /// timestampDelta`.
+    pub(crate) fn timestamp(&self, timestamp_delta: i64) -> i64 {
+        self.log_append_time
+            .unwrap_or_else(|| self.base_timestamp.wrapping_add(timestamp_delta))
+    }
+
+    /// `incrementSequence(baseSequence, offsetDelta)` with a base sequence ≥ 0, else −1.
+    pub(crate) fn sequence(&self, offset_delta: i32) -> i32 {
+        if self.base_sequence >= 0 {
+            increment_sequence(self.base_sequence, offset_delta)
+        } else {
+            crate::wire::NO_SEQUENCE
+        }
+    }
 }
 
 /// The records of one batch. Obtain with [`RecordBatch::records`]; iterate with [`Records::iter`]
@@ -77,16 +123,9 @@ pub struct Records<'a> {
 impl<'a> Records<'a> {
     pub(crate) fn new(batch: &RecordBatch<'a>, limits: &DecodeLimits) -> Result<Self> {
         let compression = batch.compression()?;
-        let count = batch.records_count();
-        if count < 0 {
-            return Err(FormatError::new(
-                FormatErrorKind::NegativeRecordCount(count),
-                batch.position() + RECORDS_COUNT_OFFSET as u64,
-            ));
-        }
-        let section_position = batch.position() + RECORD_BATCH_OVERHEAD as u64;
+        let ctx = RecordContext::of(batch, compression == CompressionType::None)?;
         let raw = batch.records_bytes();
-        let buf = if count == 0 {
+        let buf = if ctx.count == 0 {
             // Kafka returns an empty iterator for count 0 without looking at the records section.
             RecordsBuf::Borrowed(&[])
         } else if compression == CompressionType::None {
@@ -94,22 +133,12 @@ impl<'a> Records<'a> {
         } else {
             RecordsBuf::Owned(
                 decompress(compression, raw, limits)
-                    .map_err(|kind| FormatError::new(kind, section_position))?,
+                    .map_err(|kind| FormatError::new(kind, ctx.section_position))?,
             )
         };
-        let log_append_time =
-            (batch.timestamp_type() == TimestampType::LogAppendTime).then(|| batch.max_timestamp());
         Ok(Records {
             buf,
-            ctx: RecordContext {
-                base_offset: batch.base_offset(),
-                base_timestamp: batch.base_timestamp(),
-                base_sequence: batch.base_sequence(),
-                log_append_time,
-                count,
-                section_position,
-                positions_exact: compression == CompressionType::None,
-            },
+            ctx,
             compression,
         })
     }
@@ -191,33 +220,35 @@ impl<'r> RecordIter<'r> {
         }
     }
 
-    fn err(&self, kind: FormatErrorKind, exact: u64) -> FormatError {
-        FormatError::new(kind, self.pos(exact))
-    }
-
     fn fix(&self, e: FormatError) -> FormatError {
         FormatError::new(e.kind, self.pos(e.position))
     }
 
     fn next_inner(&mut self) -> Result<Record<'r>> {
-        if self.cursor.is_empty() {
-            return Err(self.err(
-                FormatErrorKind::RecordCountMismatch {
-                    declared: self.ctx.count,
-                    found: self.read,
-                },
-                self.cursor.position(),
-            ));
-        }
-        let record = parse_record(&mut self.cursor, &self.ctx).map_err(|e| self.fix(e))?;
-        self.read += 1;
-        if self.read == self.ctx.count && !self.cursor.is_empty() {
-            return Err(self.err(
-                FormatErrorKind::TrailingBytes(self.cursor.remaining() as u64),
-                self.cursor.position(),
-            ));
-        }
-        Ok(record)
+        let parts = next_record(&mut self.cursor, self.ctx.count, &mut self.read)
+            .map_err(|e| self.fix(e))?;
+        let (position, key_position, value_position) = if self.ctx.positions_exact {
+            (parts.position, parts.key_position, parts.value_position)
+        } else {
+            let p = self.ctx.section_position;
+            (p, p, p)
+        };
+        Ok(Record {
+            position,
+            size_in_bytes: parts.size_in_bytes as usize,
+            attributes: parts.attributes,
+            timestamp_delta: parts.timestamp_delta,
+            offset_delta: parts.offset_delta,
+            offset: self.ctx.offset(parts.offset_delta),
+            timestamp: self.ctx.timestamp(parts.timestamp_delta),
+            sequence: self.ctx.sequence(parts.offset_delta),
+            key: parts.key,
+            value: parts.value,
+            key_position,
+            value_position,
+            header_count: parts.header_count,
+            headers_data: parts.headers,
+        })
     }
 }
 
@@ -238,9 +269,126 @@ impl<'r> Iterator for RecordIter<'r> {
 
 impl std::iter::FusedIterator for RecordIter<'_> {}
 
-/// Reads a length-prefixed byte field (`< 0` ⇒ `None`). A length beyond the remaining bytes is
-/// `LengthOutOfRange` at the length varint.
-fn read_nullable<'r>(c: &mut Cursor<'r>) -> Result<(Option<&'r [u8]>, u64)> {
+/// Where records are parsed from: the records section in memory (a [`Cursor`]) or read from a
+/// stream ([`crate::RecordReader`]). The framing rules ([`next_record`],
+/// [`parse_record`], [`read_header`]) are written once, over this.
+pub(crate) trait RecordSource {
+    /// A key or value: the borrowed bytes, or where they are.
+    type Field;
+    /// A header key or value: borrowed, or read.
+    type Small;
+    /// A record's headers: their validated bytes, or the headers read.
+    type Headers;
+    /// A format error, or also an I/O error.
+    type Error: From<FormatError>;
+
+    /// Absolute position of the next byte.
+    fn position(&self) -> u64;
+    /// Bytes left in the records section.
+    fn remaining(&self) -> u64;
+    /// An `int8`.
+    fn i8(&mut self) -> std::result::Result<i8, Self::Error>;
+    /// A zig-zag varint.
+    fn varint(&mut self) -> std::result::Result<i32, Self::Error>;
+    /// A zig-zag varlong.
+    fn varlong(&mut self) -> std::result::Result<i64, Self::Error>;
+    /// The next `n` bytes as a key or value (`n <= remaining`).
+    fn field(&mut self, n: usize) -> std::result::Result<Self::Field, Self::Error>;
+    /// The next `n` bytes of a header (`n <= remaining`).
+    fn small(&mut self, n: usize) -> std::result::Result<Self::Small, Self::Error>;
+    /// `count` headers, each read with [`read_header`].
+    fn headers(&mut self, count: usize) -> std::result::Result<Self::Headers, Self::Error>;
+}
+
+impl<'r> RecordSource for Cursor<'r> {
+    type Field = &'r [u8];
+    type Small = &'r [u8];
+    type Headers = &'r [u8];
+    type Error = FormatError;
+
+    fn position(&self) -> u64 {
+        Cursor::position(self)
+    }
+    fn remaining(&self) -> u64 {
+        Cursor::remaining(self) as u64
+    }
+    fn i8(&mut self) -> Result<i8> {
+        Cursor::i8(self)
+    }
+    fn varint(&mut self) -> Result<i32> {
+        Cursor::varint(self)
+    }
+    fn varlong(&mut self) -> Result<i64> {
+        Cursor::varlong(self)
+    }
+    fn field(&mut self, n: usize) -> Result<&'r [u8]> {
+        self.bytes(n)
+    }
+    fn small(&mut self, n: usize) -> Result<&'r [u8]> {
+        self.bytes(n)
+    }
+    /// The headers' bytes, checked and then decoded again lazily by [`Record::headers`].
+    fn headers(&mut self, count: usize) -> Result<&'r [u8]> {
+        let data = self.rest();
+        let start = self.offset();
+        for _ in 0..count {
+            read_header(self)?;
+        }
+        Ok(data.get(..self.offset() - start).unwrap_or(&[]))
+    }
+}
+
+/// A record's fields as parsed, before the batch's context is applied.
+pub(crate) struct RecordParts<S: RecordSource> {
+    /// Absolute position of the length varint.
+    pub(crate) position: u64,
+    /// Bytes the record takes, length varint included.
+    pub(crate) size_in_bytes: u64,
+    pub(crate) attributes: i8,
+    pub(crate) timestamp_delta: i64,
+    pub(crate) offset_delta: i32,
+    pub(crate) key: Option<S::Field>,
+    pub(crate) key_position: u64,
+    pub(crate) value: Option<S::Field>,
+    pub(crate) value_position: u64,
+    pub(crate) header_count: usize,
+    pub(crate) headers: S::Headers,
+}
+
+/// One step of Kafka's record iteration (`DefaultRecordBatch.RecordIterator`) after `read` of
+/// `declared` records: the declared count must be reached (`RecordCountMismatch`, "premature
+/// EOF") and no byte may remain after it (`TrailingBytes`).
+pub(crate) fn next_record<S: RecordSource>(
+    s: &mut S,
+    declared: i32,
+    read: &mut i32,
+) -> std::result::Result<RecordParts<S>, S::Error> {
+    if s.remaining() == 0 {
+        return Err(FormatError::new(
+            FormatErrorKind::RecordCountMismatch {
+                declared,
+                found: *read,
+            },
+            s.position(),
+        )
+        .into());
+    }
+    let record = parse_record(s)?;
+    *read += 1;
+    if *read == declared && s.remaining() != 0 {
+        return Err(
+            FormatError::new(FormatErrorKind::TrailingBytes(s.remaining()), s.position()).into(),
+        );
+    }
+    Ok(record)
+}
+
+/// Reads a length-prefixed field with `take` (`< 0` ⇒ `None`), and the position of its first
+/// byte. A length beyond the remaining bytes is `LengthOutOfRange` at the length varint.
+fn read_nullable<S: RecordSource, T>(
+    c: &mut S,
+    take: impl FnOnce(&mut S, usize) -> std::result::Result<T, S::Error>,
+) -> std::result::Result<(Option<T>, u64), S::Error> {
     let at = c.position();
     let len = c.varint()?;
     let data_at = c.position();
@@ -248,46 +396,53 @@ fn read_nullable<'r>(c: &mut Cursor<'r>) -> Result<(Option<&'r [u8]>, u64)> {
         return Ok((None, data_at));
     }
     let remaining = c.remaining();
-    if len as usize > remaining {
+    if len as u64 > remaining {
         return Err(FormatError::new(
             FormatErrorKind::LengthOutOfRange {
                 declared: i64::from(len),
-                remaining: remaining as u64,
+                remaining,
             },
             at,
-        ));
+        )
+        .into());
     }
-    Ok((Some(c.bytes(len as usize)?), data_at))
+    Ok((Some(take(c, len as usize)?), data_at))
 }
 
+/// A header's key and nullable value, as a [`RecordSource`] gives them.
+pub(crate) type HeaderParts<S> = (
+    <S as RecordSource>::Small,
+    Option<<S as RecordSource>::Small>,
+);
+
 /// Parses one header; Kafka: negative key length is invalid, negative value length is null.
-fn read_header<'r>(c: &mut Cursor<'r>) -> Result<Header<'r>> {
+pub(crate) fn read_header<S: RecordSource>(
+    c: &mut S,
+) -> std::result::Result<HeaderParts<S>, S::Error> {
     let at = c.position();
     let key_len = c.varint()?;
     if key_len < 0 {
-        return Err(FormatError::new(
-            FormatErrorKind::NegativeHeaderKeyLength(key_len),
-            at,
-        ));
+        return Err(FormatError::new(FormatErrorKind::NegativeHeaderKeyLength(key_len), at).into());
     }
     let remaining = c.remaining();
-    if key_len as usize > remaining {
+    if key_len as u64 > remaining {
         return Err(FormatError::new(
             FormatErrorKind::LengthOutOfRange {
                 declared: i64::from(key_len),
-                remaining: remaining as u64,
+                remaining,
             },
             at,
-        ));
+        )
+        .into());
     }
-    let key = c.bytes(key_len as usize)?;
-    let (value, _) = read_nullable(c)?;
-    Ok(Header { key, value })
+    let key = c.small(key_len as usize)?;
+    let (value, _) = read_nullable(c, S::small)?;
+    Ok((key, value))
 }
 
 /// Kafka `DefaultRecord.readFrom`: the body is parsed against all remaining bytes, then its
 /// consumed size must equal the declared length exactly.
-fn parse_record<'r>(c: &mut Cursor<'r>, ctx: &RecordContext) -> Result<Record<'r>> {
+fn parse_record<S: RecordSource>(c: &mut S) -> std::result::Result<RecordParts<S>, S::Error> {
     let start = c.position();
     let length = c.varint()?;
     let remaining = c.remaining();
@@ -298,79 +453,56 @@ fn parse_record<'r>(c: &mut Cursor<'r>, ctx: &RecordContext) -> Result<Record<'r
                 actual: 0,
             },
             start,
-        ));
+        )
+        .into());
     }
-    if length as usize > remaining {
+    if length as u64 > remaining {
         return Err(FormatError::new(
             FormatErrorKind::LengthOutOfRange {
                 declared: i64::from(length),
-                remaining: remaining as u64,
+                remaining,
             },
             start,
-        ));
+        )
+        .into());
     }
-    let body_start = c.offset();
+    let body_start = c.position();
     let attributes = c.i8()?;
     let timestamp_delta = c.varlong()?;
     let offset_delta = c.varint()?;
-    let (key, key_position) = read_nullable(c)?;
-    let (value, value_position) = read_nullable(c)?;
+    let (key, key_position) = read_nullable(c, S::field)?;
+    let (value, value_position) = read_nullable(c, S::field)?;
     let count_at = c.position();
     let header_count = c.varint()?;
-    if header_count < 0 || header_count as usize > c.remaining() {
-        return Err(FormatError::new(
-            FormatErrorKind::BadHeaderCount(header_count),
-            count_at,
-        ));
+    if header_count < 0 || header_count as u64 > c.remaining() {
+        return Err(
+            FormatError::new(FormatErrorKind::BadHeaderCount(header_count), count_at).into(),
+        );
     }
-    let headers_data = c.rest();
-    let headers_start = c.offset();
-    for _ in 0..header_count {
-        read_header(c)?;
-    }
-    let headers_data = headers_data
-        .get(..c.offset() - headers_start)
-        .unwrap_or(&[]);
-    let consumed = c.offset() - body_start;
-    if consumed != length as usize {
+    let headers = c.headers(header_count as usize)?;
+    let consumed = c.position() - body_start;
+    if consumed != length as u64 {
         return Err(FormatError::new(
             FormatErrorKind::BadRecordLength {
                 declared: i64::from(length),
                 actual: consumed as i64,
             },
             start,
-        ));
+        )
+        .into());
     }
-    let offset = ctx.base_offset.wrapping_add(i64::from(offset_delta));
-    let timestamp = ctx
-        .log_append_time
-        .unwrap_or_else(|| ctx.base_timestamp.wrapping_add(timestamp_delta));
-    let sequence = if ctx.base_sequence >= 0 {
-        increment_sequence(ctx.base_sequence, offset_delta)
-    } else {
-        crate::wire::NO_SEQUENCE
-    };
-    let (position, key_position, value_position) = if ctx.positions_exact {
-        (start, key_position, value_position)
-    } else {
-        let p = ctx.section_position;
-        (p, p, p)
-    };
-    Ok(Record {
-        position,
-        size_in_bytes: (c.position() - start) as usize,
+    Ok(RecordParts {
+        position: start,
+        size_in_bytes: c.position() - start,
         attributes,
         timestamp_delta,
         offset_delta,
-        offset,
-        timestamp,
-        sequence,
         key,
-        value,
         key_position,
+        value,
         value_position,
         header_count: header_count as usize,
-        headers_data,
+        headers,
     })
 }
 
@@ -501,7 +633,7 @@ impl<'a> Iterator for HeaderIter<'a> {
         // Already validated when the record was parsed; a failure here cannot happen, and if it
         // did the iterator would just end.
         match read_header(&mut self.cursor) {
-            Ok(h) => Some(h),
+            Ok((key, value)) => Some(Header { key, value }),
             Err(_) => {
                 self.left = 0;
                 None

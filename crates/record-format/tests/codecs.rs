@@ -20,6 +20,7 @@ use record_format::internals::{
 };
 use record_format::FormatErrorKind;
 use record_format::{CompressionType, DecodeLimits};
+use testkit::XorShift;
 
 /// Memory budgets without `unsafe` of our own: the test binary's allocator is `cap::Cap`, and
 /// [`alloc_gate::within`] lowers its limit for the duration of one call, so any allocation past
@@ -69,15 +70,12 @@ fn limits(max_decompressed_bytes: usize) -> DecodeLimits {
     }
 }
 
-/// Deterministic pseudo-random bytes (xorshift64*), incompressible for every codec.
+/// Deterministic pseudo-random bytes (the testkit's generator), incompressible for every codec.
 fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut s = seed | 1;
+    let mut rng = XorShift::new(seed);
     let mut v = Vec::with_capacity(len + 8);
     while v.len() < len {
-        s ^= s >> 12;
-        s ^= s << 25;
-        s ^= s >> 27;
-        v.extend_from_slice(&s.wrapping_mul(0x2545_f491_4f6c_dd1d).to_be_bytes());
+        v.extend_from_slice(&rng.next_u64().to_be_bytes());
     }
     v.truncate(len);
     v

@@ -26,6 +26,15 @@ pub enum SegmentError {
         /// The underlying error.
         source: io::Error,
     },
+    /// The log directory needs recovery before [`crate::LocalLog`] can open it: the segments
+    /// whose index fails Kafka's sanity check, or whose tail does not parse (the recovery crate's
+    /// `LogLoader` recovers them).
+    NeedsRecovery {
+        /// The partition directory.
+        dir: PathBuf,
+        /// Base offsets of the segments recovery has to look at.
+        segments: Vec<i64>,
+    },
     /// An index file fails Kafka's sanity checks (Kafka: `CorruptIndexException`).
     CorruptIndex {
         /// The index file.
@@ -401,6 +410,12 @@ impl fmt::Display for SegmentError {
             | SegmentError::InvalidTruncation { .. }
             | SegmentError::SegmentExists { .. }
             | SegmentError::Format { .. } => self.fmt_log_error(f),
+            SegmentError::NeedsRecovery { dir, segments } => write!(
+                f,
+                "{} needs recovery before it is opened (segments {segments:?}): load it with the \
+                 recovery crate's LogLoader",
+                dir.display()
+            ),
             SegmentError::FileTooLarge { path, size, limit } => write!(
                 f,
                 "{} is {size} bytes, more than such a file may hold ({limit} bytes): not read",

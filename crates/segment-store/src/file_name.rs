@@ -92,6 +92,15 @@ impl FileKind {
             FileKind::Snapshot => PRODUCER_SNAPSHOT_FILE_SUFFIX,
         }
     }
+
+    /// The kind whose suffix ends `path`'s file name (`None` for a name with a temporary
+    /// suffix, such as `.log.swap`, or any other name).
+    pub fn of_path(path: &Path) -> Option<FileKind> {
+        let name = path.file_name()?.as_encoded_bytes();
+        FileKind::ALL
+            .into_iter()
+            .find(|k| name.ends_with(k.suffix().as_bytes()))
+    }
 }
 
 /// A temporary suffix appended after the kind suffix.

@@ -20,7 +20,9 @@
 //! - `lock`: [`DirLock`], the exclusive `.lock` of a log or partition directory.
 //!
 //! Most users want the `seglog` facade (`seglog::Log`), which adds producer state, leader
-//! epochs and recovery on top. Used alone, a [`LocalLog`] is a directory of segments:
+//! epochs and recovery on top. Used alone, a [`LocalLog`] is a directory of segments; like
+//! Kafka's, it recovers nothing (a directory that needs recovery is refused with
+//! [`SegmentError::NeedsRecovery`]; the recovery crate's `LogLoader` recovers it):
 //!
 //! ```
 //! use record_format::RecordBatchBuilder;

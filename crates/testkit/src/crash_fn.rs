@@ -38,6 +38,7 @@ use std::sync::{Arc, Mutex};
 
 use record_format::RecordBatch;
 use recovery::{AppendOrigin, BatchSummary, LoadOptions, LogLoader, ProducerStateManager};
+use segment_store::internals::{FileKind, TempSuffix};
 use segment_store::{Clock, LogEnv, Storage};
 
 use crate::clock::ManualClock;
@@ -322,7 +323,7 @@ where
         // Point `io_points`: the power fails after the workload's last I/O.
         None => (0..=sum.io_points).collect(),
         Some((n, seed)) => {
-            let mut rng = crate::crash_test::XorShift::new(seed);
+            let mut rng = crate::rng::XorShift::new(seed);
             let mut set = BTreeSet::new();
             while (set.len() as u64) < n.min(sum.io_points + 1) {
                 set.insert(rng.below(sum.io_points + 1));
@@ -439,13 +440,18 @@ fn check_state<C>(
     }
 }
 
+/// Whether `path` names a segment's `.log` file.
+fn is_log(path: &Path) -> bool {
+    FileKind::of_path(path) == Some(FileKind::Log)
+}
+
 /// The partition directories of `image`: the folders under `root` holding a `.log` file,
 /// quarantine and deleted folders left out.
 pub fn partition_dirs(image: &CrashImage, root: &Path) -> BTreeSet<PathBuf> {
     image
         .files
         .keys()
-        .filter(|p| p.starts_with(root) && p.extension().is_some_and(|e| e == "log"))
+        .filter(|p| p.starts_with(root) && is_log(p))
         .filter(|p| {
             !p.components().any(|c| {
                 let c = c.as_os_str().to_string_lossy();
@@ -513,9 +519,7 @@ pub fn check_partitions(
         let batches_of = |img: &CrashImage| -> BTreeMap<(i64, Vec<u8>), PathBuf> {
             img.files
                 .iter()
-                .filter(|(p, _)| {
-                    p.parent() == Some(dir) && p.extension().is_some_and(|e| e == "log")
-                })
+                .filter(|(p, _)| p.parent() == Some(dir) && is_log(p))
                 .flat_map(|(p, bytes)| {
                     valid_batches(bytes)
                         .into_iter()
@@ -596,7 +600,12 @@ pub fn check_partitions(
 fn swapped_ranges(img: &CrashImage, dir: &Path) -> Vec<(i64, i64)> {
     img.files
         .iter()
-        .filter(|(p, _)| p.parent() == Some(dir) && p.to_string_lossy().ends_with(".log.swap"))
+        .filter(|(p, _)| {
+            p.parent() == Some(dir)
+                && p.to_string_lossy()
+                    .strip_suffix(TempSuffix::Swap.suffix())
+                    .is_some_and(|p| p.ends_with(FileKind::Log.suffix()))
+        })
         .filter_map(|(p, bytes)| {
             let base: i64 = p.file_name()?.to_str()?.split('.').next()?.parse().ok()?;
             let batches = valid_batches(bytes);

@@ -35,9 +35,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::crash_test::{
-    client_batch, next_seq, read_batches, replica_batch, txn_open, Workload, XorShift, REPLICA_PID,
+    client_batch, next_seq, read_batches, replica_batch, txn_open, Workload, REPLICA_PID,
     SOURCE_PID, TIMESTAMP,
 };
+use crate::rng::XorShift;
 use clap::Parser;
 use record_format::internals::set_base_offset_and_leader_epoch;
 use record_format::{end_txn_marker_batch, mirror_pid_reset_batch, ControlRecordType};

@@ -24,6 +24,7 @@ use recovery::{
     AppendOrigin, IsolationLevel, LoadOptions, LogLoader, MirrorLog, MirrorPartitionState,
     MirroredLog, PartitionLog, StopPolicy,
 };
+use segment_store::internals::PRODUCER_SNAPSHOT_FILE_SUFFIX;
 use segment_store::{Clock, LogEnv};
 use testkit::ManualClock;
 
@@ -319,7 +320,10 @@ impl<W: Write> Sim<'_, W> {
             let dir = self.dir(p);
             for e in std::fs::read_dir(&dir).map_err(io("list partition"))? {
                 let path = e.map_err(io("list partition"))?.path();
-                if path.extension().is_some_and(|x| x == "snapshot") {
+                if path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().ends_with(PRODUCER_SNAPSHOT_FILE_SUFFIX))
+                {
                     std::fs::remove_file(&path).map_err(io("remove snapshot"))?;
                 }
             }

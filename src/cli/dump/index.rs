@@ -21,6 +21,7 @@ use segment_store::internals::{OffsetIndexView, TimeIndexView};
 use segment_store::IndexCorruption;
 
 use record_format::{Batches, DecodeLimits, LogEntry};
+use segment_store::internals::FileKind;
 use segment_store::AbortedTxn;
 use serde::Serialize;
 
@@ -246,7 +247,7 @@ pub fn companion_log(path: &Path) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let stem = name.split('.').next().unwrap_or_default();
-    path.with_file_name(format!("{stem}.log"))
+    path.with_file_name(format!("{stem}{}", FileKind::Log.suffix()))
 }
 
 /// (base offset, last offset, max record timestamp) of a batch of the log.

@@ -32,6 +32,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
+use segment_store::internals::FileKind;
 
 use crate::cli::Status;
 
@@ -261,16 +262,15 @@ pub enum FileType {
 impl FileType {
     /// The type of `path` from its suffix, `None` for anything else.
     pub fn of(path: &Path) -> Option<FileType> {
-        let name = path.file_name()?.to_string_lossy();
-        let suffix = &name[name.rfind('.')?..];
-        Some(match suffix {
-            ".log" => FileType::Log,
-            ".checkpoint" => FileType::KraftSnapshot,
-            ".index" => FileType::OffsetIndex,
-            ".timeindex" => FileType::TimeIndex,
-            ".txnindex" => FileType::TxnIndex,
-            ".snapshot" => FileType::ProducerSnapshot,
-            _ => return None,
+        if path.extension()? == "checkpoint" {
+            return Some(FileType::KraftSnapshot);
+        }
+        Some(match FileKind::of_path(path)? {
+            FileKind::Log => FileType::Log,
+            FileKind::Index => FileType::OffsetIndex,
+            FileKind::TimeIndex => FileType::TimeIndex,
+            FileKind::TxnIndex => FileType::TxnIndex,
+            FileKind::Snapshot => FileType::ProducerSnapshot,
         })
     }
 

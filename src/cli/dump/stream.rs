@@ -4,25 +4,21 @@
 //! position and returns the next window of whole batches (about [`WINDOW_BYTES`]), the bytes
 //! the batch iterator needs to report a framing error, or a single batch of at least
 //! [`STREAM_BATCH_BYTES`], which `Dumper::stream_batch` prints without holding it: the
-//! CRC is computed over the file in chunks, and for an uncompressed batch each record is parsed
-//! from a small buffered cursor, its metadata printed, then its key and value copied to the
-//! output in chunks (as text decoded by `JavaUtf8Decoder`, exactly what `java_utf8_lossy` gives
+//! CRC is computed over the file in chunks, and for an uncompressed batch each record is read by
+//! `record_format::RecordReader` (the format crate's framing rules, through a window of the file),
+//! its metadata printed, then its key and value copied to the output in chunks (as text decoded by `JavaUtf8Decoder`, exactly what `java_utf8_lossy` gives
 //! for the whole value, or as hex; with `--json`, the record object is written field by field
 //! with the hex streamed). A 300 MiB value costs a few MiB of memory, not several copies of the
 //! value.
-//!
-//! ```text
-//! record (DefaultRecord)   varint length | int8 attributes | varlong timestampDelta |
-//!                          varint offsetDelta | varint keyLength | key | varint valueLength |
-//!                          value | varint headerCount | (varint keyLen | key | varint valLen | val)*
-//! ```
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
-use record_format::internals::increment_sequence;
-use record_format::{CompressionType, FormatError, FormatErrorKind, RecordBatch, TimestampType};
+use record_format::{
+    CompressionType, FieldSpan, FormatError, FormatErrorKind, ReadError, RecordBatch, RecordReader,
+    StreamedRecord,
+};
 
 use super::decoders::{Field, PlainDecoder};
 use super::java_utf8::{java_utf8_lossy, JavaUtf8Decoder};
@@ -144,25 +140,40 @@ pub fn plan(file: &File, pos: u64, end: u64) -> io::Result<Plan> {
     }
 }
 
-/// An I/O error, or a record that does not decode.
-#[derive(Debug)]
-enum StreamError {
-    Io(io::Error),
-    Format(FormatError),
+/// Reads `file` from `pos` on, each read at its own position (so that copies of keys and values
+/// from the same file in between do not move it).
+struct ReadAt<'f> {
+    file: &'f File,
+    pos: u64,
 }
 
-impl From<io::Error> for StreamError {
-    fn from(e: io::Error) -> Self {
-        StreamError::Io(e)
+impl Read for ReadAt<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut f = self.file;
+        f.seek(SeekFrom::Start(self.pos))?;
+        let n = f.read(buf)?;
+        self.pos += n as u64;
+        Ok(n)
     }
 }
 
-/// A buffered, seekable cursor over `[.., end)` of a file, with Kafka's varints.
+/// Moves the position only (the next read seeks to it).
+impl Seek for ReadAt<'_> {
+    fn seek(&mut self, to: SeekFrom) -> io::Result<u64> {
+        let pos = match to {
+            SeekFrom::Start(p) => Some(p),
+            SeekFrom::Current(d) => self.pos.checked_add_signed(d),
+            SeekFrom::End(_) => None,
+        };
+        self.pos = pos.ok_or_else(|| io::Error::from(io::ErrorKind::InvalidInput))?;
+        Ok(self.pos)
+    }
+}
+
+/// Copies of byte ranges of a file below `end` (the keys and values a record's spans name).
 struct FileCursor<'f> {
     file: &'f File,
-    buf: Vec<u8>,
-    buf_pos: u64,
-    i: usize,
+    pos: u64,
     end: u64,
 }
 
@@ -170,96 +181,29 @@ impl<'f> FileCursor<'f> {
     fn new(file: &'f File, start: u64, end: u64) -> Self {
         FileCursor {
             file,
-            buf: Vec::new(),
-            buf_pos: start,
-            i: 0,
+            pos: start,
             end,
         }
     }
 
-    fn pos(&self) -> u64 {
-        self.buf_pos + self.i as u64
-    }
-
-    fn seek(&mut self, to: u64) {
-        if to >= self.buf_pos && to <= self.buf_pos + self.buf.len() as u64 {
-            self.i = (to - self.buf_pos) as usize;
-        } else {
-            self.buf.clear();
-            self.buf_pos = to;
-            self.i = 0;
-        }
-    }
-
-    fn truncated(&self, need: u64) -> StreamError {
-        StreamError::Format(FormatError::new(
+    fn truncated(&self, need: u64) -> ReadError {
+        ReadError::Format(FormatError::new(
             FormatErrorKind::Truncated {
                 need,
-                have: self.end.saturating_sub(self.pos()),
+                have: self.end.saturating_sub(self.pos),
             },
-            self.pos(),
+            self.pos,
         ))
     }
 
-    fn u8(&mut self) -> Result<u8, StreamError> {
-        if self.i >= self.buf.len() {
-            let p = self.pos();
-            let n = (self.end.saturating_sub(p)).min(CHUNK as u64) as usize;
-            if n == 0 {
-                return Err(self.truncated(1));
-            }
-            self.buf = read_exact_at(self.file, p, n)?;
-            self.buf_pos = p;
-            self.i = 0;
-        }
-        let b = self.buf.get(self.i).copied().unwrap_or(0);
-        self.i += 1;
-        Ok(b)
-    }
-
-    fn unsigned_varlong(&mut self, max_bytes: u32) -> Result<u64, StreamError> {
-        let start = self.pos();
-        let mut v: u64 = 0;
-        for i in 0..max_bytes {
-            let b = self.u8()?;
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err(StreamError::Format(FormatError::new(
-            FormatErrorKind::BadVarint,
-            start,
-        )))
-    }
-
-    fn varint(&mut self) -> Result<i32, StreamError> {
-        let u = self.unsigned_varlong(5)? as u32;
-        Ok(((u >> 1) as i32) ^ -((u & 1) as i32))
-    }
-
-    fn varlong(&mut self) -> Result<i64, StreamError> {
-        let u = self.unsigned_varlong(10)?;
-        Ok(((u >> 1) as i64) ^ -((u & 1) as i64))
-    }
-
-    /// Skips `n` bytes (a key or value), checking they exist.
-    fn skip(&mut self, n: u64) -> Result<(), StreamError> {
-        if self.pos() + n > self.end {
+    /// Reads `n` bytes at `at` (small: keys and values for decoders that need them whole).
+    fn take_at(&mut self, at: u64, n: u64) -> Result<Vec<u8>, ReadError> {
+        self.pos = at;
+        if at + n > self.end {
             return Err(self.truncated(n));
         }
-        self.seek(self.pos() + n);
-        Ok(())
-    }
-
-    /// Reads `n` bytes (small: header keys, keys and values for decoders that need them whole).
-    fn take(&mut self, n: u64) -> Result<Vec<u8>, StreamError> {
-        if self.pos() + n > self.end {
-            return Err(self.truncated(n));
-        }
-        let p = self.pos();
-        let v = read_exact_at(self.file, p, n as usize)?;
-        self.seek(p + n);
+        let v = read_exact_at(self.file, at, n as usize)?;
+        self.pos = at + n;
         Ok(v)
     }
 
@@ -269,7 +213,7 @@ impl<'f> FileCursor<'f> {
         at: u64,
         n: u64,
         mut sink: impl FnMut(&[u8], bool) -> io::Result<()>,
-    ) -> Result<(), StreamError> {
+    ) -> Result<(), ReadError> {
         let mut done = 0u64;
         let mut f = self.file;
         f.seek(SeekFrom::Start(at))?;
@@ -286,112 +230,6 @@ impl<'f> FileCursor<'f> {
         }
         Ok(())
     }
-}
-
-/// Where a record's key, value and header keys are.
-struct RecordSpan {
-    offset: i64,
-    timestamp: i64,
-    sequence: i32,
-    key: Option<(u64, u64)>,
-    value: Option<(u64, u64)>,
-    headers: Vec<(String, Option<Vec<u8>>)>,
-    end: u64,
-}
-
-fn span_len(v: i32) -> Option<u64> {
-    u64::try_from(v).ok()
-}
-
-/// Parses one record at the cursor, skipping over (not reading) its key and value.
-fn scan_record(
-    c: &mut FileCursor<'_>,
-    b: &RecordBatch<'_>,
-    batch_end: u64,
-) -> Result<RecordSpan, StreamError> {
-    let start = c.pos();
-    let len = c.varint()?;
-    let body = c.pos();
-    let declared = i64::from(len);
-    let end = u64::try_from(len)
-        .ok()
-        .map(|l| body + l)
-        .filter(|&e| e <= batch_end)
-        .ok_or_else(|| {
-            StreamError::Format(FormatError::new(
-                FormatErrorKind::BadRecordLength {
-                    declared,
-                    actual: batch_end.saturating_sub(body) as i64,
-                },
-                start,
-            ))
-        })?;
-    let mut rc = FileCursor::new(c.file, body, end);
-    let _attributes = rc.u8()?;
-    let ts_delta = rc.varlong()?;
-    let offset_delta = rc.varint()?;
-    let key_len = rc.varint()?;
-    let key = span_len(key_len).map(|n| (rc.pos(), n));
-    if let Some((_, n)) = key {
-        rc.skip(n)?;
-    }
-    let value_len = rc.varint()?;
-    let value = span_len(value_len).map(|n| (rc.pos(), n));
-    if let Some((_, n)) = value {
-        rc.skip(n)?;
-    }
-    let headers = rc.varint()?;
-    if headers < 0 {
-        return Err(StreamError::Format(FormatError::new(
-            FormatErrorKind::BadHeaderCount(headers),
-            rc.pos(),
-        )));
-    }
-    let mut header_list = Vec::new();
-    for _ in 0..headers {
-        let kl = rc.varint()?;
-        let Some(kl) = span_len(kl) else {
-            return Err(StreamError::Format(FormatError::new(
-                FormatErrorKind::NegativeHeaderKeyLength(kl),
-                rc.pos(),
-            )));
-        };
-        let key = java_utf8_lossy(&rc.take(kl)?).into_owned();
-        let value = match span_len(rc.varint()?) {
-            Some(vl) => Some(rc.take(vl)?),
-            None => None,
-        };
-        header_list.push((key, value));
-    }
-    if rc.pos() != end {
-        return Err(StreamError::Format(FormatError::new(
-            FormatErrorKind::BadRecordLength {
-                declared,
-                actual: (rc.pos() - body) as i64,
-            },
-            start,
-        )));
-    }
-    c.seek(end);
-    let timestamp = if b.timestamp_type() == TimestampType::LogAppendTime {
-        b.max_timestamp()
-    } else {
-        b.base_timestamp().wrapping_add(ts_delta)
-    };
-    let sequence = if b.base_sequence() == -1 {
-        -1
-    } else {
-        increment_sequence(b.base_sequence(), offset_delta)
-    };
-    Ok(RecordSpan {
-        offset: b.base_offset().wrapping_add(i64::from(offset_delta)),
-        timestamp,
-        sequence,
-        key,
-        value,
-        headers: header_list,
-        end,
-    })
 }
 
 impl<O: Write, E: Write> Dumper<'_, O, E> {
@@ -416,7 +254,7 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             crc = record_format::internals::crc32c_append(crc, chunk);
             Ok(())
         });
-        if let Err(StreamError::Io(e)) = copied {
+        if let Err(ReadError::Io(e)) = copied {
             return self.read_failed(path, &e);
         }
         // A view over the header alone: its length field says 49 (a batch with no records).
@@ -493,45 +331,27 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         size: u64,
         st: &mut LogState,
     ) -> io::Result<bool> {
-        let batch_end = pos + size;
-        let mut c = FileCursor::new(file, pos + V2_HEADER, batch_end);
-        let count = b.records_count();
-        for found in 0..count.max(0) {
-            if c.pos() >= batch_end {
-                let e = FormatError::new(
-                    FormatErrorKind::RecordCountMismatch {
-                        declared: count,
-                        found,
-                    },
-                    pos,
-                );
-                return self.stream_problem(path, StreamError::Format(e), st);
-            }
-            let r = match scan_record(&mut c, b, batch_end) {
-                Ok(r) => r,
-                Err(e) => return self.stream_problem(path, e, st),
-            };
-            if let Err(e) = self.print_streamed(file, b, &r, st) {
+        let src = ReadAt {
+            file,
+            pos: pos + V2_HEADER,
+        };
+        let records = match RecordReader::new(b, size - V2_HEADER, src) {
+            Ok(r) => r,
+            Err(e) => return self.stream_problem(path, ReadError::Format(e), st),
+        };
+        for r in records {
+            let printed = r.and_then(|r| self.print_streamed(file, b, &r, st));
+            if let Err(e) = printed {
                 return self.stream_problem(path, e, st);
             }
-            c.seek(r.end);
-        }
-        if c.pos() < batch_end {
-            let e = FormatError::new(FormatErrorKind::TrailingBytes(batch_end - c.pos()), c.pos());
-            return self.stream_problem(path, StreamError::Format(e), st);
         }
         Ok(true)
     }
 
-    fn stream_problem(
-        &mut self,
-        path: &Path,
-        e: StreamError,
-        st: &mut LogState,
-    ) -> io::Result<bool> {
+    fn stream_problem(&mut self, path: &Path, e: ReadError, st: &mut LogState) -> io::Result<bool> {
         match e {
-            StreamError::Io(e) => Err(e),
-            StreamError::Format(e) => {
+            ReadError::Io(e) => Err(e),
+            ReadError::Format(e) => {
                 // Inside a batch whose framing is valid: a content problem, as in `v2_records`.
                 writeln!(self.err, "{}: {e}", path.display())?;
                 st.content_problem(ErrorJson::from_format(&e));
@@ -545,14 +365,13 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
         &mut self,
         file: &File,
         b: &RecordBatch<'_>,
-        r: &RecordSpan,
+        r: &StreamedRecord,
         st: &mut LogState,
-    ) -> Result<(), StreamError> {
+    ) -> Result<(), ReadError> {
         if r.offset != st.last_record_offset.wrapping_add(1) {
             st.non_consecutive.insert(st.last_record_offset, r.offset);
         }
         st.last_record_offset = r.offset;
-        let size = |s: Option<(u64, u64)>| s.map_or(-1, |(_, n)| n as i64);
         if self.args.json {
             return self.json_streamed(file, r);
         }
@@ -563,12 +382,12 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 r.offset,
                 b.timestamp_type().name(),
                 r.timestamp,
-                size(r.key),
-                size(r.value),
+                r.key_size(),
+                r.value_size(),
                 r.sequence,
                 r.headers
                     .iter()
-                    .map(|(k, _)| k.as_str())
+                    .map(|h| java_utf8_lossy(&h.key))
                     .collect::<Vec<_>>()
                     .join(",")
             )?;
@@ -586,20 +405,20 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             };
             match plain {
                 Some((kd, vd)) => {
-                    if let Some((at, n)) = r.key {
+                    if let Some(k) = r.key {
                         write!(self.out, "{prefix}key: ")?;
-                        self.copy_field(&mut c, at, n, kd)?;
+                        self.copy_field(&mut c, k, kd)?;
                         prefix = " ";
                     }
-                    if let Some((at, n)) = r.value {
+                    if let Some(v) = r.value {
                         write!(self.out, "{prefix}payload: ")?;
-                        self.copy_field(&mut c, at, n, vd)?;
+                        self.copy_field(&mut c, v, vd)?;
                     }
                 }
                 None => {
-                    let key = r.key.map(|(at, n)| (at, c.take_at(at, n)));
-                    let value = r.value.map(|(at, n)| (at, c.take_at(at, n)));
-                    let field = |f: &Option<(u64, Result<Vec<u8>, StreamError>)>| match f {
+                    let key = r.key.map(|k| (k.position, c.take_at(k.position, k.len)));
+                    let value = r.value.map(|v| (v.position, c.take_at(v.position, v.len)));
+                    let field = |f: &Option<(u64, Result<Vec<u8>, ReadError>)>| match f {
                         Some((at, Ok(v))) => Ok(Some((*at, v.clone()))),
                         Some((_, Err(_))) => Err(()),
                         None => Ok(None),
@@ -634,17 +453,16 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
 
     /// The `--json` record object, written field by field in `RecordLine`'s order, the key and
     /// value hex copied from the file in chunks.
-    fn json_streamed(&mut self, file: &File, r: &RecordSpan) -> Result<(), StreamError> {
+    fn json_streamed(&mut self, file: &File, r: &StreamedRecord) -> Result<(), ReadError> {
         let skip = self.args.skip_record_metadata;
-        let size = |s: Option<(u64, u64)>| s.map_or(-1, |(_, n)| n as i64);
         write!(self.out, "{{\"type\":\"record\",\"offset\":{}", r.offset)?;
         if !skip {
             write!(
                 self.out,
                 ",\"timestamp\":{},\"keySize\":{},\"valueSize\":{}",
                 r.timestamp,
-                size(r.key),
-                size(r.value)
+                r.key_size(),
+                r.value_size()
             )?;
         }
         let mut c = FileCursor::new(file, 0, u64::MAX);
@@ -652,9 +470,9 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             write!(self.out, ",\"{name}\":")?;
             match span {
                 None => write!(self.out, "null")?,
-                Some((at, n)) => {
+                Some(span) => {
                     write!(self.out, "\"")?;
-                    self.copy_field(&mut c, at, n, PlainDecoder::Hex)?;
+                    self.copy_field(&mut c, span, PlainDecoder::Hex)?;
                     write!(self.out, "\"")?;
                 }
             }
@@ -663,9 +481,9 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
             let headers: Vec<json::HeaderJson> = r
                 .headers
                 .iter()
-                .map(|(k, v)| json::HeaderJson {
-                    key: k.clone(),
-                    value: v.as_deref().map(hex),
+                .map(|h| json::HeaderJson {
+                    key: java_utf8_lossy(&h.key).into_owned(),
+                    value: h.value.as_deref().map(hex),
                 })
                 .collect();
             let headers = serde_json::to_string(&headers).map_err(io::Error::from)?;
@@ -684,10 +502,12 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
     fn copy_field(
         &mut self,
         c: &mut FileCursor<'_>,
-        at: u64,
-        n: u64,
+        FieldSpan {
+            position: at,
+            len: n,
+        }: FieldSpan,
         decoder: PlainDecoder,
-    ) -> Result<(), StreamError> {
+    ) -> Result<(), ReadError> {
         match decoder {
             PlainDecoder::String => {
                 // The JDK's replacement rules, as `java_utf8_lossy` applies them to a whole value.
@@ -713,12 +533,5 @@ impl<O: Write, E: Write> Dumper<'_, O, E> {
                 Ok(())
             }
         }
-    }
-}
-
-impl FileCursor<'_> {
-    fn take_at(&mut self, at: u64, n: u64) -> Result<Vec<u8>, StreamError> {
-        self.seek(at);
-        self.take(n)
     }
 }

@@ -10,6 +10,7 @@ use super::scratch_dir;
 use record_format::{mirror_pid_reset_batch, RecordBatchBuilder};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
 use recovery::{LeftoverAction, SnapshotOp};
+use segment_store::internals::{file_name, FileKind, TempSuffix};
 use segment_store::LogConfig;
 use testkit::tree_image;
 
@@ -107,17 +108,26 @@ fn pristine() -> &'static BTreeMap<String, Vec<u8>> {
 
 /// Names a damaged directory may gain: leftovers of interrupted deletions, cleanings and swaps,
 /// and files named as Kafka names segments, snapshots and indexes.
-const SUFFIXES: [&str; 9] = [
-    ".log",
-    ".index",
-    ".timeindex",
-    ".txnindex",
-    ".snapshot",
-    ".log.swap",
-    ".log.deleted",
-    ".log.cleaned",
-    ".index.swap",
+const SUFFIXES: [(FileKind, Option<TempSuffix>); 9] = [
+    (FileKind::Log, None),
+    (FileKind::Index, None),
+    (FileKind::TimeIndex, None),
+    (FileKind::TxnIndex, None),
+    (FileKind::Snapshot, None),
+    (FileKind::Log, Some(TempSuffix::Swap)),
+    (FileKind::Log, Some(TempSuffix::Deleted)),
+    (FileKind::Log, Some(TempSuffix::Cleaned)),
+    (FileKind::Index, Some(TempSuffix::Swap)),
 ];
+
+/// `kind`'s suffix followed by the temporary one, if any (`.log.swap`).
+fn suffix((kind, temp): (FileKind, Option<TempSuffix>)) -> String {
+    let mut s = kind.suffix().to_string();
+    if let Some(t) = temp {
+        s.push_str(t.suffix());
+    }
+    s
+}
 
 /// Damages the partition directory `dir` as the input says: up to 8 operations, each on one of
 /// the files there (by index, sorted by name): flip a byte, cut the file, append bytes, overwrite
@@ -163,17 +173,17 @@ fn damage(dir: &Path, inp: &mut Input<'_>) {
             }
             5 => bytes.resize(bytes.len() + 12 * (at % 256), 0),
             6 => {
-                let suffix = SUFFIXES[usize::from(inp.u8()) % SUFFIXES.len()];
+                let suffix = suffix(SUFFIXES[usize::from(inp.u8()) % SUFFIXES.len()]);
                 let stem = file.file_name().unwrap().to_string_lossy();
                 let stem = stem.split('.').next().unwrap_or_default().to_string();
                 std::fs::write(dir.join(format!("{stem}{suffix}")), &bytes).unwrap();
                 continue;
             }
             7 => {
-                let suffix = SUFFIXES[usize::from(inp.u8()) % SUFFIXES.len()];
+                let (kind, temp) = SUFFIXES[usize::from(inp.u8()) % SUFFIXES.len()];
                 let offset = at % 64;
                 let n = usize::from(inp.u8());
-                let name = format!("{offset:020}{suffix}");
+                let name = file_name(offset as i64, kind, temp);
                 std::fs::write(dir.join(name), inp.take(n)).unwrap();
                 continue;
             }
@@ -369,9 +379,14 @@ pub fn log_loader(data: &[u8]) {
         // A live file a swap replaced is set aside as `<name>.replaced`; a quarantined segment
         // file that had a `.swap` holds the swap's bytes (renamed into place first).
         let name = p.file_name().unwrap().to_str().unwrap();
-        let segment_file = [".log", ".index", ".timeindex", ".txnindex"]
-            .iter()
-            .any(|e| name.ends_with(e));
+        let segment_file = [
+            FileKind::Log,
+            FileKind::Index,
+            FileKind::TimeIndex,
+            FileKind::TxnIndex,
+        ]
+        .iter()
+        .any(|k| name.ends_with(k.suffix()));
         let base: i64 = name.get(..20).and_then(|b| b.parse().ok()).unwrap_or(-1);
         if segment_file && recovered_then_quarantined.contains(&base) {
             continue;
@@ -394,7 +409,10 @@ pub fn log_loader(data: &[u8]) {
         };
         // A missing offset or time index is created empty when the log opens (Kafka's
         // `AbstractIndex` does the same), and goes with its segment.
-        let created = (name.ends_with(".index") || name.ends_with(".timeindex")) && had.is_none();
+        let created = matches!(
+            FileKind::of_path(p),
+            Some(FileKind::Index | FileKind::TimeIndex)
+        ) && had.is_none();
         let had = if created { Some(Vec::new()) } else { had };
         let got = std::fs::read(p).ok();
         assert!(
@@ -413,10 +431,15 @@ pub fn log_loader(data: &[u8]) {
         let (Some(bytes), Some(name)) = (bytes, path.file_name().and_then(|n| n.to_str())) else {
             continue;
         };
-        if !name.ends_with(".log") || report.temp_files_handled.contains(path) {
+        if FileKind::of_path(path) != Some(FileKind::Log)
+            || report.temp_files_handled.contains(path)
+        {
             continue;
         }
-        let base: i64 = name.trim_end_matches(".log").parse().unwrap_or(-1);
+        let base: i64 = name
+            .trim_end_matches(FileKind::Log.suffix())
+            .parse()
+            .unwrap_or(-1);
         let cut = report.cut.iter().find(|c| c.segment == base);
         let kept = |f: &Vec<u8>| {
             bytes.starts_with(f)

@@ -23,23 +23,20 @@
 //!
 //! # Loading
 //!
-//! [`LocalLog::open_unrecovered`] and [`LocalLog::open_planned`] open the segments as they are
-//! (deleting `*.deleted` leftovers); the recovery crate's `LogLoader` plans recovery and installs
-//! its scans with [`LocalLog::install_scans`]. [`LocalLog::open_with`] is the same opening
-//! followed by [`LocalLog::recover_from`] (the segment containing the recovery point, and any
-//! earlier one whose index fails its sanity check) for users of this crate alone: recovery never
-//! deletes, the segments after a cut are moved to the quarantine directory. `.cleaned`/`.swap`
-//! handling and producer state belong to the recovery crate's loader.
+//! [`LocalLog`] recovers nothing, as Kafka's `LocalLog` does not: [`LocalLog::open`] and
+//! [`LocalLog::open_with`] open a recovered directory and refuse one that needs recovery
+//! ([`crate::SegmentError::NeedsRecovery`]). Recovery is the recovery crate's `LogLoader`: it
+//! opens the segments as they are with [`LocalLog::open_planned`] (deleting `*.deleted`
+//! leftovers) and installs its plan's scans with [`LocalLog::install_scans`] (recovery never
+//! deletes: the segments after a cut are moved to the quarantine directory). `.cleaned`/`.swap`
+//! handling and producer state belong to that loader too.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use record_format::internals::ScannedBatch;
-
 use crate::error::{Result, SegmentError};
 use crate::file_slice::FileSlice;
-use crate::index::AbortedTxn;
 use crate::io::{StdFs, Storage};
 use crate::segment::{
     Clock, DeletedFiles, LogOffsetMetadata, LogSegment, RollReason, SegmentContext, SystemClock,
@@ -75,8 +72,6 @@ pub struct LogConfig {
     /// are removed ([`LocalLog::delete_expired_files`], and every call that removes segments).
     /// `0` or less: removed at once.
     pub file_delete_delay_ms: i64,
-    /// Where recovery writes the bytes it cuts (`None`: the partition directory).
-    pub quarantine_dir: Option<PathBuf>,
 }
 
 impl Default for LogConfig {
@@ -90,7 +85,6 @@ impl Default for LogConfig {
             retention_bytes: -1,
             retention_ms: 7 * 24 * 3600 * 1000,
             file_delete_delay_ms: 60_000,
-            quarantine_dir: None,
         }
     }
 }
@@ -332,14 +326,6 @@ pub struct LocalLog {
     /// Files of removed segments renamed `.deleted`, each with the time (on the clock) from which
     /// it may be removed, oldest first (Kafka's scheduled `delete-file` tasks).
     pending_deletes: Mutex<Vec<(i64, DeletedFiles)>>,
-}
-
-/// What recovery calls with each valid batch (see [`LogSegment::recover`]): the aborted
-/// transactions it pushes go into the segment's transaction index.
-pub type BatchVisitor<'v> = dyn FnMut(&ScannedBatch<'_>, &mut Vec<AbortedTxn>) -> Result<()> + 'v;
-
-fn no_producer_state(_: &ScannedBatch<'_>, _: &mut Vec<AbortedTxn>) -> Result<()> {
-    Ok(())
 }
 
 struct Summary {

@@ -1,82 +1,55 @@
-//! Opening a log: its directory listed, the active segment and recovery from a given segment,
-//! the scans of a recovery plan installed.
+//! Opening a log: its directory listed and its active segment set up; for the recovery crate's
+//! loader, the scans of a recovery plan installed.
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{no_producer_state, BatchVisitor, Inner, LocalLog, LogConfig, LogEnv, Slot};
+use super::{Inner, LocalLog, LogConfig, LogEnv, Slot};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{parse_file_name, FileKind, TempSuffix};
 use crate::index::AbortedTxn;
 use crate::lock::DirLock;
-use crate::segment::{
-    LogSegment, RecoveryOutcome, RecoveryVisitor, SegmentConfig, SegmentContext, SegmentScan,
-};
+use crate::segment::{LogSegment, RecoveryOutcome, SegmentConfig, SegmentContext, SegmentScan};
 
 impl LocalLog {
-    /// Opens (or initialises) the log in `dir` on the real file system with the system clock and
-    /// no producer-state visitor (see [`Self::open_with`]).
+    /// Opens (or initialises) the recovered log in `dir` on the real file system with the
+    /// system clock (see [`Self::open_with`]).
     pub fn open(dir: &Path, config: LogConfig, recovery_point: i64) -> Result<LocalLog> {
-        Self::open_with(
-            dir,
-            config,
-            recovery_point,
-            LogEnv::default(),
-            &mut no_producer_state,
-        )
+        Self::open_with(dir, config, recovery_point, LogEnv::default())
     }
 
-    /// Opens the log in `dir` ([`Self::open_unrecovered`]) and recovers, with `visitor`, every
-    /// segment from the one containing the recovery point (or an earlier one whose index fails
-    /// its sanity check, or whose tail does not parse) with [`Self::recover_from`]: cut bytes
-    /// and the segments after a cut go to the configured quarantine directory (the partition
-    /// directory by default). Takes the directory's [`DirLock`] (held for the life of the log).
+    /// Opens the log in `dir` as it is, as Kafka's `LocalLog` takes the segments its
+    /// `LogLoader` loaded: it recovers nothing. A directory that needs recovery first (a segment
+    /// whose index fails Kafka's sanity check, an active segment whose tail does not parse) is
+    /// refused with [`SegmentError::NeedsRecovery`]; recovery is the recovery crate's
+    /// `LogLoader`. Leftover `*.deleted` files are removed; an empty directory gets one empty
+    /// segment at offset 0. Takes the directory's [`DirLock`] (held for the life of the log).
     pub fn open_with(
         dir: &Path,
         config: LogConfig,
         recovery_point: i64,
         env: LogEnv,
-        visitor: &mut BatchVisitor<'_>,
     ) -> Result<LocalLog> {
-        let quarantine = config
-            .quarantine_dir
-            .clone()
-            .unwrap_or_else(|| dir.to_path_buf());
-        let (log, insane) = Self::open_unrecovered(dir, config, recovery_point, env)?;
-        let from = {
-            let inner = log.read_inner();
-            let bases = inner.segments.keys().copied();
-            let first = bases.clone().next().unwrap_or(0);
-            bases
-                .take_while(|&b| b <= recovery_point)
-                .last()
-                .unwrap_or(first)
-        };
-        let from = insane.first().map_or(from, |&i| from.min(i));
-        log.recover_from(from, visitor, &quarantine)?;
+        let (log, insane) = Self::open_inner(dir, config, recovery_point, env, None, None)?;
+        if !insane.is_empty() {
+            return Err(SegmentError::NeedsRecovery {
+                dir: dir.to_path_buf(),
+                segments: insane,
+            });
+        }
         Ok(log)
     }
 
-    /// Opens the segments of `dir` as they are: leftover `*.deleted` files are removed, but no
-    /// segment is recovered, whatever the recovery point or the index sanity checks say. Returns
-    /// the log and the base offsets of the segments whose indexes fail Kafka's sanity check; the
-    /// caller (the recovery crate's loader) then runs [`Self::recover_from`] with its own
-    /// producer-state visitor. An empty directory gets one empty segment at offset 0.
-    pub fn open_unrecovered(
-        dir: &Path,
-        config: LogConfig,
-        recovery_point: i64,
-        env: LogEnv,
-    ) -> Result<(LocalLog, Vec<i64>)> {
-        Self::open_inner(dir, config, recovery_point, env, None, None)
-    }
-
-    /// [`Self::open_unrecovered`] for a loader that already holds `lock` (the directory's
-    /// [`DirLock`]) and knows, from its recovery plan, the active segment's next offset: the
-    /// active segment is not walked to find it (Kafka's `readNextOffset` reads from the last
-    /// index entry; the plan did that, or scanned the segment).
+    /// Opens the segments of `dir` as they are, for the recovery crate's loader, which already
+    /// holds `lock` (the directory's [`DirLock`]) and knows, from its recovery plan, the active
+    /// segment's next offset: the active segment is not walked to find it (Kafka's
+    /// `readNextOffset` reads from the last index entry; the plan did that, or scanned the
+    /// segment). No segment is recovered, whatever the recovery point or the index sanity checks
+    /// say; leftover `*.deleted` files are removed. Returns the log and the base offsets of the
+    /// segments whose indexes fail Kafka's sanity check (the loader installs its scans with
+    /// [`Self::install_scans`]).
     pub fn open_planned(
         dir: &Path,
         config: LogConfig,
@@ -249,43 +222,6 @@ impl LocalLog {
         }
     }
 
-    /// Recovers, in order, every segment with base offset `>= from_base` with `visitor` (see
-    /// [`LogSegment::recover`]; cut bytes go to `quarantine_dir`). At the first segment that
-    /// loses bytes, recovery stops and every later segment is **moved** (all its files) into
-    /// `quarantine_dir` rather than deleted. The log end offset and recovery point are updated;
-    /// the last remaining segment becomes the active one. Returns each recovered segment's
-    /// outcome and the paths of the moved files.
-    #[allow(clippy::type_complexity)]
-    pub fn recover_from<E: From<SegmentError>>(
-        &self,
-        from_base: i64,
-        visitor: &mut RecoveryVisitor<'_, E>,
-        quarantine_dir: &Path,
-    ) -> std::result::Result<(Vec<(i64, RecoveryOutcome)>, Vec<PathBuf>), E> {
-        let mut inner = self.write_inner();
-        let bases: Vec<i64> = inner.segments.range(from_base..).map(|(&b, _)| b).collect();
-        let mut outcomes = Vec::new();
-        let mut moved = Vec::new();
-        let mut cut = false;
-        for base in bases {
-            if cut {
-                if let Some(slot) = inner.segments.remove(&base) {
-                    moved.extend(slot.into_segment(self, base)?.move_to(quarantine_dir)?);
-                }
-                continue;
-            }
-            let seg = self.seg_mut(&mut inner, base)?;
-            let outcome = seg.recover(visitor, quarantine_dir)?;
-            cut = outcome.truncated_bytes > 0;
-            outcomes.push((base, outcome));
-            // Only the last segment stays open.
-            self.trim(&mut inner)?;
-        }
-        self.reactivate_last(&mut inner, from_base, None)?;
-        inner.mark_dir_dirty();
-        Ok((outcomes, moved))
-    }
-
     /// The end of a recovery: a new segment at `from_base` if none is left, then the last
     /// segment becomes the active one and sets the log end offset and recovery point.
     /// `scanned_next`: the last segment's next offset, when its recovery scan says it. Returns
@@ -320,8 +256,8 @@ impl LocalLog {
         Ok(created)
     }
 
-    /// The writing half of [`Self::recover_from`], from scans already taken (a recovery plan's
-    /// `SegmentScan`s of the segments from `from_base` on, in order): each scanned segment gets
+    /// Installs a recovery plan's scans (its `SegmentScan`s of the segments from `from_base` on,
+    /// in order; the recovery crate's loader takes them): each scanned segment gets
     /// [`LogSegment::install_scan`]; at the first that loses bytes, every later segment is
     /// **moved** (all its files) into `quarantine_dir`. The log end offset and recovery point are
     /// updated; the last remaining segment becomes the active one. Returns each recovered

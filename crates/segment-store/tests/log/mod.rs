@@ -176,7 +176,27 @@ fn env(clock: &Arc<ManualClock>) -> LogEnv {
 }
 
 fn open_log(dir: &Path, cfg: LogConfig, clock: &Arc<ManualClock>) -> LocalLog {
-    LocalLog::open_with(dir, cfg, i64::MAX, env(clock), &mut |_, _| Ok(())).unwrap()
+    LocalLog::open_with(dir, cfg, i64::MAX, env(clock)).unwrap()
+}
+
+/// `dir` recovered by the recovery crate's loader (a `LocalLog` recovers nothing), from
+/// `recovery_point` after an unclean shutdown.
+fn recovered(
+    dir: &Path,
+    cfg: LogConfig,
+    recovery_point: i64,
+    clock: &Arc<ManualClock>,
+) -> (recovery::PartitionLog, recovery::RecoveryReport) {
+    let opts = recovery::LoadOptions {
+        config: recovery::PartitionLogConfig {
+            log: cfg,
+            ..Default::default()
+        },
+        env: env(clock),
+        recovery_point,
+        ..Default::default()
+    };
+    recovery::LogLoader::load(dir, &opts).unwrap()
 }
 
 /// Every batch in `bytes` is whole and CRC-valid; returns their (base, last) offsets.
@@ -884,21 +904,24 @@ mod segment {
         );
         drop(seg);
 
-        // LocalLog::open recovers a segment whose index fails the sanity check even below the
-        // recovery point (segment 10 is below segment 100, which holds the recovery point).
+        // LocalLog refuses to open a segment whose index fails the sanity check, even below the
+        // recovery point (segment 10 is below segment 100, which holds the recovery point);
+        // the recovery crate's loader recovers it.
         let mut later = LogSegment::create(&c, dir.path(), 100).unwrap();
         append_batch(&mut later, &batch(100, 1, 5_000));
         later.close().unwrap();
         drop((lock, c));
         let clock = Arc::new(ManualClock::new(0));
-        let log = LocalLog::open_with(
-            dir.path(),
-            config(1 << 30),
-            i64::MAX,
-            env(&clock),
-            &mut |_, _| Ok(()),
-        )
-        .unwrap();
+        let err = LocalLog::open_with(dir.path(), config(1 << 30), i64::MAX, env(&clock))
+            .err()
+            .unwrap();
+        assert!(
+            matches!(&err, SegmentError::NeedsRecovery { segments, .. } if *segments == [10]),
+            "{err:?}"
+        );
+        let (partition, report) = recovered(dir.path(), config(1 << 30), i64::MAX, &clock);
+        assert_eq!(report.recovered_from, Some(10));
+        let log = partition.local_log();
         assert_eq!(log.log_end_offset(), 101);
         assert!(off < 100);
         log.with_segments(|segs| {
@@ -1105,8 +1128,9 @@ mod local_log {
         let err = log.append(&batch(100, 1, 0)[..50]).unwrap_err();
         assert!(matches!(err, SegmentError::Format { .. }), "{err:?}");
 
-        // Reopen: same segments, same end offset, same bytes.
-        drop(log);
+        // Reopen after a clean close (a LocalLog opens a recovered directory only): same
+        // segments, same end offset, same bytes.
+        log.close().unwrap();
         let log = open_log(dir.path(), config(3 * size), &clock);
         assert_eq!(log.log_end_offset(), 100);
         let mut got = Vec::new();
@@ -1418,11 +1442,8 @@ mod local_log {
         // Appends move the recovery point only when they roll: a roll flushes up to the new
         // segment (segments start at 0, 6 and 12).
         assert_eq!(log.recovery_point(), 12);
-        drop(log);
-        let log = LocalLog::open_with(dir.path(), config(3 * size), 0, env(&clock), &mut |_, _| {
-            Ok(())
-        })
-        .unwrap();
+        log.close().unwrap();
+        let log = LocalLog::open_with(dir.path(), config(3 * size), 0, env(&clock)).unwrap();
         assert_eq!(log.recovery_point(), 0);
         log.flush(7).unwrap();
         assert_eq!(log.recovery_point(), 7);
@@ -1430,31 +1451,19 @@ mod local_log {
         assert_eq!(log.recovery_point(), 18);
         drop(log);
 
-        // Corrupt the middle segment: recovery from offset 6 cuts it and moves the later segment
-        // (nothing is deleted), the cut bytes and the later segment both in the configured
-        // quarantine directory.
-        let q = tempfile::tempdir().unwrap();
+        // Corrupt the middle segment: recovery (the recovery crate's loader) from offset 6 cuts
+        // it and moves the later segment (nothing is deleted), the cut bytes and the later
+        // segment both in the quarantine directory.
         let p = segment_file_path(dir.path(), 6, FileKind::Log);
         let mut bytes = std::fs::read(&p).unwrap();
         let at = size as usize + 80;
         bytes[at] ^= 1;
         std::fs::write(&p, &bytes).unwrap();
-        let mut visited = Vec::new();
-        let log = LocalLog::open_with(
-            dir.path(),
-            LogConfig {
-                quarantine_dir: Some(q.path().to_path_buf()),
-                ..config(3 * size)
-            },
-            7,
-            env(&clock),
-            &mut |b, _| {
-                visited.push(b.base_offset());
-                Ok(())
-            },
-        )
-        .unwrap();
-        assert_eq!(visited, vec![6]);
+        let (partition, report) = recovered(dir.path(), config(3 * size), 7, &clock);
+        // One valid batch seen (offset 6), then the cut.
+        assert_eq!(report.recovered_from, Some(6));
+        assert_eq!(report.batches_scanned, 1);
+        let log = partition.local_log();
         assert_eq!(log.log_end_offset(), 8);
         assert_eq!(
             log.segments()
@@ -1464,11 +1473,12 @@ mod local_log {
                 .collect::<Vec<_>>(),
             vec![0, 6]
         );
-        let qf = q.path().join(quarantine_file_name(6, size));
+        let q = report.quarantine_dir.clone().unwrap();
+        let qf = q.join(quarantine_file_name(6, size));
         assert_eq!(std::fs::read(qf).unwrap(), &bytes[size as usize..]);
-        assert!(segment_file_path(q.path(), 12, FileKind::Log).exists());
+        assert!(segment_file_path(&q, 12, FileKind::Log).exists());
         assert!(!segment_file_path(dir.path(), 12, FileKind::Log).exists());
-        log.close().unwrap();
+        partition.close().unwrap();
     }
 
     #[test]
@@ -1532,8 +1542,7 @@ mod local_log {
     fn storage_is_the_only_writer_of_the_log() {
         // Every .log byte goes through the Storage seam: a SimulatedFs sees them all.
         let (_dir, real, sim) = simulated_dir();
-        let log = LocalLog::open_with(&real, config(1 << 20), 0, sim_env(&sim), &mut |_, _| Ok(()))
-            .unwrap();
+        let log = LocalLog::open_with(&real, config(1 << 20), 0, sim_env(&sim)).unwrap();
         let b = batch(0, 3, 1);
         log.append(&b).unwrap();
         let p = segment_file_path(&real, 0, FileKind::Log);
@@ -1550,7 +1559,7 @@ mod local_log {
         // cut batches back, under a later write or under a later segment.
         let (_dir, real, sim) = simulated_dir();
         let env = sim_env(&sim);
-        let log = LocalLog::open_with(&real, config(1 << 20), 0, env, &mut |_, _| Ok(())).unwrap();
+        let log = LocalLog::open_with(&real, config(1 << 20), 0, env).unwrap();
         for b in batches(4, 2, 0, 1) {
             log.append(&b).unwrap();
         }
@@ -1766,8 +1775,7 @@ mod file_slice {
     fn sliced_log(dir: &Path, env: LogEnv) -> (LocalLog, Vec<Vec<u8>>) {
         let bs = batches(45, 1, 1_000, 10);
         let size = bs[0].len() as u64;
-        let log =
-            LocalLog::open_with(dir, config(3 * size), i64::MAX, env, &mut |_, _| Ok(())).unwrap();
+        let log = LocalLog::open_with(dir, config(3 * size), i64::MAX, env).unwrap();
         for b in &bs {
             log.append(b).unwrap();
         }

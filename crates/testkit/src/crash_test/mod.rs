@@ -38,7 +38,7 @@ mod crash;
 mod ops;
 mod workload;
 
-pub use crate::rng::XorShift;
+use crate::rng::XorShift;
 pub(crate) use check::producer_keys;
 pub use check::{check_dir, check_image, CheckOutcome};
 pub use crash::{

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use recovery::{PartitionLog, PartitionLogConfig};
+use segment_store::internals::FileKind;
 use segment_store::LogConfig;
 
 use super::ops::{read_log, valid_batches};
@@ -258,7 +259,7 @@ pub struct Expectation {
 impl Expectation {
     pub(super) fn harvest_files(&mut self, files: &BTreeMap<PathBuf, Vec<u8>>) {
         for (path, bytes) in files {
-            if path.extension().is_some_and(|e| e == "log") {
+            if FileKind::of_path(path) == Some(FileKind::Log) {
                 for (_, b) in valid_batches(bytes) {
                     self.add_written(b.base_offset(), b.as_bytes());
                 }
