@@ -188,11 +188,14 @@ fn recovered(
     clock: &Arc<ManualClock>,
 ) -> (recovery::PartitionLog, recovery::RecoveryReport) {
     let opts = recovery::LoadOptions {
-        config: recovery::PartitionLogConfig {
-            log: cfg,
+        config: recovery::Config {
+            log: recovery::PartitionLogConfig {
+                log: cfg,
+                ..Default::default()
+            },
+            env: env(clock),
             ..Default::default()
         },
-        env: env(clock),
         recovery_point,
         ..Default::default()
     };
