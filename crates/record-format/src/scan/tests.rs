@@ -64,20 +64,8 @@ fn parallel_scan_equals_sequential_iteration_for_every_single_corruption() {
     }
 }
 
-/// xorshift64*.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+/// The workspace's one test generator (testkit's xorshift).
+type Rng = testkit::XorShift;
 
 fn batch(base: i64, values: &[Vec<u8>]) -> Vec<u8> {
     let mut b = RecordBatchBuilder::new(base);
@@ -103,10 +91,10 @@ fn tricky_log(rng: &mut Rng, region: usize) -> Vec<u8> {
                     [a, b].concat()
                 } else if kind == 3 {
                     (0..region * (1 + rng.below(5) as usize))
-                        .map(|_| rng.next() as u8)
+                        .map(|_| rng.next_u64() as u8)
                         .collect()
                 } else {
-                    (0..rng.below(600)).map(|_| rng.next() as u8).collect()
+                    (0..rng.below(600)).map(|_| rng.next_u64() as u8).collect()
                 }
             })
             .collect();
@@ -148,7 +136,7 @@ fn chained(data: &[u8], region: usize, helpers: usize) -> (Vec<u64>, IterEnd, us
 
 #[test]
 fn the_chain_through_regions_is_exactly_the_sequential_scan() {
-    let mut rng = Rng(0x5EED_0FC4_A1A1);
+    let mut rng = Rng::new(0x5EED_0FC4_A1A1);
     let mut gap_walks = 0;
     let mut kinds = [0usize; 3];
     for case in 0..120 {
@@ -279,8 +267,8 @@ fn an_empty_file_is_complete() {
 
 #[test]
 fn a_bad_crc_at_a_region_start_is_the_first_problem() {
-    let mut rng = Rng(42);
-    let values: Vec<Vec<u8>> = vec![(0..900).map(|_| rng.next() as u8).collect()];
+    let mut rng = Rng::new(42);
+    let values: Vec<Vec<u8>> = vec![(0..900).map(|_| rng.next_u64() as u8).collect()];
     let batches: Vec<Vec<u8>> = (0..20).map(|i| batch(i, &values)).collect();
     let mut data = batches.concat();
     let size = batches[0].len();
@@ -349,8 +337,8 @@ fn look_alike_headers_cannot_multiply_the_work() {
 
 #[test]
 fn an_intact_log_is_checked_about_once() {
-    let mut rng = Rng(7);
-    let values: Vec<Vec<u8>> = vec![(0..3000).map(|_| rng.next() as u8).collect()];
+    let mut rng = Rng::new(7);
+    let values: Vec<Vec<u8>> = vec![(0..3000).map(|_| rng.next_u64() as u8).collect()];
     let data: Vec<u8> = (0..200).flat_map(|i| batch(i, &values)).collect();
     let regions = Regions::new(&data, 0, 64 * 1024);
     std::thread::scope(|scope| {
@@ -378,12 +366,12 @@ fn look_alike_batches_inside_values_cost_little() {
     let inner = batch(5, &[vec![9; 20]]);
     // The 61-byte header of a real batch with a 500 KB value (and none of its records).
     let fake = batch(6, &[vec![3; 500_000]])[..61].to_vec();
-    let mut rng = Rng(11);
+    let mut rng = Rng::new(11);
     // Batches of about a region, the look-alike in the middle: about every other region's
     // search meets it before the next real batch start.
     let data: Vec<u8> = (0..270)
         .flat_map(|i| {
-            let mut filler = || -> Vec<u8> { (0..1800).map(|_| rng.next() as u8).collect() };
+            let mut filler = || -> Vec<u8> { (0..1800).map(|_| rng.next_u64() as u8).collect() };
             let value = [filler(), inner.clone(), fake.clone(), filler()].concat();
             batch(i, &[value])
         })
@@ -435,7 +423,7 @@ fn a_chunk_chain_does_not_follow_a_length_that_ends_inside_the_chunks_it_has_see
 
 #[test]
 fn a_chunk_chain_checks_exactly_the_whole_valid_entries_of_each_chunk() {
-    let mut rng = Rng(0x5eed_c4a1);
+    let mut rng = Rng::new(0x5eed_c4a1);
     for round in 0..300 {
         let mut data = tricky_log(&mut rng, 700);
         match round % 4 {

@@ -254,11 +254,9 @@ mod tests {
         // and takes keys up to every slot.
         let mut m = OffsetMap::new(5_000 * BYTES_PER_ENTRY);
         let mut model = std::collections::HashMap::new();
-        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut rng = testkit::XorShift::new(0x9e37_79b9_7f4a_7c15);
         for offset in 0..40_000i64 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = rng.next_u64();
             let key = format!("key-{}", x % 6_000);
             let fits = model.contains_key(&key) || model.len() < 5_000;
             assert_eq!(m.put(key.as_bytes(), offset), fits, "put {key} at {offset}");
