@@ -13,7 +13,6 @@ use std::sync::Arc;
 use segment_store::{Clock, LogConfig, LogEnv, Storage};
 
 use crate::cleaner::CleanerConfig;
-use crate::loader::CloseSync;
 use crate::log::{HighWatermark, PartitionLogConfig};
 use crate::mirror::StopPolicy;
 use crate::producer_state::ProducerStateManagerConfig;
@@ -270,4 +269,19 @@ mod tests {
         assert_eq!(Config::default().recovery_threads, cores);
         assert_eq!(default_recovery_threads(), cores);
     }
+}
+
+/// How [`LoadedLogDir::close`](crate::LoadedLogDir::close) makes the closed partitions durable before it writes the checkpoints
+/// and the clean-shutdown marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CloseSync {
+    /// Each partition flushes its own files as it closes (an `fsync`, `fdatasync` or `msync`
+    /// per file that holds unflushed data, as Kafka's `LogManager.shutdown` does).
+    PerFile,
+    /// The partitions close without flushing; then one `syncfs` of the file system holding the
+    /// directory makes all of it durable (PostgreSQL's `recovery_init_sync_method = syncfs`).
+    /// One device flush instead of one per file; it also writes back whatever else is dirty on
+    /// that file system. Where the storage has no such call, [`CloseSync::PerFile`].
+    #[default]
+    FileSystem,
 }

@@ -84,7 +84,7 @@ pub use audit::{audit_batches, AuditFinding, AuditKind, ProducerAudit, Severity}
 pub use barrier::BarrierOutcome;
 pub use cleaner::{CleanReport, CleanerConfig, CleanerError};
 pub use config::{
-    default_recovery_threads, Config, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
+    default_recovery_threads, CloseSync, Config, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 };
 pub use error::{
     CorruptReason, InvalidBatchReason, InvalidControlReason, ProducerStateError, SequenceViolation,
@@ -94,9 +94,9 @@ pub use leader_epoch::{
     EpochHistory, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
 pub use loader::{
-    load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CloseSync, CutInfo,
-    LoadOptions, LoadedLogDir, LogDirCheckpoints, LogDirScan, LogLoader, NonCanonicalDir,
-    OfflinePartition, RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
+    load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CutInfo, LoadOptions,
+    LoadedLogDir, LogDirCheckpoints, LogDirScan, LogLoader, NonCanonicalDir, OfflinePartition,
+    RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,

@@ -55,7 +55,7 @@ use segment_store::{
     TopicPartition,
 };
 
-use crate::config::Config;
+use crate::config::{CloseSync, Config};
 use crate::log::{PartitionLog, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateWarning};
 
@@ -315,21 +315,6 @@ pub(crate) fn move_into_quarantine(
 // ------------------------------------------------------------------------------------------------
 // Log directories
 // ------------------------------------------------------------------------------------------------
-
-/// How [`LoadedLogDir::close`] makes the closed partitions durable before it writes the checkpoints
-/// and the clean-shutdown marker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CloseSync {
-    /// Each partition flushes its own files as it closes (an `fsync`, `fdatasync` or `msync`
-    /// per file that holds unflushed data, as Kafka's `LogManager.shutdown` does).
-    PerFile,
-    /// The partitions close without flushing; then one `syncfs` of the file system holding the
-    /// directory makes all of it durable (PostgreSQL's `recovery_init_sync_method = syncfs`).
-    /// One device flush instead of one per file; it also writes back whatever else is dirty on
-    /// that file system. Where the storage has no such call, [`CloseSync::PerFile`].
-    #[default]
-    FileSystem,
-}
 
 /// A loaded log directory (the part of Kafka's `LogManager` that owns one).
 #[derive(Debug)]

@@ -372,16 +372,3 @@ pub fn last_records(
         })
         .collect()
 }
-
-impl LogToClean {
-    /// What a recovery plan says of the partition (read only: a dry run plans from it).
-    pub fn from_plan(plan: &crate::plan::RecoveryPlan, now_ms: i64) -> Self {
-        LogToClean {
-            dir: plan.dir.clone(),
-            log_start_offset: plan.log_start_offset,
-            last_stable_offset: plan.last_stable_offset,
-            last_records: last_records(&plan.producers),
-            now_ms,
-        }
-    }
-}

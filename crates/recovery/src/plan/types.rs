@@ -519,3 +519,16 @@ pub(super) fn sorted_unique(mut v: Vec<PathBuf>) -> Vec<PathBuf> {
     v.dedup();
     v
 }
+
+impl crate::cleaner::LogToClean {
+    /// What a recovery plan says of the partition (read only: a dry run plans from it).
+    pub fn from_plan(plan: &RecoveryPlan, now_ms: i64) -> Self {
+        crate::cleaner::LogToClean {
+            dir: plan.dir.clone(),
+            log_start_offset: plan.log_start_offset,
+            last_stable_offset: plan.last_stable_offset,
+            last_records: crate::cleaner::last_records(&plan.producers),
+            now_ms,
+        }
+    }
+}
