@@ -95,8 +95,8 @@ pub use leader_epoch::{
 };
 pub use loader::{
     load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CutInfo, LoadOptions,
-    LoadedLogDir, LogDirCheckpoints, LogDirScan, LogLoader, NonCanonicalDir, OfflinePartition,
-    RecoveryReport, RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
+    LoadedLogDir, LogDirCheckpoints, LogDirScan, NonCanonicalDir, OfflinePartition, RecoveryReport,
+    RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,
@@ -111,7 +111,7 @@ pub use mirror::{
     MirroredLog, StopOutcome, StopPolicy, StoppingStep, MIRROR_EPOCH_FENCE, MIRROR_EPOCH_MARGIN,
 };
 pub use plan::{
-    IndexFinding, IndexProblem, LeftoverAction, RecoveryPlan, SegmentPlan, SnapshotFate,
+    IndexFinding, IndexProblem, LeftoverAction, LogLoader, RecoveryPlan, SegmentPlan, SnapshotFate,
     SnapshotFinding, SnapshotOp, SnapshotPhase,
 };
 pub use producer_state::{

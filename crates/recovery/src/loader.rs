@@ -280,11 +280,6 @@ pub(crate) fn rename_segment_file(
     }
 }
 
-/// Kafka `LogLoader`: [`LogLoader::plan`], [`LogLoader::apply`] and [`LogLoader::load`] (see
-/// `crate::plan`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LogLoader;
-
 /// Removes, through the storage seam, a quarantine folder that received nothing (and
 /// `quarantine/` if that is now empty). Best effort: a folder that cannot be removed is merely
 /// left behind, empty. Not synced: an empty folder that comes back after a crash is harmless.
@@ -745,8 +740,8 @@ pub fn load_log_dir(dir: &Path, config: &Config) -> Result<LoadedLogDir, Partiti
     let policy = config.high_watermark;
     let results = per_partition(config.threads(), jobs, |(path, load)| {
         // The log directory's lock covers its partitions: none takes a `.lock` of its own.
-        let r =
-            LogLoader::load_with_lock(&path, &load, lock.clone()).and_then(|(mut log, report)| {
+        let r = crate::plan::LogLoader::load_with_lock(&path, &load, lock.clone()).and_then(
+            |(mut log, report)| {
                 // After an unclean shutdown the checkpointed high watermark may be stale or
                 // missing. A missing entry after a clean one is a high watermark that was not
                 // known when the directory closed (a caller-owned one not set since an unclean
@@ -761,7 +756,8 @@ pub fn load_log_dir(dir: &Path, config: &Config) -> Result<LoadedLogDir, Partiti
                 // descriptor per partition until one is read or appended to.
                 log.local_log().release_segments()?;
                 Ok((log, report))
-            });
+            },
+        );
         (r, path)
     });
     let mut partitions = BTreeMap::new();
@@ -833,7 +829,7 @@ impl LoadedLogDir {
     }
 
     /// The lock on the log directory, which covers its partitions (see
-    /// [`LogLoader::load_with_lock`] for creating one).
+    /// `LogLoader::load_with_lock` for creating one).
     pub fn lock(&self) -> &DirLock {
         &self._lock
     }

@@ -30,7 +30,7 @@ use segment_store::DirLock;
 
 use crate::audit::ProducerAudit;
 use crate::leader_epoch::LeaderEpochFileCache;
-use crate::loader::{LoadOptions, LogLoader, RecoveryReport};
+use crate::loader::{LoadOptions, RecoveryReport};
 use crate::log::{PartitionLog, PartitionLogError};
 use crate::producer_state::{ExpiredProducer, ProducerStateManager, ProducerStateWarning};
 use crate::snapshot::StorageIo;
@@ -96,6 +96,11 @@ fn search_by<T>(
         cmp(x)
     })
 }
+
+/// Kafka `LogLoader`: [`LogLoader::plan`] (read only), [`LogLoader::apply`] and
+/// [`LogLoader::load`] (both, under one directory lock).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogLoader;
 
 impl LogLoader {
     /// Plans loading the partition in `dir` with `opts`, reading only. See the module docs.
