@@ -5,10 +5,9 @@
 //! (size, length field, magic); the CRC is checked by [`RecordBatch::validate`], as Kafka separates
 //! `DefaultRecordBatch` construction from `ensureValid()`.
 
-use crate::compression::{CompressionType, DecodeLimits};
 use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
-use crate::record::Records;
+use crate::wire::CompressionType;
 use crate::wire::{
     ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET,
     BATCH_MAGIC_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, CRC_OFFSET,
@@ -350,16 +349,6 @@ impl<'a> RecordBatch<'a> {
                 self.position + CRC_OFFSET as u64,
             ))
         }
-    }
-
-    /// The records of this batch, decompressing once (bounded by `limits`) when the batch is
-    /// compressed. See [`Records`] for the read rules and error positions.
-    ///
-    /// Errors here: `UnknownCompression`, `NegativeRecordCount` (at the count field), and
-    /// decompression failures (at the start of the records section, `position + 61`). As in Kafka,
-    /// a batch with `recordsCount == 0` yields no records and its records section is not read.
-    pub fn records(&self, limits: &DecodeLimits) -> Result<Records<'a>> {
-        Records::new(self, limits)
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::fmt;
 
-use crate::compression::CompressionType;
+use crate::wire::CompressionType;
 
 /// A parse or validation failure with the byte position where it was detected.
 #[derive(Debug, Clone, PartialEq, Eq)]

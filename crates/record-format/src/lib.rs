@@ -52,7 +52,7 @@ mod wire;
 pub use batch::{RecordBatch, TimestampType};
 pub use batches::{BatchHeader, BatchIterator, Batches, IterEnd, LegacyEntry, LogEntry};
 pub use builder::{end_txn_marker_batch, mirror_pid_reset_batch, RecordBatchBuilder};
-pub use compression::{CompressionType, DecodeLimits};
+pub use compression::DecodeLimits;
 pub use control::{
     is_mirror_pid_reset_batch, ControlRecord, ControlRecordKey, ControlRecordType,
     EndTransactionMarker, MirrorPidResetRecord,
@@ -60,7 +60,7 @@ pub use control::{
 pub use error::{FormatError, FormatErrorKind};
 pub use record::{Header, Record, Records};
 pub use streaming::{FieldSpan, HeaderBuf, ReadError, RecordReader, StreamedRecord};
-pub use wire::{DEFAULT_MAX_DECOMPRESSED_BYTES, NO_TIMESTAMP};
+pub use wire::{CompressionType, DEFAULT_MAX_DECOMPRESSED_BYTES, NO_TIMESTAMP};
 
 /// Plumbing that seglog's other crates share with this one (the wire layout, in-place batch
 /// edits, checksums, varints, the parallel scan). Behind the `internals` feature; not part of

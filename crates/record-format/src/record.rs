@@ -111,6 +111,18 @@ impl RecordContext {
     }
 }
 
+impl<'a> RecordBatch<'a> {
+    /// The records of this batch, decompressing once (bounded by `limits`) when the batch is
+    /// compressed. See [`Records`] for the read rules and error positions.
+    ///
+    /// Errors here: `UnknownCompression`, `NegativeRecordCount` (at the count field), and
+    /// decompression failures (at the start of the records section, `position + 61`). As in Kafka,
+    /// a batch with `recordsCount == 0` yields no records and its records section is not read.
+    pub fn records(&self, limits: &DecodeLimits) -> Result<Records<'a>> {
+        Records::new(self, limits)
+    }
+}
+
 /// The records of one batch. Obtain with [`RecordBatch::records`]; iterate with [`Records::iter`]
 /// (or `for r in &records`).
 #[derive(Debug, Clone, PartialEq, Eq)]

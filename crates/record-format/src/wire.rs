@@ -152,3 +152,54 @@ pub const MIRROR_PID_RESET_VERSION: i16 = 0;
 /// configured values seen in practice are a few hundred MiB; 256 MiB keeps one hostile batch from
 /// exhausting memory while leaving room for any real batch.
 pub const DEFAULT_MAX_DECOMPRESSED_BYTES: usize = 256 * 1024 * 1024;
+
+/// Compression codec id stored in attribute bits 0–2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CompressionType {
+    /// 0: no compression.
+    None,
+    /// 1: gzip (RFC 1952).
+    Gzip,
+    /// 2: snappy in snappy-java's xerial stream framing.
+    Snappy,
+    /// 3: lz4 frame as Kafka's `Lz4BlockOutputStream` writes it.
+    Lz4,
+    /// 4: zstd frame.
+    Zstd,
+}
+
+impl CompressionType {
+    /// The codec for an attribute id, or `None` for 5..=7.
+    pub fn from_id(id: u8) -> Option<Self> {
+        Some(match id {
+            0 => CompressionType::None,
+            1 => CompressionType::Gzip,
+            2 => CompressionType::Snappy,
+            3 => CompressionType::Lz4,
+            4 => CompressionType::Zstd,
+            _ => return None,
+        })
+    }
+
+    /// The attribute id.
+    pub fn id(self) -> u8 {
+        match self {
+            CompressionType::None => 0,
+            CompressionType::Gzip => 1,
+            CompressionType::Snappy => 2,
+            CompressionType::Lz4 => 3,
+            CompressionType::Zstd => 4,
+        }
+    }
+
+    /// Kafka's lower-case name (`none`, `gzip`, `snappy`, `lz4`, `zstd`).
+    pub fn name(self) -> &'static str {
+        match self {
+            CompressionType::None => "none",
+            CompressionType::Gzip => "gzip",
+            CompressionType::Snappy => "snappy",
+            CompressionType::Lz4 => "lz4",
+            CompressionType::Zstd => "zstd",
+        }
+    }
+}
