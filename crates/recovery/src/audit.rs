@@ -34,7 +34,7 @@ use std::fmt;
 use rustc_hash::FxHashMap;
 
 use crate::producer_state::increment_sequence;
-use crate::ring::BatchRing;
+use crate::producer_state::BatchRing;
 use crate::summary::{BatchSummary, ControlInfo};
 
 /// How serious a finding is.

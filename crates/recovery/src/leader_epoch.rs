@@ -227,12 +227,6 @@ impl EpochHistory {
     }
 }
 
-impl crate::mirror::EpochEndOffsets for EpochHistory {
-    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
-        end_offset_for(&self.entries, requested, self.log_end_offset)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,22 +66,20 @@
 #![cfg_attr(not(feature = "internals"), allow(dead_code, unused_imports))]
 
 mod audit;
-mod barrier;
 mod cleaner;
 mod config;
 mod error;
 mod leader_epoch;
 mod loader;
 mod log;
+mod log_manager;
 mod mirror;
 mod plan;
 mod producer_state;
-mod ring;
 mod snapshot;
 mod summary;
 
 pub use audit::{audit_batches, AuditFinding, AuditKind, ProducerAudit, Severity};
-pub use barrier::BarrierOutcome;
 pub use cleaner::{CleanReport, CleanerConfig, CleanerError};
 pub use config::{
     default_recovery_threads, CloseSync, Config, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
@@ -93,17 +91,18 @@ pub use error::{
 pub use leader_epoch::{
     EpochHistory, LeaderEpochFileCache, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET,
 };
-pub use loader::{
-    load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, CutInfo, LoadOptions,
-    LoadedLogDir, LogDirCheckpoints, LogDirScan, NonCanonicalDir, OfflinePartition, RecoveryReport,
-    RefusalKind, RefusedDir, REMOTE_LOG_INDEX_CACHE_DIR,
-};
+pub use loader::{CutInfo, LoadOptions, RecoveryReport};
 pub use log::{
     consume, ClosedLog, ConsumedRecord, ConsumerReader, FetchIsolation, FetchResult, FetchSlices,
     HighWatermark, IsolationLevel, LogAppendInfo, LogFlusher, LogReader, PartitionLog,
     PartitionLogConfig, PartitionLogError, ReadState, RecordIter, EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_PENDING_UPLOAD_TIMESTAMP, EARLIEST_TIMESTAMP, LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP, MAX_TIMESTAMP, UNKNOWN_HIGH_WATERMARK,
+};
+pub use log_manager::{
+    load_log_dir, read_log_dir_checkpoints, scan_log_dir, CheckpointWarning, LoadedLogDir,
+    LogDirCheckpoints, LogDirScan, NonCanonicalDir, OfflinePartition, RefusalKind, RefusedDir,
+    REMOTE_LOG_INDEX_CACHE_DIR,
 };
 pub use mirror::{
     alignment_point, fenced_mirror_epoch, EpochEndOffsets, LastMirrorEpoch, MirrorError, MirrorLog,
@@ -115,8 +114,8 @@ pub use plan::{
     SnapshotFinding, SnapshotOp, SnapshotPhase,
 };
 pub use producer_state::{
-    AbortedTxnRecord, AppendOrigin, AppliedBatches, BatchMetadata, CompletedTxn, DuplicateBatch,
-    ExpiredProducer, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager,
+    AbortedTxnRecord, AppendOrigin, AppliedBatches, BarrierOutcome, BatchMetadata, CompletedTxn,
+    DuplicateBatch, ExpiredProducer, ProducerAppendInfo, ProducerStateEntry, ProducerStateManager,
     ProducerStateManagerConfig, ProducerStateUpdate, ProducerStateWarning, TxnMetadata,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS, NUM_BATCHES_TO_RETAIN,
 };
@@ -144,8 +143,8 @@ pub mod internals {
         MIRROR_STATE_FILE,
     };
     pub use crate::plan::{work, MAX_ENTRY_FINDINGS};
+    pub use crate::producer_state::BatchRing;
     pub use crate::producer_state::{decrement_sequence, in_sequence, increment_sequence};
-    pub use crate::ring::BatchRing;
     pub use crate::snapshot::{
         decode_snapshot, delete_snapshots_before_with, encode_snapshot,
         latest_snapshot_at_or_below, list_snapshots, list_snapshots_with, parse_snapshot_file_name,

@@ -70,7 +70,7 @@ impl BatchSummary {
     }
 
     /// Whether this is a KIP-1279 `MIRROR_PID_RESET` barrier batch. Detected, like the forks'
-    /// `isMirrorPidResetBatch`, by the first control record's type alone (see `barrier.rs`).
+    /// `isMirrorPidResetBatch`, by the first control record's type alone (see `producer_state/barrier.rs`).
     pub fn is_mirror_pid_reset(&self) -> bool {
         self.is_control && matches!(self.control, Some(ControlInfo::MirrorPidReset { .. }))
     }

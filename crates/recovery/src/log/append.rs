@@ -9,8 +9,8 @@ use record_format::{Batches, IterEnd, LogEntry, RecordBatch};
 use super::error::PartitionLogError;
 use super::maintenance::txn_index_entries;
 use super::PartitionLog;
-use crate::barrier::BarrierOutcome;
 use crate::mirror::{fenced_mirror_epoch, EpochEndOffsets, MirrorPartitionState, MirroredLog};
+use crate::producer_state::BarrierOutcome;
 use crate::producer_state::{AbortedTxnRecord, AppendOrigin, ProducerStateWarning};
 use crate::summary::BatchSummary;
 

@@ -1,7 +1,7 @@
 //! Log alignment by leader epoch against the source partition.
 
 use super::transitions::MirrorLog;
-use crate::leader_epoch::{UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
+use crate::leader_epoch::{end_offset_for, EpochHistory, UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET};
 
 /// The answer of a log to Kafka's `OffsetsForLeaderEpoch` request: `(epoch, end offset)` where
 /// `epoch` is the largest leader epoch `<= requested` the log knows and `end offset` the start of
@@ -16,6 +16,13 @@ pub trait EpochEndOffsets {
     /// `Stopped` (what the promoted side tells the old source at failback); `None` otherwise.
     fn last_mirror_epoch(&self) -> Option<LastMirrorEpoch> {
         None
+    }
+}
+
+/// A copy of a log's leader epochs answers as the log would.
+impl EpochEndOffsets for EpochHistory {
+    fn end_offset_for_epoch(&self, requested: i32) -> (i32, i64) {
+        end_offset_for(&self.entries, requested, self.log_end_offset)
     }
 }
 

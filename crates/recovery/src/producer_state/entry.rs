@@ -2,7 +2,7 @@
 //! expiry.
 
 use super::rules::decrement_sequence;
-use crate::ring::BatchRing;
+use super::BatchRing;
 use crate::summary::{BatchSummary, NO_PRODUCER_EPOCH, NO_SEQUENCE};
 
 /// One cached batch of a producer (Kafka `BatchMetadata`).

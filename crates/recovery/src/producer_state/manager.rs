@@ -10,8 +10,8 @@ use super::entry::{
     is_producer_expired, AbortedTxnRecord, BatchMetadata, CompletedTxn, ExpiredProducer,
     ProducerStateEntry, TxnMetadata,
 };
+use super::BarrierOutcome;
 use super::{AppendOrigin, DEFAULT_PRODUCER_ID_EXPIRATION_MS};
-use crate::barrier::BarrierOutcome;
 use crate::error::ProducerStateError;
 use crate::summary::{BatchSummary, NO_PRODUCER_ID};
 

@@ -15,14 +15,17 @@
 //!   error the manager is unchanged.
 
 mod append_info;
+mod barrier;
 mod entry;
 mod manager;
 mod replicated;
+mod ring;
 mod rules;
 #[cfg(test)]
 mod tests;
 
 pub use append_info::{ProducerAppendInfo, ProducerStateWarning};
+pub use barrier::BarrierOutcome;
 pub(crate) use entry::is_producer_expired;
 pub use entry::{
     AbortedTxnRecord, BatchMetadata, CompletedTxn, ExpiredProducer, ProducerStateEntry, TxnMetadata,
@@ -31,6 +34,7 @@ pub use manager::{
     AppliedBatches, DuplicateBatch, ProducerStateManager, ProducerStateManagerConfig,
     ProducerStateUpdate,
 };
+pub use ring::BatchRing;
 pub use rules::{decrement_sequence, in_sequence, increment_sequence};
 
 /// `ProducerStateEntry.NUM_BATCHES_TO_RETAIN`.

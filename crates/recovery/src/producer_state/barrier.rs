@@ -58,7 +58,7 @@
 //!    behaviour, not the earlier "inert" wording.
 //! 7. **Map end offset** advances past the barrier (it has no producer id, but it is in the log).
 
-use crate::producer_state::{AbortedTxnRecord, CompletedTxn, ProducerStateManager};
+use super::{AbortedTxnRecord, CompletedTxn, ProducerStateManager};
 use crate::summary::{BatchSummary, ControlInfo};
 
 /// What applying one barrier did.

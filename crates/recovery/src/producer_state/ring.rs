@@ -5,7 +5,7 @@
 //! `VecDeque` keeps its items on the heap: each push was a store through a pointer loaded from
 //! the entry, which the planning thread then waited on. The ring keeps them inside the entry.
 
-use crate::producer_state::NUM_BATCHES_TO_RETAIN;
+use super::NUM_BATCHES_TO_RETAIN;
 
 /// [`BatchRing::iter`]'s iterator.
 pub type Iter<'a, T> = std::iter::Chain<std::slice::Iter<'a, T>, std::slice::Iter<'a, T>>;
