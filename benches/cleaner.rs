@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throughput};
 use record_format::RecordBatchBuilder;
-use recovery::internals::cleaner::{clean, CleanerConfig, LogToClean};
+use recovery::internals::cleaner::{clean, CleanerConfig, LogToClean, SegmentSettings};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
 use segment_store::internals::FileKind;
 use segment_store::{LogConfig, StdFs, Storage, TopicPartition};
@@ -111,6 +111,9 @@ fn input() -> Input {
     let now = TIMESTAMP + records as i64 + 1;
     let mut to_clean = LogToClean::from_plan(&plan, now);
     to_clean.last_stable_offset = plan.log_end_offset;
+    // Cleaned in groups of up to Kafka's default `segment.bytes` (1 GiB), on both sides, though
+    // the input rolled at a smaller size.
+    to_clean.segments = SegmentSettings::default();
     let bytes = segment_files(&dir)
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
@@ -235,7 +238,7 @@ impl Kafka {
             .arg("compact-bench")
             .arg(input.now.to_string())
             .arg(config.dedupe_buffer_size.to_string())
-            .arg(config.segment_bytes.to_string())
+            .arg(input.to_clean.segments.segment_bytes.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -138,7 +138,6 @@ fn config(clock: &Arc<ManualClock>, dedupe: u64) -> Config {
         .with_segment_bytes(1024)
         .with_cleaner(CleanerConfig {
             dedupe_buffer_size: dedupe,
-            segment_bytes: 1024,
             ..CleanerConfig::default()
         })
 }
@@ -450,7 +449,7 @@ impl seglog::segment_store::Storage for FailingFs {
 /// the newest value of every key and the producer state of the original log, and the log end.
 #[test]
 fn a_pass_stopped_at_any_mutation_loses_nothing() {
-    use seglog::recovery::internals::cleaner::{clean, last_records, LogToClean};
+    use seglog::recovery::internals::cleaner::{clean, last_records, LogToClean, SegmentSettings};
     let ops: Vec<Op> = (0..80)
         .map(|i| Op::Data((i % 5) as u8, vec![((i % 9) as u8, i % 11 == 0)]))
         .chain([Op::End(3, true), Op::End(4, false)])
@@ -470,6 +469,7 @@ fn a_pass_stopped_at_any_mutation_loses_nothing() {
         last_stable_offset: log.last_stable_offset(),
         last_records: last_records(&log.producer_state().unwrap()),
         now_ms: T0 + 10_000,
+        segments: SegmentSettings::of(&config(&clock, 1 << 20).log.log),
     };
     let template = to_clean(&base, &log);
     log.close().unwrap();
@@ -796,7 +796,6 @@ fn a_pass_over_mapped_segments_writes_what_a_pass_reading_them_writes() {
             .with_clock(clock.clone())
             .with_segment_bytes(2 << 20)
             .with_cleaner(CleanerConfig {
-                segment_bytes: 8 << 20,
                 io_max_bytes_per_second: rate,
                 ..CleanerConfig::default()
             })

@@ -33,10 +33,7 @@ fn config(storage: Option<Arc<dyn Storage>>, clock: Arc<dyn Clock>) -> Config {
         .with_clock(clock)
         .with_segment_bytes(700)
         .with_recovery_threads(1)
-        .with_cleaner(CleanerConfig {
-            segment_bytes: 700,
-            ..CleanerConfig::default()
-        });
+        .with_cleaner(CleanerConfig::default());
     if let Some(storage) = storage {
         config = config.with_storage(storage);
     }

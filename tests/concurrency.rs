@@ -394,10 +394,7 @@ fn cleaning_passes_run_beside_a_writer_and_readers() {
         .with_clock(clock.clone())
         .with_segment_bytes(4 * 1024)
         .with_high_watermark(seglog::HighWatermark::LogEnd)
-        .with_cleaner(seglog::CleanerConfig {
-            segment_bytes: 16 * 1024,
-            ..seglog::CleanerConfig::default()
-        });
+        .with_cleaner(seglog::CleanerConfig::default());
     let log = Log::open(tmp.path().join("table-0"), config).unwrap();
     let acked = Arc::new(Acked::default());
     let stop = Arc::new(AtomicBool::new(false));

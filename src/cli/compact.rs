@@ -60,7 +60,7 @@ pub struct CompactArgs {
     /// min.compaction.lag.ms: segments younger than this are not cleaned
     #[arg(long, value_name = "MS", default_value_t = 0)]
     pub min_compaction_lag_ms: i64,
-    /// segment.bytes: the largest group of segments cleaned into one
+    /// segment.bytes (the topic's): the largest group of segments cleaned into one
     #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
     pub segment_bytes: u64,
     /// Clean only the partitions Kafka's cleaner would pick now: cleanable ratio above
@@ -87,7 +87,6 @@ impl CompactArgs {
             dedupe_buffer_size: self.dedupe_buffer_size,
             delete_retention_ms: self.delete_retention_ms,
             min_compaction_lag_ms: self.min_compaction_lag_ms,
-            segment_bytes: self.segment_bytes,
             min_cleanable_dirty_ratio: self.min_cleanable_dirty_ratio,
             max_compaction_lag_ms: self.max_compaction_lag_ms,
             threads: self.threads.max(1),
@@ -116,6 +115,7 @@ fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::
         for dir in &dirs {
             let mut opts = LoadOptions::for_partition_dir(dir, false);
             opts.config.env.clock = clock.clone();
+            opts.config.log.log.segment_bytes = args.segment_bytes;
             let plan = LogLoader::plan(dir, &opts)?;
             let tp = partition_of(dir)?;
             let mut log = LogToClean::from_plan(&plan, clock.now_ms());
@@ -155,6 +155,7 @@ fn compact(args: &CompactArgs, out: &mut impl Write) -> Result<(), Box<dyn std::
     }
     let config = Config::default()
         .with_clock(clock)
+        .with_segment_bytes(args.segment_bytes)
         .with_cleaner(cleaner_config);
     let tps = dirs
         .iter()

@@ -103,8 +103,9 @@ pub struct Config {
     pub mirror_stop_policy: StopPolicy,
     /// The log cleaner's settings, with Kafka's names (`log.cleaner.dedupe.buffer.size`,
     /// `log.cleaner.threads`, `log.cleaner.io.buffer.load.factor`, `delete.retention.ms`,
-    /// `min.compaction.lag.ms`, `segment.bytes`, `segment.index.bytes`, ...), used by
-    /// `seglog::Log::compact`. See `docs/cleaner.md`.
+    /// `min.compaction.lag.ms`, ...), used by `seglog::Log::compact`; a pass groups and indexes
+    /// segments by the log's own `segment.bytes`, `segment.index.bytes` and
+    /// `index.interval.bytes` ([`Config::log`]), as Kafka's does. See `docs/cleaner.md`.
     pub cleaner: CleanerConfig,
 }
 

@@ -63,12 +63,6 @@ pub struct CleanerConfig {
     pub io_buffer_size: usize,
     /// `max.message.bytes` (1048588): the largest batch read.
     pub max_message_bytes: usize,
-    /// `segment.bytes` (1 GiB): the largest group of segments cleaned into one.
-    pub segment_bytes: u64,
-    /// `segment.index.bytes` (10 MiB): the largest index of a group.
-    pub max_index_size: u64,
-    /// `index.interval.bytes` (4096).
-    pub index_interval_bytes: u32,
     /// `delete.retention.ms` (1 day): how long tombstones and markers of empty transactions
     /// stay after the cleaning that set their delete horizon.
     pub delete_retention_ms: i64,
@@ -93,9 +87,6 @@ impl Default for CleanerConfig {
             io_buffer_load_factor: 0.9,
             io_buffer_size: 512 * 1024,
             max_message_bytes: 1024 * 1024 + 12,
-            segment_bytes: 1024 * 1024 * 1024,
-            max_index_size: 10 * 1024 * 1024,
-            index_interval_bytes: 4096,
             delete_retention_ms: 86_400_000,
             min_compaction_lag_ms: 0,
             min_cleanable_dirty_ratio: 0.5,
@@ -129,6 +120,39 @@ pub struct LogToClean {
     pub last_records: BTreeMap<i64, LastRecord>,
     /// The cleaner's clock (delete horizons, compaction lag).
     pub now_ms: i64,
+    /// The log's `segment.bytes`, `segment.index.bytes` and `index.interval.bytes`: as Kafka's
+    /// cleaner (`groupSegmentsBySize(log.config.segmentSize, log.config.maxIndexSize, ...)`), a
+    /// pass groups segments and indexes the cleaned ones by the log's own settings.
+    pub segments: SegmentSettings,
+}
+
+/// The settings of a log's segments a cleaning pass follows (from its `LogConfig`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SegmentSettings {
+    /// `segment.bytes`: the largest group of segments cleaned into one.
+    pub segment_bytes: u64,
+    /// `segment.index.bytes`: the largest index of a group.
+    pub max_index_size: u64,
+    /// `index.interval.bytes`: the bytes between two index entries of a cleaned segment.
+    pub index_interval_bytes: u32,
+}
+
+impl SegmentSettings {
+    /// The settings `config` gives a log's segments.
+    pub fn of(config: &segment_store::LogConfig) -> Self {
+        SegmentSettings {
+            segment_bytes: config.segment_bytes,
+            max_index_size: config.max_index_size,
+            index_interval_bytes: config.index_interval_bytes,
+        }
+    }
+}
+
+impl Default for SegmentSettings {
+    /// Kafka's defaults (`LogConfig::default()`).
+    fn default() -> Self {
+        SegmentSettings::of(&segment_store::LogConfig::default())
+    }
 }
 
 /// What one group's cleaning did (or, in a dry run, would do).
@@ -318,6 +342,7 @@ impl crate::PartitionLog {
                 last_stable_offset: self.last_stable_offset(),
                 last_records: last_records(self.producer_state()),
                 now_ms: self.clock.now_ms(),
+                segments: SegmentSettings::of(&self.config.log),
             },
             local: Arc::clone(&self.local),
         }

@@ -147,8 +147,8 @@ pub(super) fn run_pass(
         .collect();
     let groups = group_segments_by_size(
         &to_clean,
-        config.segment_bytes,
-        config.max_index_size,
+        log.segments.segment_bytes,
+        log.segments.max_index_size,
         first_uncleanable,
     );
     let mut meta = CleanedTransactionMetadata::default();
@@ -164,7 +164,7 @@ pub(super) fn run_pass(
         let mut dest = CleanedSegment::new(
             handle,
             base,
-            config.index_interval_bytes,
+            log.segments.index_interval_bytes,
             config.io_buffer_size / 2,
         );
         let mut g = GroupReport {

@@ -529,6 +529,7 @@ impl crate::cleaner::LogToClean {
             last_stable_offset: plan.last_stable_offset,
             last_records: crate::cleaner::last_records(&plan.producers),
             now_ms,
+            segments: crate::cleaner::SegmentSettings::of(&plan.options.config.log.log),
         }
     }
 }
