@@ -31,9 +31,10 @@ impl LocalLog {
 
     /// Kafka's scheduled `delete-file` tasks: removes the `.deleted` files of segments removed at
     /// least `file.delete.delay.ms` ago on the clock. Returns the number of segments whose files
-    /// went. Called by every retention pass; a log directory's own thread calls it too. A file
-    /// that cannot be removed is tried again at the next call (and a loader removes what a crash
-    /// left).
+    /// went. Called by every retention pass; a log directory's own thread calls it too. At the
+    /// first removal that fails the call stops with its error: that segment's files stay
+    /// `.deleted` (a loader removes them at the next open, as after a crash) and the segments not
+    /// reached wait for the next call.
     pub fn delete_expired_files(&self) -> Result<usize> {
         let now = self.ctx.clock.now_ms();
         self.remove_pending(|due| due <= now)
