@@ -10,9 +10,10 @@
 //!
 //! Variants, each a whole pass, elements = bytes fetched:
 //! - `fetch`: `Log::fetch` (the bytes copied into a new `Vec`), the baseline;
-//! - `slices_read`: `Log::fetch_slices`, then the slice read with `pread` into one reused 1 MiB
-//!   buffer (what a server without `sendfile` does);
-//! - `slices_read_chunked`: the same in 64 KiB `pread`s into one reused 64 KiB buffer (a bounce
+//! - `slices_read`: `Log::fetch_slices`, then the slice read into one reused 1 MiB buffer (what
+//!   a server without `sendfile` does): copied out of a sealed segment's map, `pread` from the
+//!   active one;
+//! - `slices_read_chunked`: the same in 64 KiB reads into one reused 64 KiB buffer (a bounce
 //!   buffer that stays in the cache);
 //! - `slices_only`: `Log::fetch_slices` alone, the cost of producing the answer a server hands to
 //!   `sendfile`;

@@ -282,3 +282,153 @@ fn a_truncation_below_a_held_slice_gives_a_short_read_not_a_fault() {
     assert_eq!(slice.read_at(5, &mut buf).unwrap(), 0);
     log.close().unwrap();
 }
+
+/// A log of `sealed` segments of 16 one-record batches each (sealed: read through their
+/// read-only maps) and an active one, all from one idempotent producer; the first offset of each
+/// sealed segment.
+fn sealed_log(dir: &Path, sealed: usize) -> (Log, Vec<i64>) {
+    let log = Log::open(dir, config()).unwrap();
+    let mut firsts = Vec::new();
+    let mut seq = 0;
+    for _ in 0..sealed {
+        firsts.push(log.log_end_offset());
+        for _ in 0..16 {
+            log.append(&batch(3, seq, 1, 300, false)).unwrap();
+            seq += 1;
+        }
+        log.roll().unwrap();
+    }
+    log.append(&batch(3, seq, 1, 300, false)).unwrap();
+    log.set_high_watermark(log.log_end_offset()).unwrap();
+    (log, firsts)
+}
+
+#[test]
+fn a_truncation_into_a_sealed_segment_under_a_held_slice_gives_a_short_read_not_a_fault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, firsts) = sealed_log(&tmp.path().join("t-0"), 3);
+    let first = firsts[1];
+    // The whole middle segment, sealed and mapped.
+    let fetch = log
+        .fetch(first, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap();
+    let slices = log
+        .fetch_slices(first, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap();
+    let slice = slices.slice.unwrap();
+    assert_eq!(slice.to_vec().unwrap(), fetch.records);
+    let batch_len = fetch.records.len() / 16;
+    // Cut the sealed segment after its fifth batch (the segment after it goes too).
+    assert!(log.truncate_to(first + 5).unwrap());
+    let mut buf = vec![0u8; fetch.records.len()];
+    assert_eq!(
+        slice.read_into(&mut buf).unwrap(),
+        5 * batch_len,
+        "a short read"
+    );
+    assert_eq!(buf[..5 * batch_len], fetch.records[..5 * batch_len]);
+    assert!(matches!(
+        slice.to_vec().unwrap_err(),
+        SegmentError::SliceTruncated { .. }
+    ));
+    // The segment takes appends again; the slice reads the new bytes at its positions, as
+    // Kafka's slice of a truncated `FileRecords` would.
+    let again = batch(4, 0, 1, 300, false);
+    log.append(&again).unwrap();
+    let appended = log
+        .fetch(first + 5, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .records;
+    assert_eq!(appended.len(), again.len());
+    let n = slice.read_into(&mut buf).unwrap();
+    assert_eq!(n, 5 * batch_len + again.len());
+    assert_eq!(buf[5 * batch_len..n], appended[..]);
+    log.close().unwrap();
+}
+
+#[test]
+fn readers_of_held_slices_never_fault_while_the_writer_truncates_their_segments() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (log, firsts) = sealed_log(&tmp.path().join("t-0"), 12);
+    // A slice of every sealed segment, and the bytes it held when taken.
+    let held: Vec<_> = firsts
+        .iter()
+        .map(|&f| {
+            let s = log
+                .fetch_slices(f, 1 << 20, FetchIsolation::LogEnd, true)
+                .unwrap()
+                .slice
+                .unwrap();
+            let bytes = s.to_vec().unwrap();
+            (s, bytes)
+        })
+        .collect();
+    let held = Arc::new(held);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..3)
+        .map(|r| {
+            let (held, stop) = (Arc::clone(&held), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut buf = vec![0u8; 1 << 16];
+                let mut reads = 0u64;
+                let mut i = r;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) || reads < 100 {
+                    let (slice, bytes) = &held[i % held.len()];
+                    let n = slice.read_into(&mut buf).unwrap();
+                    // Before its truncation, all of it; after, a prefix of it (nothing was
+                    // appended in this test).
+                    assert!(n <= bytes.len() && buf[..n] == bytes[..n], "slice {i}");
+                    reads += 1;
+                    i += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    // Truncate from the end down, into each sealed segment's middle, while the readers read.
+    for &f in firsts.iter().rev() {
+        assert!(log.truncate_to(f + 8).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(log.truncate_to(f).unwrap() || f == 0);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() >= 100);
+    }
+    for (slice, _) in held.iter() {
+        let mut buf = vec![0u8; 16];
+        assert_eq!(
+            slice.read_into(&mut buf).unwrap(),
+            0,
+            "every slice cut to nothing"
+        );
+    }
+    log.close().unwrap();
+}
+
+#[test]
+fn a_segment_closed_and_reopened_under_a_held_slice_maps_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    // More sealed segments than a log keeps open, so reading them all closes the first.
+    let (log, firsts) = sealed_log(&tmp.path().join("t-0"), 12);
+    let fetch = log.fetch(0, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+    let slice = log
+        .fetch_slices(0, 1 << 20, FetchIsolation::LogEnd, true)
+        .unwrap()
+        .slice
+        .unwrap();
+    for &f in &firsts[1..] {
+        log.fetch(f, 1 << 20, FetchIsolation::LogEnd, true).unwrap();
+    }
+    // The first segment was closed to bound descriptors; opened again (and mapped again, its
+    // file lock free) by this fetch, while the slice of its first opening is held.
+    assert_eq!(
+        log.fetch(0, 1 << 20, FetchIsolation::LogEnd, true)
+            .unwrap()
+            .records,
+        fetch.records
+    );
+    assert_eq!(slice.to_vec().unwrap(), fetch.records);
+    log.close().unwrap();
+    assert_eq!(slice.to_vec().unwrap(), fetch.records);
+}

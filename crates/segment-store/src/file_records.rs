@@ -18,8 +18,10 @@
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+
+use arc_swap::ArcSwapOption;
 
 use record_format::internals::{
     HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LEGACY_V1_TIMESTAMP_OFFSET, LOG_OVERHEAD,
@@ -339,11 +341,83 @@ impl Drop for ReadOnlyBytes {
     }
 }
 
+/// A sealed `.log`'s read-only map, shared by its [`FileRecords`] and the [`FileSlice`]s it hands
+/// out, so a slice of a sealed segment is read by a copy out of the map, as a plain fetch is,
+/// instead of a `pread`.
+///
+/// A slice may be held long after the segment changed, and the map must never be read past a
+/// length the file no longer has (`SIGBUS`). So the segment **retires** the map before anything
+/// changes the file's length or the segment gives the map up (an append, a truncation, an unmap,
+/// closing the segment): from then on a slice reads through the file handle (a truncation is a
+/// short read). The gate between the two is a pair of atomics, never a lock: a copy announces
+/// itself in `copies`, then checks `retired`; a retirement sets `retired`, then waits until
+/// `copies` is zero. A sequentially consistent fence on each side, between its store and its
+/// load, makes at least one of them see the other: either the copy sees the map retired and
+/// does not read it, or the retirement sees the copy in flight and waits for it to end (at most
+/// one copy of a slice's length; the copy's release of `copies` orders its reads before the
+/// truncation). A reader never waits; only the segment's writer does, and only for copies
+/// already in flight.
+/// `crates/segment-store/tests/slice_map_model.rs` checks this protocol with `loom`.
+#[derive(Debug)]
+pub(crate) struct SharedMap {
+    /// The map (the segment holds it too); taken out by the retirement once no copy is in
+    /// flight, so that it is unmapped, its file lock released, when the segment drops it.
+    map: ArcSwapOption<MmapFile>,
+    /// Copies out of the map in flight.
+    copies: AtomicUsize,
+    /// Set once the segment gave the map up: no copy starts after it.
+    retired: AtomicBool,
+}
+
+impl SharedMap {
+    fn new(map: Arc<MmapFile>) -> SharedMap {
+        SharedMap {
+            map: ArcSwapOption::new(Some(map)),
+            copies: AtomicUsize::new(0),
+            retired: AtomicBool::new(false),
+        }
+    }
+
+    /// Copies the bytes at `position` into `dst`, all of them or none: `None` when the map was
+    /// retired or does not hold the whole range (the caller reads through the handle).
+    pub(crate) fn copy_to(&self, position: u64, dst: &mut [u8]) -> Option<()> {
+        self.copies.fetch_add(1, Ordering::Relaxed);
+        // Orders the announcement before the check, against `retire`'s fence.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let copied = if self.retired.load(Ordering::Relaxed) {
+            None
+        } else {
+            let map = self.map.load();
+            usize::try_from(position)
+                .ok()
+                .zip(map.as_deref())
+                .and_then(|(start, m)| m.read(start, dst.len()))
+                .map(|src| dst.copy_from_slice(src))
+        };
+        // Releases the copy's reads of the map to the retirement that sees the count drop.
+        self.copies.fetch_sub(1, Ordering::Release);
+        copied
+    }
+
+    /// Stops every later copy, waits for those in flight, then unmaps: after it, nothing reads
+    /// the map, the file's lock is released and its length may change.
+    fn retire(&self) {
+        self.retired.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        while self.copies.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
+        }
+        self.map.store(None);
+    }
+}
+
 /// The `.log` file of a segment.
 #[derive(Debug)]
 pub struct FileRecords {
     // Field order: the map is dropped before the handle.
-    map: Option<MmapFile>,
+    /// The read-only map of a sealed segment, and its share with the [`FileSlice`]s (retired
+    /// before the map is dropped).
+    map: Option<(Arc<MmapFile>, Arc<SharedMap>)>,
     /// Shared with the [`FileSlice`]s handed out, which keep the file open.
     handle: Arc<dyn FileHandle>,
     path: PathBuf,
@@ -390,19 +464,24 @@ impl FileRecords {
         if self.map.is_none() && self.size > 0 {
             let map = MmapFile::open(lock, &self.path, false)?;
             if map.len() == self.size {
-                self.map = Some(map);
+                let map = Arc::new(map);
+                let shared = Arc::new(SharedMap::new(Arc::clone(&map)));
+                self.map = Some((map, shared));
             }
         }
         Ok(())
     }
 
-    /// Drops the map, if any.
+    /// Drops the map, if any, retiring it first (`SharedMap`): slices taken from it read
+    /// through the handle from now on.
     pub fn unmap(&mut self) {
-        self.map = None;
+        if let Some((_map, shared)) = self.map.take() {
+            shared.retire();
+        }
     }
 
     fn map_slice(&self, position: u64, len: usize) -> Option<&[u8]> {
-        let m = self.map.as_ref()?;
+        let (m, _) = self.map.as_ref()?;
         let start = usize::try_from(position).ok()?;
         let all = m.as_slice();
         let end = start.checked_add(len)?.min(all.len());
@@ -412,7 +491,7 @@ impl FileRecords {
     /// Appends `data` and returns the position it was written at. Not durable until
     /// [`Self::flush`].
     pub fn append(&mut self, data: &[u8]) -> Result<u64> {
-        self.map = None;
+        self.unmap();
         let position = self.size;
         *self.synced.get_mut() = false;
         self.handle.write_at(position, data)?;
@@ -439,10 +518,12 @@ impl FileRecords {
     }
 
     /// Kafka's `slice(position, size)`: up to `len` bytes at `position` (fewer at the end of the
-    /// file; empty past it) as a [`FileSlice`] of the open file, read later; never from the map.
+    /// file; empty past it) as a [`FileSlice`] of the open file, read later: out of the sealed
+    /// segment's map while the segment keeps it (`SharedMap`), else through the handle.
     pub fn slice(&self, position: u64, len: usize) -> FileSlice {
         let len = (len as u64).min(self.size.saturating_sub(position));
-        FileSlice::new(Arc::clone(&self.handle), position, len)
+        let shared = self.map.as_ref().map(|(_, s)| Arc::clone(s));
+        FileSlice::new(Arc::clone(&self.handle), shared, position, len)
     }
 
     /// All bytes from `position` to the end, to iterate with record-format's iterator.
@@ -557,8 +638,9 @@ impl FileRecords {
         }
         let removed = self.size - target_size;
         if removed > 0 || self.handle.len()? > target_size {
-            // Invariant 3 of MmapFile: unmap before the length changes.
-            self.map = None;
+            // Invariant 3 of MmapFile: unmap (the slices' copies retired) before the length
+            // changes.
+            self.unmap();
             *self.synced.get_mut() = false;
             self.handle.set_len(target_size)?;
             self.size = target_size;
@@ -575,5 +657,13 @@ impl FileRecords {
         self.handle.sync_data()?;
         self.synced.store(true, Ordering::Release);
         Ok(())
+    }
+}
+
+impl Drop for FileRecords {
+    /// Retires the map (`SharedMap`): a slice that outlives the segment reads through the
+    /// handle, so a later open of the same file may change its length.
+    fn drop(&mut self) {
+        self.unmap();
     }
 }

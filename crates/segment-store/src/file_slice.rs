@@ -12,20 +12,26 @@
 //! | a truncation below the slice's end | a short read: the bytes the file still holds, [`SegmentError::SliceTruncated`] from [`FileSlice::to_vec`] |
 //! | a truncation and new appends over the slice's range | the new bytes (as Kafka's slice of a truncated `FileRecords` would) |
 //!
-//! Reads are `pread`s through [`FileHandle::read_at`]; a slice never maps the file, so a
-//! truncation under it cannot fault.
+//! A slice of a sealed segment is read by a copy out of the segment's read-only map while the
+//! segment keeps the map; once the segment gives it up (before any change of the file's length:
+//! an append, a truncation, closing the segment) the slice reads with `pread`s through
+//! [`FileHandle::read_at`]. The hand-over is a gate of two atomics, not a lock (`SharedMap` in
+//! `file_records.rs`), so a truncation under a slice cannot fault.
 
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
 use crate::error::{Result, SegmentError};
+use crate::file_records::SharedMap;
 use crate::io::FileHandle;
 
 /// A range of a segment's `.log`, kept readable while it is held (see the module docs).
 #[derive(Clone)]
 pub struct FileSlice {
     handle: Arc<dyn FileHandle>,
+    /// The sealed segment's map, while the segment keeps it.
+    map: Option<Arc<SharedMap>>,
     position: u64,
     len: u64,
 }
@@ -41,10 +47,16 @@ impl fmt::Debug for FileSlice {
 }
 
 impl FileSlice {
-    /// The `len` bytes at `position` of the file open as `handle`.
-    pub(crate) fn new(handle: Arc<dyn FileHandle>, position: u64, len: u64) -> FileSlice {
+    /// The `len` bytes at `position` of the file open as `handle` (and mapped as `map`).
+    pub(crate) fn new(
+        handle: Arc<dyn FileHandle>,
+        map: Option<Arc<SharedMap>>,
+        position: u64,
+        len: u64,
+    ) -> FileSlice {
         FileSlice {
             handle,
+            map,
             position,
             len,
         }
@@ -83,8 +95,11 @@ impl FileSlice {
         if dst.is_empty() {
             return Ok(0);
         }
-        self.handle
-            .read_at(self.position.saturating_add(offset), dst)
+        let at = self.position.saturating_add(offset);
+        if let Some(()) = self.map.as_ref().and_then(|m| m.copy_to(at, dst)) {
+            return Ok(dst.len());
+        }
+        self.handle.read_at(at, dst)
     }
 
     /// Reads the slice from its start into `buf` ([`Self::read_at`] from 0): the first

@@ -35,7 +35,10 @@ const WRITE_THROUGH_FILE_BYTES: usize = 64 * 1024;
 /// 3. **Never truncated while mapped.** The length only changes in [`MmapFile::resize`], which
 ///    drops (unmaps) the current map *before* `set_len` and maps again afterwards, as Kafka's
 ///    `AbstractIndex.resize` does with `safeForceUnmap`. No view of the old map can outlive it:
-///    views borrow `&self`, and `resize` takes `&mut self`.
+///    views borrow `&self`, and `resize` takes `&mut self`. A sealed `.log`'s read-only map that
+///    file slices share (`SharedMap` in `file_records.rs`) is reached by them only through a gate
+///    the segment retires (waiting for the copies in flight) before it drops its map and before
+///    the file's length changes.
 /// 4. **Other processes must not modify the file.** This is a convention the lock files make
 ///    checkable for seglog processes; it cannot be enforced against arbitrary programs (nor
 ///    against a running Kafka broker, whose JVM locks do not interact with `flock`). Do not run
