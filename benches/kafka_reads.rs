@@ -20,6 +20,13 @@
 //! The copy floor is the same answers' bytes copied with `memcpy` out of the segment files held
 //! in memory into a reused buffer: no fetch that copies, on either side, goes faster.
 //!
+//! Then the fetches beside a writer, 1 and 4 reader threads: each side's readers fetch at random
+//! offsets of the readable range while its own writer appends and flushes every 100 appends,
+//! rounds with and without the writer alternating (harness `bench-read-writer`; see
+//! [`seglog_beside_writer`]). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 3) rounds of
+//! `SEGLOG_KAFKA_BENCH_WRITER_SECONDS` (default 1) per condition; `SEGLOG_KAFKA_BENCH_NO_WRITER`
+//! skips them.
+//!
 //! Needs Java and `tools/kafka/fetch.sh` first (`SEGLOG_KAFKA_HOME` points at another build of
 //! the jars and the harness). Run: `cargo bench --bench kafka_reads`.
 use std::path::{Path, PathBuf};
@@ -77,15 +84,13 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Writes the partition and closes it; returns its log end offset and size in bytes.
-fn write_partition(dir: &Path, bytes: usize) -> (i64, usize) {
-    let config = Config::default().with_segment_bytes(64 << 20);
-    let log = Log::open(dir, config).expect("open");
+/// [`POOL`] batches of [`RECORDS`] records with [`VALUE`] random bytes each, timestamped now.
+fn batch_pool() -> Vec<Vec<u8>> {
     let mut rng = XorShift::new(7);
     let ts = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-    let pool: Vec<Vec<u8>> = (0..POOL)
+    (0..POOL)
         .map(|_| {
             let mut b = RecordBatchBuilder::new(0);
             for _ in 0..RECORDS {
@@ -94,7 +99,14 @@ fn write_partition(dir: &Path, bytes: usize) -> (i64, usize) {
             }
             b.build()
         })
-        .collect();
+        .collect()
+}
+
+/// Writes the partition and closes it; returns its log end offset and size in bytes.
+fn write_partition(dir: &Path, bytes: usize) -> (i64, usize) {
+    let config = Config::default().with_segment_bytes(64 << 20);
+    let log = Log::open(dir, config).expect("open");
+    let pool = batch_pool();
     let batches = bytes / pool[0].len();
     for i in 0..batches {
         log.append(&pool[i % POOL]).expect("append");
@@ -211,6 +223,176 @@ fn copy_floor_passes(
     rates
 }
 
+/// One round beside (or without) a writer: fetches and appends in `seconds`.
+struct Round {
+    writer: bool,
+    fetches: u64,
+    seconds: f64,
+    appends: u64,
+}
+
+/// seglog's side of `bench-read-writer` (see `ReadHarness.benchReadWriter`): one untimed round
+/// with the writer, then `2 * rounds` rounds alternating with and without it. `readers` threads
+/// fetch at offsets drawn uniformly from the readable range (`read_uncommitted`), 1 MiB at most,
+/// `min_one_message`, each answer's slice read into the thread's reused buffer (Kafka's `copy`);
+/// the writer appends the pool's batches with `Log::append` and calls `Log::flush` every
+/// `flush_every` appends (the high watermark follows the flushed log end, the default policy).
+fn seglog_beside_writer(
+    dir: &Path,
+    readers: usize,
+    rounds: usize,
+    seconds: f64,
+    flush_every: u64,
+) -> Vec<Round> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let log = Log::open(dir, Config::default().with_segment_bytes(64 << 20)).expect("open");
+    let pool = batch_pool();
+    let mut out = Vec::new();
+    for round in -1..2 * rounds as i64 {
+        let writing = round < 0 || round % 2 == 0;
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + std::time::Duration::from_secs_f64(seconds);
+        let (fetches, secs, appends) = std::thread::scope(|scope| {
+            let writer = writing.then(|| {
+                scope.spawn(|| {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        log.append(&pool[(n % POOL as u64) as usize])
+                            .expect("append");
+                        n += 1;
+                        if n.is_multiple_of(flush_every) {
+                            log.flush().expect("flush");
+                        }
+                    }
+                    n
+                })
+            });
+            let t = Instant::now();
+            let handles: Vec<_> = (0..readers)
+                .map(|r| {
+                    let log = &log;
+                    scope.spawn(move || {
+                        let mut rng = XorShift::new(1 + r as u64);
+                        let mut buf = vec![0u8; 4 << 20];
+                        let mut fetches = 0u64;
+                        while Instant::now() < deadline {
+                            let range = log.readable_range(IsolationLevel::ReadUncommitted);
+                            let span = u64::try_from(range.end - range.start).unwrap_or(0).max(1);
+                            let o = range.start + i64::try_from(rng.next_u64() % span).unwrap_or(0);
+                            let a = log
+                                .fetch_slices(
+                                    o,
+                                    MAX_BYTES,
+                                    IsolationLevel::ReadUncommitted.into(),
+                                    true,
+                                )
+                                .expect("fetch_slices");
+                            if let Some(s) = &a.slice {
+                                std::hint::black_box(s.read_into(&mut buf).expect("read"));
+                            }
+                            fetches += 1;
+                        }
+                        fetches
+                    })
+                })
+                .collect();
+            let fetches: u64 = handles.into_iter().map(|h| h.join().expect("reader")).sum();
+            let secs = t.elapsed().as_secs_f64();
+            stop.store(true, Ordering::Relaxed);
+            let appends = writer.map_or(0, |w| w.join().expect("writer"));
+            (fetches, secs, appends)
+        });
+        if round >= 0 {
+            out.push(Round {
+                writer: writing,
+                fetches,
+                seconds: secs,
+                appends,
+            });
+        }
+    }
+    log.close().expect("close");
+    out
+}
+
+/// Fetches/s and appends/s, medians over the rounds of one condition.
+fn rates(rounds: &[Round], writer: bool) -> (f64, f64) {
+    let of = |f: &dyn Fn(&Round) -> f64| {
+        median(
+            rounds
+                .iter()
+                .filter(|r| r.writer == writer)
+                .map(f)
+                .collect(),
+        )
+    };
+    (
+        of(&|r| r.fetches as f64 / r.seconds),
+        of(&|r| r.appends as f64 / r.seconds),
+    )
+}
+
+/// The fetches beside a writer, seglog against Kafka, 1 and 4 readers.
+fn beside_writer(home: &Path, dir: &Path) {
+    let rounds = env_usize("SEGLOG_KAFKA_BENCH_WRITER_ROUNDS", 3).max(1);
+    let seconds = std::env::var("SEGLOG_KAFKA_BENCH_WRITER_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1.0f64);
+    let flush_every = 100u64;
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    eprintln!(
+        "beside a writer: rounds per condition and side {rounds}, {seconds} s each, flush every \
+         {flush_every} appends, {cores} cores"
+    );
+    println!();
+    println!(
+        "| readers | writer | seglog fetches/s | Kafka fetches/s | seglog / Kafka | per reader: \
+         seglog / Kafka fetches/s | appends/s: seglog / Kafka |"
+    );
+    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    for readers in [1usize, 4] {
+        let ours = seglog_beside_writer(dir, readers, rounds, seconds, flush_every);
+        let k = harness(
+            home,
+            &[
+                "bench-read-writer",
+                &dir.display().to_string(),
+                &readers.to_string(),
+                &rounds.to_string(),
+                &seconds.to_string(),
+                &flush_every.to_string(),
+            ],
+        );
+        let theirs: Vec<Round> = k
+            .iter()
+            .map(|x| Round {
+                writer: x["writer"].as_bool().expect("writer"),
+                fetches: x["fetches"].as_u64().expect("fetches"),
+                seconds: x["seconds"].as_f64().expect("seconds"),
+                appends: x["appends"].as_u64().expect("appends"),
+            })
+            .collect();
+        for writer in [true, false] {
+            let (f, a) = rates(&ours, writer);
+            let (kf, ka) = rates(&theirs, writer);
+            let n = readers as f64;
+            let appends = if writer {
+                format!("{a:.0} / {ka:.0}")
+            } else {
+                String::new()
+            };
+            println!(
+                "| {readers} | {} | {f:.0} | {kf:.0} | **{:.2}x** | {:.0} / {:.0} | {appends} |",
+                if writer { "appending" } else { "none" },
+                f / kf,
+                f / n,
+                kf / n,
+            );
+        }
+    }
+}
+
 fn main() {
     let home = kafka_home();
     let iters = env_usize("SEGLOG_KAFKA_BENCH_ITERS", 6).max(2);
@@ -307,6 +489,9 @@ fn main() {
             floor / copy,
             sliced / slice
         );
+    }
+    if std::env::var_os("SEGLOG_KAFKA_BENCH_NO_WRITER").is_none() {
+        beside_writer(&home, &dir);
     }
     if std::env::var_os("SEGLOG_KAFKA_BENCH_KEEP").is_none() {
         let _ = std::fs::remove_dir_all(&work);

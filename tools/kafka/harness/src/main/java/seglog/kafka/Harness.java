@@ -78,6 +78,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * compact-bench NOW DEDUPE_BYTES SEGMENT_BYTES   Kafka's log cleaner timed, one pass per stdin line: see CleanerHarness
  * read DIR HW REQUESTS                   UnifiedLog.read per request line, as an oracle: see ReadHarness
  * bench-read DIR HW REQUESTS WARMUP TIMED UnifiedLog.read timed over the request lines: see ReadHarness
+ * bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY   UnifiedLog.read beside appendAsLeader: see ReadHarness
  * </pre>
  *
  * JSON is printed on stdout, one object per line; diagnostics go to stderr.
@@ -114,6 +115,7 @@ public final class Harness {
             case "compact-bench" -> CleanerHarness.bench(rest);
             case "read" -> ReadHarness.read(rest);
             case "bench-read" -> ReadHarness.benchRead(rest);
+            case "bench-read-writer" -> ReadHarness.benchReadWriter(rest);
             default -> {
                 System.err.println("unknown subcommand " + args[0]);
                 System.exit(2);

@@ -165,6 +165,115 @@ final class ReadHarness {
         scheduler.shutdown();
     }
 
+    /**
+     * `bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY`: Kafka's read path beside Kafka's own
+     * writer, for `benches/kafka_reads.rs`. The partition is loaded as a broker loads it, its high
+     * watermark at the log end. One untimed warm-up round with the writer, then 2 * ROUNDS rounds of
+     * SECONDS each, alternating with and without the writer, each printed as one JSON line. In a round
+     * READERS threads each fetch in a loop: `UnifiedLog.read` at an offset drawn uniformly from
+     * [log start, high watermark), 1 MiB at most, `HIGH_WATERMARK`, `minOneMessage`, the bytes read
+     * into the thread's reused direct buffer (the `copy` of `bench-read`). The writer appends batches of
+     * 10 records of 100 random bytes with `appendAsLeader` (leader epoch 0, client origin), and every
+     * FLUSH_EVERY appends flushes and moves the high watermark to the flushed log end (seglog's default
+     * high-watermark policy).
+     */
+    static void benchReadWriter(String[] a) throws Exception {
+        File dir = new File(a[0]);
+        int readers = Integer.parseInt(a[1]);
+        int rounds = Integer.parseInt(a[2]);
+        double seconds = Double.parseDouble(a[3]);
+        int flushEvery = Integer.parseInt(a[4]);
+        KafkaScheduler scheduler = Harness.scheduler();
+        UnifiedLog log = Harness.open(dir, false, scheduler, new BrokerTopicStats(), null);
+        log.updateHighWatermark(log.logEndOffset());
+        java.util.Random rnd = new java.util.Random(7);
+        long ts = System.currentTimeMillis();
+        List<MemoryRecords> pool = new ArrayList<>();
+        for (int i = 0; i < 256; i++) {
+            ByteBuffer b = ByteBuffer.allocate(10 * 200 + 256);
+            org.apache.kafka.common.record.internal.MemoryRecordsBuilder builder = MemoryRecords.builder(b,
+                    org.apache.kafka.common.compress.Compression.NONE,
+                    org.apache.kafka.common.record.TimestampType.CREATE_TIME, 0L);
+            for (int r = 0; r < 10; r++) {
+                byte[] value = new byte[100];
+                rnd.nextBytes(value);
+                builder.append(ts, null, value);
+            }
+            pool.add(builder.build());
+        }
+        for (int round = -1; round < 2 * rounds; round++) {
+            boolean writing = round < 0 || round % 2 == 0;
+            java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
+            java.util.concurrent.atomic.AtomicLong appends = new java.util.concurrent.atomic.AtomicLong();
+            java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
+            Thread writer = new Thread(() -> {
+                try {
+                    long n = 0;
+                    while (!stop.get()) {
+                        log.appendAsLeader(Harness.reset(pool.get((int) (n % pool.size()))), 0,
+                                org.apache.kafka.storage.internals.log.AppendOrigin.CLIENT);
+                        n++;
+                        if (n % flushEvery == 0) {
+                            log.flush(false);
+                            log.updateHighWatermark(log.logEndOffset());
+                        }
+                    }
+                    appends.set(n);
+                } catch (Throwable t) {
+                    failed.set(t);
+                }
+            });
+            long[] fetches = new long[readers];
+            long[] bytes = new long[readers];
+            Thread[] threads = new Thread[readers];
+            long deadline = System.nanoTime() + (long) (seconds * 1e9);
+            for (int r = 0; r < readers; r++) {
+                final int me = r;
+                threads[r] = new Thread(() -> {
+                    try {
+                        ByteBuffer buf = ByteBuffer.allocateDirect(4 << 20);
+                        java.util.concurrent.ThreadLocalRandom random = java.util.concurrent.ThreadLocalRandom.current();
+                        while (System.nanoTime() < deadline) {
+                            long start = log.logStartOffset();
+                            long hw = log.highWatermark();
+                            long offset = start + random.nextLong(Math.max(1, hw - start));
+                            FetchDataInfo info = log.read(offset, 1 << 20, FetchIsolation.HIGH_WATERMARK, true);
+                            int size = info.records.sizeInBytes();
+                            if (size > 0 && info.records instanceof FileRecords f) {
+                                buf.clear();
+                                buf.limit(Math.min(size, buf.capacity()));
+                                f.readInto(buf, 0);
+                            }
+                            fetches[me]++;
+                            bytes[me] += size;
+                        }
+                    } catch (Throwable t) {
+                        failed.set(t);
+                    }
+                });
+            }
+            if (writing) writer.start();
+            long t0 = System.nanoTime();
+            for (Thread t : threads) t.start();
+            for (Thread t : threads) t.join();
+            double secs = (System.nanoTime() - t0) / 1e9;
+            stop.set(true);
+            if (writing) writer.join();
+            if (failed.get() != null) throw new RuntimeException(failed.get());
+            if (round < 0) continue;
+            long f = 0, b = 0;
+            for (int r = 0; r < readers; r++) {
+                f += fetches[r];
+                b += bytes[r];
+            }
+            OUT.println("{\"writer\":" + writing + ",\"readers\":" + readers + ",\"fetches\":" + f + ",\"bytes\":" + b
+                    + ",\"seconds\":" + secs + ",\"appends\":" + appends.get() + "}");
+        }
+        OUT.flush();
+        log.close();
+        scheduler.shutdown();
+    }
+
     private static byte[] bytes(Records records) throws java.io.IOException {
         int n = records.sizeInBytes();
         ByteBuffer buf = ByteBuffer.allocate(n);
