@@ -9,11 +9,9 @@ use crate::cursor::array_at;
 use crate::error::{FormatError, FormatErrorKind, Result};
 use crate::wire::CompressionType;
 use crate::wire::{
-    ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET,
-    BATCH_MAGIC_OFFSET, COMPRESSION_CODEC_MASK, CONTROL_FLAG_MASK, CRC_OFFSET,
-    DELETE_HORIZON_FLAG_MASK, HEADER_SIZE_UP_TO_MAGIC, LAST_OFFSET_DELTA_OFFSET, LENGTH_OFFSET,
-    LOG_OVERHEAD, MAGIC_V2, MAX_TIMESTAMP_OFFSET, NO_PRODUCER_ID, NO_SEQUENCE,
-    PARTITION_LEADER_EPOCH_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORDS_COUNT_OFFSET,
+    ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, BATCH_MAGIC_OFFSET, COMPRESSION_CODEC_MASK,
+    CONTROL_FLAG_MASK, CRC_OFFSET, DELETE_HORIZON_FLAG_MASK, HEADER_SIZE_UP_TO_MAGIC,
+    LENGTH_OFFSET, LOG_OVERHEAD, MAGIC_V2, MAX_TIMESTAMP_OFFSET, PARTITION_LEADER_EPOCH_OFFSET,
     RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_FLAG_MASK,
 };
 
@@ -79,6 +77,202 @@ fn write_at(buf: &mut [u8], off: usize, src: &[u8]) -> Result<()> {
     }
 }
 
+/// The accessors of a v2 batch header's fields, over the bytes in field `$field` of `Self` (at
+/// least the 61 header bytes): one definition for [`RecordBatch`] (its bytes) and the scan's
+/// `ScannedBatch` (its copy of the header).
+macro_rules! header_fields {
+    ($field:ident) => {
+        /// `baseOffset` (int64 at 0).
+        #[inline]
+        pub fn base_offset(&self) -> i64 {
+            i64::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::BASE_OFFSET_OFFSET,
+            ))
+        }
+
+        /// `batchLength` (int32 at 8): bytes after the length field.
+        #[inline]
+        pub fn batch_length(&self) -> i32 {
+            i32::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::LENGTH_OFFSET,
+            ))
+        }
+
+        /// `partitionLeaderEpoch` (int32 at 12; not CRC-covered).
+        #[inline]
+        pub fn partition_leader_epoch(&self) -> i32 {
+            i32::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::PARTITION_LEADER_EPOCH_OFFSET,
+            ))
+        }
+
+        /// `magic` (int8 at 16; always 2 for a constructed view).
+        #[inline]
+        pub fn magic(&self) -> i8 {
+            i8::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::BATCH_MAGIC_OFFSET,
+            ))
+        }
+
+        /// Stored `crc` (uint32 at 17).
+        #[inline]
+        pub fn crc(&self) -> u32 {
+            u32::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::CRC_OFFSET,
+            ))
+        }
+
+        /// Raw `attributes` int16 at 21. Flags are read from the low byte only, as Kafka does.
+        #[inline]
+        pub fn attributes(&self) -> i16 {
+            i16::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::ATTRIBUTES_OFFSET,
+            ))
+        }
+
+        #[inline]
+        fn flags(&self) -> u8 {
+            // Kafka: `(byte) buffer.getShort($crate::wire::ATTRIBUTES_OFFSET)`.
+            self.attributes() as u8
+        }
+
+        /// `lastOffsetDelta` (int32 at 23).
+        #[inline]
+        pub fn last_offset_delta(&self) -> i32 {
+            i32::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::LAST_OFFSET_DELTA_OFFSET,
+            ))
+        }
+
+        /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
+        #[inline]
+        pub fn last_offset(&self) -> i64 {
+            self.base_offset()
+                .wrapping_add(i64::from(self.last_offset_delta()))
+        }
+
+        /// `lastOffset + 1`.
+        #[inline]
+        pub fn next_offset(&self) -> i64 {
+            self.last_offset().wrapping_add(1)
+        }
+
+        /// `baseTimestamp` (int64 at 27); holds the delete horizon when
+        /// [`has_delete_horizon`](Self::has_delete_horizon).
+        #[inline]
+        pub fn base_timestamp(&self) -> i64 {
+            i64::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::BASE_TIMESTAMP_OFFSET,
+            ))
+        }
+
+        /// `maxTimestamp` (int64 at 35); the append time for LogAppendTime batches.
+        #[inline]
+        pub fn max_timestamp(&self) -> i64 {
+            i64::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::MAX_TIMESTAMP_OFFSET,
+            ))
+        }
+
+        /// `producerId` (int64 at 43); −1 = none.
+        #[inline]
+        pub fn producer_id(&self) -> i64 {
+            i64::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::PRODUCER_ID_OFFSET,
+            ))
+        }
+
+        /// `producerEpoch` (int16 at 51).
+        #[inline]
+        pub fn producer_epoch(&self) -> i16 {
+            i16::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::PRODUCER_EPOCH_OFFSET,
+            ))
+        }
+
+        /// `baseSequence` (int32 at 53); −1 = none.
+        #[inline]
+        pub fn base_sequence(&self) -> i32 {
+            i32::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::BASE_SEQUENCE_OFFSET,
+            ))
+        }
+
+        /// Kafka's `lastSequence()`: −1 without a base sequence, else
+        /// `increment_sequence(baseSequence, lastOffsetDelta)`.
+        #[inline]
+        pub fn last_sequence(&self) -> i32 {
+            let base = self.base_sequence();
+            if base == $crate::wire::NO_SEQUENCE {
+                $crate::wire::NO_SEQUENCE
+            } else {
+                $crate::batch::increment_sequence(base, self.last_offset_delta())
+            }
+        }
+
+        /// `recordsCount` (int32 at 57) as stored (may be negative in corrupt input).
+        #[inline]
+        pub fn records_count(&self) -> i32 {
+            i32::from_be_bytes($crate::cursor::array_at(
+                &self.$field,
+                $crate::wire::RECORDS_COUNT_OFFSET,
+            ))
+        }
+
+        /// The timestamp type (attribute bit 3).
+        #[inline]
+        pub fn timestamp_type(&self) -> $crate::batch::TimestampType {
+            if self.flags() & $crate::wire::TIMESTAMP_TYPE_MASK != 0 {
+                $crate::batch::TimestampType::LogAppendTime
+            } else {
+                $crate::batch::TimestampType::CreateTime
+            }
+        }
+
+        /// Attribute bit 4.
+        #[inline]
+        pub fn is_transactional(&self) -> bool {
+            self.flags() & $crate::wire::TRANSACTIONAL_FLAG_MASK != 0
+        }
+
+        /// Attribute bit 5.
+        #[inline]
+        pub fn is_control(&self) -> bool {
+            self.flags() & $crate::wire::CONTROL_FLAG_MASK != 0
+        }
+
+        /// Attribute bit 6 (KIP-534): `baseTimestamp` holds the delete horizon.
+        #[inline]
+        pub fn has_delete_horizon(&self) -> bool {
+            self.flags() & $crate::wire::DELETE_HORIZON_FLAG_MASK != 0
+        }
+
+        /// `Some(baseTimestamp)` when [`has_delete_horizon`](Self::has_delete_horizon).
+        pub fn delete_horizon_ms(&self) -> Option<i64> {
+            self.has_delete_horizon().then(|| self.base_timestamp())
+        }
+
+        /// Kafka's `hasProducerId()`: `producerId > -1`.
+        #[inline]
+        pub fn has_producer_id(&self) -> bool {
+            self.producer_id() > $crate::wire::NO_PRODUCER_ID
+        }
+    };
+}
+pub(crate) use header_fields;
+
 /// A view over exactly one v2 record batch: its bytes and the absolute position of its first
 /// byte. Every header field is read from the bytes when asked for, as Kafka's
 /// `DefaultRecordBatch` reads its `ByteBuffer`.
@@ -139,115 +333,7 @@ impl<'a> RecordBatch<'a> {
         Ok(RecordBatch { bytes, position })
     }
 
-    /// `baseOffset` (int64 at 0).
-    #[inline]
-    pub fn base_offset(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, BASE_OFFSET_OFFSET))
-    }
-
-    /// `batchLength` (int32 at 8): bytes after the length field.
-    #[inline]
-    pub fn batch_length(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, LENGTH_OFFSET))
-    }
-
-    /// `partitionLeaderEpoch` (int32 at 12; not CRC-covered).
-    #[inline]
-    pub fn partition_leader_epoch(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, PARTITION_LEADER_EPOCH_OFFSET))
-    }
-
-    /// `magic` (int8 at 16; always 2 for a constructed view).
-    #[inline]
-    pub fn magic(&self) -> i8 {
-        i8::from_be_bytes(array_at(self.bytes, BATCH_MAGIC_OFFSET))
-    }
-
-    /// Stored `crc` (uint32 at 17).
-    #[inline]
-    pub fn crc(&self) -> u32 {
-        u32::from_be_bytes(array_at(self.bytes, CRC_OFFSET))
-    }
-
-    /// Raw `attributes` int16 at 21. Flags are read from the low byte only, as Kafka does.
-    #[inline]
-    pub fn attributes(&self) -> i16 {
-        i16::from_be_bytes(array_at(self.bytes, ATTRIBUTES_OFFSET))
-    }
-
-    #[inline]
-    fn flags(&self) -> u8 {
-        // Kafka: `(byte) buffer.getShort(ATTRIBUTES_OFFSET)`.
-        self.attributes() as u8
-    }
-
-    /// `lastOffsetDelta` (int32 at 23).
-    #[inline]
-    pub fn last_offset_delta(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, LAST_OFFSET_DELTA_OFFSET))
-    }
-
-    /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
-    #[inline]
-    pub fn last_offset(&self) -> i64 {
-        self.base_offset()
-            .wrapping_add(i64::from(self.last_offset_delta()))
-    }
-
-    /// `lastOffset + 1`.
-    #[inline]
-    pub fn next_offset(&self) -> i64 {
-        self.last_offset().wrapping_add(1)
-    }
-
-    /// `baseTimestamp` (int64 at 27); holds the delete horizon when
-    /// [`has_delete_horizon`](Self::has_delete_horizon).
-    #[inline]
-    pub fn base_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, BASE_TIMESTAMP_OFFSET))
-    }
-
-    /// `maxTimestamp` (int64 at 35); the append time for LogAppendTime batches.
-    #[inline]
-    pub fn max_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, MAX_TIMESTAMP_OFFSET))
-    }
-
-    /// `producerId` (int64 at 43); −1 = none.
-    #[inline]
-    pub fn producer_id(&self) -> i64 {
-        i64::from_be_bytes(array_at(self.bytes, PRODUCER_ID_OFFSET))
-    }
-
-    /// `producerEpoch` (int16 at 51).
-    #[inline]
-    pub fn producer_epoch(&self) -> i16 {
-        i16::from_be_bytes(array_at(self.bytes, PRODUCER_EPOCH_OFFSET))
-    }
-
-    /// `baseSequence` (int32 at 53); −1 = none.
-    #[inline]
-    pub fn base_sequence(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, BASE_SEQUENCE_OFFSET))
-    }
-
-    /// Kafka's `lastSequence()`: −1 without a base sequence, else
-    /// `increment_sequence(baseSequence, lastOffsetDelta)`.
-    #[inline]
-    pub fn last_sequence(&self) -> i32 {
-        let base = self.base_sequence();
-        if base == NO_SEQUENCE {
-            NO_SEQUENCE
-        } else {
-            increment_sequence(base, self.last_offset_delta())
-        }
-    }
-
-    /// `recordsCount` (int32 at 57) as stored (may be negative in corrupt input).
-    #[inline]
-    pub fn records_count(&self) -> i32 {
-        i32::from_be_bytes(array_at(self.bytes, RECORDS_COUNT_OFFSET))
-    }
+    header_fields!(bytes);
 
     /// The codec (attribute bits 0–2). Ids 5–7 are `UnknownCompression` at the attributes
     /// position.
@@ -259,45 +345,6 @@ impl<'a> RecordBatch<'a> {
                 self.position + ATTRIBUTES_OFFSET as u64,
             )
         })
-    }
-
-    /// The timestamp type (attribute bit 3).
-    #[inline]
-    pub fn timestamp_type(&self) -> TimestampType {
-        if self.flags() & TIMESTAMP_TYPE_MASK != 0 {
-            TimestampType::LogAppendTime
-        } else {
-            TimestampType::CreateTime
-        }
-    }
-
-    /// Attribute bit 4.
-    #[inline]
-    pub fn is_transactional(&self) -> bool {
-        self.flags() & TRANSACTIONAL_FLAG_MASK != 0
-    }
-
-    /// Attribute bit 5.
-    #[inline]
-    pub fn is_control(&self) -> bool {
-        self.flags() & CONTROL_FLAG_MASK != 0
-    }
-
-    /// Attribute bit 6 (KIP-534): `baseTimestamp` holds the delete horizon.
-    #[inline]
-    pub fn has_delete_horizon(&self) -> bool {
-        self.flags() & DELETE_HORIZON_FLAG_MASK != 0
-    }
-
-    /// `Some(baseTimestamp)` when [`has_delete_horizon`](Self::has_delete_horizon).
-    pub fn delete_horizon_ms(&self) -> Option<i64> {
-        self.has_delete_horizon().then(|| self.base_timestamp())
-    }
-
-    /// Kafka's `hasProducerId()`: `producerId > -1`.
-    #[inline]
-    pub fn has_producer_id(&self) -> bool {
-        self.producer_id() > NO_PRODUCER_ID
     }
 
     /// Size of the whole batch in bytes (`12 + batchLength`).

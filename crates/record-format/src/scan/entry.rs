@@ -12,16 +12,11 @@
 //!               bits 0-21 the coordinator epoch (0 when there is none)
 //! ```
 
-use crate::batch::{increment_sequence, RecordBatch};
+use crate::batch::RecordBatch;
 use crate::batches::{LegacyEntry, LogEntry};
 use crate::control::{end_txn_marker, ControlRecordType, EndTransactionMarker};
 use crate::cursor::array_at;
-use crate::wire::{
-    ATTRIBUTES_OFFSET, BASE_OFFSET_OFFSET, BASE_SEQUENCE_OFFSET, BASE_TIMESTAMP_OFFSET,
-    CONTROL_FLAG_MASK, LAST_OFFSET_DELTA_OFFSET, MAX_TIMESTAMP_OFFSET, NO_PRODUCER_ID, NO_SEQUENCE,
-    PARTITION_LEADER_EPOCH_OFFSET, PRODUCER_EPOCH_OFFSET, PRODUCER_ID_OFFSET, RECORDS_COUNT_OFFSET,
-    RECORD_BATCH_OVERHEAD, TRANSACTIONAL_FLAG_MASK,
-};
+use crate::wire::RECORD_BATCH_OVERHEAD;
 
 /// Bytes of [`ScannedBatch`]'s header copy: the 61-byte header and the packed marker.
 const HEAD_BYTES: usize = RECORD_BATCH_OVERHEAD + 3;
@@ -133,107 +128,7 @@ impl<'a> ScannedBatch<'a> {
         Some((record_type, EndTransactionMarker::new(coordinator_epoch)))
     }
 
-    /// `baseOffset`.
-    #[inline]
-    pub fn base_offset(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, BASE_OFFSET_OFFSET))
-    }
-
-    /// `partitionLeaderEpoch`.
-    #[inline]
-    pub fn partition_leader_epoch(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, PARTITION_LEADER_EPOCH_OFFSET))
-    }
-
-    #[inline]
-    fn flags(&self) -> u8 {
-        // Kafka: `(byte) buffer.getShort(ATTRIBUTES_OFFSET)`.
-        i16::from_be_bytes(array_at(&self.head, ATTRIBUTES_OFFSET)) as u8
-    }
-
-    /// `lastOffsetDelta`.
-    #[inline]
-    pub fn last_offset_delta(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, LAST_OFFSET_DELTA_OFFSET))
-    }
-
-    /// `baseOffset + lastOffsetDelta` (Java wrap-around arithmetic).
-    #[inline]
-    pub fn last_offset(&self) -> i64 {
-        self.base_offset()
-            .wrapping_add(i64::from(self.last_offset_delta()))
-    }
-
-    /// `lastOffset + 1`.
-    #[inline]
-    pub fn next_offset(&self) -> i64 {
-        self.last_offset().wrapping_add(1)
-    }
-
-    /// `baseTimestamp`.
-    #[inline]
-    pub fn base_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, BASE_TIMESTAMP_OFFSET))
-    }
-
-    /// `maxTimestamp`.
-    #[inline]
-    pub fn max_timestamp(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, MAX_TIMESTAMP_OFFSET))
-    }
-
-    /// `producerId`; −1 = none.
-    #[inline]
-    pub fn producer_id(&self) -> i64 {
-        i64::from_be_bytes(array_at(&self.head, PRODUCER_ID_OFFSET))
-    }
-
-    /// Kafka's `hasProducerId()`: `producerId > -1`.
-    #[inline]
-    pub fn has_producer_id(&self) -> bool {
-        self.producer_id() > NO_PRODUCER_ID
-    }
-
-    /// `producerEpoch`.
-    #[inline]
-    pub fn producer_epoch(&self) -> i16 {
-        i16::from_be_bytes(array_at(&self.head, PRODUCER_EPOCH_OFFSET))
-    }
-
-    /// `baseSequence`; −1 = none.
-    #[inline]
-    pub fn base_sequence(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, BASE_SEQUENCE_OFFSET))
-    }
-
-    /// Kafka's `lastSequence()`.
-    #[inline]
-    pub fn last_sequence(&self) -> i32 {
-        let base = self.base_sequence();
-        if base == NO_SEQUENCE {
-            NO_SEQUENCE
-        } else {
-            increment_sequence(base, self.last_offset_delta())
-        }
-    }
-
-    /// `recordsCount` as stored.
-    #[inline]
-    pub fn records_count(&self) -> i32 {
-        i32::from_be_bytes(array_at(&self.head, RECORDS_COUNT_OFFSET))
-    }
-
-    /// Attribute bit 4.
-    #[inline]
-    pub fn is_transactional(&self) -> bool {
-        self.flags() & TRANSACTIONAL_FLAG_MASK != 0
-    }
-
-    /// Attribute bit 5.
-    #[inline]
-    pub fn is_control(&self) -> bool {
-        self.flags() & CONTROL_FLAG_MASK != 0
-    }
+    crate::batch::header_fields!(head);
 
     /// Absolute position of the batch's first byte.
     #[inline]
