@@ -719,7 +719,7 @@ impl ProducerStateManager {
     pub fn snapshot_entries(&self) -> Vec<SnapshotEntry> {
         let mut entries: Vec<SnapshotEntry> = self
             .producers
-            .values()
+            .iter()
             .map(SnapshotEntry::from_entry)
             .collect();
         entries.sort_unstable_by_key(|e| e.producer_id);

@@ -3,13 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashMap;
-
 use super::append_info::{ProducerAppendInfo, ProducerStateWarning};
 use super::entry::{
     is_producer_expired, AbortedTxnRecord, BatchMetadata, CompletedTxn, ExpiredProducer,
     ProducerStateEntry, TxnMetadata,
 };
+use super::table::ProducerTable;
 use super::BarrierOutcome;
 use super::{AppendOrigin, DEFAULT_PRODUCER_ID_EXPIRATION_MS};
 use crate::error::ProducerStateError;
@@ -91,7 +90,7 @@ pub struct ProducerStateManager {
     /// By producer id, hashed: each batch looks its producer up, and a search of ordered keys
     /// mispredicts its way to an id that interleaved producers make random. Everything that
     /// shows the producers orders them by id ([`Self::active_producers`]).
-    pub(crate) producers: FxHashMap<i64, ProducerStateEntry>,
+    pub(crate) producers: ProducerTable,
     pub(crate) ongoing_txns: BTreeMap<i64, TxnMetadata>,
     pub(crate) unreplicated_txns: BTreeMap<i64, TxnMetadata>,
     pub(crate) last_map_offset: i64,
@@ -178,7 +177,7 @@ impl ProducerStateManager {
     pub fn new(config: ProducerStateManagerConfig) -> Self {
         Self {
             config,
-            producers: FxHashMap::default(),
+            producers: ProducerTable::default(),
             ongoing_txns: BTreeMap::new(),
             unreplicated_txns: BTreeMap::new(),
             last_map_offset: 0,
@@ -192,12 +191,12 @@ impl ProducerStateManager {
     }
     /// The entry of `producer_id`.
     pub fn last_entry(&self, producer_id: i64) -> Option<&ProducerStateEntry> {
-        self.producers.get(&producer_id)
+        self.producers.get(producer_id)
     }
     /// All producers, by id (an ordered view made for the call: [`Self::producer_count`] and
     /// [`Self::last_entry`] do not need one).
     pub fn active_producers(&self) -> BTreeMap<i64, &ProducerStateEntry> {
-        self.producers.iter().map(|(&pid, e)| (pid, e)).collect()
+        self.producers.iter().map(|e| (e.producer_id, e)).collect()
     }
     /// How many producers there are.
     pub fn producer_count(&self) -> usize {
@@ -232,7 +231,7 @@ impl ProducerStateManager {
     pub fn prepare_update(&self, producer_id: i64, origin: AppendOrigin) -> ProducerAppendInfo {
         let current = self
             .producers
-            .get(&producer_id)
+            .get(producer_id)
             .cloned()
             .unwrap_or_else(|| ProducerStateEntry::empty(producer_id));
         ProducerAppendInfo::new(producer_id, current, origin)
@@ -251,11 +250,9 @@ impl ProducerStateManager {
     /// merged (or inserted), the transactions it started recorded. O(1) in the number of
     /// producers.
     fn commit_append_info(&mut self, info: ProducerAppendInfo) {
-        match self.producers.get_mut(&info.producer_id) {
+        match self.producers.get_mut(info.producer_id) {
             Some(current) => info.merge_into(current),
-            None => {
-                self.producers.insert(info.producer_id, info.updated_entry);
-            }
+            None => self.producers.insert(info.updated_entry),
         }
         for txn in info.started_transactions {
             self.ongoing_txns.insert(txn.first_offset, txn);
@@ -353,7 +350,7 @@ impl ProducerStateManager {
             return None;
         }
         self.producers
-            .get(&batch.producer_id)?
+            .get(batch.producer_id)?
             .find_duplicate_batch(batch)
     }
 
@@ -371,7 +368,7 @@ impl ProducerStateManager {
     pub fn remove_expired_producer_entries(&mut self, now_ms: i64) -> Vec<ExpiredProducer> {
         let expiration = self.config.producer_id_expiration_ms;
         let mut removed = Vec::new();
-        self.producers.retain(|_, e| {
+        self.producers.retain(|e| {
             let expired = is_producer_expired(e, now_ms, expiration);
             if expired {
                 removed.push(ExpiredProducer::of(e, now_ms, expiration));
@@ -405,7 +402,7 @@ impl ProducerStateManager {
                 },
             );
         }
-        self.producers.insert(entry.producer_id, entry);
+        self.producers.insert(entry);
     }
 
     /// Applies `batches` strictly in log order with `origin`'s checks, as UnifiedLog's append
@@ -478,7 +475,7 @@ impl ProducerStateManager {
                 let base = if after_barrier {
                     None
                 } else {
-                    self.producers.get(&pid)
+                    self.producers.get(pid)
                 };
                 let slot = group.slot(pid);
                 if origin == AppendOrigin::Client {

@@ -21,6 +21,7 @@ mod manager;
 mod replicated;
 mod ring;
 mod rules;
+mod table;
 #[cfg(test)]
 mod tests;
 

@@ -1,7 +1,7 @@
 //! Replicated batches applied in place, one at a time (what recovery does for every batch it
 //! scans).
 
-use std::collections::hash_map::Entry;
+use hashbrown::hash_table::Entry;
 
 use super::entry::{
     AbortedTxnRecord, BatchMetadata, CompletedTxn, ProducerStateEntry, TxnMetadata,
@@ -53,7 +53,7 @@ impl ProducerStateManager {
         let pid = batch.producer_id;
         let current = self
             .producers
-            .get(&pid)
+            .get(pid)
             .map_or((NO_PRODUCER_EPOCH, -1, None), |e| {
                 (
                     e.producer_epoch,
@@ -66,9 +66,7 @@ impl ProducerStateManager {
         } else {
             // An empty control batch: a no-op for an existing producer; a new one gets an
             // empty entry.
-            self.producers
-                .entry(pid)
-                .or_insert_with(|| ProducerStateEntry::empty(pid));
+            self.producers.get_or_insert_empty(pid);
         }
         Ok(())
     }
@@ -112,10 +110,7 @@ impl ProducerStateManager {
         // Checks passed: apply.
         out.warnings.extend(epoch_warning);
         out.warnings.extend(coordinator_warning);
-        let e = self
-            .producers
-            .entry(pid)
-            .or_insert_with(|| ProducerStateEntry::empty(pid));
+        let e = self.producers.get_or_insert_empty(pid);
         apply_end_txn_marker_to(
             e,
             batch.producer_epoch,
@@ -167,7 +162,9 @@ impl ProducerStateManager {
             false,
         )?;
         out.warnings.extend(epoch_warning);
-        let e = slot.or_insert_with(|| ProducerStateEntry::empty(pid));
+        let e = slot
+            .or_insert_with(|| ProducerStateEntry::empty(pid))
+            .into_mut();
         e.add_batch(
             batch.producer_epoch,
             BatchMetadata {

@@ -14,10 +14,16 @@ pub type Iter<'a, T> = std::iter::Chain<std::slice::Iter<'a, T>, std::slice::Ite
 #[derive(Clone, Copy)]
 pub struct BatchRing<T> {
     items: [T; NUM_BATCHES_TO_RETAIN],
-    len: usize,
+    /// How many items there are (bytes, not words: with many producers, each byte of an entry
+    /// is cache the producers compete for).
+    len: u8,
     /// Where the next item goes: once full, the oldest.
-    next: usize,
+    next: u8,
 }
+
+/// [`NUM_BATCHES_TO_RETAIN`] as the ring counts.
+const CAPACITY: u8 = NUM_BATCHES_TO_RETAIN as u8;
+const _: () = assert!(NUM_BATCHES_TO_RETAIN <= u8::MAX as usize);
 
 impl<T: Copy + Default> Default for BatchRing<T> {
     fn default() -> Self {
@@ -39,11 +45,11 @@ impl<T: Copy + Default> BatchRing<T> {
 impl<T: Copy> BatchRing<T> {
     /// Appends `item` as the newest, dropping the oldest if the ring is full.
     pub(crate) fn push(&mut self, item: T) {
-        if let Some(slot) = self.items.get_mut(self.next) {
+        if let Some(slot) = self.items.get_mut(usize::from(self.next)) {
             *slot = item;
         }
-        self.next = (self.next + 1) % NUM_BATCHES_TO_RETAIN;
-        self.len = (self.len + 1).min(NUM_BATCHES_TO_RETAIN);
+        self.next = (self.next + 1) % CAPACITY;
+        self.len = (self.len + 1).min(CAPACITY);
     }
 
     /// Drops every item.
@@ -54,7 +60,7 @@ impl<T: Copy> BatchRing<T> {
 
     /// How many items there are.
     pub fn len(&self) -> usize {
-        self.len
+        usize::from(self.len)
     }
 
     /// Whether there is none.
@@ -66,12 +72,10 @@ impl<T: Copy> BatchRing<T> {
     pub fn iter(&self) -> Iter<'_, T> {
         // Until the ring is full its items are the first `len` slots; then the oldest is the
         // one the next push overwrites.
-        let (first, rest) = self.items.split_at(self.next.min(self.items.len()));
-        let older: &[T] = if self.len < NUM_BATCHES_TO_RETAIN {
-            &[]
-        } else {
-            rest
-        };
+        let (first, rest) = self
+            .items
+            .split_at(usize::from(self.next).min(self.items.len()));
+        let older: &[T] = if self.len < CAPACITY { &[] } else { rest };
         older.iter().chain(first.iter())
     }
 
@@ -85,8 +89,8 @@ impl<T: Copy> BatchRing<T> {
         if self.len == 0 {
             return None;
         }
-        let newest = (self.next + NUM_BATCHES_TO_RETAIN - 1) % NUM_BATCHES_TO_RETAIN;
-        self.items.get(newest)
+        let newest = (self.next + CAPACITY - 1) % CAPACITY;
+        self.items.get(usize::from(newest))
     }
 }
 
