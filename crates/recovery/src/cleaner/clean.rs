@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::error::Result;
+use super::newest::NewestOffsets;
 use super::pass::log_delete_retention;
 use super::reader::{first_control_type, format_err, head, BatchReader};
 use super::segments::segment_path;
@@ -175,13 +176,15 @@ pub(super) enum Mode {
     Apply,
 }
 
-/// Kafka's `cleanInto` over one source segment.
+/// Kafka's `cleanInto` over one source segment, whose batches below `checked_below` were
+/// CRC-checked when the offset map was built.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn clean_into(
     storage: &dyn Storage,
     path: &Path,
+    checked_below: u64,
     dest: &mut CleanedSegment,
-    map: &OffsetMap,
+    (map, newest): (&OffsetMap, &NewestOffsets),
     meta: &mut CleanedTransactionMetadata,
     last_records: &BTreeMap<i64, LastRecord>,
     upper_bound: i64,
@@ -190,7 +193,7 @@ pub(super) fn clean_into(
     report: &mut GroupReport,
 ) -> Result<()> {
     let now = log.now_ms;
-    let mut reader = BatchReader::open(storage, path, config)?;
+    let mut reader = BatchReader::open(storage, path, config)?.checked_below(checked_below);
     while let Some((_, b)) = reader.next_batch()? {
         let h = head(&b);
         report.bytes_read += b.size_in_bytes() as u64;
@@ -257,9 +260,11 @@ pub(super) fn clean_into(
                 // Markers stay with their batch; records past the map were not looked at.
                 true
             } else if let Some(key) = r.key() {
-                let newest = r.offset() >= map.get(key);
+                let is_newest = newest
+                    .is_newest(r.offset())
+                    .unwrap_or_else(|| r.offset() >= map.get(key));
                 let keep_deletes = horizon.is_none_or(|d| now < d);
-                newest && (r.value().is_some() || keep_deletes)
+                is_newest && (r.value().is_some() || keep_deletes)
             } else {
                 false
             };

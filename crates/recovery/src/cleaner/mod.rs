@@ -33,6 +33,7 @@ use segment_store::TopicPartition;
 
 mod clean;
 mod error;
+mod newest;
 mod pass;
 mod reader;
 mod segments;
@@ -47,7 +48,7 @@ pub use segments::{
     read_cleaner_checkpoint, write_cleaner_checkpoint, SegmentFiles,
 };
 
-pub use offset_map::OffsetMap;
+pub use offset_map::{OffsetMap, Put};
 pub use txn::CleanedTransactionMetadata;
 
 /// The cleaner's settings, with Kafka's names and defaults.

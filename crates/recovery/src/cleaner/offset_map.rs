@@ -24,6 +24,17 @@ pub const BYTES_PER_ENTRY: usize = 16 + 8;
 /// Slots of the table a map starts with (or all of them, when it has fewer).
 const INITIAL_TABLE_SLOTS: usize = 4096;
 
+/// What [`OffsetMap::put_replacing`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    /// The key was new and no slot was free: nothing changed.
+    Refused,
+    /// The key was new and took a slot.
+    New,
+    /// The key was there, at this offset, which the new one replaced.
+    Replaced(i64),
+}
+
 /// The offset map of one cleaner thread.
 #[derive(Debug)]
 pub struct OffsetMap {
@@ -180,29 +191,42 @@ impl OffsetMap {
     /// Records `offset` as the newest offset of `key`. Refused (false) when a new key would need
     /// a slot and none is free.
     pub fn put(&mut self, key: &[u8], offset: i64) -> bool {
+        self.put_replacing(key, offset) != Put::Refused
+    }
+
+    /// [`Self::put`], saying which offset of the key it replaced, if any.
+    pub fn put_replacing(&mut self, key: &[u8], offset: i64) -> Put {
         let hash = md5(key);
         let mut entry = [0u8; BYTES_PER_ENTRY];
         entry[..16].copy_from_slice(&hash);
         entry[16..].copy_from_slice(&offset.to_be_bytes());
         match self.find(&hash) {
             Some(slot) if !self.is_empty_at(slot) => {
+                let replaced = self.offset_at(slot);
                 self.set(slot, &entry);
                 self.latest_offset = offset;
-                return true;
+                return Put::Replaced(replaced);
             }
-            _ if self.entries >= self.slots => return false,
+            _ if self.entries >= self.slots => return Put::Refused,
             _ => {}
         }
         if self.table < self.slots && (self.entries + 1) * 2 > self.table {
             self.grow();
         }
         let Some(slot) = self.find(&hash) else {
-            return false;
+            return Put::Refused;
         };
         self.set(slot, &entry);
         self.latest_offset = offset;
         self.entries += 1;
-        true
+        Put::New
+    }
+
+    fn offset_at(&self, slot: usize) -> i64 {
+        let pos = slot * BYTES_PER_ENTRY + 16;
+        let mut o = [0u8; 8];
+        o.copy_from_slice(&self.bytes[pos..pos + 8]);
+        i64::from_be_bytes(o)
     }
 
     /// The newest offset recorded for `key`, `-1` if none.
@@ -212,12 +236,7 @@ impl OffsetMap {
         }
         let hash = md5(key);
         match self.find(&hash) {
-            Some(slot) if !self.is_empty_at(slot) => {
-                let pos = slot * BYTES_PER_ENTRY + 16;
-                let mut o = [0u8; 8];
-                o.copy_from_slice(&self.bytes[pos..pos + 8]);
-                i64::from_be_bytes(o)
-            }
+            Some(slot) if !self.is_empty_at(slot) => self.offset_at(slot),
             _ => -1,
         }
     }

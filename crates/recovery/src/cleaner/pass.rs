@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::clean::{clean_into, CleanedSegment, Mode};
 use super::error::Result;
+use super::newest::NewestOffsets;
 use super::reader::{
     collect_aborted, first_control_type, format_err, head, read_txn_indexes, BatchReader,
 };
@@ -20,6 +21,8 @@ use segment_store::AbortedTxn;
 use segment_store::{OpenMode, Storage};
 
 /// Kafka's `Cleaner.buildOffsetMap` over `[start, end)`: returns whether the map filled up.
+/// `checked` gets, per segment base offset, the position below which every batch was
+/// CRC-checked here (the cleaning that follows does not check them again).
 #[allow(clippy::too_many_arguments)]
 fn build_offset_map(
     storage: &dyn Storage,
@@ -30,6 +33,8 @@ fn build_offset_map(
     end: i64,
     map: &mut OffsetMap,
     config: &CleanerConfig,
+    checked: &mut BTreeMap<i64, u64>,
+    newest: &mut NewestOffsets,
 ) -> Result<bool> {
     map.clear();
     let dirty: Vec<&SegmentFiles> = segments_in(segments, start, end);
@@ -40,7 +45,7 @@ fn build_offset_map(
         let next_start = dirty.get(i + 1).map_or(end, |s| s.base_offset);
         let path = segment_path(dir, seg.base_offset, FileKind::Log, None);
         let mut reader = BatchReader::open(storage, &path, config)?;
-        while let Some((_, b)) = reader.next_batch()? {
+        while let Some((at, b)) = reader.next_batch()? {
             let h = head(&b);
             if h.control {
                 let t = first_control_type(&path, &b)?;
@@ -54,8 +59,9 @@ fn build_offset_map(
                     if let Some(key) = r.key() {
                         if r.offset() >= start {
                             if map.size() < max_desired {
-                                map.put(key, r.offset());
+                                newest.record(r.offset(), map.put_replacing(key, r.offset()));
                             } else {
+                                checked.insert(seg.base_offset, at + b.size_in_bytes() as u64);
                                 return Ok(true);
                             }
                         }
@@ -66,6 +72,7 @@ fn build_offset_map(
                 map.update_latest_offset(h.last_offset);
             }
         }
+        checked.insert(seg.base_offset, reader.position());
         map.update_latest_offset(next_start - 1);
     }
     Ok(false)
@@ -122,6 +129,13 @@ pub(super) fn run_pass(
         config.dedupe_buffer_size,
         config.threads,
     ));
+    let mut checked = BTreeMap::new();
+    let mut newest = NewestOffsets::new(
+        first_dirty,
+        first_uncleanable,
+        OffsetMap::memory_for(config.dedupe_buffer_size, config.threads)
+            / NewestOffsets::BUDGET_SHARE,
+    );
     build_offset_map(
         storage,
         dir,
@@ -131,6 +145,8 @@ pub(super) fn run_pass(
         first_uncleanable,
         &mut map,
         config,
+        &mut checked,
+        &mut newest,
     )?;
     let end_offset = map.latest_offset() + 1;
     let mut report = CleanReport {
@@ -182,8 +198,9 @@ pub(super) fn run_pass(
             clean_into(
                 storage,
                 &path,
+                checked.get(&seg.base_offset).copied().unwrap_or(0),
                 &mut dest,
-                &map,
+                (&map, &newest),
                 &mut meta,
                 &log.last_records,
                 first_uncleanable,
@@ -209,7 +226,7 @@ pub(super) fn run_pass(
     Ok(report)
 }
 
-/// The next offset of a segment (its base when empty).
+/// The next offset of a segment (its base when empty), from its batches' headers.
 pub(super) fn read_next_offset(
     storage: &dyn Storage,
     path: &Path,
@@ -217,7 +234,7 @@ pub(super) fn read_next_offset(
     config: &CleanerConfig,
 ) -> Result<i64> {
     let mut next = base;
-    let mut reader = BatchReader::open(storage, path, config)?;
+    let mut reader = BatchReader::open(storage, path, config)?.checked_below(u64::MAX);
     while let Some((_, b)) = reader.next_batch()? {
         next = b.last_offset() + 1;
     }

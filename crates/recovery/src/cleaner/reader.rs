@@ -43,6 +43,10 @@ pub(super) struct BatchReader<'a> {
     /// [`GuardedMap`]: segment_store::internals::GuardedMap
     mapped: Option<ReadOnlyBytes>,
     released: u64,
+    /// Batches that start below this position are not CRC-checked: the pass checked them when
+    /// it built its offset map (the file is a sealed segment, and a map of it reports a
+    /// truncation).
+    checked_below: u64,
     config: &'a CleanerConfig,
 }
 
@@ -68,8 +72,21 @@ impl<'a> BatchReader<'a> {
             window_start: 0,
             mapped,
             released: 0,
+            checked_below: 0,
             config,
         })
+    }
+
+    /// Batches starting below `position` are taken as CRC-checked already (`u64::MAX`: no batch
+    /// is checked, only its framing, as for reading the last offset).
+    pub(super) fn checked_below(mut self, position: u64) -> Self {
+        self.checked_below = position;
+        self
+    }
+
+    /// The position after the last batch returned.
+    pub(super) fn position(&self) -> u64 {
+        self.position
     }
 
     fn unsupported(&self, reason: impl Into<String>) -> CleanerError {
@@ -201,6 +218,9 @@ impl<'a> BatchReader<'a> {
                 position,
                 reason: format!("a magic v{} batch (only v2 is cleaned)", batch.magic()),
             });
+        }
+        if position < self.checked_below {
+            return Ok(Some((position, batch)));
         }
         if let Err(source) = batch.validate() {
             self.check_mapped()?;
