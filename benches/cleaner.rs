@@ -21,7 +21,8 @@
 //! (seglog's pass deletes them itself; both figures are printed); the log's open and close are
 //! not timed, nor is seglog's plan. After `SEGLOG_BENCH_KAFKA_WARMUP` (default 2) warm-up passes, of which the first is
 //! checked against seglog's pass on another copy (the same files, byte for byte), the printed
-//! ratios come from the same alternating rounds: seglog pass, Kafka pass, plain copy.
+//! ratios come from the same alternating rounds: seglog pass, Kafka pass, plain copy. The pass's
+//! line also gives the process's CPU time over the pass.
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -32,6 +33,7 @@ use criterion::{criterion_group, criterion_main, Criterion, SamplingMode, Throug
 use record_format::RecordBatchBuilder;
 use recovery::internals::cleaner::{clean, CleanerConfig, LogToClean, SegmentSettings};
 use recovery::{AppendOrigin, LoadOptions, LogLoader, PartitionLogConfig};
+use rustix::time::{clock_gettime, ClockId};
 use segment_store::internals::FileKind;
 use segment_store::{LogConfig, StdFs, Storage, TopicPartition};
 
@@ -155,8 +157,16 @@ fn copy_named(input: &Input, root: &Path, name: &str) -> PathBuf {
     to
 }
 
-fn pass(input: &Input, dir: &Path) -> Duration {
-    pass_report(input, dir).0
+fn pass(input: &Input, dir: &Path) -> (Duration, Duration) {
+    let cpu = process_cpu();
+    let elapsed = pass_report(input, dir).0;
+    (elapsed, process_cpu().saturating_sub(cpu))
+}
+
+/// The CPU time of the whole process so far (every thread, ended ones too).
+fn process_cpu() -> Duration {
+    let t = clock_gettime(ClockId::ProcessCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }
 
 fn pass_report(input: &Input, dir: &Path) -> (Duration, recovery::CleanReport) {
@@ -395,9 +405,12 @@ fn bench(c: &mut Criterion) {
         }
     }
     let (mut p, mut kp, mut kc, mut q) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut cpu = Vec::new();
     for _ in 0..pairs {
         let dir = copy_of(&input, root);
-        p.push(pass(&input, &dir).as_secs_f64());
+        let (elapsed, used) = pass(&input, &dir);
+        p.push(elapsed.as_secs_f64());
+        cpu.push(used.as_secs_f64());
         let _ = std::fs::remove_dir_all(dir.parent().expect("parent"));
         if let Some(k) = kafka.as_mut() {
             let kdir = copy_named(&input, root, "kafka");
@@ -411,9 +424,10 @@ fn bench(c: &mut Criterion) {
     let (mp, mq) = (median(p), median(q));
     let size = mib(input.bytes);
     println!(
-        "cleaner: {size:.1} MiB, pass {mp:.3} s ({:.0} MiB/s), plain copy {mq:.3} s ({:.0} MiB/s): \
-         pass/copy {:.2}x (medians of {pairs} alternating rounds)",
+        "cleaner: {size:.1} MiB, pass {mp:.3} s ({:.0} MiB/s; CPU time {:.3} s), plain copy \
+         {mq:.3} s ({:.0} MiB/s): pass/copy {:.2}x (medians of {pairs} alternating rounds)",
         size / mp,
+        median(cpu),
         size / mq,
         mp / mq
     );
@@ -439,7 +453,7 @@ fn bench(c: &mut Criterion) {
             (0..iters)
                 .map(|_| {
                     let dir = copy_of(&input, root);
-                    pass(&input, &dir)
+                    pass(&input, &dir).0
                 })
                 .sum()
         })

@@ -321,3 +321,74 @@ pub(super) fn collect_aborted(
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record_format::{FormatErrorKind, RecordBatchBuilder};
+    use segment_store::StdFs;
+
+    /// Reads the `.log` at `path`, taking batches below `checked_below` as CRC-checked: the
+    /// batches read, and the error that ended the read.
+    fn read(path: &Path, checked_below: u64) -> (usize, Option<CleanerError>) {
+        let config = CleanerConfig::default();
+        let mut reader = BatchReader::open(&StdFs, path, &config)
+            .expect("open")
+            .checked_below(checked_below);
+        let mut n = 0;
+        loop {
+            match reader.next_batch() {
+                Ok(Some(_)) => n += 1,
+                Ok(None) => return (n, None),
+                Err(e) => return (n, Some(e)),
+            }
+        }
+    }
+
+    /// A segment over 1 MiB (mapped) and one under (read through the window): a corrupt batch
+    /// is reported at its CRC field unless it lies below `checked_below`.
+    #[test]
+    fn batches_from_checked_below_on_are_crc_checked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for count in [100usize, 1_000] {
+            let mut log = Vec::new();
+            let mut starts = Vec::new();
+            for i in 0..count as i64 {
+                let mut b = RecordBatchBuilder::new(i);
+                b.append(i, Some(format!("k{i}").as_bytes()), Some(&[7u8; 1024]), &[])
+                    .expect("append");
+                starts.push(log.len() as u64);
+                log.extend_from_slice(&b.build());
+            }
+            let path = dir.path().join(format!("{count:020}.log"));
+            std::fs::write(&path, &log).expect("write");
+            assert_eq!(read(&path, 0).0, count, "a sound segment is read whole");
+            for bad in [0, count / 2, count - 1] {
+                let mut corrupt = log.clone();
+                // A byte of the value: the CRC no longer matches.
+                corrupt[starts[bad] as usize + 200] ^= 0x55;
+                std::fs::write(&path, &corrupt).expect("write");
+                for below in [0, starts[bad]] {
+                    let (n, err) = read(&path, below);
+                    assert_eq!(n, bad, "batches read before the corrupt batch {bad}");
+                    match err {
+                        Some(CleanerError::Format { source, .. }) => {
+                            assert!(
+                                matches!(source.kind, FormatErrorKind::CrcMismatch { .. }),
+                                "{source:?}"
+                            );
+                            let crc_field =
+                                starts[bad] + record_format::internals::CRC_OFFSET as u64;
+                            assert_eq!(source.position, crc_field);
+                        }
+                        other => panic!("batch {bad}, checked below {below}: {other:?}"),
+                    }
+                }
+                let past = starts.get(bad + 1).copied().unwrap_or(log.len() as u64);
+                let (n, err) = read(&path, past);
+                assert!(err.is_none(), "{err:?}");
+                assert_eq!(n, count, "a batch below checked_below is not checked again");
+            }
+        }
+    }
+}
