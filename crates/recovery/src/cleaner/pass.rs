@@ -226,19 +226,76 @@ pub(super) fn run_pass(
     Ok(report)
 }
 
-/// The next offset of a segment (its base when empty), from its batches' headers.
+/// The next offset of a segment (its base when empty), from its batches' headers: from the batch
+/// its offset index's last entry points at, as Kafka's `readNextOffset` does, or from the start
+/// of the `.log` when that entry is missing or points at no batch holding its offset.
 pub(super) fn read_next_offset(
     storage: &dyn Storage,
     path: &Path,
     base: i64,
     config: &CleanerConfig,
 ) -> Result<i64> {
+    if let Some(next) = last_indexed_position(storage, path, base)
+        .and_then(|(offset, position)| next_offset_from(storage, path, config, offset, position))
+    {
+        return Ok(next);
+    }
     let mut next = base;
     let mut reader = BatchReader::open(storage, path, config)?.checked_below(u64::MAX);
     while let Some((_, b)) = reader.next_batch()? {
         next = b.last_offset() + 1;
     }
     Ok(next)
+}
+
+/// The last entry of the offset index beside the `.log` at `path`: (offset, position), if it
+/// has one that is not zero.
+fn last_indexed_position(storage: &dyn Storage, path: &Path, base: i64) -> Option<(i64, u64)> {
+    let index = path.with_extension("index");
+    if !storage.exists(&index).ok()? {
+        return None;
+    }
+    let handle = storage.open(&index, OpenMode::Read).ok()?;
+    let len = handle.len().ok()?;
+    if len < 8 || len % 8 != 0 {
+        return None;
+    }
+    let mut entry = [0u8; 8];
+    if handle.read_at(len - 8, &mut entry).ok()? != 8 {
+        return None;
+    }
+    let (rel, position) = entry.split_at(4);
+    let rel = i32::from_be_bytes(rel.try_into().ok()?);
+    let position = i32::from_be_bytes(position.try_into().ok()?);
+    if rel <= 0 || position <= 0 {
+        return None;
+    }
+    Some((base + i64::from(rel), position as u64))
+}
+
+/// The next offset of the `.log` at `path` walking from `position`, if a batch holding `offset`
+/// starts there and every header from it on reads; `None` otherwise.
+fn next_offset_from(
+    storage: &dyn Storage,
+    path: &Path,
+    config: &CleanerConfig,
+    offset: i64,
+    position: u64,
+) -> Option<i64> {
+    let mut reader = BatchReader::open(storage, path, config)
+        .ok()?
+        .checked_below(u64::MAX)
+        .seek(position);
+    let mut next = match reader.next_batch().ok()? {
+        Some((_, b)) if b.base_offset() <= offset && offset <= b.last_offset() => {
+            b.last_offset() + 1
+        }
+        _ => return None,
+    };
+    while let Some((_, b)) = reader.next_batch().ok()? {
+        next = b.last_offset() + 1;
+    }
+    Some(next)
 }
 
 /// How a pass puts its cleaned segments in place once they are committed (`.swap`).
@@ -296,4 +353,62 @@ fn finish_swap(storage: &dyn Storage, dir: &Path, base: i64, replaced: &[i64]) -
     }
     storage.sync_dir(dir)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use record_format::RecordBatchBuilder;
+    use segment_store::internals::file_name;
+    use segment_store::StdFs;
+
+    /// The next offset is read from the batch the offset index's last entry points at, and from
+    /// the start of the `.log` when that entry does not point at a batch holding its offset: a
+    /// broken frame before the entry's batch is then found.
+    #[test]
+    fn next_offset_from_the_last_index_entry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = 1_000i64;
+        let mut log = Vec::new();
+        let mut starts = Vec::new();
+        for i in 0..1_000i64 {
+            let mut b = RecordBatchBuilder::new(base + 2 * i);
+            b.append(i, Some(b"k"), Some(&[7u8; 1024]), &[])
+                .expect("append");
+            b.append(i, Some(b"l"), Some(&[7u8; 16]), &[])
+                .expect("append");
+            starts.push(log.len() as u64);
+            log.extend_from_slice(&b.build());
+        }
+        // A broken frame (a negative length) in batch 500.
+        log[starts[500] as usize + 8] = 0xff;
+        let path = dir.path().join(file_name(base, FileKind::Log, None));
+        std::fs::write(&path, &log).expect("write");
+        let index = dir.path().join(file_name(base, FileKind::Index, None));
+        let entry = |offset: i64, position: u64| {
+            let mut e = ((offset - base) as i32).to_be_bytes().to_vec();
+            e.extend_from_slice(&(position as i32).to_be_bytes());
+            e
+        };
+        let config = CleanerConfig::default();
+        let next = || read_next_offset(&StdFs, &path, base, &config);
+        // Batch 900 holds offsets base + 1800 and base + 1801.
+        for offset in [base + 1_800, base + 1_801] {
+            std::fs::write(&index, [entry(10, 4), entry(offset, starts[900])].concat())
+                .expect("write");
+            assert_eq!(next().expect("from the entry"), base + 2_000, "{offset}");
+        }
+        for wrong in [
+            entry(base + 1_802, starts[900]),
+            entry(base + 1_800, starts[900] + 5),
+            entry(base + 1_800, log.len() as u64 + 100),
+            vec![0; 16],
+            vec![1; 7],
+        ] {
+            std::fs::write(&index, &wrong).expect("write");
+            assert!(next().is_err(), "{wrong:?}: read from the start");
+        }
+        std::fs::remove_file(&index).expect("remove");
+        assert!(next().is_err(), "no index: read from the start");
+    }
 }

@@ -84,6 +84,12 @@ impl<'a> BatchReader<'a> {
         self
     }
 
+    /// Reads on from `position`, which must be where a batch starts.
+    pub(super) fn seek(mut self, position: u64) -> Self {
+        self.position = position;
+        self
+    }
+
     /// The position after the last batch returned.
     pub(super) fn position(&self) -> u64 {
         self.position
