@@ -24,7 +24,8 @@
 //! offsets of the readable range while its own writer appends and flushes every 100 appends,
 //! rounds with and without the writer alternating (harness `bench-read-writer`; see
 //! [`seglog_beside_writer`]). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 3) rounds of
-//! `SEGLOG_KAFKA_BENCH_WRITER_SECONDS` (default 1) per condition; `SEGLOG_KAFKA_BENCH_NO_WRITER`
+//! `SEGLOG_KAFKA_BENCH_WRITER_SECONDS` (default 1) per condition; `SEGLOG_BENCH_MAX_OPEN_SEGMENTS`
+//! sets seglog's `LogConfig::max_open_inactive_segments` for every read; `SEGLOG_KAFKA_BENCH_NO_WRITER`
 //! skips them.
 //!
 //! Needs Java and `tools/kafka/fetch.sh` first (`SEGLOG_KAFKA_HOME` points at another build of
@@ -84,6 +85,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
+/// The config seglog's side reopens the partition with: 64 MiB segments, and
+/// `LogConfig::max_open_inactive_segments` from `SEGLOG_BENCH_MAX_OPEN_SEGMENTS` (default: the
+/// library's default).
+fn reader_config() -> Config {
+    let config = Config::default().with_segment_bytes(64 << 20);
+    let mut log_config = config.log.log.clone();
+    if let Some(n) = std::env::var("SEGLOG_BENCH_MAX_OPEN_SEGMENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        log_config.max_open_inactive_segments = n;
+    }
+    config.with_log_config(log_config)
+}
+
 /// [`POOL`] batches of [`RECORDS`] records with [`VALUE`] random bytes each, timestamped now.
 fn batch_pool() -> Vec<Vec<u8>> {
     let mut rng = XorShift::new(7);
@@ -137,7 +153,7 @@ fn seglog_passes(
     passes: usize,
     mode: Mode,
 ) -> Vec<f64> {
-    let log = Log::open(dir, Config::default().with_segment_bytes(64 << 20)).expect("open");
+    let log = Log::open(dir, reader_config()).expect("open");
     let mut buf = vec![0u8; MAX_BYTES];
     let mut rates = Vec::new();
     for pass in 0..WARMUP_PASSES + passes {
@@ -185,7 +201,7 @@ fn copy_floor_passes(
     isolation: IsolationLevel,
     passes: usize,
 ) -> Vec<f64> {
-    let log = Log::open(dir, Config::default().with_segment_bytes(64 << 20)).expect("open");
+    let log = Log::open(dir, reader_config()).expect("open");
     let mut files: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     let mut ranges = Vec::with_capacity(offsets.len());
     for &o in offsets {
@@ -245,7 +261,7 @@ fn seglog_beside_writer(
     flush_every: u64,
 ) -> Vec<Round> {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let log = Log::open(dir, Config::default().with_segment_bytes(64 << 20)).expect("open");
+    let log = Log::open(dir, reader_config()).expect("open");
     let pool = batch_pool();
     let mut out = Vec::new();
     for round in -1..2 * rounds as i64 {

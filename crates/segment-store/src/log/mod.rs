@@ -14,7 +14,7 @@
 //!
 //! A segment's files (the `.log`'s handle and, for an inactive segment, its read-only map; the
 //! mapped `.index` and `.timeindex`) are opened when the log first needs the segment and closed
-//! again once more than [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive segments are open (those read
+//! again once more than [`LogConfig::max_open_inactive_segments`] inactive segments are open (those read
 //! last stay open), at the end of the operation that opened them. Loading opens each inactive
 //! segment for its sanity check only; recovery closes each segment once its scan is installed;
 //! [`LocalLog::release_segments`] closes every one, the active one too (a log directory does it
@@ -72,6 +72,14 @@ pub struct LogConfig {
     /// are removed ([`LocalLog::delete_expired_files`], and every call that removes segments).
     /// `0` or less: removed at once.
     pub file_delete_delay_ms: i64,
+    /// How many inactive segments the log keeps open at most once an operation is over (those
+    /// read last; default 8); at least 1. Each holds up to four
+    /// descriptors and three maps. Kafka keeps every segment open; seglog bounds them so that a
+    /// log directory of many partitions and segments holds a bounded number of descriptors.
+    /// Readers that jump between more segments than this (random fetches over a long log)
+    /// reopen and map segments again and again: raise it where descriptors allow
+    /// (`docs/benchmarks.md`, "Against Kafka's read path").
+    pub max_open_inactive_segments: usize,
 }
 
 impl Default for LogConfig {
@@ -85,6 +93,7 @@ impl Default for LogConfig {
             retention_bytes: -1,
             retention_ms: 7 * 24 * 3600 * 1000,
             file_delete_delay_ms: 60_000,
+            max_open_inactive_segments: MAX_OPEN_INACTIVE_SEGMENTS,
         }
     }
 }
@@ -225,14 +234,15 @@ pub struct SegmentInfo {
     pub time_index_entries: usize,
 }
 
-/// Inactive segments a log keeps open at most once an operation is over (a fetch, an append):
-/// those read last. Each holds up to four descriptors and three maps (the `.log`'s handle and
-/// read-only map, the mapped `.index` and `.timeindex`).
+/// The default of [`LogConfig::max_open_inactive_segments`]: inactive segments a log keeps open
+/// at most once an operation is over (a fetch, an append), those read last. Each holds up to four
+/// descriptors and three maps (the `.log`'s handle and read-only map, the mapped `.index` and
+/// `.timeindex`).
 pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 8;
 
 /// One segment of the log, open or not: a segment's files are opened when the log first needs
 /// them (as Kafka opens its indexes lazily) and closed again when more than
-/// [`MAX_OPEN_INACTIVE_SEGMENTS`] inactive ones are open, so a log of any number of segments holds
+/// [`LogConfig::max_open_inactive_segments`] inactive ones are open, so a log of any number of segments holds
 /// a bounded number of descriptors and maps.
 #[derive(Debug)]
 struct Slot {

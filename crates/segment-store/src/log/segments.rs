@@ -102,22 +102,28 @@ impl LocalLog {
         self.seg_mut(inner, base)
     }
 
-    /// Closes the inactive segments opened on demand beyond the [`MAX_OPEN_INACTIVE_SEGMENTS`]
-    /// read last.
+    /// [`LogConfig::max_open_inactive_segments`], at least 1.
+    fn max_open(&self) -> usize {
+        self.config.max_open_inactive_segments.max(1)
+    }
+
+    /// Closes the inactive segments opened on demand beyond the
+    /// [`LogConfig::max_open_inactive_segments`] read last.
     pub(super) fn trim(&self, inner: &mut Inner) -> Result<()> {
+        let max_open = self.max_open();
         let mut opened = self.opened();
-        if opened.len() <= MAX_OPEN_INACTIVE_SEGMENTS {
+        if opened.len() <= max_open {
             return Ok(());
         }
         let active = inner.segments.keys().next_back().copied();
         // The most recently opened are kept (each base once).
-        let mut keep = Vec::with_capacity(MAX_OPEN_INACTIVE_SEGMENTS);
+        let mut keep = Vec::with_capacity(max_open);
         let mut close = Vec::new();
         for &base in opened.iter().rev() {
             if Some(base) == active || keep.contains(&base) || close.contains(&base) {
                 continue;
             }
-            if keep.len() < MAX_OPEN_INACTIVE_SEGMENTS / 2 {
+            if keep.len() < max_open.div_ceil(2) {
                 keep.push(base);
             } else {
                 close.push(base);
@@ -136,7 +142,7 @@ impl LocalLog {
 
     /// [`Self::trim`] after an operation under the read lock, if it opened too many segments.
     pub(super) fn trim_after_read(&self) -> Result<()> {
-        if self.opened().len() > MAX_OPEN_INACTIVE_SEGMENTS {
+        if self.opened().len() > self.max_open() {
             let mut inner = self.write_inner();
             self.trim(&mut inner)?;
         }

@@ -992,6 +992,40 @@ mod segment {
 mod local_log {
     use super::*;
 
+    /// `LogConfig::max_open_inactive_segments` sets the bound: with 2, reading every segment
+    /// in turn keeps at most 2 inactive ones open; with 64, reading 20 segments twice opens
+    /// each once (none is closed and opened again).
+    #[test]
+    fn the_open_segment_bound_is_the_configured_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let bs = batches(20, 1, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log = open_log(dir.path(), config(size), &clock);
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        log.close().unwrap();
+        for (max, most_open) in [(2usize, 3usize), (64, 20)] {
+            let config = LogConfig {
+                max_open_inactive_segments: max,
+                ..config(size)
+            };
+            let log = open_log(dir.path(), config, &clock);
+            let mut seen = 0;
+            for _ in 0..2 {
+                for (n, b) in bs.iter().enumerate() {
+                    let r = log.read(n as i64, 1 << 20, false).unwrap();
+                    assert_eq!(&r.records, b);
+                    seen = seen.max(log.open_segments());
+                    assert!(log.open_segments() <= max + 1, "{max}");
+                }
+            }
+            assert_eq!(seen, most_open, "bound {max}");
+            log.close().unwrap();
+        }
+    }
+
     /// Segments are opened when the log needs them and closed again: a reopened log of many
     /// segments holds only its active one open, and reading every segment leaves at most
     /// `MAX_OPEN_INACTIVE_SEGMENTS` inactive ones open (their descriptors counted too). Every
