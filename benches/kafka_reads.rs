@@ -17,8 +17,8 @@
 //! read). Medians of fetches/s per pass. seglog's side is timed three ways: `Log::fetch` (the
 //! answer copied into a new buffer of its own), `Log::fetch_slices` with the slice read into one
 //! reused buffer (Kafka's `copy`, like for like), and `fetch_slices` alone (Kafka's `slice`).
-//! The copy floor is the same answers' bytes copied with `memcpy` out of the segment files held
-//! in memory into a reused buffer: no fetch that copies, on either side, goes faster.
+//! `memcpy` is the same answers' bytes copied out of the segment files held in memory into a
+//! reused buffer: what copying the bytes alone costs.
 //!
 //! Then the fetches beside a writer, 1 and 4 reader threads: each side's readers fetch at random
 //! offsets of the readable range while its own writer appends and flushes every 100 appends,
@@ -155,9 +155,7 @@ fn seglog_passes(
 ) -> Vec<f64> {
     let log = Log::open(dir, reader_config()).expect("open");
     let mut buf = vec![0u8; MAX_BYTES];
-    let mut rates = Vec::new();
-    for pass in 0..WARMUP_PASSES + passes {
-        let t = Instant::now();
+    let rates = timed_passes(passes, offsets.len(), || {
         let mut bytes = 0;
         for &o in offsets {
             bytes += match mode {
@@ -181,21 +179,31 @@ fn seglog_passes(
                 }
             };
         }
-        let secs = t.elapsed().as_secs_f64();
         assert!(bytes > 0);
-        if pass >= WARMUP_PASSES {
-            rates.push(offsets.len() as f64 / secs);
-        }
-    }
+    });
     log.close().expect("close");
     rates
 }
 
-/// Fetches/s of the floor of any fetch that copies: the bytes of each answer (the same file
-/// ranges `fetch_slices` names) copied with `memcpy` into one reused buffer out of the segment
-/// files held in memory, no lookup, no system call. It bounds what a copying fetch on either
-/// side can reach on this machine.
-fn copy_floor_passes(
+/// Runs `pass` [`WARMUP_PASSES`] times, then `passes` times timed: fetches/s of each timed pass
+/// of `fetches` fetches.
+fn timed_passes(passes: usize, fetches: usize, mut pass: impl FnMut()) -> Vec<f64> {
+    for _ in 0..WARMUP_PASSES {
+        pass();
+    }
+    (0..passes)
+        .map(|_| {
+            let t = Instant::now();
+            pass();
+            fetches as f64 / t.elapsed().as_secs_f64()
+        })
+        .collect()
+}
+
+/// Fetches/s of the bare copy of each answer's bytes (the same file ranges `fetch_slices`
+/// names), copied with `memcpy` into one reused buffer out of the segment files read into memory
+/// beforehand: no lookup, no system call, what copying the bytes alone costs.
+fn memcpy_passes(
     dir: &Path,
     offsets: &[i64],
     isolation: IsolationLevel,
@@ -224,19 +232,12 @@ fn copy_floor_passes(
     }
     log.close().expect("close");
     let mut buf = vec![0u8; MAX_BYTES];
-    let mut rates = Vec::new();
-    for pass in 0..WARMUP_PASSES + passes {
-        let t = Instant::now();
+    timed_passes(passes, offsets.len(), || {
         for &(file, start, end) in &ranges {
             buf[..end - start].copy_from_slice(&files[file].1[start..end]);
             std::hint::black_box(&buf);
         }
-        let secs = t.elapsed().as_secs_f64();
-        if pass >= WARMUP_PASSES {
-            rates.push(offsets.len() as f64 / secs);
-        }
-    }
-    rates
+    })
 }
 
 /// One round beside (or without) a writer: fetches and appends in `seconds`.
@@ -430,7 +431,7 @@ fn main() {
     );
     println!(
         "| isolation | seglog `fetch` | seglog slice read into a reused buffer | Kafka `copy` | \
-         copy floor | seglog `fetch` / Kafka | seglog slice read / Kafka | floor / Kafka | \
+         memcpy | seglog `fetch` / Kafka | seglog slice read / Kafka | memcpy / Kafka | \
          seglog slice | Kafka slice | seglog / Kafka, slice |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
@@ -457,7 +458,7 @@ fn main() {
             .iter()
             .map(|&m| seglog_passes(&dir, &offsets, isolation, iters / 2, m))
             .collect();
-        let mut floor = copy_floor_passes(&dir, &offsets, isolation, iters / 2);
+        let mut bare = memcpy_passes(&dir, &offsets, isolation, iters / 2);
         let k = harness(
             &home,
             &[
@@ -478,12 +479,7 @@ fn main() {
                 m,
             ));
         }
-        floor.extend(copy_floor_passes(
-            &dir,
-            &offsets,
-            isolation,
-            iters - iters / 2,
-        ));
+        bare.extend(memcpy_passes(&dir, &offsets, isolation, iters - iters / 2));
         let rate = |mode: &str| {
             median(
                 k.iter()
@@ -496,13 +492,13 @@ fn main() {
         };
         let (copy, slice) = (rate("copy"), rate("slice"));
         let [fetch, slice_read, sliced] = [0, 1, 2].map(|i| median(ours[i].clone()));
-        let floor = median(floor);
+        let bare = median(bare);
         println!(
-            "| {name} | {fetch:.0} | {slice_read:.0} | {copy:.0} | {floor:.0} | {:.2}x | {:.2}x | \
+            "| {name} | {fetch:.0} | {slice_read:.0} | {copy:.0} | {bare:.0} | {:.2}x | {:.2}x | \
              {:.2}x | {sliced:.0} | {slice:.0} | {:.2}x |",
             fetch / copy,
             slice_read / copy,
-            floor / copy,
+            bare / copy,
             sliced / slice
         );
     }

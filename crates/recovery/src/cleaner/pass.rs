@@ -16,6 +16,7 @@ use super::segments::{
 use super::{CleanReport, CleanerConfig, GroupReport, LogToClean};
 use super::{CleanedTransactionMetadata, OffsetMap};
 use record_format::DecodeLimits;
+use segment_store::internals::OffsetIndexView;
 use segment_store::internals::{FileKind, TempSuffix};
 use segment_store::AbortedTxn;
 use segment_store::{OpenMode, Storage};
@@ -264,13 +265,10 @@ fn last_indexed_position(storage: &dyn Storage, path: &Path, base: i64) -> Optio
     if handle.read_at(len - 8, &mut entry).ok()? != 8 {
         return None;
     }
-    let (rel, position) = entry.split_at(4);
-    let rel = i32::from_be_bytes(rel.try_into().ok()?);
-    let position = i32::from_be_bytes(position.try_into().ok()?);
-    if rel <= 0 || position <= 0 {
-        return None;
-    }
-    Some((base + i64::from(rel), position as u64))
+    let last = OffsetIndexView::new(base, &entry).entry(0)?;
+    // A relative offset and a position above zero (Kafka's fields are signed).
+    let position = i32::try_from(last.position.0).ok().filter(|&p| p > 0)?;
+    (last.offset > base).then_some((last.offset, position as u64))
 }
 
 /// The next offset of the `.log` at `path` walking from `position`, if a batch holding `offset`

@@ -408,18 +408,8 @@ public final class Harness {
         // numbers them, checked by the log's producer state on every append.
         int producers = a.length > 6 ? Integer.parseInt(a[6]) : 0;
         Random rnd = new Random(7);
-        List<MemoryRecords> pool = new ArrayList<>(1024);
         long ts = System.currentTimeMillis();
-        for (int i = 0; i < 1024; i++) {
-            java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(recordsPer * (valueBytes + 64) + 128);
-            MemoryRecordsBuilder b = MemoryRecords.builder(buf, Compression.NONE, TimestampType.CREATE_TIME, 0L);
-            for (int r = 0; r < recordsPer; r++) {
-                byte[] value = new byte[valueBytes];
-                rnd.nextBytes(value);
-                b.append(ts + i, null, value);
-            }
-            pool.add(b.build());
-        }
+        List<MemoryRecords> pool = batchPool(rnd, 1024, recordsPer, valueBytes, ts);
         KafkaScheduler scheduler = scheduler();
         BrokerTopicStats stats = new BrokerTopicStats();
         if (warmup > 0) {
@@ -520,6 +510,25 @@ public final class Harness {
             OUT.flush();
         }
         scheduler.shutdown();
+    }
+
+    /**
+     * COUNT uncompressed batches of RECORDS records each (null key, VALUE_BYTES random bytes, no producer id),
+     * batch i timestamped TS + i.
+     */
+    static List<MemoryRecords> batchPool(Random rnd, int count, int records, int valueBytes, long ts) {
+        List<MemoryRecords> pool = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            java.nio.ByteBuffer buf = java.nio.ByteBuffer.allocate(records * (valueBytes + 64) + 128);
+            MemoryRecordsBuilder b = MemoryRecords.builder(buf, Compression.NONE, TimestampType.CREATE_TIME, 0L);
+            for (int r = 0; r < records; r++) {
+                byte[] value = new byte[valueBytes];
+                rnd.nextBytes(value);
+                b.append(ts + i, null, value);
+            }
+            pool.add(b.build());
+        }
+        return pool;
     }
 
     static MemoryRecords reset(MemoryRecords m) {

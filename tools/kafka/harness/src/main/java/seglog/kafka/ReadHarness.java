@@ -186,21 +186,7 @@ final class ReadHarness {
         KafkaScheduler scheduler = Harness.scheduler();
         UnifiedLog log = Harness.open(dir, false, scheduler, new BrokerTopicStats(), null);
         log.updateHighWatermark(log.logEndOffset());
-        java.util.Random rnd = new java.util.Random(7);
-        long ts = System.currentTimeMillis();
-        List<MemoryRecords> pool = new ArrayList<>();
-        for (int i = 0; i < 256; i++) {
-            ByteBuffer b = ByteBuffer.allocate(10 * 200 + 256);
-            org.apache.kafka.common.record.internal.MemoryRecordsBuilder builder = MemoryRecords.builder(b,
-                    org.apache.kafka.common.compress.Compression.NONE,
-                    org.apache.kafka.common.record.TimestampType.CREATE_TIME, 0L);
-            for (int r = 0; r < 10; r++) {
-                byte[] value = new byte[100];
-                rnd.nextBytes(value);
-                builder.append(ts, null, value);
-            }
-            pool.add(builder.build());
-        }
+        List<MemoryRecords> pool = Harness.batchPool(new java.util.Random(7), 256, 10, 100, System.currentTimeMillis());
         for (int round = -1; round < 2 * rounds; round++) {
             boolean writing = round < 0 || round % 2 == 0;
             java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
