@@ -993,8 +993,8 @@ mod local_log {
     use super::*;
 
     /// `LogConfig::max_open_inactive_segments` sets the bound: with 2, reading every segment
-    /// in turn keeps at most 2 inactive ones open; with 64, reading 20 segments twice opens
-    /// each once (none is closed and opened again).
+    /// in turn keeps at most 2 inactive ones open; with 64, reading 20 segments twice keeps
+    /// all 20 open at once.
     #[test]
     fn the_open_segment_bound_is_the_configured_one() {
         let dir = tempfile::tempdir().unwrap();
