@@ -33,6 +33,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 use crate::error::{Result, SegmentError};
@@ -44,10 +45,18 @@ use crate::segment::{
 
 mod append;
 mod open;
+// The active segment's tail published to readers that take no lock; the read path does not use
+// it yet (docs/lockfree-plan.md).
+#[allow(dead_code)]
+pub(crate) mod publish;
+#[cfg(test)]
+mod publish_tests;
 mod read;
 mod replace;
 mod retention;
 mod segments;
+#[allow(dead_code)]
+mod sync;
 
 /// Settings of one partition log (Kafka `LogConfig`; `-1` disables a retention limit).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,6 +331,30 @@ impl Inner {
     }
 }
 
+/// The offsets and counts of [`Inner`] that readers load without the segment list's lock,
+/// stored (release) at the end of every section under its write lock, before the lock is
+/// released ([`LocalLog::write_inner`]'s guard): a reader that then takes the read lock sees a
+/// segment list at least as new as the values it loaded.
+#[derive(Debug, Default)]
+struct PublishedBounds {
+    log_start_offset: AtomicI64,
+    log_end_offset: AtomicI64,
+    recovery_point: AtomicI64,
+    truncations: AtomicU64,
+    dir_changes: AtomicU64,
+}
+
+impl PublishedBounds {
+    fn store(&self, inner: &Inner) {
+        let release = Ordering::Release;
+        self.log_start_offset.store(inner.log_start_offset, release);
+        self.log_end_offset.store(inner.log_end_offset, release);
+        self.recovery_point.store(inner.recovery_point, release);
+        self.dir_changes.store(inner.dir_changes, release);
+        self.truncations.store(inner.truncations, release);
+    }
+}
+
 /// The segments of one partition directory.
 #[derive(Debug)]
 pub struct LocalLog {
@@ -329,6 +362,8 @@ pub struct LocalLog {
     config: LogConfig,
     ctx: SegmentContext,
     inner: RwLock<Inner>,
+    /// [`Inner`]'s offsets and counts, for readers that take no lock.
+    published: PublishedBounds,
     /// The segments opened on demand since the last [`LocalLog::trim`], oldest first. Its lock
     /// also serialises opening under the read lock (a mapped index locks its file: two opens of
     /// one segment would collide).

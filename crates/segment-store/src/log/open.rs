@@ -6,7 +6,7 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::{Inner, LocalLog, LogConfig, LogEnv, Slot};
+use super::{Inner, LocalLog, LogConfig, LogEnv, PublishedBounds, Slot};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{parse_file_name, FileKind, TempSuffix};
 use crate::index::AbortedTxn;
@@ -134,6 +134,7 @@ impl LocalLog {
         };
         let log_end_offset =
             Self::activate_segment(&mut active, &config, known_log_end, &mut insane)?;
+        active.publish_tail(0);
         segments.insert(active.base_offset(), Slot::open(active));
         let log_start_offset = segments.keys().next().copied().unwrap_or(0);
         if entries_changed {
@@ -153,9 +154,11 @@ impl LocalLog {
                 closed: false,
                 truncations: 0,
             }),
+            published: PublishedBounds::default(),
             opened: Mutex::new(Vec::new()),
             pending_deletes: Mutex::new(Vec::new()),
         };
+        log.published.store(&log.read_inner());
         Ok((log, insane))
     }
 

@@ -1,10 +1,15 @@
 //! The segments of a log: the locks around them, the bounded cache of open inactive segments,
 //! and what they are.
 
+use std::ops::{Deref, DerefMut};
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::{RwLockReadGuard, RwLockWriteGuard};
 
-use super::{Inner, LocalLog, LogBounds, LogConfig, SegmentInfo, Slot, MAX_OPEN_INACTIVE_SEGMENTS};
+use super::{
+    Inner, LocalLog, LogBounds, LogConfig, PublishedBounds, SegmentInfo, Slot,
+    MAX_OPEN_INACTIVE_SEGMENTS,
+};
 use crate::error::{Result, SegmentError};
 use crate::segment::LogSegment;
 
@@ -13,8 +18,13 @@ impl LocalLog {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(super) fn write_inner(&self) -> RwLockWriteGuard<'_, Inner> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    /// The segment list under its write lock; the offsets and counts readers load without it
+    /// are published when the guard is dropped, before the lock is released.
+    pub(super) fn write_inner(&self) -> WriteInner<'_> {
+        WriteInner {
+            inner: self.inner.write().unwrap_or_else(|p| p.into_inner()),
+            published: &self.published,
+        }
     }
 
     pub(super) fn opened(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
@@ -23,10 +33,11 @@ impl LocalLog {
 
     /// The segment's files, opened: the active (last) one writable at its maximum index size,
     /// any other with its `.log` mapped read-only for zero-copy reads.
-    fn open_segment(&self, base: i64, active: bool) -> Result<LogSegment> {
+    fn open_segment(&self, base: i64, active: bool, truncations: u64) -> Result<LogSegment> {
         if active {
             let mut seg = LogSegment::open_active(&self.ctx, &self.dir, base)?;
             seg.resize_indexes(self.config.max_index_size)?;
+            seg.publish_tail(truncations);
             Ok(seg)
         } else {
             let mut seg = LogSegment::open(&self.ctx, &self.dir, base)?;
@@ -48,7 +59,7 @@ impl LocalLog {
         let mut opened = self.opened();
         if slot.seg.get().is_none() {
             let active = inner.segments.keys().next_back() == Some(&base);
-            let seg = self.open_segment(base, active)?;
+            let seg = self.open_segment(base, active, inner.truncations)?;
             // Cannot be set already: every opening holds `opened`.
             let _ = slot.seg.set(Box::new(seg));
             opened.push(base);
@@ -66,10 +77,11 @@ impl LocalLog {
         base: i64,
     ) -> Result<&'a mut LogSegment> {
         let active = inner.segments.keys().next_back() == Some(&base);
+        let truncations = inner.truncations;
         let missing = self.no_segment(inner, base);
         let slot = inner.segments.get_mut(&base).ok_or(missing)?;
         if slot.seg.get().is_none() {
-            let seg = self.open_segment(base, active)?;
+            let seg = self.open_segment(base, active, truncations)?;
             let _ = slot.seg.set(Box::new(seg));
             self.opened().push(base);
         }
@@ -178,29 +190,33 @@ impl LocalLog {
     pub fn config(&self) -> &LogConfig {
         &self.config
     }
-    /// The offset after the last appended batch.
+    /// The offset after the last appended batch (without a lock).
     pub fn log_end_offset(&self) -> i64 {
-        self.read_inner().log_end_offset
+        self.published.log_end_offset.load(Ordering::Acquire)
     }
-    /// The first offset readable.
+    /// The first offset readable (without a lock).
     pub fn log_start_offset(&self) -> i64 {
-        self.read_inner().log_start_offset
+        self.published.log_start_offset.load(Ordering::Acquire)
     }
-    /// Everything below this offset is durable.
+    /// Everything below this offset is durable (without a lock).
     pub fn recovery_point(&self) -> i64 {
-        self.read_inner().recovery_point
+        self.published.recovery_point.load(Ordering::Acquire)
     }
     /// A number that changes whenever segments are added, removed or renamed, or the log end
     /// moves down (a truncation): a reader that combines two reads (a fetch's bytes and its
     /// aborted transactions) compares it before and after to know that both saw one layout.
+    /// Loaded without a lock.
     pub fn generation(&self) -> u64 {
-        let inner = self.read_inner();
-        inner.dir_changes.wrapping_add(inner.truncations)
+        let p = &self.published;
+        let truncations = p.truncations.load(Ordering::Acquire);
+        p.dir_changes
+            .load(Ordering::Acquire)
+            .wrapping_add(truncations)
     }
     /// How many times the log end moved down (truncations) since the log was opened: bounds
-    /// published before a truncation are stale after it.
+    /// published before a truncation are stale after it. Loaded without a lock.
     pub fn truncations(&self) -> u64 {
-        self.read_inner().truncations
+        self.published.truncations.load(Ordering::Acquire)
     }
     /// The log start and end offsets, the recovery point and the truncation count as of one
     /// moment: one acquisition of the segment list's lock where the four accessors take four
@@ -304,7 +320,49 @@ impl LocalLog {
     }
 }
 
+/// [`LocalLog::write_inner`]'s guard: publishes [`Inner`]'s offsets and counts
+/// ([`PublishedBounds`]) when dropped, while the write lock is still held.
+pub(super) struct WriteInner<'a> {
+    inner: RwLockWriteGuard<'a, Inner>,
+    published: &'a PublishedBounds,
+}
+
+impl Deref for WriteInner<'_> {
+    type Target = Inner;
+
+    fn deref(&self) -> &Inner {
+        &self.inner
+    }
+}
+
+impl DerefMut for WriteInner<'_> {
+    fn deref_mut(&mut self) -> &mut Inner {
+        &mut self.inner
+    }
+}
+
+impl Drop for WriteInner<'_> {
+    fn drop(&mut self) {
+        // Runs before the field `inner` (the lock guard) is dropped.
+        self.inner.publish_active_tail();
+        self.published.store(&self.inner);
+    }
+}
+
 impl Inner {
+    /// Publishes the active segment's tail anew if it is open and its tail is missing (a new or
+    /// reopened segment) or was made before the last truncation (appends keep a current tail
+    /// current themselves).
+    fn publish_active_tail(&mut self) {
+        let truncations = self.truncations;
+        let active = self.segments.values_mut().next_back();
+        if let Some(seg) = active.and_then(|s| s.seg.get_mut()) {
+            if seg.tail().is_none_or(|t| t.truncations() != truncations) {
+                seg.publish_tail(truncations);
+            }
+        }
+    }
+
     /// The base offsets of at most [`MAX_OPEN_INACTIVE_SEGMENTS`] segments after `after`: the
     /// window a walk over every segment takes under one read lock, trimming between windows so
     /// that the open descriptors stay bounded.

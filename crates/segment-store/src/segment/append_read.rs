@@ -86,11 +86,20 @@ impl LogSegment {
             if self.bytes_since_last_index_entry > u64::from(self.ctx.config.index_interval_bytes) {
                 self.offset_index
                     .append(h.last_offset, FilePosition(position as u32))?;
-                self.time_index.maybe_append(
+                let timed = self.time_index.maybe_append(
                     self.max_timestamp_so_far.timestamp,
                     self.max_timestamp_so_far.offset,
                     false,
                 )?;
+                if let Some(tail) = &self.tail {
+                    tail.push_offset_entry(self.relative(h.last_offset), position as u32);
+                    if timed {
+                        tail.push_time_entry(
+                            self.max_timestamp_so_far.timestamp,
+                            self.relative(self.max_timestamp_so_far.offset),
+                        );
+                    }
+                }
                 self.bytes_since_last_index_entry = 0;
             }
             position += u64::from(h.size);
@@ -102,6 +111,7 @@ impl LogSegment {
                 offset: offset_of_max_timestamp,
             };
         }
+        self.publish_state();
         Ok(start)
     }
 

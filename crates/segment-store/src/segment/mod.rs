@@ -38,6 +38,7 @@ mod recover;
 mod roll;
 mod scan;
 mod scanner;
+mod tail;
 
 pub(crate) use append_read::{CopyOrSlice, ReadBounds};
 use files::remove_file_if_exists;
@@ -199,6 +200,8 @@ pub struct LogSegment {
     rolling_based_timestamp: Option<i64>,
     created_ms: i64,
     max_timestamp_so_far: TimestampOffset,
+    /// While the segment is the active one: its tail as readers without a lock see it.
+    tail: Option<Arc<crate::log::publish::ActiveTail>>,
 }
 
 impl LogSegment {
@@ -255,6 +258,7 @@ impl LogSegment {
             rolling_based_timestamp: None,
             created_ms: ctx.clock.now_ms(),
             max_timestamp_so_far,
+            tail: None,
         })
     }
 

@@ -57,6 +57,7 @@ impl LogSegment {
     /// so far), trims both indexes to their entries, and (on a real file system) maps the `.log`
     /// read-only so later reads are zero-copy.
     pub fn on_become_inactive_segment(&mut self) -> Result<()> {
+        self.tail = None;
         self.force_final_time_index_entry()?;
         self.offset_index.trim_to_valid_size()?;
         self.time_index.trim_to_valid_size()?;

@@ -1,0 +1,204 @@
+//! Tests of the tail publication (`publish.rs`) on one thread: the buckets, what a snapshot
+//! reads, what a truncated copy keeps. Its handoff between threads is `tests/loom_publish.rs`'s.
+
+use super::publish::{bucket_of, ActiveTail, TailState, FIRST_BUCKET};
+
+#[test]
+fn buckets_double_and_cover_every_entry_once() {
+    assert_eq!(bucket_of(0), (0, 0));
+    assert_eq!(bucket_of(FIRST_BUCKET - 1), (0, FIRST_BUCKET - 1));
+    assert_eq!(bucket_of(FIRST_BUCKET), (1, 0));
+    assert_eq!(bucket_of(3 * FIRST_BUCKET - 1), (1, 2 * FIRST_BUCKET - 1));
+    assert_eq!(bucket_of(3 * FIRST_BUCKET), (2, 0));
+    let mut expect = (0, 0);
+    for n in 0..100_000 {
+        let got = bucket_of(n);
+        assert_eq!(got, expect, "entry {n}");
+        expect = if got.1 + 1 == FIRST_BUCKET << got.0 {
+            (got.0 + 1, 0)
+        } else {
+            (got.0, got.1 + 1)
+        };
+    }
+}
+
+#[test]
+fn entries_read_back_only_below_the_published_count() {
+    let tail = ActiveTail::new(TailState::default(), 0);
+    for n in 0..1000u32 {
+        assert!(tail.push_offset_entry(n, n * 10));
+        if n % 3 == 0 {
+            assert!(tail.push_time_entry(i64::from(n) * 7, n));
+        }
+    }
+    assert_eq!(
+        tail.snapshot().offset_entry(0),
+        None,
+        "nothing published yet"
+    );
+    tail.publish(10_000, 6993, 999);
+    let s = tail.snapshot();
+    assert_eq!(s.state.offset_entries, 1000);
+    assert_eq!(s.state.time_entries, 334);
+    for n in 0..1000u32 {
+        assert_eq!(s.offset_entry(n as usize), Some((n, n * 10)));
+    }
+    assert_eq!(s.offset_entry(1000), None);
+    assert_eq!(s.time_entry(333), Some((999 * 7, 999)));
+    assert_eq!(s.time_entry(334), None);
+    assert!(tail.push_offset_entry(1000, 10_000));
+    assert_eq!(s.offset_entry(1000), None, "a snapshot does not grow");
+}
+
+#[test]
+fn a_truncated_tail_keeps_the_entries_below_the_cut_and_leaves_the_old_one_whole() {
+    let tail = ActiveTail::new(TailState::default(), 0);
+    for n in 0..200u32 {
+        tail.push_offset_entry(n, n * 100);
+        tail.push_time_entry(i64::from(n), n);
+    }
+    tail.publish(20_000, 199, 199);
+    let cut = tail.truncated(
+        50,
+        40,
+        TailState {
+            size: 5_000,
+            max_timestamp: 39,
+            offset_of_max_timestamp: 39,
+            ..TailState::default()
+        },
+        1,
+    );
+    assert_eq!((tail.truncations(), cut.truncations()), (0, 1));
+    let s = cut.snapshot();
+    assert_eq!(
+        (s.state.size, s.state.offset_entries, s.state.time_entries),
+        (5_000, 50, 40)
+    );
+    assert_eq!(s.offset_entry(49), Some((49, 4_900)));
+    assert_eq!(s.offset_entry(50), None);
+    assert_eq!(s.time_entry(39), Some((39, 39)));
+    cut.push_offset_entry(50, 9);
+    cut.publish(5_100, 39, 39);
+    assert_eq!(cut.snapshot().offset_entry(50), Some((50, 9)));
+    assert_eq!(tail.snapshot().offset_entry(50), Some((50, 5_000)));
+}
+
+/// The log's active segment publishes a tail equal to its indexes, size and max timestamp, made
+/// at the log's truncation count; no sealed segment publishes one.
+fn check_tails(log: &super::LocalLog, step: &str) {
+    let inner = log.read_inner();
+    let last = inner.segments.keys().next_back().copied();
+    for (&base, slot) in &inner.segments {
+        let Some(seg) = slot.seg.get() else { continue };
+        if Some(base) != last {
+            assert!(
+                seg.tail().is_none(),
+                "{step}: sealed segment {base} has a tail"
+            );
+            continue;
+        }
+        let tail = seg
+            .tail()
+            .expect("the open active segment publishes a tail");
+        assert_eq!(tail.truncations(), inner.truncations, "{step}");
+        let s = tail.snapshot();
+        assert_eq!(s.state.size, seg.size(), "{step}");
+        assert_eq!(
+            (s.state.max_timestamp, s.state.offset_of_max_timestamp),
+            (
+                seg.max_timestamp_so_far(),
+                seg.offset_of_max_timestamp_so_far()
+            ),
+            "{step}"
+        );
+        let index = seg.offset_index();
+        assert_eq!(s.state.offset_entries, index.entries(), "{step}");
+        for n in 0..index.entries() {
+            let e = index.entry(n).expect("entry");
+            let want = (
+                u32::try_from(e.offset - base).expect("relative"),
+                e.position.0,
+            );
+            assert_eq!(s.offset_entry(n), Some(want), "{step}: offset entry {n}");
+        }
+        let index = seg.time_index();
+        assert_eq!(s.state.time_entries, index.entries(), "{step}");
+        for n in 0..index.entries() {
+            let e = index.entry(n).expect("entry");
+            let want = (
+                e.timestamp,
+                u32::try_from(e.offset - base).expect("relative"),
+            );
+            assert_eq!(s.time_entry(n), Some(want), "{step}: time entry {n}");
+        }
+    }
+}
+
+#[test]
+fn the_active_segment_publishes_its_indexes_through_appends_rolls_truncations_and_reopens() {
+    use record_format::RecordBatchBuilder;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = super::LogConfig {
+        segment_bytes: 6_000,
+        index_interval_bytes: 300,
+        retention_ms: -1,
+        ..super::LogConfig::default()
+    };
+    let log = super::LocalLog::open(dir.path(), config, 0).expect("open");
+    check_tails(&log, "open");
+    // A fixed pseudo-random walk (an LCG): the same steps on every run.
+    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    let (mut most_segments, mut into_sealed) = (0, 0);
+    for step in 0..400 {
+        let end = log.log_end_offset();
+        let segments = log.segment_bases().len();
+        let what = match next(20) {
+            0 => {
+                log.roll(None).expect("roll");
+                "roll"
+            }
+            1 => {
+                let start = log.log_start_offset();
+                let target = start + next(u64::try_from(end - start).unwrap_or(0) + 1) as i64;
+                log.truncate_to(target).expect("truncate");
+                if log.segment_bases().len() < segments {
+                    into_sealed += 1;
+                }
+                "truncate"
+            }
+            2 => {
+                log.release_segments().expect("release");
+                check_tails(&log, "released");
+                log.read(end, 1, true)
+                    .expect("read at the end reopens the active segment");
+                "release and reopen"
+            }
+            _ => {
+                let records = 1 + next(5) as i64;
+                let ts = 1_000 + next(10_000) as i64;
+                let mut b = RecordBatchBuilder::new(end).partition_leader_epoch(0);
+                for i in 0..records {
+                    b.append(ts + i, Some(b"key"), Some(&[7u8; 60]), &[])
+                        .expect("record");
+                }
+                log.append(&b.build()).expect("append");
+                "append"
+            }
+        };
+        check_tails(&log, &format!("step {step}: {what}"));
+        most_segments = most_segments.max(log.segment_bases().len());
+    }
+    assert!(most_segments > 3, "the walk rolled: {most_segments}");
+    assert!(
+        into_sealed > 3,
+        "truncations into sealed segments: {into_sealed}"
+    );
+}
