@@ -442,6 +442,24 @@ impl FileRecords {
         })
     }
 
+    /// A read-only view of the `.log` open as `handle`, of `size` bytes (the active segment's
+    /// published size), never mapped: what a reader without a lock reads the active segment
+    /// through.
+    pub(crate) fn shared(handle: Arc<dyn FileHandle>, size: u64) -> FileRecords {
+        FileRecords {
+            map: None,
+            path: handle.path().to_path_buf(),
+            handle,
+            size,
+            synced: AtomicBool::new(true),
+        }
+    }
+
+    /// The open file, shared with the slices handed out.
+    pub(crate) fn handle(&self) -> &Arc<dyn FileHandle> {
+        &self.handle
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -15,6 +15,7 @@ use crate::error::{Result, SegmentError};
 use crate::io::Storage;
 use crate::lock::DirLock;
 
+mod entries;
 mod entry_file;
 mod file;
 use file::IndexBytes;
@@ -24,6 +25,13 @@ pub mod time;
 pub mod txn;
 pub mod view;
 
+// The searches over the active segment's published tail: the read path does not take it yet
+// (docs/lockfree-plan.md); its tests do.
+#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use entries::{
+    fetch_upper_bound_offset, lookup, offset_entry, scan_start_before, time_entry, time_lookup,
+    OffsetEntries, TimeEntries,
+};
 pub use offset::{FilePosition, OffsetIndex, OffsetPosition};
 pub use time::{TimeIndex, TimestampOffset};
 pub use txn::{AbortedTxn, TransactionIndex, TxnIndexSearchResult};
@@ -75,6 +83,59 @@ const BULK_START_ENTRIES: usize = 8192;
 /// Bulk mode writes what it collected each time it has this many bytes (and at its end): a few
 /// writes for a 1 GiB segment's index, each large enough to go through the file handle.
 const BULK_WRITE_BYTES: usize = 256 << 10;
+
+/// Kafka's `indexSlotRangeFor` over `entries` entries of `entry_size` bytes, wherever they are
+/// held (a mapped index, an active segment's published tail): search the warm section (the last
+/// `8192 / entry_size` entries) first, then the rest. `key_at(n)` is the searched field of entry
+/// `n` (`i64::MAX` past the end).
+pub(crate) fn search_slots(
+    entries: usize,
+    entry_size: usize,
+    target: i64,
+    key_at: impl Fn(usize) -> i64,
+    kind: SearchResult,
+) -> Option<usize> {
+    if entries == 0 {
+        return None;
+    }
+    let warm_entries = WARM_SECTION_BYTES / entry_size;
+    let first_hot = entries.saturating_sub(1 + warm_entries);
+    if key_at(first_hot) < target {
+        return binary_search(entries, target, &key_at, kind, first_hot, entries - 1);
+    }
+    if key_at(0) > target {
+        return match kind {
+            SearchResult::LargestLowerBound => None,
+            SearchResult::SmallestUpperBound => Some(0),
+        };
+    }
+    binary_search(entries, target, &key_at, kind, 0, first_hot)
+}
+
+fn binary_search(
+    entries: usize,
+    target: i64,
+    key_at: &impl Fn(usize) -> i64,
+    kind: SearchResult,
+    begin: usize,
+    end: usize,
+) -> Option<usize> {
+    let (mut lo, mut hi) = (begin, end);
+    while lo < hi {
+        // Kafka: (lo + hi + 1) >>> 1; entries fit in i32, so this cannot overflow usize.
+        let mid = (lo + hi).div_ceil(2);
+        match key_at(mid).cmp(&target) {
+            Ordering::Greater => hi = mid - 1,
+            Ordering::Less => lo = mid,
+            Ordering::Equal => return Some(mid),
+        }
+    }
+    match kind {
+        SearchResult::LargestLowerBound => Some(lo),
+        SearchResult::SmallestUpperBound if lo == entries - 1 => None,
+        SearchResult::SmallestUpperBound => Some(lo + 1),
+    }
+}
 
 pub(crate) fn round_down(n: u64, multiple: usize) -> u64 {
     n - n % multiple as u64
@@ -334,55 +395,16 @@ impl IndexCore {
         self.map.sync()
     }
 
-    /// Kafka's `indexSlotRangeFor`: search the warm section (the last `8192 / entry_size`
-    /// entries) first, then the rest. `key(n)` is the searched field of slot `n`.
+    /// Kafka's `indexSlotRangeFor` over this index's slots ([`search_slots`]). `key(n)` is the
+    /// searched field of slot `n`.
     pub(crate) fn search(
         &self,
         target: i64,
         key: impl Fn(&[u8]) -> i64,
         kind: SearchResult,
     ) -> Option<usize> {
-        if self.entries == 0 {
-            return None;
-        }
         let key_at = |n: usize| self.slot(n).map(&key).unwrap_or(i64::MAX);
-        let warm_entries = WARM_SECTION_BYTES / self.entry_size;
-        let first_hot = self.entries.saturating_sub(1 + warm_entries);
-        if key_at(first_hot) < target {
-            return self.binary_search(target, &key_at, kind, first_hot, self.entries - 1);
-        }
-        if key_at(0) > target {
-            return match kind {
-                SearchResult::LargestLowerBound => None,
-                SearchResult::SmallestUpperBound => Some(0),
-            };
-        }
-        self.binary_search(target, &key_at, kind, 0, first_hot)
-    }
-
-    fn binary_search(
-        &self,
-        target: i64,
-        key_at: &impl Fn(usize) -> i64,
-        kind: SearchResult,
-        begin: usize,
-        end: usize,
-    ) -> Option<usize> {
-        let (mut lo, mut hi) = (begin, end);
-        while lo < hi {
-            // Kafka: (lo + hi + 1) >>> 1; entries fit in i32, so this cannot overflow usize.
-            let mid = (lo + hi).div_ceil(2);
-            match key_at(mid).cmp(&target) {
-                Ordering::Greater => hi = mid - 1,
-                Ordering::Less => lo = mid,
-                Ordering::Equal => return Some(mid),
-            }
-        }
-        match kind {
-            SearchResult::LargestLowerBound => Some(lo),
-            SearchResult::SmallestUpperBound if lo == self.entries - 1 => None,
-            SearchResult::SmallestUpperBound => Some(lo + 1),
-        }
+        search_slots(self.entries, self.entry_size, target, key_at, kind)
     }
 
     /// The `truncateTo` slot rule shared by both indexes: find the largest entry whose offset is

@@ -12,7 +12,7 @@
 use crate::error::{IndexCorruption, Result, SegmentError};
 use crate::index::entry_file::{IndexEntry, IndexFile};
 use crate::index::view::OffsetIndexView;
-use crate::index::{be_i32, be_u32, SearchResult};
+use crate::index::{be_i32, be_u32, entries};
 
 /// Size of one entry.
 pub const ENTRY_SIZE: usize = 8;
@@ -114,14 +114,7 @@ impl IndexFile<OffsetPosition> {
 
     /// The largest entry with offset `<= target`, or `(base_offset, 0)` if there is none.
     pub fn lookup(&self, target: i64) -> OffsetPosition {
-        let key = Self::offset_key(self.base_offset());
-        match self
-            .core
-            .search(target, key, SearchResult::LargestLowerBound)
-        {
-            Some(slot) => self.entry(slot).unwrap_or(self.last_entry()),
-            None => OffsetPosition::empty(self.base_offset()),
-        }
+        entries::lookup(self, target)
     }
 
     /// A batch start from which a walk of batch headers up to byte `position` meets the last
@@ -129,15 +122,7 @@ impl IndexFile<OffsetPosition> {
     /// starts below `position` (its batch ends at or before that entry's start), 0 if there is
     /// none. The entries' positions increase with their offsets.
     pub fn scan_start_before(&self, position: u64) -> u64 {
-        let target = i64::try_from(position).unwrap_or(i64::MAX) - 1;
-        let key = |b: &[u8]| i64::from(be_u32(b, POSITION_OFFSET));
-        match self
-            .core
-            .search(target, key, SearchResult::LargestLowerBound)
-        {
-            Some(slot) if slot > 0 => self.entry(slot - 1).map_or(0, |e| u64::from(e.position.0)),
-            _ => 0,
-        }
+        entries::scan_start_before(self, position)
     }
 
     /// Kafka's `fetchUpperBoundOffset`: the first entry whose position is at least
@@ -148,10 +133,18 @@ impl IndexFile<OffsetPosition> {
         fetch_offset: OffsetPosition,
         fetch_size: u32,
     ) -> Option<OffsetPosition> {
-        let target = i64::from(fetch_offset.position.0) + i64::from(fetch_size);
-        let key = |b: &[u8]| i64::from(be_u32(b, POSITION_OFFSET));
-        self.core
-            .search(target, key, SearchResult::SmallestUpperBound)
-            .and_then(|slot| self.entry(slot))
+        entries::fetch_upper_bound_offset(self, fetch_offset, fetch_size)
+    }
+}
+
+impl entries::OffsetEntries for IndexFile<OffsetPosition> {
+    fn base_offset(&self) -> i64 {
+        self.core.base_offset()
+    }
+    fn entries(&self) -> usize {
+        self.core.entries()
+    }
+    fn entry(&self, n: usize) -> Option<OffsetPosition> {
+        IndexFile::entry(self, n)
     }
 }

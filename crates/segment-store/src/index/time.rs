@@ -12,7 +12,7 @@
 use crate::error::{IndexCorruption, Result, SegmentError};
 use crate::index::entry_file::{IndexEntry, IndexFile};
 use crate::index::view::TimeIndexView;
-use crate::index::{be_i32, be_i64, SearchResult};
+use crate::index::{be_i32, be_i64, entries};
 
 /// Size of one entry.
 pub const ENTRY_SIZE: usize = 12;
@@ -113,14 +113,18 @@ impl IndexFile<TimestampOffset> {
 
     /// The largest entry with timestamp `<= target`, or `(NO_TIMESTAMP, base_offset)`.
     pub fn lookup(&self, target_timestamp: i64) -> TimestampOffset {
-        let key = |b: &[u8]| be_i64(b, TIMESTAMP_OFFSET);
-        match self
-            .core
-            .search(target_timestamp, key, SearchResult::LargestLowerBound)
-            .and_then(|slot| self.entry(slot))
-        {
-            Some(e) => e,
-            None => TimestampOffset::empty(self.base_offset()),
-        }
+        entries::time_lookup(self, target_timestamp)
+    }
+}
+
+impl entries::TimeEntries for IndexFile<TimestampOffset> {
+    fn base_offset(&self) -> i64 {
+        self.core.base_offset()
+    }
+    fn entries(&self) -> usize {
+        self.core.entries()
+    }
+    fn entry(&self, n: usize) -> Option<TimestampOffset> {
+        IndexFile::entry(self, n)
     }
 }

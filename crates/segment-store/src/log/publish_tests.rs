@@ -112,6 +112,8 @@ fn check_tails(log: &super::LocalLog, step: &str) {
             ),
             "{step}"
         );
+        check_searches(seg, crate::segment::TailIndex::new(base, s), step);
+        tail.with_view(|view| check_reads(seg, &view, log.log_end_offset(), step));
         let index = seg.offset_index();
         assert_eq!(s.state.offset_entries, index.entries(), "{step}");
         for n in 0..index.entries() {
@@ -133,6 +135,95 @@ fn check_tails(log: &super::LocalLog, step: &str) {
             assert_eq!(s.time_entry(n), Some(want), "{step}: time entry {n}");
         }
     }
+}
+
+/// Kafka's index searches answer over the published tail as over the mapped indexes.
+fn check_searches(seg: &crate::LogSegment, tail: crate::segment::TailIndex<'_>, step: &str) {
+    use crate::index::{fetch_upper_bound_offset, lookup, scan_start_before, time_lookup};
+    use crate::index::{FilePosition, OffsetPosition};
+
+    let base = seg.base_offset();
+    let (offsets, times) = (seg.offset_index(), seg.time_index());
+    let last = offsets.last_offset() + 3;
+    for target in (base - 2)..=last {
+        assert_eq!(
+            lookup(&tail, target),
+            offsets.lookup(target),
+            "{step}: {target}"
+        );
+    }
+    for position in (0..=tail.state().size + 2).step_by(7) {
+        let p = u32::try_from(position).expect("position");
+        assert_eq!(
+            scan_start_before(&tail, position),
+            offsets.scan_start_before(position),
+            "{step}: {position}"
+        );
+        for size in [0, 1, 90, 300, 1_000] {
+            let from = OffsetPosition {
+                offset: base,
+                position: FilePosition(p),
+            };
+            assert_eq!(
+                fetch_upper_bound_offset(&tail, from, size),
+                offsets.fetch_upper_bound_offset(from, size),
+                "{step}: {position} + {size}"
+            );
+        }
+    }
+    for ts in (900..12_000).step_by(37) {
+        assert_eq!(time_lookup(&tail, ts), times.lookup(ts), "{step}: {ts}");
+    }
+}
+
+/// The read functions answer over the published tail as over the segment.
+fn check_reads<O, T>(
+    seg: &crate::LogSegment,
+    tail: &crate::segment::SegmentView<'_, O, T>,
+    log_end_offset: i64,
+    step: &str,
+) where
+    O: crate::index::OffsetEntries,
+    T: crate::index::TimeEntries,
+{
+    let own = seg.view();
+    let base = seg.base_offset();
+    for offset in (base - 1)..=(log_end_offset + 1) {
+        let got = tail.translate_offset(offset, 0).expect("translate");
+        assert_eq!(got, own.translate_offset(offset, 0).expect("translate"));
+        for max_size in [0, 100, 1_000, 1 << 20] {
+            for max_position in [None, Some(seg.size() / 2)] {
+                for min_one in [false, true] {
+                    let want = own
+                        .read_bounds(offset, max_size, max_position, min_one)
+                        .expect("bounds");
+                    let got = tail
+                        .read_bounds(offset, max_size, max_position, min_one)
+                        .expect("bounds");
+                    assert_eq!(got, want, "{step}: read_bounds({offset}, {max_size})");
+                    let Some(b) = want else { continue };
+                    assert_eq!(tail.next_fetch_offset(&b), own.next_fetch_offset(&b));
+                    let (o, p) = (offset, b.position);
+                    assert_eq!(
+                        tail.fetch_upper_bound_offset(o, p, b.fetch_size),
+                        own.fetch_upper_bound_offset(o, p, b.fetch_size),
+                        "{step}: upper bound at {offset}"
+                    );
+                }
+            }
+        }
+    }
+    for ts in (900..12_000).step_by(331) {
+        let got = tail
+            .find_offset_by_timestamp(ts, base)
+            .expect("by timestamp");
+        let want = own
+            .find_offset_by_timestamp(ts, base)
+            .expect("by timestamp");
+        assert_eq!(got, want, "{step}: timestamp {ts}");
+    }
+    let got = tail.offset_of_max_timestamp().expect("max timestamp");
+    assert_eq!(got, own.offset_of_max_timestamp().expect("max"), "{step}");
 }
 
 #[test]

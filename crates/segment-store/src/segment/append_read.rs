@@ -3,14 +3,12 @@
 
 use std::borrow::Cow;
 
-use record_format::RecordBatch;
-
 use super::scan::{check_framing, headers_in};
 use super::{FetchDataInfo, LogOffsetMetadata, LogSegment};
 use crate::error::{Result, SegmentError};
 use crate::file_records::{whole_batches_len, LogOffsetPosition, TimestampAndOffset};
 use crate::file_slice::FileSlice;
-use crate::index::{FilePosition, OffsetPosition, TimestampOffset};
+use crate::index::{FilePosition, OffsetIndex, TimeIndex, TimestampOffset};
 
 /// Bytes of a read taken under the segment list's lock: copied, or to read after it
 /// ([`LogSegment::copy_or_slice`]).
@@ -91,7 +89,7 @@ impl LogSegment {
                     self.max_timestamp_so_far.offset,
                     false,
                 )?;
-                if let Some(tail) = &self.tail {
+                if let Some(tail) = self.tail.as_ref().map(|t| t.active()) {
                     tail.push_offset_entry(self.relative(h.last_offset), position as u32);
                     if timed {
                         tail.push_time_entry(
@@ -122,11 +120,7 @@ impl LogSegment {
         offset: i64,
         starting_position: u64,
     ) -> Result<Option<LogOffsetPosition>> {
-        let mapping = self.offset_index.lookup(offset);
-        self.log.search_for_offset_with_size(
-            offset,
-            u64::from(mapping.position.0).max(starting_position),
-        )
+        self.view().translate_offset(offset, starting_position)
     }
 
     /// Kafka's `read`, cut to whole batches: from the batch containing `start_offset`, at most
@@ -209,57 +203,15 @@ impl LogSegment {
         max_position: Option<u64>,
         min_one_message: bool,
     ) -> Result<Option<ReadBounds>> {
-        let Some(start) = self.translate_offset(start_offset, 0)? else {
-            return Ok(None);
-        };
-        let fetch_offset_metadata = LogOffsetMetadata {
-            message_offset: start_offset,
-            segment_base_offset: self.base_offset,
-            relative_position_in_segment: start.position,
-        };
-        let adjusted = if min_one_message {
-            max_size.max(start.size as usize)
-        } else {
-            max_size
-        };
-        let max_position = max_position.unwrap_or(self.size()).min(self.size());
-        if adjusted == 0 || max_position <= start.position {
-            return Ok(Some(ReadBounds {
-                fetch_offset_metadata,
-                position: start.position,
-                fetch_size: 0,
-                first_entry_incomplete: false,
-            }));
-        }
-        Ok(Some(ReadBounds {
-            fetch_offset_metadata,
-            position: start.position,
-            fetch_size: ((max_position - start.position) as usize).min(adjusted),
-            first_entry_incomplete: adjusted < start.size as usize,
-        }))
+        self.view()
+            .read_bounds(start_offset, max_size, max_position, min_one_message)
     }
 
     /// One past the last offset of the last whole batch in the bytes `bounds` name (the offset
-    /// a reader of them fetches next), the fetch offset if none is whole: the batch headers
-    /// from the offset-index entry before the bytes' end ([`OffsetIndex::scan_start_before`]),
-    /// not every header of the range. Stops at a header it cannot read, as a reader of the
-    /// bytes stops at a batch it cannot read.
-    ///
-    /// [`OffsetIndex::scan_start_before`]: crate::OffsetIndex::scan_start_before
+    /// a reader of them fetches next), the fetch offset if none is whole
+    /// ([`SegmentView::next_fetch_offset`](super::view::SegmentView::next_fetch_offset)).
     pub(crate) fn next_fetch_offset(&self, bounds: &ReadBounds) -> i64 {
-        let end = bounds.position + bounds.fetch_size as u64;
-        let from = self
-            .offset_index
-            .scan_start_before(end)
-            .max(bounds.position);
-        let mut next = bounds.fetch_offset_metadata.message_offset;
-        for h in self.log.headers_from(from) {
-            match h {
-                Ok(h) if h.end() <= end => next = h.next_offset(),
-                _ => break,
-            }
-        }
-        next
+        self.view().next_fetch_offset(bounds)
     }
 
     /// `len` bytes at `position` of the `.log` as a [`FileSlice`] ([`FileRecords::slice`]).
@@ -278,13 +230,8 @@ impl LogSegment {
         position: u64,
         fetch_size: usize,
     ) -> Option<i64> {
-        let from = OffsetPosition {
-            offset,
-            position: FilePosition(u32::try_from(position).unwrap_or(u32::MAX)),
-        };
-        self.offset_index
-            .fetch_upper_bound_offset(from, u32::try_from(fetch_size).unwrap_or(u32::MAX))
-            .map(|p| p.offset)
+        self.view()
+            .fetch_upper_bound_offset(offset, position, fetch_size)
     }
 
     /// Kafka's `readNextOffset`: the offset after the last batch (the base offset if empty).
@@ -311,13 +258,8 @@ impl LogSegment {
         timestamp: i64,
         starting_offset: i64,
     ) -> Result<Option<TimestampAndOffset>> {
-        let to = self.time_index.lookup(timestamp);
-        let position = self
-            .offset_index
-            .lookup(to.offset.max(starting_offset))
-            .position;
-        self.log
-            .search_for_timestamp(timestamp, u64::from(position.0), starting_offset)
+        self.view()
+            .find_offset_by_timestamp(timestamp, starting_offset)
     }
 
     /// Kafka's `MAX_TIMESTAMP` lookup in this segment (KIP-734): the first batch from the
@@ -326,40 +268,18 @@ impl LogSegment {
     /// `offsetOfMaxTimestamp`), with the batch's leader epoch if it has one. `None` when no
     /// batch or record matches (an empty segment, a legacy batch).
     pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
-        let max = self.max_timestamp_so_far();
-        let from = self
-            .offset_index
-            .lookup(self.offset_of_max_timestamp_so_far());
-        for h in self.log.headers_from(u64::from(from.position.0)) {
-            let h = h?;
-            if h.max_timestamp != max {
-                continue;
-            }
-            if h.magic < 2 {
-                return Ok(None);
-            }
-            let bytes = self.log.read(h.position, h.size as usize)?;
-            let format = |error| SegmentError::Format {
-                path: self.log.path().to_path_buf(),
-                error,
-            };
-            let batch = RecordBatch::new(&bytes, h.position).map_err(format)?;
-            let records = batch
-                .records(&record_format::DecodeLimits::default())
-                .map_err(format)?;
-            for r in records.iter() {
-                let r = r.map_err(format)?;
-                if r.timestamp() == max {
-                    return Ok(Some(TimestampAndOffset {
-                        timestamp: max,
-                        offset: r.offset(),
-                        leader_epoch: (h.partition_leader_epoch >= 0)
-                            .then_some(h.partition_leader_epoch),
-                    }));
-                }
-            }
-            return Ok(None);
+        self.view().offset_of_max_timestamp()
+    }
+
+    /// The segment as the read functions see it ([`SegmentView`](super::view::SegmentView)):
+    /// its `.log`, its mapped indexes, its max timestamp so far.
+    pub(crate) fn view(&self) -> super::view::SegmentView<'_, OffsetIndex, TimeIndex> {
+        super::view::SegmentView {
+            base_offset: self.base_offset,
+            log: &self.log,
+            offsets: &self.offset_index,
+            times: &self.time_index,
+            max_timestamp_so_far: self.max_timestamp_so_far,
         }
-        Ok(None)
     }
 }

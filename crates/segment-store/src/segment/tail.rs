@@ -1,16 +1,71 @@
 //! The active segment's tail as readers without a lock see it (`log/publish.rs`): the segment
-//! holds the [`ActiveTail`] it last published and pushes each append's index entries into it.
+//! holds the [`PublishedTail`] it last published and pushes each append's index entries into
+//! it; a reader reads the `.log` through its shared handle up to the published size.
 
 use std::sync::Arc;
 
+use super::view::SegmentView;
 use super::LogSegment;
-use crate::log::publish::{ActiveTail, TailState};
+use crate::file_records::FileRecords;
+use crate::index::TimestampOffset;
+use crate::index::{offset_entry, time_entry, OffsetEntries, OffsetPosition, TimeEntries};
+use crate::io::FileHandle;
+use crate::log::publish::{ActiveTail, TailSnapshot, TailState};
+
+/// An active segment's tail with what a reader needs beside it: the base offset and the
+/// `.log`'s shared handle.
+#[derive(Debug)]
+pub(crate) struct PublishedTail {
+    base_offset: i64,
+    log: Arc<dyn FileHandle>,
+    tail: ActiveTail,
+}
+
+impl PublishedTail {
+    /// The entries and state the writer pushes and publishes.
+    pub(super) fn active(&self) -> &ActiveTail {
+        &self.tail
+    }
+
+    /// [`ActiveTail::truncations`].
+    pub(crate) fn truncations(&self) -> u64 {
+        self.tail.truncations()
+    }
+
+    /// [`ActiveTail::snapshot`].
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn snapshot(&self) -> TailSnapshot<'_> {
+        self.tail.snapshot()
+    }
+
+    /// Runs `f` over one published state of the tail: the `.log` up to the published size, the
+    /// index entries below the published counts, the published max timestamp.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn with_view<R>(
+        &self,
+        f: impl FnOnce(SegmentView<'_, TailIndex<'_>, TailIndex<'_>>) -> R,
+    ) -> R {
+        let snapshot = self.tail.snapshot();
+        let index = TailIndex::new(self.base_offset, snapshot);
+        let log = FileRecords::shared(Arc::clone(&self.log), snapshot.state.size);
+        f(SegmentView {
+            base_offset: self.base_offset,
+            log: &log,
+            offsets: &index,
+            times: &index,
+            max_timestamp_so_far: TimestampOffset {
+                timestamp: snapshot.state.max_timestamp,
+                offset: snapshot.state.offset_of_max_timestamp,
+            },
+        })
+    }
+}
 
 impl LogSegment {
     /// Publishes this segment as the active one: a new [`ActiveTail`] holding its offset- and
     /// time-index entries, its size and max timestamp, made at truncation count `truncations`.
     /// Appends then push their entries into it and publish it again.
-    pub(crate) fn publish_tail(&mut self, truncations: u64) -> Arc<ActiveTail> {
+    pub(crate) fn publish_tail(&mut self, truncations: u64) -> Arc<PublishedTail> {
         let tail = ActiveTail::new(TailState::default(), truncations);
         for e in (0..self.offset_index.entries()).filter_map(|n| self.offset_index.entry(n)) {
             tail.push_offset_entry(self.relative(e.offset), e.position.0);
@@ -18,21 +73,25 @@ impl LogSegment {
         for e in (0..self.time_index.entries()).filter_map(|n| self.time_index.entry(n)) {
             tail.push_time_entry(e.timestamp, self.relative(e.offset));
         }
-        let tail = Arc::new(tail);
+        let tail = Arc::new(PublishedTail {
+            base_offset: self.base_offset,
+            log: Arc::clone(self.log.handle()),
+            tail,
+        });
         self.tail = Some(Arc::clone(&tail));
         self.publish_state();
         tail
     }
 
     /// The tail this segment publishes to, while it is the active one.
-    pub(crate) fn tail(&self) -> Option<&Arc<ActiveTail>> {
+    pub(crate) fn tail(&self) -> Option<&Arc<PublishedTail>> {
         self.tail.as_ref()
     }
 
     /// Publishes the size and max timestamp with the entries pushed so far.
     pub(super) fn publish_state(&self) {
         if let Some(tail) = &self.tail {
-            tail.publish(
+            tail.active().publish(
                 self.size(),
                 self.max_timestamp_so_far.timestamp,
                 self.max_timestamp_so_far.offset,
@@ -43,5 +102,55 @@ impl LogSegment {
     /// `offset` relative to the base offset, as the indexes hold it (their entries fit 32 bits).
     pub(super) fn relative(&self, offset: i64) -> u32 {
         u32::try_from(offset - self.base_offset).unwrap_or(u32::MAX)
+    }
+}
+
+/// One published state of an active segment's tail as the index searches see it
+/// ([`crate::index::lookup`] and the others answer over it as over the mapped indexes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TailIndex<'a> {
+    base_offset: i64,
+    snapshot: TailSnapshot<'a>,
+}
+
+#[cfg_attr(not(test), allow(dead_code))]
+impl<'a> TailIndex<'a> {
+    /// The entries of `snapshot`, of the segment at `base_offset`.
+    pub(crate) fn new(base_offset: i64, snapshot: TailSnapshot<'a>) -> TailIndex<'a> {
+        TailIndex {
+            base_offset,
+            snapshot,
+        }
+    }
+
+    /// What was published.
+    pub(crate) fn state(&self) -> TailState {
+        self.snapshot.state
+    }
+}
+
+impl OffsetEntries for TailIndex<'_> {
+    fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    fn entries(&self) -> usize {
+        self.snapshot.state.offset_entries
+    }
+    fn entry(&self, n: usize) -> Option<OffsetPosition> {
+        let (relative, position) = self.snapshot.offset_entry(n)?;
+        Some(offset_entry(self.base_offset, relative, position))
+    }
+}
+
+impl TimeEntries for TailIndex<'_> {
+    fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+    fn entries(&self) -> usize {
+        self.snapshot.state.time_entries
+    }
+    fn entry(&self, n: usize) -> Option<TimestampOffset> {
+        let (timestamp, relative) = self.snapshot.time_entry(n)?;
+        Some(time_entry(self.base_offset, timestamp, relative))
     }
 }
