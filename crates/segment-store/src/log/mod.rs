@@ -9,6 +9,11 @@
 //! batches, and a segment's size advances only after the whole append was written, so a reader
 //! can never observe part of a batch. Reads of sealed segments borrow from the segment's
 //! read-only map inside [`LocalLog::read_with`]; [`LocalLog::read`] returns an owned copy.
+//! The log start and end offsets, the recovery point, the truncation count and the generation
+//! are loaded without the lock: they are published at the end of every section under the write
+//! lock, and the truncation count moves before a truncation cuts anything. The active segment
+//! also publishes its tail for readers without a lock (`publish.rs`), which the read functions do
+//! not use yet (`docs/lockfree-plan.md`).
 //!
 //! # Open segments
 //!
@@ -313,16 +318,13 @@ struct Inner {
     dir_changes: u64,
     /// Closed through [`LocalLog::close_shared`]: no segment left, every access refused.
     closed: bool,
-    /// How many times the log end moved down (truncations): a flush that ran beside one does not
-    /// move the recovery point, since what it synced may not be what the log now holds.
-    truncations: u64,
 }
 
 impl Inner {
-    /// Lowers the recovery point to `offset` after the log end moved down there.
+    /// Lowers the recovery point to `offset` after the log end moved down there (the
+    /// truncation was counted before it began: [`LocalLog::begin_truncation`]).
     fn truncated_to(&mut self, offset: i64) {
         self.recovery_point = self.recovery_point.min(offset);
-        self.truncations = self.truncations.wrapping_add(1);
     }
 
     fn mark_dir_dirty(&mut self) {
@@ -334,13 +336,16 @@ impl Inner {
 /// The offsets and counts of [`Inner`] that readers load without the segment list's lock,
 /// stored (release) at the end of every section under its write lock, before the lock is
 /// released ([`LocalLog::write_inner`]'s guard): a reader that then takes the read lock sees a
-/// segment list at least as new as the values it loaded.
+/// segment list at least as new as the values it loaded. The truncation count is moved by the
+/// writer itself, before it cuts anything ([`LocalLog::begin_truncation`]).
 #[derive(Debug, Default)]
 struct PublishedBounds {
     log_start_offset: AtomicI64,
     log_end_offset: AtomicI64,
     recovery_point: AtomicI64,
-    truncations: AtomicU64,
+    /// How many times the log end moved down (truncations): a flush that ran beside one does not
+    /// move the recovery point, since what it synced may not be what the log now holds.
+    truncations: publish::TruncationCount,
     dir_changes: AtomicU64,
 }
 
@@ -351,7 +356,6 @@ impl PublishedBounds {
         self.log_end_offset.store(inner.log_end_offset, release);
         self.recovery_point.store(inner.recovery_point, release);
         self.dir_changes.store(inner.dir_changes, release);
-        self.truncations.store(inner.truncations, release);
     }
 }
 

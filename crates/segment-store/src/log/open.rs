@@ -152,7 +152,6 @@ impl LocalLog {
                 dir_dirty: false,
                 dir_changes: 0,
                 closed: false,
-                truncations: 0,
             }),
             published: PublishedBounds::default(),
             opened: Mutex::new(Vec::new()),
@@ -235,6 +234,7 @@ impl LocalLog {
         from_base: i64,
         scanned_next: Option<i64>,
     ) -> Result<bool> {
+        self.begin_truncation();
         let created = inner.segments.is_empty();
         if created {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;

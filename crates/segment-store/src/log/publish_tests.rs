@@ -101,7 +101,7 @@ fn check_tails(log: &super::LocalLog, step: &str) {
         let tail = seg
             .tail()
             .expect("the open active segment publishes a tail");
-        assert_eq!(tail.truncations(), inner.truncations, "{step}");
+        assert_eq!(tail.truncations(), log.truncations(), "{step}");
         let s = tail.snapshot();
         assert_eq!(s.state.size, seg.size(), "{step}");
         assert_eq!(
@@ -292,4 +292,110 @@ fn the_active_segment_publishes_its_indexes_through_appends_rolls_truncations_an
         into_sealed > 3,
         "truncations into sealed segments: {into_sealed}"
     );
+}
+
+/// Readers that take the active segment's published tail and read through it without the
+/// segment list's lock, beside a writer that appends and truncates, following the truncation
+/// count rule (`publish.rs`): every read they accept holds whole, valid batches in offset order,
+/// from the batch holding the offset asked for (or the next).
+#[test]
+fn readers_of_the_published_tail_never_accept_bytes_a_truncation_cut() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    use record_format::{Batches, LogEntry, RecordBatchBuilder};
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = super::LogConfig {
+        index_interval_bytes: 300,
+        retention_ms: -1,
+        ..super::LogConfig::default()
+    };
+    let log = Arc::new(super::LocalLog::open(dir.path(), config, 0).expect("open"));
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = |seed: u64| {
+        let (log, stop) = (Arc::clone(&log), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            let (mut accepted, mut again, mut n) = (0u64, 0u64, seed);
+            while !stop.load(Ordering::Relaxed) {
+                n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let before = log.truncations();
+                // The test takes the tail under the read lock; the read itself takes none.
+                let tail = {
+                    let inner = log.read_inner();
+                    let active = inner.segments.values().next_back();
+                    active
+                        .and_then(|s| s.seg.get())
+                        .and_then(|s| s.tail())
+                        .cloned()
+                };
+                let Some(tail) = tail.filter(|t| t.truncations() == before) else {
+                    again += 1;
+                    continue;
+                };
+                let end = log.log_end_offset();
+                // Near the end, where the truncations cut.
+                let offset = (end - 1 - (n >> 33) as i64 % 30).max(0);
+                let read = tail.with_view(|view| {
+                    let Some(b) = view.read_bounds(offset, 4_096, None, true)? else {
+                        return Ok(None);
+                    };
+                    let bytes = view.log.read(b.position, b.fetch_size)?.into_owned();
+                    Ok::<_, crate::SegmentError>(Some(bytes))
+                });
+                if log.truncations() != before {
+                    again += 1;
+                    continue;
+                }
+                let Some(bytes) = read.expect("a read no truncation ran beside succeeds") else {
+                    continue;
+                };
+                let whole = crate::file_records::whole_batches_len(&bytes);
+                let mut expect_base = None;
+                for e in Batches::new(bytes.get(..whole).unwrap_or_default(), 0) {
+                    let Ok(LogEntry::V2(b)) = e else {
+                        panic!("not a v2 batch: {e:?}")
+                    };
+                    b.validate().expect("a whole batch with its CRC");
+                    // Truncations need not fall on batch boundaries, so offsets may skip.
+                    if let Some(base) = expect_base {
+                        assert!(b.base_offset() >= base, "offsets increase");
+                    } else {
+                        assert!(
+                            offset <= b.last_offset(),
+                            "the batch holding {offset} or after"
+                        );
+                    }
+                    expect_base = Some(b.last_offset() + 1);
+                }
+                assert!(expect_base.is_some(), "at least the batch holding {offset}");
+                accepted += 1;
+            }
+            (accepted, again)
+        })
+    };
+    let readers = [reader(1), reader(2)];
+    let mut n: u64 = 7;
+    for round in 0..6_000u32 {
+        n = n.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let end = log.log_end_offset();
+        if round % 4 == 3 && end > 0 {
+            log.truncate_to(end - 1 - (n >> 33) as i64 % end.min(12))
+                .expect("truncate");
+            continue;
+        }
+        let mut b = RecordBatchBuilder::new(end).partition_leader_epoch(0);
+        for i in 0..3 {
+            let value = [(round % 251) as u8; 60];
+            b.append(i64::from(round) + i, Some(b"key"), Some(&value), &[])
+                .expect("record");
+        }
+        log.append(&b.build()).expect("append");
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut accepted = 0;
+    for r in readers {
+        accepted += r.join().expect("reader").0;
+    }
+    assert!(accepted > 100, "reads accepted: {accepted}");
 }

@@ -94,6 +94,7 @@ impl LocalLog {
         if target >= inner.log_end_offset {
             return Ok(false);
         }
+        self.begin_truncation();
         let first_base = inner.segments.keys().next().copied().unwrap_or(0);
         if first_base > target {
             self.truncate_fully_locked(&mut inner, target)?;
@@ -164,6 +165,7 @@ impl LocalLog {
         quarantine_dir: &Path,
     ) -> Result<Vec<PathBuf>> {
         let mut inner = self.write_inner();
+        self.begin_truncation();
         let mut moved = Vec::new();
         for (base, slot) in std::mem::take(&mut inner.segments) {
             let empty = slot.size() == 0;
@@ -180,6 +182,7 @@ impl LocalLog {
     }
 
     fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
+        self.begin_truncation();
         for (base, slot) in std::mem::take(&mut inner.segments) {
             self.delete_segment(slot.into_segment(self, base)?)?;
         }
@@ -195,7 +198,6 @@ impl LocalLog {
         inner.log_start_offset = new_offset;
         inner.log_end_offset = new_offset;
         inner.recovery_point = new_offset;
-        inner.truncations = inner.truncations.wrapping_add(1);
         inner.mark_dir_dirty();
         Ok(())
     }
@@ -347,7 +349,7 @@ impl LocalLog {
                 .range(..=inner.recovery_point)
                 .next_back()
                 .map_or(i64::MIN, |(&b, _)| b);
-            (up_to, from, inner.truncations)
+            (up_to, from, self.truncations())
         };
         loop {
             let inner = self.read_inner();
@@ -372,7 +374,7 @@ impl LocalLog {
             // No entry of the directory changed since its sync.
             inner.dir_dirty = false;
         }
-        if inner.truncations == truncations {
+        if self.truncations() == truncations {
             // A truncation beside the flush may have replaced what it synced: the recovery point
             // then stays (the next flush moves it).
             inner.recovery_point = inner.recovery_point.max(up_to.min(inner.log_end_offset));

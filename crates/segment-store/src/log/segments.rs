@@ -59,7 +59,7 @@ impl LocalLog {
         let mut opened = self.opened();
         if slot.seg.get().is_none() {
             let active = inner.segments.keys().next_back() == Some(&base);
-            let seg = self.open_segment(base, active, inner.truncations)?;
+            let seg = self.open_segment(base, active, self.truncations())?;
             // Cannot be set already: every opening holds `opened`.
             let _ = slot.seg.set(Box::new(seg));
             opened.push(base);
@@ -77,7 +77,7 @@ impl LocalLog {
         base: i64,
     ) -> Result<&'a mut LogSegment> {
         let active = inner.segments.keys().next_back() == Some(&base);
-        let truncations = inner.truncations;
+        let truncations = self.truncations();
         let missing = self.no_segment(inner, base);
         let slot = inner.segments.get_mut(&base).ok_or(missing)?;
         if slot.seg.get().is_none() {
@@ -207,16 +207,22 @@ impl LocalLog {
     /// aborted transactions) compares it before and after to know that both saw one layout.
     /// Loaded without a lock.
     pub fn generation(&self) -> u64 {
-        let p = &self.published;
-        let truncations = p.truncations.load(Ordering::Acquire);
-        p.dir_changes
+        let truncations = self.truncations();
+        self.published
+            .dir_changes
             .load(Ordering::Acquire)
             .wrapping_add(truncations)
     }
     /// How many times the log end moved down (truncations) since the log was opened: bounds
     /// published before a truncation are stale after it. Loaded without a lock.
     pub fn truncations(&self) -> u64 {
-        self.published.truncations.load(Ordering::Acquire)
+        self.published.truncations.load()
+    }
+
+    /// Counts a truncation about to begin (under the write lock, before anything is cut) and
+    /// returns the new count: the tail the active segment publishes afterwards carries it.
+    pub(super) fn begin_truncation(&self) -> u64 {
+        self.published.truncations.begin()
     }
     /// The log start and end offsets, the recovery point and the truncation count as of one
     /// moment: one acquisition of the segment list's lock where the four accessors take four
@@ -227,7 +233,7 @@ impl LocalLog {
             log_start_offset: inner.log_start_offset,
             log_end_offset: inner.log_end_offset,
             recovery_point: inner.recovery_point,
-            truncations: inner.truncations,
+            truncations: self.truncations(),
         }
     }
     /// Base offset of the active (last) segment.
@@ -344,7 +350,8 @@ impl DerefMut for WriteInner<'_> {
 impl Drop for WriteInner<'_> {
     fn drop(&mut self) {
         // Runs before the field `inner` (the lock guard) is dropped.
-        self.inner.publish_active_tail();
+        self.inner
+            .publish_active_tail(self.published.truncations.load());
         self.published.store(&self.inner);
     }
 }
@@ -353,8 +360,7 @@ impl Inner {
     /// Publishes the active segment's tail anew if it is open and its tail is missing (a new or
     /// reopened segment) or was made before the last truncation (appends keep a current tail
     /// current themselves).
-    fn publish_active_tail(&mut self) {
-        let truncations = self.truncations;
+    fn publish_active_tail(&mut self, truncations: u64) {
         let active = self.segments.values_mut().next_back();
         if let Some(seg) = active.and_then(|s| s.seg.get_mut()) {
             if seg.tail().is_none_or(|t| t.truncations() != truncations) {

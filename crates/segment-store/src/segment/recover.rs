@@ -144,6 +144,7 @@ impl LogSegment {
             self.offset_index.trim_to_valid_size()?;
             self.time_index.trim_to_valid_size()?;
         }
+        self.republish_tail();
         Ok(RecoveryOutcome {
             valid_bytes,
             truncated_bytes,

@@ -88,7 +88,9 @@ impl LogSegment {
     /// before rebuilding them): for indexes that cannot be resized as they are.
     pub(crate) fn reset_offset_and_time_indexes(&mut self) -> Result<()> {
         self.offset_index.reset()?;
-        self.time_index.reset()
+        self.time_index.reset()?;
+        self.republish_tail();
+        Ok(())
     }
 
     /// Resizes both mapped indexes (e.g. back to `max_index_size` when a segment becomes the
@@ -140,6 +142,7 @@ impl LogSegment {
         // grow has few time-index entries), one 61-byte read per batch: walk only after a cut.
         if truncated > 0 && self.max_timestamp_so_far.timestamp >= 0 {
             self.max_timestamp_so_far = self.read_largest_timestamp()?;
+            self.republish_tail();
         }
         Ok(truncated)
     }
@@ -157,6 +160,7 @@ impl LogSegment {
             self.rolling_based_timestamp = None;
         }
         self.bytes_since_last_index_entry = 0;
+        self.republish_tail();
         Ok(())
     }
 }

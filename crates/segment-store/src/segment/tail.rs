@@ -83,6 +83,15 @@ impl LogSegment {
         tail
     }
 
+    /// If the segment publishes a tail: a new one (of the same truncation count) after its
+    /// indexes or `.log` were cut or rebuilt. A tail's entries never shrink: readers holding the
+    /// old one read on, and their truncation count says whether what they read still holds.
+    pub(super) fn republish_tail(&mut self) {
+        if let Some(truncations) = self.tail.as_ref().map(|t| t.truncations()) {
+            self.publish_tail(truncations);
+        }
+    }
+
     /// The tail this segment publishes to, while it is the active one.
     pub(crate) fn tail(&self) -> Option<&Arc<PublishedTail>> {
         self.tail.as_ref()
