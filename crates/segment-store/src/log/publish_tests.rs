@@ -104,6 +104,7 @@ fn check_tails(log: &super::LocalLog, step: &str) {
         assert_eq!(tail.truncations(), log.truncations(), "{step}");
         let s = tail.snapshot();
         assert_eq!(s.state.size, seg.size(), "{step}");
+        assert_eq!(tail.largest_timestamp(), seg.largest_timestamp(), "{step}");
         assert_eq!(
             (s.state.max_timestamp, s.state.offset_of_max_timestamp),
             (

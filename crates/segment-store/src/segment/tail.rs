@@ -17,6 +17,8 @@ use crate::log::publish::{ActiveTail, TailSnapshot, TailState};
 #[derive(Debug)]
 pub(crate) struct PublishedTail {
     base_offset: i64,
+    /// [`LogSegment::created_ms`] (a change makes a new tail: [`LogSegment::become_active`]).
+    created_ms: i64,
     log: Arc<dyn FileHandle>,
     tail: ActiveTail,
 }
@@ -30,6 +32,18 @@ impl PublishedTail {
     /// [`ActiveTail::truncations`].
     pub(crate) fn truncations(&self) -> u64 {
         self.tail.truncations()
+    }
+
+    /// Kafka's `largestTimestamp` of the segment as published: the max timestamp so far if
+    /// known, else the segment's creation time ([`LogSegment::largest_timestamp`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn largest_timestamp(&self) -> i64 {
+        let max = self.tail.snapshot().state.max_timestamp;
+        if max >= 0 {
+            max
+        } else {
+            self.created_ms
+        }
     }
 
     /// [`ActiveTail::snapshot`].
@@ -75,6 +89,7 @@ impl LogSegment {
         }
         let tail = Arc::new(PublishedTail {
             base_offset: self.base_offset,
+            created_ms: self.created_ms,
             log: Arc::clone(self.log.handle()),
             tail,
         });
