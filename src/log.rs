@@ -637,8 +637,8 @@ impl Log {
     /// settings (throttled to `log.cleaner.io.max.bytes.per.second`) and the time of
     /// [`Config::env`]'s clock. Appends and reads go on while it runs: it reads only sealed
     /// segments, and each cleaned group is committed (`.cleaned`, then `.swap`, synced: crash-safe) and put in
-    /// place by the log under its segment list's lock, where reads and appends wait for one
-    /// directory sync. Retention, truncation and mirror transitions of the partition wait for
+    /// place by the log under its writer's segment lock, where appends wait for one
+    /// directory sync (reads do not). Retention, truncation and mirror transitions of the partition wait for
     /// the pass. A log without a dirty section is left as it is (a report with no group).
     pub fn compact(&self) -> Result<recovery::CleanReport> {
         self.compact_throttled(None)

@@ -81,7 +81,7 @@ pub use io::{EntryType, FileHandle, OpenMode, StdFs, Storage};
 pub use lock::DirLock;
 pub use log::{
     AppendOutcome, ExactFetch, ExactSlice, FetchData, LocalLog, LogBounds, LogConfig, LogEnv,
-    SegmentInfo,
+    SegmentInfo, SegmentRef,
 };
 pub use segment::{
     Clock, FetchDataInfo, LogSegment, RollParams, RollReason, SegmentConfig, SystemClock,

@@ -355,7 +355,7 @@ impl crate::PartitionLog {
 /// the active segment and readers read, each cleaned group committed (`.cleaned` → `.swap`,
 /// synced) and then put in place by the log itself
 /// ([`LocalLog::replace_segments`](segment_store::LocalLog::replace_segments)), under its
-/// segment list's lock. The caller keeps retention and truncation of the partition out while
+/// writer's segment lock. The caller keeps retention and truncation of the partition out while
 /// the pass runs (they remove segments the pass reads). With a throttler, every byte the pass
 /// reads or writes is counted by it.
 pub fn clean_live(

@@ -301,7 +301,7 @@ pub(super) enum Replace<'a> {
     /// The partition is closed: its files are replaced on disk ([`finish_swap`]).
     Files,
     /// The partition is open: its log replaces them
-    /// ([`segment_store::LocalLog::replace_segments`]), under its segment list's lock.
+    /// ([`segment_store::LocalLog::replace_segments`]), under its writer's segment lock.
     Live(&'a dyn Fn(i64, &[i64]) -> segment_store::Result<()>),
 }
 

@@ -494,17 +494,9 @@ impl View<'_> {
         // As Kafka's `LocalLog.collectAbortedTransactions`: no stop at the upper bound's
         // segment, because an aborted transaction is indexed in the segment holding its ABORT
         // marker, which may be any later segment.
-        self.local.with_segments_from(start_offset, |segments| {
-            let mut out = Vec::new();
-            for seg in segments {
-                let found = seg?.collect_aborted_txns(start_offset, upper_bound_offset)?;
-                out.extend(found.aborted_transactions);
-                if found.is_complete {
-                    break;
-                }
-            }
-            Ok(out)
-        })?
+        Ok(self
+            .local
+            .collect_aborted_txns(start_offset, upper_bound_offset)?)
     }
 }
 

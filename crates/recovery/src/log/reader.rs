@@ -3,11 +3,9 @@
 //! The writer ([`PartitionLog`], behind whatever its owner serialises writes with) publishes
 //! the bounds readers need (high watermark, last stable offset, leader epochs) as one immutable
 //! [`ReadState`] after every change, through an atomic pointer swap; a reader loads the latest
-//! one without any lock, then reads the segments through the shared [`LocalLog`]. So a reader
-//! never waits for the writer's lock, an fsync or producer-state work; it shares only the
-//! segment list's lock, which the writer holds for the in-memory part of an append (the
-//! `write(2)` into the page cache and the index entries), a roll, a truncation or a deletion,
-//! and never while it fsyncs ([`LocalLog::flush`]).
+//! one without any lock, then reads the segments through the shared [`LocalLog`]'s published
+//! segment list, which takes no lock the writer takes either. So a reader never waits for the
+//! writer's lock, an append, an fsync or producer-state work (docs/design.md, "Concurrency").
 
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -233,8 +231,8 @@ impl LogReader {
 }
 
 /// A flush of a partition's segments that runs without its writer ([`PartitionLog::flusher`]):
-/// the fsyncs hold only the segment list's read lock, so the writer appends while they run and
-/// readers read. A truncation beside it keeps the recovery point where it was.
+/// the fsyncs hold the segments' writer lock for reading only (an append waits for the fsync of
+/// the segment in progress; a roll or truncation for the whole flush), and readers read. A truncation beside it keeps the recovery point where it was.
 #[derive(Debug)]
 pub struct LogFlusher {
     local: Arc<LocalLog>,

@@ -25,9 +25,6 @@ pub mod time;
 pub mod txn;
 pub mod view;
 
-// The searches over the active segment's published tail: the read path does not take it yet
-// (docs/lockfree-plan.md); its tests do.
-#[cfg_attr(not(test), allow(unused_imports))]
 pub(crate) use entries::{
     fetch_upper_bound_offset, lookup, offset_entry, scan_start_before, time_entry, time_lookup,
     OffsetEntries, TimeEntries,

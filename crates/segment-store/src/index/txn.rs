@@ -114,7 +114,11 @@ pub struct TransactionIndex {
     storage: Arc<dyn Storage>,
     path: PathBuf,
     start_offset: i64,
-    handle: Option<Box<dyn FileHandle>>,
+    /// Shared with the active segment's published tail, whose readers read it up to
+    /// [`Self::len`].
+    handle: Option<Arc<dyn FileHandle>>,
+    /// The file's length as this index wrote it (at open: as found).
+    len: u64,
     last_offset: Option<i64>,
     /// Whether nothing changed since the last [`Self::flush`] (false at open).
     synced: AtomicBool,
@@ -127,16 +131,21 @@ impl TransactionIndex {
     /// Unlike Kafka (which starts with no last offset after a reopen), the last complete entry's
     /// `last_offset` is loaded, so the increasing-offset rule also holds across reopens.
     pub fn open(storage: Arc<dyn Storage>, path: &Path, start_offset: i64) -> Result<Self> {
-        let handle = if storage.exists(path)? {
-            Some(storage.open(path, OpenMode::ReadWrite)?)
+        let handle: Option<Arc<dyn FileHandle>> = if storage.exists(path)? {
+            Some(Arc::from(storage.open(path, OpenMode::ReadWrite)?))
         } else {
             None
+        };
+        let len = match &handle {
+            Some(h) => h.len()?,
+            None => 0,
         };
         let mut idx = TransactionIndex {
             storage,
             path: path.to_path_buf(),
             start_offset,
             handle,
+            len,
             last_offset: None,
             synced: AtomicBool::new(false),
         };
@@ -193,60 +202,31 @@ impl TransactionIndex {
         }
         let handle = match &mut self.handle {
             Some(h) => h,
-            h @ None => h.insert(self.storage.open(&self.path, OpenMode::Create)?),
+            h @ None => h.insert(Arc::from(self.storage.open(&self.path, OpenMode::Create)?)),
         };
         let bytes: Vec<u8> = txns.iter().flat_map(AbortedTxn::to_bytes).collect();
         *self.synced.get_mut() = false;
-        handle.append(&bytes)?;
+        let at = handle.append(&bytes)?;
+        self.len = at + bytes.len() as u64;
         self.last_offset = last;
         Ok(())
+    }
+
+    /// The file, shared (`None` until the first entry is written), and the bytes of its whole
+    /// entries: what the active segment's published tail reads.
+    pub(crate) fn published(&self) -> (Option<Arc<dyn FileHandle>>, u64) {
+        (self.handle.clone(), round_down(self.len, ENTRY_SIZE))
     }
 
     /// Calls `f` with every complete entry and its byte position, in order, until it returns
     /// `false`; an entry of a later version than 0 is an error when it is reached (as Kafka's
     /// iterator throws). Read [`READ_CHUNK_ENTRIES`] entries at a time: memory is bounded by
     /// that window, not by the file.
-    fn for_each_entry(&self, mut f: impl FnMut(u64, AbortedTxn) -> Result<bool>) -> Result<()> {
+    fn for_each_entry(&self, f: impl FnMut(u64, AbortedTxn) -> Result<bool>) -> Result<()> {
         let Some(h) = &self.handle else {
             return Ok(());
         };
-        let end = round_down(h.len()?, ENTRY_SIZE);
-        let mut buf = vec![0u8; READ_CHUNK_ENTRIES * ENTRY_SIZE];
-        let mut at = 0u64;
-        while at < end {
-            let want = usize::try_from(end - at).map_or(buf.len(), |n| n.min(buf.len()));
-            let chunk = buf.get_mut(..want).unwrap_or_default();
-            let n = h.read_at(at, chunk)?;
-            if n < ENTRY_SIZE {
-                break;
-            }
-            for (i, raw) in chunk
-                .get(..n)
-                .unwrap_or_default()
-                .chunks_exact(ENTRY_SIZE)
-                .enumerate()
-            {
-                let Ok(b) = <&[u8; ENTRY_SIZE]>::try_from(raw) else {
-                    break;
-                };
-                let position = at + (i * ENTRY_SIZE) as u64;
-                let txn = AbortedTxn::from_bytes(b);
-                if txn.version > CURRENT_VERSION {
-                    return Err(SegmentError::CorruptIndex {
-                        path: self.path.clone(),
-                        reason: IndexCorruption::UnsupportedTxnVersion {
-                            version: txn.version,
-                            position,
-                        },
-                    });
-                }
-                if !f(position, txn)? {
-                    return Ok(());
-                }
-            }
-            at += round_down(n as u64, ENTRY_SIZE);
-        }
-        Ok(())
+        for_each_entry_in(h.as_ref(), round_down(h.len()?, ENTRY_SIZE), &self.path, f)
     }
 
     /// All aborted transactions in the index.
@@ -267,19 +247,19 @@ impl TransactionIndex {
         fetch_offset: i64,
         upper_bound_offset: i64,
     ) -> Result<TxnIndexSearchResult> {
-        let mut aborted_transactions = Vec::new();
-        let mut is_complete = false;
-        self.for_each_entry(|_, txn| {
-            if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound_offset {
-                aborted_transactions.push(txn);
-            }
-            is_complete = txn.last_stable_offset >= upper_bound_offset;
-            Ok(!is_complete)
-        })?;
-        Ok(TxnIndexSearchResult {
-            aborted_transactions,
-            is_complete,
-        })
+        match &self.handle {
+            Some(h) => collect_aborted_in(
+                h.as_ref(),
+                round_down(h.len()?, ENTRY_SIZE),
+                &self.path,
+                fetch_offset,
+                upper_bound_offset,
+            ),
+            None => Ok(TxnIndexSearchResult {
+                aborted_transactions: Vec::new(),
+                is_complete: false,
+            }),
+        }
     }
 
     /// Truncates the file at the first entry with `last_offset >= offset`; no-op if there is
@@ -299,6 +279,7 @@ impl TransactionIndex {
             if let Some(h) = &self.handle {
                 *self.synced.get_mut() = false;
                 h.set_len(position)?;
+                self.len = position;
             }
             self.last_offset = new_last;
         }
@@ -310,6 +291,7 @@ impl TransactionIndex {
         if let Some(h) = &self.handle {
             *self.synced.get_mut() = false;
             h.set_len(0)?;
+            self.len = 0;
         }
         self.last_offset = None;
         Ok(())
@@ -352,4 +334,77 @@ impl TransactionIndex {
             None => Ok(true),
         }
     }
+}
+
+/// Calls `f` with every complete entry of the index file `h` below byte `end` and its byte
+/// position, in order, until it returns `false`; an entry of a later version than 0 is an error
+/// when it is reached (as Kafka's iterator throws). Read [`READ_CHUNK_ENTRIES`] entries at a
+/// time: memory is bounded by that window, not by the file.
+fn for_each_entry_in(
+    h: &dyn FileHandle,
+    end: u64,
+    path: &Path,
+    mut f: impl FnMut(u64, AbortedTxn) -> Result<bool>,
+) -> Result<()> {
+    let mut buf = vec![0u8; READ_CHUNK_ENTRIES * ENTRY_SIZE];
+    let mut at = 0u64;
+    while at < end {
+        let want = usize::try_from(end - at).map_or(buf.len(), |n| n.min(buf.len()));
+        let chunk = buf.get_mut(..want).unwrap_or_default();
+        let n = h.read_at(at, chunk)?;
+        if n < ENTRY_SIZE {
+            break;
+        }
+        for (i, raw) in chunk
+            .get(..n)
+            .unwrap_or_default()
+            .chunks_exact(ENTRY_SIZE)
+            .enumerate()
+        {
+            let Ok(b) = <&[u8; ENTRY_SIZE]>::try_from(raw) else {
+                break;
+            };
+            let position = at + (i * ENTRY_SIZE) as u64;
+            let txn = AbortedTxn::from_bytes(b);
+            if txn.version > CURRENT_VERSION {
+                return Err(SegmentError::CorruptIndex {
+                    path: path.to_path_buf(),
+                    reason: IndexCorruption::UnsupportedTxnVersion {
+                        version: txn.version,
+                        position,
+                    },
+                });
+            }
+            if !f(position, txn)? {
+                return Ok(());
+            }
+        }
+        at += round_down(n as u64, ENTRY_SIZE);
+    }
+    Ok(())
+}
+
+/// Kafka's `collectAbortedTxns` over the entries of the index file `h` below byte `end`
+/// ([`TransactionIndex::collect_aborted_txns`]; the active segment's published tail reads its
+/// index this way).
+pub(crate) fn collect_aborted_in(
+    h: &dyn FileHandle,
+    end: u64,
+    path: &Path,
+    fetch_offset: i64,
+    upper_bound_offset: i64,
+) -> Result<TxnIndexSearchResult> {
+    let mut aborted_transactions = Vec::new();
+    let mut is_complete = false;
+    for_each_entry_in(h, end, path, |_, txn| {
+        if txn.last_offset >= fetch_offset && txn.first_offset < upper_bound_offset {
+            aborted_transactions.push(txn);
+        }
+        is_complete = txn.last_stable_offset >= upper_bound_offset;
+        Ok(!is_complete)
+    })?;
+    Ok(TxnIndexSearchResult {
+        aborted_transactions,
+        is_complete,
+    })
 }

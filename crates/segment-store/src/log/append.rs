@@ -2,6 +2,9 @@
 
 use record_format::Batches;
 
+use std::sync::Arc;
+
+use super::list::SealedSlot;
 use super::{AppendOutcome, Inner, LocalLog, Slot, Summary};
 use crate::error::{Result, SegmentError};
 use crate::file_name::FileKind;
@@ -164,13 +167,21 @@ impl LocalLog {
                     base_offset: new_offset,
                 });
             } else {
-                self.seg_mut(inner, base)?.on_become_inactive_segment()?;
-                // Now an inactive segment: closed when others were read since.
-                self.opened().push(base);
+                self.active_mut(inner)?.on_become_inactive_segment()?;
+                // Now sealed: shared with readers, and closed when others were read since.
+                if let Some(Slot::Active { seg, size }) = inner.segments.remove(&base) {
+                    let seg = seg.into_inner().map(|s| *s);
+                    let size = seg.as_ref().map_or(size, LogSegment::size);
+                    let slot = Arc::new(SealedSlot::new(base, size, seg));
+                    if slot.is_open() {
+                        self.opened().push(Arc::clone(&slot));
+                    }
+                    inner.segments.insert(base, Slot::Sealed(slot));
+                }
             }
         }
         let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
-        inner.segments.insert(new_offset, Slot::open(seg));
+        inner.segments.insert(new_offset, Slot::active(seg));
         inner.mark_dir_dirty();
         Ok(new_offset)
     }

@@ -3,17 +3,21 @@
 //!
 //! # Concurrency
 //!
-//! [`LocalLog`] is `Send + Sync`; every method takes `&self`. The segments live behind one
-//! `RwLock`: appends, rolls, truncations and deletions take the write lock, reads take the read
-//! lock. An append holds the write lock only for the write call and the index update of its
-//! batches, and a segment's size advances only after the whole append was written, so a reader
-//! can never observe part of a batch. Reads of sealed segments borrow from the segment's
-//! read-only map inside [`LocalLog::read_with`]; [`LocalLog::read`] returns an owned copy.
-//! The log start and end offsets, the recovery point, the truncation count and the generation
-//! are loaded without the lock: they are published at the end of every section under the write
-//! lock, and the truncation count moves before a truncation cuts anything. The active segment
-//! also publishes its tail for readers without a lock (`publish.rs`), which the read functions do
-//! not use yet (`docs/lockfree-plan.md`).
+//! [`LocalLog`] is `Send + Sync`; every method takes `&self`. One writer, any number of
+//! readers, and no lock shared between them on the read path:
+//!
+//! - **Writers** (appends, rolls, truncations, deletions, the cleaner's replacement) take the
+//!   writer's `RwLock` for writing; flushes and [`LocalLog::with_segments`] for reading.
+//! - **Readers** ([`LocalLog::read`], [`LocalLog::read_with`], [`LocalLog::read_exact`],
+//!   [`LocalLog::slice_exact`], the timestamp lookups, [`LocalLog::collect_aborted_txns`], the
+//!   bounds) take no lock the writer takes: they walk a published segment list (`list.rs`),
+//!   swapped in whole at the end of a write section that changed it. Sealed segments are shared
+//!   objects in it; the active segment is the writer's own, and readers see it through its
+//!   published tail (`publish.rs`: its entries so far, and its size and max timestamp swapped in
+//!   whole after each append, so a reader never sees part of a batch). The truncation count
+//!   moves before a truncation cuts anything, and a read that saw it move starts again; a
+//!   sealed segment is changed or removed only once no reader holds it.
+//!   (`docs/design.md`, "Concurrency".)
 //!
 //! # Open segments
 //!
@@ -36,23 +40,25 @@
 //! deletes: the segments after a cut are moved to the quarantine directory). `.cleaned`/`.swap`
 //! handling and producer state belong to that loader too.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::error::{Result, SegmentError};
+use arc_swap::ArcSwap;
+
+use crate::error::Result;
 use crate::file_slice::FileSlice;
 use crate::io::{StdFs, Storage};
+use list::{SealedSlot, SegmentList, Segments};
+
 use crate::segment::{
     Clock, DeletedFiles, LogOffsetMetadata, LogSegment, RollReason, SegmentContext, SystemClock,
 };
 
 mod append;
+mod list;
 mod open;
-// The active segment's tail published to readers that take no lock; the read path does not use
-// it yet (docs/lockfree-plan.md).
-#[allow(dead_code)]
+// The active segment's tail published to readers that take no lock.
 pub(crate) mod publish;
 #[cfg(test)]
 mod publish_tests;
@@ -60,6 +66,7 @@ mod read;
 mod replace;
 mod retention;
 mod segments;
+pub use segments::SegmentRef;
 #[allow(dead_code)]
 mod sync;
 
@@ -172,37 +179,6 @@ pub struct FetchData {
     pub first_entry_incomplete: bool,
 }
 
-/// [`SegmentError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`.
-fn out_of_range(dir: &std::path::Path, inner: &Inner, offset: i64) -> Result<()> {
-    if inner.closed {
-        return Err(SegmentError::Closed {
-            dir: dir.to_path_buf(),
-        });
-    }
-    if offset > inner.log_end_offset || offset < inner.log_start_offset {
-        return Err(SegmentError::OffsetOutOfRange {
-            offset,
-            log_start_offset: inner.log_start_offset,
-            log_end_offset: inner.log_end_offset,
-        });
-    }
-    Ok(())
-}
-
-/// The base offset of the segment holding `offset` (the last one at or below it).
-fn floor_base(inner: &Inner, offset: i64) -> Result<i64> {
-    inner
-        .segments
-        .range(..=offset)
-        .next_back()
-        .map(|(&b, _)| b)
-        .ok_or(SegmentError::OffsetOutOfRange {
-            offset,
-            log_start_offset: inner.log_start_offset,
-            log_end_offset: inner.log_end_offset,
-        })
-}
-
 /// What [`LocalLog::read_exact`] returns: Kafka's bytes, and the upper bound of the aborted
 /// transactions that go with them (Kafka's `addAbortedTransactions`: the offset of the first
 /// offset-index entry past the bytes returned, else the next segment's base offset, else the log
@@ -256,59 +232,82 @@ pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 8;
 
 /// One segment of the log, open or not: a segment's files are opened when the log first needs
 /// them (as Kafka opens its indexes lazily) and closed again when more than
-/// [`LogConfig::max_open_inactive_segments`] inactive ones are open, so a log of any number of segments holds
-/// a bounded number of descriptors and maps.
+/// [`LogConfig::max_open_inactive_segments`] inactive ones are open, so a log of any number of
+/// segments holds a bounded number of descriptors and maps.
 #[derive(Debug)]
-struct Slot {
-    /// Boxed: a closed slot is a few words, not a whole segment's struct (a partition holds one
-    /// slot per segment, 100,000 or more).
-    seg: OnceLock<Box<LogSegment>>,
-    /// The `.log`'s size, for a segment that is not open (an open one answers itself).
-    size: u64,
+enum Slot {
+    /// A sealed segment, shared with readers through the published list.
+    Sealed(Arc<SealedSlot>),
+    /// The active (last) segment: the writer's own; readers see its published tail.
+    Active {
+        /// Boxed: a closed slot is a few words.
+        seg: OnceLock<Box<LogSegment>>,
+        /// The `.log`'s size while it is not open.
+        size: u64,
+    },
 }
 
 impl Slot {
-    fn open(seg: LogSegment) -> Slot {
-        Slot {
+    fn active(seg: LogSegment) -> Slot {
+        Slot::Active {
             size: seg.size(),
             seg: OnceLock::from(Box::new(seg)),
         }
     }
 
-    fn closed(size: u64) -> Slot {
-        Slot {
-            seg: OnceLock::new(),
-            size,
-        }
+    /// A sealed segment, open or not.
+    fn sealed(base: i64, size: u64, seg: Option<LogSegment>) -> Slot {
+        Slot::Sealed(Arc::new(SealedSlot::new(base, size, seg)))
     }
 
     fn size(&self) -> u64 {
-        self.seg.get().map_or(self.size, |s| s.size())
-    }
-
-    /// Closes the segment's files if they are open ([`LogSegment::release`]).
-    fn release(&mut self) -> Result<()> {
-        match self.seg.take() {
-            Some(seg) => {
-                self.size = seg.size();
-                seg.release()
-            }
-            None => Ok(()),
+        match self {
+            Slot::Sealed(s) => s.size,
+            Slot::Active { seg, size } => seg.get().map_or(*size, |s| s.size()),
         }
     }
 
-    /// The segment, opened or not: for deleting or moving it.
+    fn is_open(&self) -> bool {
+        match self {
+            Slot::Sealed(s) => s.is_open(),
+            Slot::Active { seg, .. } => seg.get().is_some(),
+        }
+    }
+
+    /// Closes the segment's files if they are open ([`LogSegment::release`] for the active
+    /// one; a sealed one closes when the last reader holding it lets go).
+    fn release(&mut self) -> Result<()> {
+        match self {
+            Slot::Sealed(s) => {
+                drop(s.close());
+                Ok(())
+            }
+            Slot::Active { seg, size } => match seg.take() {
+                Some(seg) => {
+                    *size = seg.size();
+                    seg.release()
+                }
+                None => Ok(()),
+            },
+        }
+    }
+
+    /// The segment, opened or not, by value: for deleting or moving it (a sealed one once no
+    /// reader holds it).
     fn into_segment(self, log: &LocalLog, base: i64) -> Result<LogSegment> {
-        match self.seg.into_inner() {
-            Some(seg) => Ok(*seg),
-            None => LogSegment::open(&log.ctx, &log.dir, base),
+        match self {
+            Slot::Sealed(s) => s.take(|| LogSegment::open(&log.ctx, &log.dir, base)),
+            Slot::Active { seg, .. } => match seg.into_inner() {
+                Some(seg) => Ok(*seg),
+                None => LogSegment::open(&log.ctx, &log.dir, base),
+            },
         }
     }
 }
 
 #[derive(Debug)]
 struct Inner {
-    segments: BTreeMap<i64, Slot>,
+    segments: Segments,
     log_start_offset: i64,
     log_end_offset: i64,
     recovery_point: i64,
@@ -333,10 +332,10 @@ impl Inner {
     }
 }
 
-/// The offsets and counts of [`Inner`] that readers load without the segment list's lock,
-/// stored (release) at the end of every section under its write lock, before the lock is
-/// released ([`LocalLog::write_inner`]'s guard): a reader that then takes the read lock sees a
-/// segment list at least as new as the values it loaded. The truncation count is moved by the
+/// The offsets and counts of [`Inner`] that readers load without a lock, stored (release) at
+/// the end of every section under the writer's lock, after the segment list, before the lock is
+/// released ([`LocalLog::write_inner`]'s guard): a reader that loads them, then the list, sees a
+/// list at least as new as the values it loaded. The truncation count is moved by the
 /// writer itself, before it cuts anything ([`LocalLog::begin_truncation`]).
 #[derive(Debug, Default)]
 struct PublishedBounds {
@@ -365,13 +364,17 @@ pub struct LocalLog {
     dir: PathBuf,
     config: LogConfig,
     ctx: SegmentContext,
+    /// The writer's lock: appends, rolls, truncations, deletions take it for writing; flushes
+    /// and [`LocalLog::with_segments`] for reading. Readers never take it (but to open a
+    /// released active segment: [`LocalLog::open_active_for_read`]).
     inner: RwLock<Inner>,
     /// [`Inner`]'s offsets and counts, for readers that take no lock.
     published: PublishedBounds,
-    /// The segments opened on demand since the last [`LocalLog::trim`], oldest first. Its lock
-    /// also serialises opening under the read lock (a mapped index locks its file: two opens of
-    /// one segment would collide).
-    opened: Mutex<Vec<i64>>,
+    /// The segment list readers read, swapped in whole at the end of every write section that
+    /// changed it.
+    list: ArcSwap<SegmentList>,
+    /// The sealed segments opened on demand since the last [`LocalLog::trim`], oldest first.
+    opened: Mutex<Vec<Arc<SealedSlot>>>,
     /// Files of removed segments renamed `.deleted`, each with the time (on the clock) from which
     /// it may be removed, oldest first (Kafka's scheduled `delete-file` tasks).
     pending_deletes: Mutex<Vec<(i64, DeletedFiles)>>,

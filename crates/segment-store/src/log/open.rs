@@ -6,6 +6,9 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
+use arc_swap::ArcSwap;
+
+use super::list::{SegmentList, Segments};
 use super::{Inner, LocalLog, LogConfig, LogEnv, PublishedBounds, Slot};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{parse_file_name, FileKind, TempSuffix};
@@ -121,7 +124,7 @@ impl LocalLog {
                 if seg.sanity_check().is_err() {
                     insane.push(base);
                 }
-                segments.insert(base, Slot::closed(seg.size()));
+                segments.insert(base, Slot::sealed(base, seg.size(), None));
                 seg.release()?;
             }
         }
@@ -135,7 +138,7 @@ impl LocalLog {
         let log_end_offset =
             Self::activate_segment(&mut active, &config, known_log_end, &mut insane)?;
         active.publish_tail(0);
-        segments.insert(active.base_offset(), Slot::open(active));
+        segments.insert(active.base_offset(), Slot::active(active));
         let log_start_offset = segments.keys().next().copied().unwrap_or(0);
         if entries_changed {
             env.storage.sync_dir(&dir)?;
@@ -145,7 +148,7 @@ impl LocalLog {
             config,
             ctx,
             inner: RwLock::new(Inner {
-                segments,
+                segments: Segments::new(segments),
                 log_start_offset,
                 log_end_offset,
                 recovery_point: recovery_point.min(log_end_offset),
@@ -154,10 +157,12 @@ impl LocalLog {
                 closed: false,
             }),
             published: PublishedBounds::default(),
+            list: ArcSwap::from_pointee(SegmentList::default()),
             opened: Mutex::new(Vec::new()),
             pending_deletes: Mutex::new(Vec::new()),
         };
-        log.published.store(&log.read_inner());
+        // Publishes the list and the bounds.
+        drop(log.write_inner());
         Ok((log, insane))
     }
 
@@ -238,7 +243,7 @@ impl LocalLog {
         let created = inner.segments.is_empty();
         if created {
             let seg = LogSegment::create(&self.ctx, &self.dir, from_base.max(0))?;
-            inner.segments.insert(seg.base_offset(), Slot::open(seg));
+            inner.segments.insert(seg.base_offset(), Slot::active(seg));
         }
         let last = self.active_mut(inner)?;
         let next = match scanned_next {
@@ -291,20 +296,33 @@ impl LocalLog {
             let Some(scan) = scans.next() else { break };
             // The last segment, or the one recovery cuts (every later one is moved out).
             let active = Some(base) == last_base || scan.truncated_bytes() > 0;
-            let seg = self.seg_mut(&mut inner, base)?;
-            let outcome = seg.install_scan_as(scan, quarantine_dir, active)?;
+            let Some(slot) = inner.segments.remove(&base) else {
+                break;
+            };
+            let mut seg = slot.into_segment(self, base)?;
+            let outcome = seg.install_scan_as(scan, quarantine_dir, active);
+            let outcome = match outcome {
+                Ok(o) => o,
+                Err(e) => {
+                    inner
+                        .segments
+                        .insert(base, Slot::sealed(base, seg.size(), None));
+                    return Err(e);
+                }
+            };
             cut = outcome.truncated_bytes > 0;
             if active {
                 active_next = Some(scan.next_offset());
-            }
-            outcomes.push((base, outcome));
-            if !active {
+                // The active one from here on: every later segment goes.
+                inner.segments.insert(base, Slot::active(seg));
+            } else {
                 // Written and done with: closed at once, so that recovery holds a bounded
                 // number of segments open whatever their count.
-                if let Some(slot) = inner.segments.get_mut(&base) {
-                    slot.release()?;
-                }
+                let size = seg.size();
+                inner.segments.insert(base, Slot::sealed(base, size, None));
+                seg.release()?;
             }
+            outcomes.push((base, outcome));
         }
         // The active segment's next offset is its scan's: no header is read again.
         let created = self.reactivate_last(&mut inner, from_base, active_next)?;
@@ -329,7 +347,7 @@ impl LocalLog {
                 Some((&base, _)) => base,
                 None => inner.segments.keys().next_back().copied().unwrap_or(0),
             };
-            self.seg_mut(&mut inner, base)?.update_txn_index(txn)?;
+            self.with_seg_mut(&mut inner, base, |seg| seg.update_txn_index(txn))?;
         }
         self.trim(&mut inner)
     }

@@ -118,6 +118,8 @@ pub(crate) struct TailState {
     pub(crate) max_timestamp: i64,
     /// [`Self::max_timestamp`]'s offset.
     pub(crate) offset_of_max_timestamp: i64,
+    /// Bytes of the transaction index holding whole entries.
+    pub(crate) txn_bytes: u64,
 }
 
 /// The active segment as readers see it: its published state and its index entries (offset
@@ -161,13 +163,27 @@ impl ActiveTail {
 
     /// Publishes the size and max timestamp with every entry pushed so far (the writer only,
     /// after the bytes below `size` are written).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn publish(&self, size: u64, max_timestamp: i64, offset_of_max_timestamp: i64) {
+        let txn_bytes = self.state.load().txn_bytes;
+        self.publish_with_txn(size, max_timestamp, offset_of_max_timestamp, txn_bytes);
+    }
+
+    /// [`Self::publish`] with the transaction index's whole entries so far (`txn_bytes`).
+    pub(crate) fn publish_with_txn(
+        &self,
+        size: u64,
+        max_timestamp: i64,
+        offset_of_max_timestamp: i64,
+        txn_bytes: u64,
+    ) {
         self.state.store(TailState {
             size,
             offset_entries: self.offsets.written(),
             time_entries: self.times.written(),
             max_timestamp,
             offset_of_max_timestamp,
+            txn_bytes,
         });
     }
 
@@ -181,6 +197,7 @@ impl ActiveTail {
     /// entries, published as `state`: the tail a truncation publishes, made after
     /// [`TruncationCount::begin`] returned `truncations` (this one stays as it is for readers
     /// that hold it).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn truncated(
         &self,
         offset_entries: usize,

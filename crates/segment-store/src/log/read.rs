@@ -1,9 +1,25 @@
-//! Reads: batches from an offset, exact reads, offsets by timestamp.
+//! Reads: batches from an offset, exact reads, offsets by timestamp, aborted transactions.
+//!
+//! No read takes a lock the writer takes. A read loads the truncation count, the published
+//! offsets and the published segment list (in that order: the writer publishes the list before
+//! the offsets, so the list is at least as new as the log end the reader loaded), walks the list
+//! (a sealed segment through its shared object, the active one through its published tail), and
+//! starts again if the truncation count moved meanwhile, if the list was made at another count
+//! (a truncation in progress), or if a sealed segment it reached was taken by the writer. Bytes
+//! of the active segment are read inside the attempt, so a truncation that cut them makes it
+//! start again; bytes of a sealed segment stay valid while the reader holds the segment (the
+//! writer waits for it before it changes or removes one).
 
-use super::{floor_base, out_of_range, ExactFetch, ExactSlice, FetchData, Inner, LocalLog};
-use crate::error::Result;
-use crate::file_records::TimestampAndOffset;
-use crate::segment::{CopyOrSlice, FetchDataInfo, LogOffsetMetadata, LogSegment, ReadBounds};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use super::list::{ListEntry, SegmentList};
+use super::{ExactFetch, ExactSlice, FetchData, LocalLog};
+use crate::error::{Result, SegmentError};
+use crate::file_records::{whole_batches_len, TimestampAndOffset};
+use crate::file_slice::FileSlice;
+use crate::index::AbortedTxn;
+use crate::segment::{FetchDataInfo, LogOffsetMetadata, LogSegment, PublishedTail, ReadBounds};
 
 /// What [`LocalLog::exact_inner`] found: the answer's place, its bytes as `take` made them.
 struct Exact<T> {
@@ -13,11 +29,194 @@ struct Exact<T> {
     upper_bound_offset: i64,
 }
 
+/// How one attempt of a read ended.
+enum Step<T> {
+    Done(T),
+    /// The list changed under the attempt: load it again.
+    Again,
+    /// The active segment is released: have the writer open it, then load the list again.
+    OpenActive,
+}
+
+/// The published state one attempt reads.
+struct Snapshot {
+    list: Arc<SegmentList>,
+    log_start_offset: i64,
+    log_end_offset: i64,
+}
+
+impl Snapshot {
+    /// [`SegmentError::OffsetOutOfRange`] unless `offset` lies in `[log start, log end]`.
+    fn check_in_range(&self, offset: i64) -> Result<()> {
+        if offset > self.log_end_offset || offset < self.log_start_offset {
+            return Err(self.out_of_range(offset));
+        }
+        Ok(())
+    }
+
+    fn out_of_range(&self, offset: i64) -> SegmentError {
+        SegmentError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset,
+        }
+    }
+
+    /// The index of the segment holding `offset`, which is in range.
+    fn floor(&self, offset: i64) -> Result<usize> {
+        self.list
+            .floor(offset)
+            .ok_or_else(|| self.out_of_range(offset))
+    }
+}
+
+/// A segment a reader holds for one attempt.
+#[derive(Debug, Clone)]
+enum Held {
+    Sealed(Arc<LogSegment>),
+    Active(Arc<PublishedTail>),
+}
+
+/// Runs `$body` over the read functions of a held segment (`SegmentView`), whichever kind.
+macro_rules! view {
+    ($held:expr, |$v:ident| $body:expr) => {
+        match $held {
+            Held::Sealed(s) => {
+                let $v = s.view();
+                $body
+            }
+            Held::Active(t) => t.with_view(|$v| $body),
+        }
+    };
+}
+
+impl Held {
+    fn size(&self) -> u64 {
+        match self {
+            Held::Sealed(s) => s.size(),
+            Held::Active(t) => t.size(),
+        }
+    }
+
+    fn largest_timestamp(&self) -> i64 {
+        match self {
+            Held::Sealed(s) => s.largest_timestamp(),
+            Held::Active(t) => t.largest_timestamp(),
+        }
+    }
+
+    fn max_timestamp_so_far(&self) -> i64 {
+        match self {
+            Held::Sealed(s) => s.max_timestamp_so_far(),
+            Held::Active(t) => t.snapshot().state.max_timestamp,
+        }
+    }
+
+    /// The bytes `b` names, read now (a sealed segment's from its map when mapped).
+    fn read_vec(&self, b: &ReadBounds) -> Result<Vec<u8>> {
+        match self {
+            Held::Sealed(s) => s.read_vec(b),
+            Held::Active(t) => t
+                .with_view(|v| v.log.slice(b.position, b.fetch_size))
+                .to_vec(),
+        }
+    }
+
+    /// The bytes `b` names as a slice of the `.log`, and the offset a reader of them fetches
+    /// next.
+    fn slice(&self, b: &ReadBounds) -> (FileSlice, i64) {
+        view!(self, |v| (
+            v.log.slice(b.position, b.fetch_size),
+            v.next_fetch_offset(b)
+        ))
+    }
+}
+
+/// What [`LocalLog::read_with`] found: bounds in a sealed segment, whose bytes are borrowed
+/// from its map after the attempt, or bytes already read.
+enum Found {
+    Sealed(Arc<LogSegment>, ReadBounds),
+    Owned(FetchDataInfo<'static>),
+}
+
+/// `bytes` cut to whole batches.
+fn whole_batches(bytes: Cow<'_, [u8]>) -> Cow<'_, [u8]> {
+    let whole = whole_batches_len(&bytes);
+    if whole == bytes.len() {
+        return bytes;
+    }
+    match bytes {
+        Cow::Borrowed(b) => Cow::Borrowed(b.get(..whole).unwrap_or_default()),
+        Cow::Owned(mut v) => {
+            v.truncate(whole);
+            Cow::Owned(v)
+        }
+    }
+}
+
 impl LocalLog {
+    /// Runs `attempt` over the published state until it completes with the truncation count
+    /// unchanged (see the module docs).
+    fn with_snapshot<T>(&self, mut attempt: impl FnMut(&Snapshot) -> Result<Step<T>>) -> Result<T> {
+        let mut spins = 0u32;
+        loop {
+            let truncations = self.truncations();
+            let log_end_offset = self.log_end_offset();
+            let log_start_offset = self.log_start_offset();
+            let list = self.list.load_full();
+            if list.closed {
+                return Err(SegmentError::Closed {
+                    dir: self.dir.clone(),
+                });
+            }
+            let step = if list.truncations == truncations {
+                attempt(&Snapshot {
+                    list,
+                    log_start_offset,
+                    log_end_offset,
+                })
+            } else {
+                Ok(Step::Again)
+            };
+            let moved = self.truncations() != truncations;
+            match step {
+                Ok(Step::Done(t)) if !moved => return Ok(t),
+                Err(e) if !moved => return Err(e),
+                Ok(Step::OpenActive) => self.open_active_for_read()?,
+                _ => {}
+            }
+            spins = spins.saturating_add(1);
+            if spins > 16 {
+                std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// The segment `entry` of `list`, held for the attempt (a sealed one opened if it is not).
+    fn hold(&self, list: &SegmentList, entry: ListEntry<'_>) -> Result<Step<Held>> {
+        Ok(match entry {
+            ListEntry::Sealed(slot) => match self.open_slot(slot)? {
+                Some(seg) => Step::Done(Held::Sealed(seg)),
+                None => Step::Again,
+            },
+            ListEntry::Active(a) => match &a.tail {
+                Some(t) if t.truncations() == list.truncations => {
+                    Step::Done(Held::Active(Arc::clone(t)))
+                }
+                Some(_) => Step::Again,
+                None => Step::OpenActive,
+            },
+        })
+    }
+
     /// Reads whole batches from the batch containing `start_offset`, at most `max_bytes` (at
     /// least one batch if `min_one_message`), crossing into later segments when the segment
     /// holding `start_offset` has nothing at or above it. `f` sees records borrowed from a sealed
-    /// segment's map (zero-copy) or copied from the active segment, under the read lock.
+    /// segment's map (zero-copy; the segment is held while `f` runs: a truncation into it or
+    /// its removal waits for `f`, so `f` must not call a writing method of this log) or read
+    /// from the active segment.
     pub fn read_with<R>(
         &self,
         start_offset: i64,
@@ -25,46 +224,72 @@ impl LocalLog {
         min_one_message: bool,
         f: impl FnOnce(FetchDataInfo<'_>) -> R,
     ) -> Result<R> {
-        let r = self.read_with_inner(start_offset, max_bytes, min_one_message, f);
+        let found = self.with_snapshot(|snap| {
+            self.find_batches(snap, start_offset, max_bytes, min_one_message)
+        });
         self.trim_after_read()?;
-        r
+        Ok(match found? {
+            Found::Owned(info) => f(info),
+            Found::Sealed(seg, b) => {
+                let records = whole_batches(seg.read_at_bounds(&b)?);
+                f(FetchDataInfo {
+                    fetch_offset_metadata: b.fetch_offset_metadata,
+                    records,
+                    first_entry_incomplete: b.first_entry_incomplete,
+                })
+            }
+        })
     }
 
-    fn read_with_inner<R>(
+    /// One attempt of [`Self::read_with`].
+    fn find_batches(
         &self,
+        snap: &Snapshot,
         start_offset: i64,
         max_bytes: usize,
         min_one_message: bool,
-        f: impl FnOnce(FetchDataInfo<'_>) -> R,
-    ) -> Result<R> {
-        let inner = self.read_inner();
-        let end = inner.log_end_offset;
-        out_of_range(&self.dir, &inner, start_offset)?;
-        let empty_at_end = |base: i64, size: u64| FetchDataInfo {
+    ) -> Result<Step<Found>> {
+        snap.check_in_range(start_offset)?;
+        let (active_base, active_size) = snap.list.active_base_and_size();
+        let at_end = FetchDataInfo {
             fetch_offset_metadata: LogOffsetMetadata {
-                message_offset: end,
-                segment_base_offset: base,
-                relative_position_in_segment: size,
+                message_offset: snap.log_end_offset,
+                segment_base_offset: active_base,
+                relative_position_in_segment: active_size,
             },
-            records: std::borrow::Cow::Borrowed(&[][..]),
+            records: Cow::Borrowed(&[][..]),
             first_entry_incomplete: false,
         };
-        let (active_base, active_size) = inner
-            .segments
-            .iter()
-            .next_back()
-            .map_or((0, 0), |(&b, s)| (b, s.size()));
-        if start_offset == end {
-            return Ok(f(empty_at_end(active_base, active_size)));
+        if start_offset == snap.log_end_offset {
+            return Ok(Step::Done(Found::Owned(at_end)));
         }
-        let floor = floor_base(&inner, start_offset)?;
-        for &base in inner.segments.range(floor..).map(|(b, _)| b) {
-            let seg = self.seg(&inner, base)?;
-            if let Some(info) = seg.read(start_offset, max_bytes, None, min_one_message)? {
-                return Ok(f(info));
-            }
+        for i in snap.floor(start_offset)?..snap.list.len() {
+            let Some(entry) = snap.list.get(i) else { break };
+            let held = match self.hold(&snap.list, entry)? {
+                Step::Done(h) => h,
+                Step::Again => return Ok(Step::Again),
+                Step::OpenActive => return Ok(Step::OpenActive),
+            };
+            let bounds = view!(&held, |v| v.read_bounds(
+                start_offset,
+                max_bytes,
+                None,
+                min_one_message
+            ))?;
+            let Some(b) = bounds else {
+                self.trim_cache();
+                continue;
+            };
+            return Ok(Step::Done(match held {
+                Held::Sealed(seg) => Found::Sealed(seg, b),
+                Held::Active(_) => Found::Owned(FetchDataInfo {
+                    fetch_offset_metadata: b.fetch_offset_metadata,
+                    records: whole_batches(Cow::Owned(held.read_vec(&b)?)),
+                    first_entry_incomplete: b.first_entry_incomplete,
+                }),
+            }));
         }
-        Ok(f(empty_at_end(active_base, active_size)))
+        Ok(Step::Done(Found::Owned(at_end)))
     }
 
     /// Kafka's `LocalLog.read` exactly, bounded by `max_offset` (the log end for a follower, the
@@ -86,21 +311,16 @@ impl LocalLog {
             max_bytes,
             min_one_message,
             max_offset,
-            |seg, b| seg.copy_or_slice(b),
+            |held, b| held.read_vec(b),
         );
         self.trim_after_read()?;
-        // Out of the lock: the active segment's bytes are read here, beside appends.
         let Some(e) = r? else {
             return Ok(None);
         };
         Ok(Some(ExactFetch {
             data: FetchData {
                 fetch_offset_metadata: e.fetch_offset_metadata,
-                records: e
-                    .data
-                    .map(CopyOrSlice::into_vec)
-                    .transpose()?
-                    .unwrap_or_default(),
+                records: e.data.unwrap_or_default(),
                 first_entry_incomplete: e.first_entry_incomplete,
             },
             upper_bound_offset: e.upper_bound_offset,
@@ -123,12 +343,7 @@ impl LocalLog {
             max_bytes,
             min_one_message,
             max_offset,
-            |seg, b| {
-                Ok((
-                    seg.slice(b.position, b.fetch_size),
-                    seg.next_fetch_offset(b),
-                ))
-            },
+            |held, b| Ok(held.slice(b)),
         );
         self.trim_after_read()?;
         Ok(r?.map(|e| {
@@ -145,87 +360,105 @@ impl LocalLog {
 
     /// The one computation behind [`Self::read_exact`] and [`Self::slice_exact`]: finds the
     /// segment and the [`ReadBounds`] of Kafka's answer and has `take` turn them into its bytes
-    /// (read or sliced), under the read lock. `data` is `None` when no segment was read (the
-    /// fetch offset is at or past `max_offset`).
+    /// (read or sliced). `data` is `None` when no segment was read (the fetch offset is at or
+    /// past `max_offset`).
     fn exact_inner<T>(
         &self,
         start_offset: i64,
         max_bytes: usize,
         min_one_message: bool,
         max_offset: i64,
-        take: impl FnOnce(&LogSegment, &ReadBounds) -> Result<T>,
+        mut take: impl FnMut(&Held, &ReadBounds) -> Result<T>,
     ) -> Result<Option<Exact<T>>> {
-        let inner = self.read_inner();
-        let end = inner.log_end_offset;
-        out_of_range(&self.dir, &inner, start_offset)?;
-        let floor = floor_base(&inner, start_offset)?;
-        let (bound_base, bound_position) = self.offset_position(&inner, max_offset.min(end))?;
-        if start_offset >= max_offset {
-            return Ok(Some(Exact {
-                fetch_offset_metadata: LogOffsetMetadata {
-                    message_offset: start_offset,
-                    segment_base_offset: bound_base,
-                    relative_position_in_segment: bound_position,
-                },
-                data: None,
-                first_entry_incomplete: false,
-                upper_bound_offset: start_offset,
-            }));
-        }
-        let mut bases = inner.segments.range(floor..).map(|(&b, _)| b).peekable();
-        while let Some(base) = bases.next() {
-            let seg = self.seg(&inner, base)?;
-            let max_position = match base.cmp(&bound_base) {
-                std::cmp::Ordering::Less => seg.size(),
-                std::cmp::Ordering::Equal => bound_position,
-                // Past the bound's segment: Kafka reads nothing there (`maxPositionOpt` empty).
-                std::cmp::Ordering::Greater => 0,
+        self.with_snapshot(|snap| {
+            snap.check_in_range(start_offset)?;
+            let floor = snap.floor(start_offset)?;
+            let bound = max_offset.min(snap.log_end_offset);
+            let (bound_base, bound_position) = match self.offset_position(snap, bound)? {
+                Step::Done(p) => p,
+                Step::Again => return Ok(Step::Again),
+                Step::OpenActive => return Ok(Step::OpenActive),
             };
-            let Some(b) =
-                seg.read_bounds(start_offset, max_bytes, Some(max_position), min_one_message)?
-            else {
-                continue;
-            };
-            let meta = b.fetch_offset_metadata;
-            let upper_bound_offset = seg
-                .fetch_upper_bound_offset(
+            if start_offset >= max_offset {
+                return Ok(Step::Done(Some(Exact {
+                    fetch_offset_metadata: LogOffsetMetadata {
+                        message_offset: start_offset,
+                        segment_base_offset: bound_base,
+                        relative_position_in_segment: bound_position,
+                    },
+                    data: None,
+                    first_entry_incomplete: false,
+                    upper_bound_offset: start_offset,
+                })));
+            }
+            for i in floor..snap.list.len() {
+                let Some(entry) = snap.list.get(i) else { break };
+                let base = entry.base();
+                let held = match self.hold(&snap.list, entry)? {
+                    Step::Done(h) => h,
+                    Step::Again => return Ok(Step::Again),
+                    Step::OpenActive => return Ok(Step::OpenActive),
+                };
+                let max_position = match base.cmp(&bound_base) {
+                    std::cmp::Ordering::Less => held.size(),
+                    std::cmp::Ordering::Equal => bound_position,
+                    // Past the bound's segment: Kafka reads nothing there (`maxPositionOpt` empty).
+                    std::cmp::Ordering::Greater => 0,
+                };
+                let bounds = view!(&held, |v| v.read_bounds(
+                    start_offset,
+                    max_bytes,
+                    Some(max_position),
+                    min_one_message
+                ))?;
+                let Some(b) = bounds else {
+                    self.trim_cache();
+                    continue;
+                };
+                let meta = b.fetch_offset_metadata;
+                let upper_bound_offset = view!(&held, |v| v.fetch_upper_bound_offset(
                     meta.message_offset,
                     meta.relative_position_in_segment,
-                    b.fetch_size,
-                )
-                .unwrap_or_else(|| bases.peek().copied().unwrap_or(end));
-            return Ok(Some(Exact {
-                fetch_offset_metadata: meta,
-                data: Some(take(seg, &b)?),
-                first_entry_incomplete: b.first_entry_incomplete,
-                upper_bound_offset,
-            }));
-        }
-        Ok(None)
+                    b.fetch_size
+                ))
+                .unwrap_or_else(|| {
+                    snap.list
+                        .get(i + 1)
+                        .map_or(snap.log_end_offset, |e| e.base())
+                });
+                return Ok(Step::Done(Some(Exact {
+                    fetch_offset_metadata: meta,
+                    data: Some(take(&held, &b)?),
+                    first_entry_incomplete: b.first_entry_incomplete,
+                    upper_bound_offset,
+                })));
+            }
+            Ok(Step::Done(None))
+        })
     }
 
     /// Kafka's `convertToOffsetMetadataOrThrow`: the segment holding `offset` and the byte
     /// position of its batch holding it; the active segment's end for the log end offset (or an
     /// offset no batch holds).
-    fn offset_position(&self, inner: &Inner, offset: i64) -> Result<(i64, u64)> {
-        let (active_base, active_size) = match inner.segments.keys().next_back() {
-            Some(&b) => (b, self.seg(inner, b)?.size()),
-            None => (0, 0),
-        };
-        if offset >= inner.log_end_offset {
-            return Ok((active_base, active_size));
+    fn offset_position(&self, snap: &Snapshot, offset: i64) -> Result<Step<(i64, u64)>> {
+        let (active_base, active_size) = snap.list.active_base_and_size();
+        if offset >= snap.log_end_offset {
+            return Ok(Step::Done((active_base, active_size)));
         }
-        let floor = inner
-            .segments
-            .range(..=offset)
-            .next_back()
-            .map_or(active_base, |(&b, _)| b);
-        for &base in inner.segments.range(floor..).map(|(b, _)| b) {
-            if let Some(p) = self.seg(inner, base)?.translate_offset(offset, 0)? {
-                return Ok((base, p.position));
+        let last = snap.list.len().saturating_sub(1);
+        let floor = snap.list.floor(offset).unwrap_or(last);
+        for i in floor..snap.list.len() {
+            let Some(entry) = snap.list.get(i) else { break };
+            let base = entry.base();
+            let held = match self.hold(&snap.list, entry)? {
+                Step::Done(h) => h,
+                other => return Ok(other.cast()),
+            };
+            if let Some(p) = view!(&held, |v| v.translate_offset(offset, 0))? {
+                return Ok(Step::Done((base, p.position)));
             }
         }
-        Ok((active_base, active_size))
+        Ok(Step::Done((active_base, active_size)))
     }
 
     /// [`Self::read_with`] returning an owned copy.
@@ -235,126 +468,107 @@ impl LocalLog {
         max_bytes: usize,
         min_one_message: bool,
     ) -> Result<FetchData> {
-        let r = self.read_owned_inner(start_offset, max_bytes, min_one_message);
-        self.trim_after_read()?;
-        let (fetch_offset_metadata, taken, first_entry_incomplete) = r?;
-        // Out of the lock: the active segment's bytes are read here, beside appends.
-        let mut records = taken
-            .map(CopyOrSlice::into_vec)
-            .transpose()?
-            .unwrap_or_default();
-        records.truncate(crate::file_records::whole_batches_len(&records));
-        Ok(FetchData {
-            fetch_offset_metadata,
-            records,
-            first_entry_incomplete,
+        self.read_with(start_offset, max_bytes, min_one_message, |info| FetchData {
+            fetch_offset_metadata: info.fetch_offset_metadata,
+            records: info.records.into_owned(),
+            first_entry_incomplete: info.first_entry_incomplete,
         })
-    }
-
-    /// What [`Self::read`] takes under the read lock: where the read starts, its bytes copied
-    /// from a map or as a slice to read after the lock ([`LogSegment::copy_or_slice`]), whether
-    /// the first batch is incomplete. The same walk as [`Self::read_with`].
-    fn read_owned_inner(
-        &self,
-        start_offset: i64,
-        max_bytes: usize,
-        min_one_message: bool,
-    ) -> Result<(LogOffsetMetadata, Option<CopyOrSlice>, bool)> {
-        let inner = self.read_inner();
-        let end = inner.log_end_offset;
-        out_of_range(&self.dir, &inner, start_offset)?;
-        let (active_base, active_size) = inner
-            .segments
-            .iter()
-            .next_back()
-            .map_or((0, 0), |(&b, s)| (b, s.size()));
-        let at_end = LogOffsetMetadata {
-            message_offset: end,
-            segment_base_offset: active_base,
-            relative_position_in_segment: active_size,
-        };
-        if start_offset == end {
-            return Ok((at_end, None, false));
-        }
-        let floor = floor_base(&inner, start_offset)?;
-        for &base in inner.segments.range(floor..).map(|(b, _)| b) {
-            let seg = self.seg(&inner, base)?;
-            if let Some(b) = seg.read_bounds(start_offset, max_bytes, None, min_one_message)? {
-                return Ok((
-                    b.fetch_offset_metadata,
-                    Some(seg.copy_or_slice(&b)?),
-                    b.first_entry_incomplete,
-                ));
-            }
-        }
-        Ok((at_end, None, false))
     }
 
     /// Kafka's `fetchOffsetByTimestamp` for a real timestamp: the first record with timestamp
     /// `>= timestamp` at or after the log start offset, searching the first segment whose largest
     /// timestamp reaches it.
     pub fn fetch_offset_by_timestamp(&self, timestamp: i64) -> Result<Option<TimestampAndOffset>> {
-        self.fetch_offset_by_timestamp_from(timestamp, i64::MIN)
+        let r = self.with_snapshot(|snap| {
+            for i in 0..snap.list.len() {
+                let Some(entry) = snap.list.get(i) else { break };
+                let held = match self.hold(&snap.list, entry)? {
+                    Step::Done(h) => h,
+                    other => return Ok(other.cast()),
+                };
+                if held.largest_timestamp() >= timestamp {
+                    let start = snap.log_start_offset;
+                    let found = view!(&held, |v| v.find_offset_by_timestamp(timestamp, start))?;
+                    return Ok(Step::Done(found));
+                }
+                // Segments opened only to be looked at are closed as the walk goes.
+                self.trim_cache();
+            }
+            Ok(Step::Done(None))
+        });
+        self.trim_after_read()?;
+        r
     }
 
     /// Kafka's `MAX_TIMESTAMP` lookup (KIP-734): in the first segment with the largest
     /// max timestamp so far, the first record carrying it
     /// ([`LogSegment::offset_of_max_timestamp`](crate::LogSegment::offset_of_max_timestamp)).
     pub fn offset_of_max_timestamp(&self) -> Result<Option<TimestampAndOffset>> {
-        // In windows of segments, trimming between them: the lookup walks every segment and the
-        // descriptors stay bounded.
-        let mut best: Option<(i64, i64)> = None;
-        let mut after = i64::MIN;
-        loop {
-            let inner = self.read_inner();
-            let bases = inner.window_after(after);
-            if bases.is_empty() {
-                let found = match best {
-                    Some((base, _)) => self.seg(&inner, base)?.offset_of_max_timestamp(),
-                    None => Ok(None),
+        let r = self.with_snapshot(|snap| {
+            let mut best: Option<(Held, i64)> = None;
+            for i in 0..snap.list.len() {
+                let Some(entry) = snap.list.get(i) else { break };
+                let held = match self.hold(&snap.list, entry)? {
+                    Step::Done(h) => h,
+                    other => return Ok(other.cast()),
                 };
-                drop(inner);
-                self.trim_after_read()?;
-                return found;
-            }
-            for &base in &bases {
-                let max = self.seg(&inner, base)?.max_timestamp_so_far();
+                let max = held.max_timestamp_so_far();
                 // The first segment with the largest (Kafka keeps the first on ties).
-                if best.is_none_or(|(_, m)| max > m) {
-                    best = Some((base, max));
+                if best.as_ref().is_none_or(|(_, m)| max > *m) {
+                    best = Some((held, max));
                 }
-                after = base;
+                self.trim_cache();
             }
-            drop(inner);
-            self.trim_after_read()?;
-        }
+            Ok(Step::Done(match best {
+                Some((held, _)) => view!(&held, |v| v.offset_of_max_timestamp())?,
+                None => None,
+            }))
+        });
+        self.trim_after_read()?;
+        r
     }
 
-    /// [`Self::fetch_offset_by_timestamp`] from the segment after `after`.
-    fn fetch_offset_by_timestamp_from(
+    /// Kafka's `LocalLog.collectAbortedTransactions`: the aborted transactions overlapping
+    /// `[start_offset, upper_bound_offset)`, from the transaction indexes of the segment holding
+    /// `start_offset` on (an aborted transaction is indexed in the segment holding its ABORT
+    /// marker, which may be any later segment), until one says the search is complete.
+    pub fn collect_aborted_txns(
         &self,
-        timestamp: i64,
-        after: i64,
-    ) -> Result<Option<TimestampAndOffset>> {
-        let mut after = after;
-        loop {
-            let inner = self.read_inner();
-            let bases = inner.window_after(after);
-            let Some(&last) = bases.last().filter(|_| after < i64::MAX) else {
-                return Ok(None);
-            };
-            for base in bases {
-                let seg = self.seg(&inner, base)?;
-                if seg.largest_timestamp() >= timestamp {
-                    let found = seg.find_offset_by_timestamp(timestamp, inner.log_start_offset);
-                    drop(inner);
-                    self.trim_after_read()?;
-                    return found;
+        start_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<Vec<AbortedTxn>> {
+        let r = self.with_snapshot(|snap| {
+            let mut out = Vec::new();
+            for i in snap.list.floor(start_offset).unwrap_or(0)..snap.list.len() {
+                let Some(entry) = snap.list.get(i) else { break };
+                let found = match self.hold(&snap.list, entry)? {
+                    Step::Done(Held::Sealed(s)) => {
+                        s.collect_aborted_txns(start_offset, upper_bound_offset)?
+                    }
+                    Step::Done(Held::Active(t)) => {
+                        t.collect_aborted_txns(start_offset, upper_bound_offset)?
+                    }
+                    other => return Ok(other.cast()),
+                };
+                out.extend(found.aborted_transactions);
+                if found.is_complete {
+                    break;
                 }
+                self.trim_cache();
             }
-            drop(inner);
-            self.trim_after_read()?;
-            after = last;
+            Ok(Step::Done(out))
+        });
+        self.trim_after_read()?;
+        r
+    }
+}
+
+impl<T> Step<T> {
+    /// A step that did not complete, as a step of another type.
+    fn cast<U>(self) -> Step<U> {
+        match self {
+            Step::Done(_) | Step::Again => Step::Again,
+            Step::OpenActive => Step::OpenActive,
         }
     }
 }

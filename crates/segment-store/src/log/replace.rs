@@ -1,11 +1,13 @@
 //! Sealed segments replaced by cleaned ones while the log is open (Kafka's
 //! `LocalLog.replaceSegments`, which the log cleaner calls under the log's lock).
 
+use std::sync::Arc;
+
 use super::{LocalLog, Slot};
 use crate::error::{Result, SegmentError};
 use crate::file_name::{file_name, FileKind, TempSuffix};
 use crate::io::OpenMode;
-use crate::segment::DeletedFiles;
+use crate::segment::{DeletedFiles, LogSegment};
 
 /// The files of a segment, the `.log` last to appear and first to go.
 const KINDS: [FileKind; 4] = [
@@ -61,11 +63,14 @@ impl LocalLog {
                 reason: "no cleaned segment was swapped in at this base",
             });
         }
-        for base in old_bases {
-            // Unmapped and closed before their files go.
-            drop(inner.segments.remove(base));
+        for &base in old_bases {
+            // Unmapped and closed before their files go, once no reader holds them (readers
+            // that still reach them load the list again).
+            if let Some(Slot::Sealed(s)) = inner.segments.remove(&base) {
+                self.opened().retain(|o| !Arc::ptr_eq(o, &s));
+                drop(s.take(|| LogSegment::open(&self.ctx, &self.dir, base))?);
+            }
         }
-        self.opened().retain(|b| !old_bases.contains(b));
         inner.mark_dir_dirty();
         let mut deleted = Vec::new();
         for &base in old_bases {
@@ -97,7 +102,9 @@ impl LocalLog {
                 OpenMode::Read,
             )?
             .len()?;
-        inner.segments.insert(new_base, Slot::closed(size));
+        inner
+            .segments
+            .insert(new_base, Slot::sealed(new_base, size, None));
         drop(inner);
         for files in deleted {
             self.defer_removal(files)?;

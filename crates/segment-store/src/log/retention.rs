@@ -94,9 +94,9 @@ impl LocalLog {
         if target >= inner.log_end_offset {
             return Ok(false);
         }
-        self.begin_truncation();
         let first_base = inner.segments.keys().next().copied().unwrap_or(0);
         if first_base > target {
+            self.begin_truncation();
             self.truncate_fully_locked(&mut inner, target)?;
             return Ok(true);
         }
@@ -124,6 +124,8 @@ impl LocalLog {
                 self.trim(&mut inner)?;
             }
         }
+        // Nothing is cut before this point: readers read on during the flushes above.
+        self.begin_truncation();
         // Newest first: a crash part-way leaves a contiguous prefix of segments, never a gap
         // that a later segment's base offset would paper over.
         for b in later.into_iter().rev() {
@@ -131,19 +133,21 @@ impl LocalLog {
                 self.delete_segment(slot.into_segment(self, b)?)?;
             }
         }
-        let active = self.active_mut(&mut inner)?;
-        if active.truncate_to(target)? > 0 {
+        let cut = self.active_mut(&mut inner)?.truncate_to(target)? > 0;
+        inner.log_end_offset = target;
+        inner.log_start_offset = inner.log_start_offset.min(target);
+        inner.truncated_to(target);
+        inner.mark_dir_dirty();
+        // Readers go on from the truncated log while the cut is synced.
+        inner.publish();
+        if cut {
             // The cut is made durable at once. Left to the page cache, a crash could keep the
             // cut bytes while a later write at their place survives (an unsynced truncation
             // undone under a new batch: two histories in one file, which producer state cannot
             // replay), or keep them under a segment rolled later, below the recovery point
             // (overlapping offsets).
-            active.flush()?;
+            self.active_mut(&mut inner)?.flush()?;
         }
-        inner.log_end_offset = target;
-        inner.log_start_offset = inner.log_start_offset.min(target);
-        inner.truncated_to(target);
-        inner.mark_dir_dirty();
         self.trim(&mut inner)?;
         Ok(true)
     }
@@ -167,7 +171,7 @@ impl LocalLog {
         let mut inner = self.write_inner();
         self.begin_truncation();
         let mut moved = Vec::new();
-        for (base, slot) in std::mem::take(&mut inner.segments) {
+        for (base, slot) in inner.segments.take() {
             let empty = slot.size() == 0;
             let seg = slot.into_segment(self, base)?;
             if empty {
@@ -183,7 +187,7 @@ impl LocalLog {
 
     fn truncate_fully_locked(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
         self.begin_truncation();
-        for (base, slot) in std::mem::take(&mut inner.segments) {
+        for (base, slot) in inner.segments.take() {
             self.delete_segment(slot.into_segment(self, base)?)?;
         }
         self.opened().clear();
@@ -194,7 +198,7 @@ impl LocalLog {
     /// (the segments are gone already).
     fn start_empty_at(&self, inner: &mut Inner, new_offset: i64) -> Result<()> {
         let seg = LogSegment::create(&self.ctx, &self.dir, new_offset)?;
-        inner.segments.insert(new_offset, Slot::open(seg));
+        inner.segments.insert(new_offset, Slot::active(seg));
         inner.log_start_offset = new_offset;
         inner.log_end_offset = new_offset;
         inner.recovery_point = new_offset;
@@ -335,8 +339,8 @@ impl LocalLog {
     /// since the last flush), then advances the recovery point to `up_to_offset` (capped at the
     /// log end offset).
     ///
-    /// The fsyncs run under the read lock, one segment at a time: readers go on while a flush
-    /// waits for the disk, and only the move of the recovery point takes the write lock.
+    /// The fsyncs run under the writer's lock for reading, one segment at a time (readers never
+    /// take it), and only the move of the recovery point takes it for writing.
     pub fn flush(&self, up_to_offset: i64) -> Result<()> {
         let (up_to, mut next, truncations) = {
             let inner = self.read_inner();
@@ -436,13 +440,20 @@ impl LocalLog {
             self.flush_locked(&mut inner, end)?;
         }
         inner.closed = true;
-        let segments = std::mem::take(&mut inner.segments);
+        let segments = inner.segments.take();
         self.opened().clear();
         for (_, slot) in segments {
             // A segment not open has nothing to close (its indexes were trimmed when it was
             // released) nor to flush (flushed when it was released or before: see `flush`).
-            if let Some(seg) = slot.seg.into_inner() {
-                seg.close_with(sync)?;
+            match slot {
+                Slot::Active { seg, .. } => {
+                    if let Some(seg) = seg.into_inner() {
+                        seg.close_with(sync)?;
+                    }
+                }
+                // Closed when the last reader holding it lets go (sealed at its roll: its
+                // indexes trimmed and synced then).
+                Slot::Sealed(s) => drop(s.close()),
             }
         }
         // The `.deleted` files of removed segments go with the log: no reader is left to need them.

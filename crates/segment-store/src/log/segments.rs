@@ -1,11 +1,14 @@
-//! The segments of a log: the locks around them, the bounded cache of open inactive segments,
-//! and what they are.
+//! The segments of a log: the writer's lock, the published list, the bounded cache of open
+//! inactive segments, and what they are.
 
 use std::ops::{Deref, DerefMut};
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::sync::{RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLockReadGuard, RwLockWriteGuard};
 
+use arc_swap::ArcSwap;
+
+use super::list::{SealedSlot, SegmentList};
 use super::{
     Inner, LocalLog, LogBounds, LogConfig, PublishedBounds, SegmentInfo, Slot,
     MAX_OPEN_INACTIVE_SEGMENTS,
@@ -13,84 +16,99 @@ use super::{
 use crate::error::{Result, SegmentError};
 use crate::segment::LogSegment;
 
+/// A segment as [`LocalLog::with_segments`] hands it out: the active one borrowed from the log,
+/// a sealed one shared (held open for as long as this lives).
+#[derive(Debug)]
+pub enum SegmentRef<'a> {
+    /// The active segment.
+    Active(&'a LogSegment),
+    /// A sealed segment.
+    Sealed(Arc<LogSegment>),
+}
+
+impl Deref for SegmentRef<'_> {
+    type Target = LogSegment;
+
+    fn deref(&self) -> &LogSegment {
+        match self {
+            SegmentRef::Active(s) => s,
+            SegmentRef::Sealed(s) => s,
+        }
+    }
+}
+
 impl LocalLog {
+    /// The writer's lock for reading (flushes, [`Self::with_segments`]).
     pub(super) fn read_inner(&self) -> RwLockReadGuard<'_, Inner> {
         self.inner.read().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The segment list under its write lock; the offsets and counts readers load without it
+    /// The writer's lock; the segment list and the offsets and counts readers load without it
     /// are published when the guard is dropped, before the lock is released.
     pub(super) fn write_inner(&self) -> WriteInner<'_> {
         WriteInner {
             inner: self.inner.write().unwrap_or_else(|p| p.into_inner()),
             published: &self.published,
+            list: &self.list,
         }
     }
 
-    pub(super) fn opened(&self) -> std::sync::MutexGuard<'_, Vec<i64>> {
+    pub(super) fn opened(&self) -> std::sync::MutexGuard<'_, Vec<Arc<SealedSlot>>> {
         self.opened.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The segment's files, opened: the active (last) one writable at its maximum index size,
-    /// any other with its `.log` mapped read-only for zero-copy reads.
-    fn open_segment(&self, base: i64, active: bool, truncations: u64) -> Result<LogSegment> {
-        if active {
-            let mut seg = LogSegment::open_active(&self.ctx, &self.dir, base)?;
-            seg.resize_indexes(self.config.max_index_size)?;
-            seg.publish_tail(truncations);
-            Ok(seg)
-        } else {
-            let mut seg = LogSegment::open(&self.ctx, &self.dir, base)?;
-            seg.map_log()?;
-            Ok(seg)
-        }
+    /// The active segment's files, opened writable at its maximum index size, publishing its
+    /// tail at truncation count `truncations`.
+    fn open_active_segment(&self, base: i64, truncations: u64) -> Result<LogSegment> {
+        let mut seg = LogSegment::open_active(&self.ctx, &self.dir, base)?;
+        seg.resize_indexes(self.config.max_index_size)?;
+        seg.publish_tail(truncations);
+        Ok(seg)
     }
 
-    /// The segment at `base` (which must be in `inner`), opened if it is not (under the read
-    /// lock: opening is serialised by [`Self::opened`]).
-    pub(super) fn seg<'a>(&self, inner: &'a Inner, base: i64) -> Result<&'a LogSegment> {
+    /// A sealed segment's files, opened with its `.log` mapped read-only for zero-copy reads.
+    pub(super) fn open_sealed(&self, base: i64) -> Result<LogSegment> {
+        let mut seg = LogSegment::open(&self.ctx, &self.dir, base)?;
+        seg.map_log()?;
+        Ok(seg)
+    }
+
+    /// A sealed slot's segment, opened if it is not (noted in the cache of open segments).
+    /// `None` if the writer took it.
+    pub(super) fn open_slot(&self, slot: &Arc<SealedSlot>) -> Result<Option<Arc<LogSegment>>> {
+        Ok(slot.open(self)?.map(|(seg, opened)| {
+            if opened {
+                self.opened().push(Arc::clone(slot));
+            }
+            seg
+        }))
+    }
+
+    /// The segment at `base` (which must be in `inner`), opened if it is not.
+    pub(super) fn seg<'a>(&self, inner: &'a Inner, base: i64) -> Result<SegmentRef<'a>> {
         let slot = inner
             .segments
             .get(&base)
             .ok_or_else(|| self.no_segment(inner, base))?;
-        if let Some(seg) = slot.seg.get() {
-            return Ok(seg);
+        match slot {
+            Slot::Sealed(s) => self
+                .open_slot(s)?
+                .map(SegmentRef::Sealed)
+                .ok_or_else(|| self.no_segment(inner, base)),
+            Slot::Active { seg, .. } => {
+                if let Some(seg) = seg.get() {
+                    return Ok(SegmentRef::Active(seg));
+                }
+                let opened = self.open_active_segment(base, self.truncations())?;
+                // Under the writer's lock for reading, beside another such opener: the first
+                // one's stays (a second object of the segment could not lock its indexes, so
+                // at most one exists).
+                let _ = seg.set(Box::new(opened));
+                seg.get()
+                    .map(|s| SegmentRef::Active(s))
+                    .ok_or_else(|| self.no_segment(inner, base))
+            }
         }
-        let mut opened = self.opened();
-        if slot.seg.get().is_none() {
-            let active = inner.segments.keys().next_back() == Some(&base);
-            let seg = self.open_segment(base, active, self.truncations())?;
-            // Cannot be set already: every opening holds `opened`.
-            let _ = slot.seg.set(Box::new(seg));
-            opened.push(base);
-        }
-        slot.seg
-            .get()
-            .map(|s| &**s)
-            .ok_or_else(|| self.no_segment(inner, base))
-    }
-
-    /// [`Self::seg`] under the write lock.
-    pub(super) fn seg_mut<'a>(
-        &self,
-        inner: &'a mut Inner,
-        base: i64,
-    ) -> Result<&'a mut LogSegment> {
-        let active = inner.segments.keys().next_back() == Some(&base);
-        let truncations = self.truncations();
-        let missing = self.no_segment(inner, base);
-        let slot = inner.segments.get_mut(&base).ok_or(missing)?;
-        if slot.seg.get().is_none() {
-            let seg = self.open_segment(base, active, truncations)?;
-            let _ = slot.seg.set(Box::new(seg));
-            self.opened().push(base);
-        }
-        let missing = SegmentError::OffsetOutOfRange {
-            offset: base,
-            log_start_offset: base,
-            log_end_offset: base,
-        };
-        slot.seg.get_mut().map(|s| &mut **s).ok_or(missing)
     }
 
     fn no_segment(&self, inner: &Inner, base: i64) -> SegmentError {
@@ -106,12 +124,70 @@ impl LocalLog {
         }
     }
 
-    /// The active (last) segment, opened.
+    /// The active (last) segment, opened; a sealed segment left last (by a truncation or a
+    /// recovery) becomes the active one, once no reader holds it.
     pub(super) fn active_mut<'a>(&self, inner: &'a mut Inner) -> Result<&'a mut LogSegment> {
-        let Some(&base) = inner.segments.keys().next_back() else {
+        let truncations = self.truncations();
+        let Some((base, slot)) = inner.segments.last_mut() else {
             return Err(self.no_segment(inner, inner.log_end_offset));
         };
-        self.seg_mut(inner, base)
+        if let Slot::Sealed(s) = slot {
+            let s = Arc::clone(s);
+            self.opened().retain(|o| !Arc::ptr_eq(o, &s));
+            let seg = s.take(|| self.open_active_segment(base, truncations))?;
+            inner.segments.insert(base, Slot::active(seg));
+        }
+        let missing = self.no_segment(inner, base);
+        let Some((_, Slot::Active { seg, .. })) = inner.segments.last_mut() else {
+            return Err(missing);
+        };
+        if seg.get().is_none() {
+            let _ = seg.set(Box::new(self.open_active_segment(base, truncations)?));
+        }
+        seg.get_mut().map(|s| &mut **s).ok_or(missing)
+    }
+
+    /// For a reader that needs the active segment while it is released (after
+    /// [`Self::release_segments`]): opens it under the writer's lock, which publishes its tail.
+    /// The one lock a read may take, once per release.
+    pub(super) fn open_active_for_read(&self) -> Result<()> {
+        let mut inner = self.write_inner();
+        if inner.closed {
+            return Err(SegmentError::Closed {
+                dir: self.dir.clone(),
+            });
+        }
+        self.active_mut(&mut inner).map(|_| ())
+    }
+
+    /// Runs `f` on the segment at `base` by value-like access: the active one in place, a
+    /// sealed one taken once no reader holds it and listed again afterwards (open, its `.log`
+    /// mapped), even when `f` fails.
+    pub(super) fn with_seg_mut<R>(
+        &self,
+        inner: &mut Inner,
+        base: i64,
+        f: impl FnOnce(&mut LogSegment) -> Result<R>,
+    ) -> Result<R> {
+        let last = inner.segments.keys().next_back().copied();
+        if Some(base) == last {
+            return f(self.active_mut(inner)?);
+        }
+        let Some(Slot::Sealed(s)) = inner.segments.get(&base) else {
+            return Err(self.no_segment(inner, base));
+        };
+        let s = Arc::clone(s);
+        self.opened().retain(|o| !Arc::ptr_eq(o, &s));
+        let mut seg = s.take(|| LogSegment::open(&self.ctx, &self.dir, base))?;
+        let r = f(&mut seg);
+        let size = seg.size();
+        let mapped = r.is_ok() && seg.map_log().is_ok();
+        let slot = Arc::new(SealedSlot::new(base, size, mapped.then_some(seg)));
+        if mapped {
+            self.opened().push(Arc::clone(&slot));
+        }
+        inner.segments.insert(base, Slot::Sealed(slot));
+        r
     }
 
     /// [`LogConfig::max_open_inactive_segments`], at least 1.
@@ -120,45 +196,46 @@ impl LocalLog {
     }
 
     /// Closes the inactive segments opened on demand beyond the
-    /// [`LogConfig::max_open_inactive_segments`] read last.
-    pub(super) fn trim(&self, inner: &mut Inner) -> Result<()> {
-        let max_open = self.max_open();
-        let mut opened = self.opened();
-        if opened.len() <= max_open {
-            return Ok(());
-        }
-        let active = inner.segments.keys().next_back().copied();
-        // The most recently opened are kept (each base once).
-        let mut keep = Vec::with_capacity(max_open);
-        let mut close = Vec::new();
-        for &base in opened.iter().rev() {
-            if Some(base) == active || keep.contains(&base) || close.contains(&base) {
-                continue;
-            }
-            if keep.len() < max_open.div_ceil(2) {
-                keep.push(base);
-            } else {
-                close.push(base);
-            }
-        }
-        keep.reverse();
-        *opened = keep;
-        drop(opened);
-        for base in close {
-            if let Some(slot) = inner.segments.get_mut(&base) {
-                slot.release()?;
-            }
-        }
+    /// [`LogConfig::max_open_inactive_segments`] read last (a reader holding one reads on; its
+    /// files close when it lets go).
+    pub(super) fn trim(&self, _inner: &mut Inner) -> Result<()> {
+        self.trim_cache();
         Ok(())
     }
 
-    /// [`Self::trim`] after an operation under the read lock, if it opened too many segments.
+    /// [`Self::trim`] after a read: no lock but the cache's.
     pub(super) fn trim_after_read(&self) -> Result<()> {
-        if self.opened().len() > self.max_open() {
-            let mut inner = self.write_inner();
-            self.trim(&mut inner)?;
-        }
+        self.trim_cache();
         Ok(())
+    }
+
+    pub(super) fn trim_cache(&self) {
+        let max_open = self.max_open();
+        let closed: Vec<_> = {
+            let mut opened = self.opened();
+            if opened.len() <= max_open {
+                return;
+            }
+            // The most recently opened are kept (each slot once).
+            let mut keep: Vec<Arc<SealedSlot>> = Vec::with_capacity(max_open);
+            let mut close: Vec<Arc<SealedSlot>> = Vec::new();
+            for slot in opened.iter().rev() {
+                let seen = |v: &Vec<Arc<SealedSlot>>| v.iter().any(|o| Arc::ptr_eq(o, slot));
+                if seen(&keep) || seen(&close) {
+                    continue;
+                }
+                if keep.len() < max_open.div_ceil(2) {
+                    keep.push(Arc::clone(slot));
+                } else {
+                    close.push(Arc::clone(slot));
+                }
+            }
+            keep.reverse();
+            *opened = keep;
+            close.iter().map(|s| s.close()).collect()
+        };
+        // Unmapped and closed out of the cache's lock.
+        drop(closed);
     }
 
     /// Closes every open segment's files, the active one's too (`LogSegment::release`: its
@@ -166,10 +243,15 @@ impl LocalLog {
     /// next read or appended to. For a log directory that keeps many partitions open.
     pub fn release_segments(&self) -> Result<()> {
         let mut inner = self.write_inner();
-        for slot in inner.segments.values_mut() {
-            slot.release()?;
+        let bases: Vec<i64> = inner.segments.keys().copied().collect();
+        for base in bases {
+            // The active one's slot changes (its tail goes): the list is published again.
+            if let Some(slot) = inner.segments.get_mut(&base) {
+                slot.release()?;
+            }
         }
-        self.opened().clear();
+        let closed = std::mem::take(&mut *self.opened());
+        drop(closed);
         Ok(())
     }
 
@@ -178,7 +260,7 @@ impl LocalLog {
         self.read_inner()
             .segments
             .values()
-            .filter(|s| s.seg.get().is_some())
+            .filter(|s| s.is_open())
             .count()
     }
 
@@ -224,30 +306,31 @@ impl LocalLog {
     pub(super) fn begin_truncation(&self) -> u64 {
         self.published.truncations.begin()
     }
-    /// The log start and end offsets, the recovery point and the truncation count as of one
-    /// moment: one acquisition of the segment list's lock where the four accessors take four
-    /// (a writer publishes them after every append).
+    /// The log start and end offsets, the recovery point and the truncation count, loaded
+    /// without a lock (again if a truncation moved the count meanwhile).
     pub fn bounds(&self) -> LogBounds {
-        let inner = self.read_inner();
-        LogBounds {
-            log_start_offset: inner.log_start_offset,
-            log_end_offset: inner.log_end_offset,
-            recovery_point: inner.recovery_point,
-            truncations: self.truncations(),
+        loop {
+            let truncations = self.truncations();
+            let bounds = LogBounds {
+                log_start_offset: self.log_start_offset(),
+                log_end_offset: self.log_end_offset(),
+                recovery_point: self.recovery_point(),
+                truncations,
+            };
+            if self.truncations() == truncations {
+                return bounds;
+            }
         }
     }
-    /// Base offset of the active (last) segment.
+    /// Base offset of the active (last) segment (without a lock).
     pub fn active_segment_base(&self) -> i64 {
-        self.read_inner()
-            .segments
-            .keys()
-            .next_back()
-            .copied()
-            .unwrap_or(0)
+        self.list.load().active_base_and_size().0
     }
-    /// Total size of all segments' `.log` files.
+    /// Total size of all segments' `.log` files (without a lock).
     pub fn size(&self) -> u64 {
-        self.read_inner().segments.values().map(Slot::size).sum()
+        let list = self.list.load();
+        let sealed: u64 = list.sealed.iter().map(|s| s.size).sum();
+        sealed + list.active_base_and_size().1
     }
     /// A summary of every segment, in base-offset order (each segment opened in turn, closed
     /// again but for the last ones read).
@@ -281,12 +364,13 @@ impl LocalLog {
         }
     }
 
-    /// Runs `f` over the segments (in base-offset order) under the read lock, each opened as the
-    /// iterator reaches it (an error if it cannot be); those opened are closed again afterwards
+    /// Runs `f` over the segments (in base-offset order) under the writer's lock for reading
+    /// (appends, rolls and truncations wait; for tools and checks, not the read path), each
+    /// opened as the iterator reaches it (an error if it cannot be); those opened are closed again afterwards
     /// but for the last ones read.
     pub fn with_segments<R>(
         &self,
-        f: impl FnOnce(&mut dyn Iterator<Item = Result<&LogSegment>>) -> R,
+        f: impl FnOnce(&mut dyn Iterator<Item = Result<SegmentRef<'_>>>) -> R,
     ) -> Result<R> {
         self.with_segments_from(i64::MIN, f)
     }
@@ -296,7 +380,7 @@ impl LocalLog {
     pub fn with_segments_from<R>(
         &self,
         offset: i64,
-        f: impl FnOnce(&mut dyn Iterator<Item = Result<&LogSegment>>) -> R,
+        f: impl FnOnce(&mut dyn Iterator<Item = Result<SegmentRef<'_>>>) -> R,
     ) -> Result<R> {
         let r = {
             let inner = self.read_inner();
@@ -326,11 +410,13 @@ impl LocalLog {
     }
 }
 
-/// [`LocalLog::write_inner`]'s guard: publishes [`Inner`]'s offsets and counts
-/// ([`PublishedBounds`]) when dropped, while the write lock is still held.
+/// [`LocalLog::write_inner`]'s guard: publishes the active segment's tail, the segment list
+/// (if it changed) and [`Inner`]'s offsets and counts ([`PublishedBounds`]), in that order, when
+/// dropped, while the lock is still held.
 pub(super) struct WriteInner<'a> {
     inner: RwLockWriteGuard<'a, Inner>,
     published: &'a PublishedBounds,
+    list: &'a ArcSwap<SegmentList>,
 }
 
 impl Deref for WriteInner<'_> {
@@ -350,8 +436,30 @@ impl DerefMut for WriteInner<'_> {
 impl Drop for WriteInner<'_> {
     fn drop(&mut self) {
         // Runs before the field `inner` (the lock guard) is dropped.
-        self.inner
-            .publish_active_tail(self.published.truncations.load());
+        self.publish();
+    }
+}
+
+impl WriteInner<'_> {
+    /// Publishes what the guard publishes when dropped, now: for a section that goes on with
+    /// work readers need not wait for (the fsync of a truncation's cut).
+    pub(super) fn publish(&mut self) {
+        let truncations = self.published.truncations.load();
+        self.inner.publish_active_tail(truncations);
+        let current = self.list.load();
+        let stale = self.inner.segments.changed
+            || current.truncations != truncations
+            || current.closed != self.inner.closed
+            || !current.active_matches(&self.inner.segments);
+        drop(current);
+        if stale {
+            self.list.store(Arc::new(SegmentList::of(
+                &self.inner.segments,
+                truncations,
+                self.inner.closed,
+            )));
+            self.inner.segments.changed = false;
+        }
         self.published.store(&self.inner);
     }
 }
@@ -361,17 +469,18 @@ impl Inner {
     /// reopened segment) or was made before the last truncation (appends keep a current tail
     /// current themselves).
     fn publish_active_tail(&mut self, truncations: u64) {
-        let active = self.segments.values_mut().next_back();
-        if let Some(seg) = active.and_then(|s| s.seg.get_mut()) {
-            if seg.tail().is_none_or(|t| t.truncations() != truncations) {
-                seg.publish_tail(truncations);
+        if let Some((_, Slot::Active { seg, .. })) = self.segments.last_mut() {
+            if let Some(seg) = seg.get_mut() {
+                if seg.tail().is_none_or(|t| t.truncations() != truncations) {
+                    seg.publish_tail(truncations);
+                }
             }
         }
     }
 
     /// The base offsets of at most [`MAX_OPEN_INACTIVE_SEGMENTS`] segments after `after`: the
-    /// window a walk over every segment takes under one read lock, trimming between windows so
-    /// that the open descriptors stay bounded.
+    /// window a walk over every segment takes under one hold of the writer's lock for reading,
+    /// trimming between windows so that the open descriptors stay bounded.
     pub(super) fn window_after(&self, after: i64) -> Vec<i64> {
         self.segments
             .range(after.saturating_add(1)..)

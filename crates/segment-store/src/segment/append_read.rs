@@ -10,25 +10,6 @@ use crate::file_records::{whole_batches_len, LogOffsetPosition, TimestampAndOffs
 use crate::file_slice::FileSlice;
 use crate::index::{FilePosition, OffsetIndex, TimeIndex, TimestampOffset};
 
-/// Bytes of a read taken under the segment list's lock: copied, or to read after it
-/// ([`LogSegment::copy_or_slice`]).
-pub(crate) enum CopyOrSlice {
-    /// Copied out of a map.
-    Copied(Vec<u8>),
-    /// A range of the `.log` to read (a truncation since ends it short: an error).
-    Slice(FileSlice),
-}
-
-impl CopyOrSlice {
-    /// The bytes; for a slice, read now.
-    pub(crate) fn into_vec(self) -> Result<Vec<u8>> {
-        match self {
-            CopyOrSlice::Copied(v) => Ok(v),
-            CopyOrSlice::Slice(s) => s.to_vec(),
-        }
-    }
-}
-
 /// Where the bytes of Kafka's `LogSegment.read` lie in the `.log` ([`LogSegment::read_exact`]
 /// reads them, [`LogSegment::slice`] hands them out unread).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -175,20 +156,18 @@ impl LogSegment {
         }))
     }
 
-    /// The bytes `bounds` (from [`Self::read_bounds`]) name: borrowed from the map when
-    /// mapped, else read.
-    /// The bytes at `bounds` to take out of the segment list's lock: copied now from the
-    /// read-only map of a sealed segment (a `memmove`, the fastest copy), or as a slice of the
-    /// file to read once the lock is released (the active segment, or any segment not mapped),
-    /// so that an append to the segment never waits for the copy.
-    pub(crate) fn copy_or_slice(&self, bounds: &ReadBounds) -> Result<CopyOrSlice> {
-        Ok(if self.log.is_mapped() {
-            CopyOrSlice::Copied(self.read_at_bounds(bounds)?.into_owned())
+    /// The bytes at `bounds`, copied: out of the read-only map of a sealed segment (a
+    /// `memmove`, the fastest copy), else read from the file.
+    pub(crate) fn read_vec(&self, bounds: &ReadBounds) -> Result<Vec<u8>> {
+        if self.log.is_mapped() {
+            Ok(self.read_at_bounds(bounds)?.into_owned())
         } else {
-            CopyOrSlice::Slice(self.slice(bounds.position, bounds.fetch_size))
-        })
+            self.slice(bounds.position, bounds.fetch_size).to_vec()
+        }
     }
 
+    /// The bytes `bounds` (from [`Self::read_bounds`]) name: borrowed from the map when
+    /// mapped, else read.
     pub(crate) fn read_at_bounds(&self, bounds: &ReadBounds) -> Result<Cow<'_, [u8]>> {
         self.log.read(bounds.position, bounds.fetch_size)
     }
@@ -205,13 +184,6 @@ impl LogSegment {
     ) -> Result<Option<ReadBounds>> {
         self.view()
             .read_bounds(start_offset, max_size, max_position, min_one_message)
-    }
-
-    /// One past the last offset of the last whole batch in the bytes `bounds` name (the offset
-    /// a reader of them fetches next), the fetch offset if none is whole
-    /// ([`SegmentView::next_fetch_offset`](super::view::SegmentView::next_fetch_offset)).
-    pub(crate) fn next_fetch_offset(&self, bounds: &ReadBounds) -> i64 {
-        self.view().next_fetch_offset(bounds)
     }
 
     /// `len` bytes at `position` of the `.log` as a [`FileSlice`] ([`FileRecords::slice`]).

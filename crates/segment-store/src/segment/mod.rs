@@ -41,13 +41,13 @@ mod scanner;
 mod tail;
 mod view;
 
-pub(crate) use append_read::{CopyOrSlice, ReadBounds};
+pub(crate) use append_read::ReadBounds;
 use files::remove_file_if_exists;
 pub(crate) use files::DeletedFiles;
 pub use scan::{scan_segment, SegmentScan};
 pub use scanner::SegmentScanner;
-// Not taken by the read path yet (docs/lockfree-plan.md); its tests do.
-#[cfg_attr(not(test), allow(unused_imports))]
+pub(crate) use tail::PublishedTail;
+#[cfg(test)]
 pub(crate) use tail::TailIndex;
 #[cfg(test)]
 pub(crate) use view::SegmentView;

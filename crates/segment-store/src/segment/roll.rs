@@ -103,7 +103,9 @@ impl LogSegment {
 
     /// Kafka's `updateTxnIndex` for an aborted transaction: appends it to the transaction index.
     pub fn update_txn_index(&mut self, aborted: &AbortedTxn) -> Result<()> {
-        self.txn_index.append(aborted)
+        self.txn_index.append(aborted)?;
+        self.publish_txn_index();
+        Ok(())
     }
 
     /// Aborted transactions overlapping `[fetch_offset, upper_bound_offset)`.

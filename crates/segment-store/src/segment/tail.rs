@@ -6,8 +6,11 @@ use std::sync::Arc;
 
 use super::view::SegmentView;
 use super::LogSegment;
+use crate::error::Result;
 use crate::file_records::FileRecords;
+use crate::index::txn::collect_aborted_in;
 use crate::index::TimestampOffset;
+use crate::index::TxnIndexSearchResult;
 use crate::index::{offset_entry, time_entry, OffsetEntries, OffsetPosition, TimeEntries};
 use crate::io::FileHandle;
 use crate::log::publish::{ActiveTail, TailSnapshot, TailState};
@@ -21,6 +24,9 @@ pub(crate) struct PublishedTail {
     created_ms: i64,
     log: Arc<dyn FileHandle>,
     tail: ActiveTail,
+    /// The transaction index, read up to the published `txn_bytes`; `None` while it has no file.
+    txn: Option<Arc<dyn FileHandle>>,
+    txn_path: std::path::PathBuf,
 }
 
 impl PublishedTail {
@@ -36,7 +42,6 @@ impl PublishedTail {
 
     /// Kafka's `largestTimestamp` of the segment as published: the max timestamp so far if
     /// known, else the segment's creation time ([`LogSegment::largest_timestamp`]).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn largest_timestamp(&self) -> i64 {
         let max = self.tail.snapshot().state.max_timestamp;
         if max >= 0 {
@@ -46,15 +51,41 @@ impl PublishedTail {
         }
     }
 
+    /// Kafka's `collectAbortedTxns` over the published transaction-index entries (as
+    /// [`crate::TransactionIndex::collect_aborted_txns`]).
+    pub(crate) fn collect_aborted_txns(
+        &self,
+        fetch_offset: i64,
+        upper_bound_offset: i64,
+    ) -> Result<TxnIndexSearchResult> {
+        let Some(h) = &self.txn else {
+            return Ok(TxnIndexSearchResult {
+                aborted_transactions: Vec::new(),
+                is_complete: false,
+            });
+        };
+        let end = self.tail.snapshot().state.txn_bytes;
+        collect_aborted_in(
+            h.as_ref(),
+            end,
+            &self.txn_path,
+            fetch_offset,
+            upper_bound_offset,
+        )
+    }
+
+    /// The published size of the `.log`.
+    pub(crate) fn size(&self) -> u64 {
+        self.tail.snapshot().state.size
+    }
+
     /// [`ActiveTail::snapshot`].
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn snapshot(&self) -> TailSnapshot<'_> {
         self.tail.snapshot()
     }
 
     /// Runs `f` over one published state of the tail: the `.log` up to the published size, the
     /// index entries below the published counts, the published max timestamp.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn with_view<R>(
         &self,
         f: impl FnOnce(SegmentView<'_, TailIndex<'_>, TailIndex<'_>>) -> R,
@@ -87,11 +118,14 @@ impl LogSegment {
         for e in (0..self.time_index.entries()).filter_map(|n| self.time_index.entry(n)) {
             tail.push_time_entry(e.timestamp, self.relative(e.offset));
         }
+        let (txn, _) = self.txn_index.published();
         let tail = Arc::new(PublishedTail {
             base_offset: self.base_offset,
             created_ms: self.created_ms,
             log: Arc::clone(self.log.handle()),
             tail,
+            txn,
+            txn_path: self.txn_index.path().to_path_buf(),
         });
         self.tail = Some(Arc::clone(&tail));
         self.publish_state();
@@ -112,13 +146,25 @@ impl LogSegment {
         self.tail.as_ref()
     }
 
+    /// Publishes the transaction index's entries after an append to it: a new tail if the
+    /// index file was created by it (the tail holds its handle), else the new length.
+    pub(super) fn publish_txn_index(&mut self) {
+        let Some(tail) = &self.tail else { return };
+        if tail.txn.is_none() && self.txn_index.published().0.is_some() {
+            self.republish_tail();
+        } else {
+            self.publish_state();
+        }
+    }
+
     /// Publishes the size and max timestamp with the entries pushed so far.
     pub(super) fn publish_state(&self) {
         if let Some(tail) = &self.tail {
-            tail.active().publish(
+            tail.active().publish_with_txn(
                 self.size(),
                 self.max_timestamp_so_far.timestamp,
                 self.max_timestamp_so_far.offset,
+                self.txn_index.published().1,
             );
         }
     }
@@ -137,7 +183,6 @@ pub(crate) struct TailIndex<'a> {
     snapshot: TailSnapshot<'a>,
 }
 
-#[cfg_attr(not(test), allow(dead_code))]
 impl<'a> TailIndex<'a> {
     /// The entries of `snapshot`, of the segment at `base_offset`.
     pub(crate) fn new(base_offset: i64, snapshot: TailSnapshot<'a>) -> TailIndex<'a> {
@@ -148,6 +193,7 @@ impl<'a> TailIndex<'a> {
     }
 
     /// What was published.
+    #[cfg(test)]
     pub(crate) fn state(&self) -> TailState {
         self.snapshot.state
     }
