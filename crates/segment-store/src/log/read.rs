@@ -40,7 +40,7 @@ enum Step<T> {
 
 /// The published state one attempt reads.
 struct Snapshot {
-    list: Arc<SegmentList>,
+    list: arc_swap::Guard<Arc<SegmentList>>,
     log_start_offset: i64,
     log_end_offset: i64,
 }
@@ -163,7 +163,8 @@ impl LocalLog {
             let truncations = self.truncations();
             let log_end_offset = self.log_end_offset();
             let log_start_offset = self.log_start_offset();
-            let list = self.list.load_full();
+            // A guard, not a clone: readers do not share a reference count to move.
+            let list = self.list.load();
             if list.closed {
                 return Err(SegmentError::Closed {
                     dir: self.dir.clone(),
