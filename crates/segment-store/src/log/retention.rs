@@ -452,8 +452,13 @@ impl LocalLog {
                     }
                 }
                 // Closed when the last reader holding it lets go (sealed at its roll: its
-                // indexes trimmed and synced then).
-                Slot::Sealed(s) => drop(s.close()),
+                // indexes trimmed and synced then). A transaction-index entry written into it
+                // since (a marker's, rarely) is synced here.
+                Slot::Sealed(s) => {
+                    if let (true, Some(seg)) = (sync, s.close()) {
+                        seg.flush()?;
+                    }
+                }
             }
         }
         // The `.deleted` files of removed segments go with the log: no reader is left to need them.
