@@ -78,7 +78,9 @@ pub use recovery::{
     IsolationLevel, LogAppendInfo, LogReader, PartitionLog, ReadState, RecordIter, RecoveryReport,
     StopPolicy, DEFAULT_PRODUCER_ID_EXPIRATION_CHECK_INTERVAL_MS,
 };
-pub use segment_store::{Clock, FileSlice, SystemClock, TimestampAndOffset, TopicPartition};
+pub use segment_store::{
+    Clock, FileSlice, LogConfig, SystemClock, TimestampAndOffset, TopicPartition,
+};
 /// The crates under the facade, for what it does not wrap (building batches with
 /// [`record_format::RecordBatchBuilder`], a read-only [`recovery::RecoveryPlan`], a standalone
 /// [`segment_store::LocalLog`]), at the versions the facade was built with.
