@@ -1977,3 +1977,157 @@ mod file_slice {
         );
     }
 }
+
+/// Readers of the published segment list beside a writer that appends, rolls, truncates into
+/// sealed segments and deletes old ones by retention, with at most two inactive segments open:
+/// readers open and close segments all the time, meet segments the writer is taking from them,
+/// and reopen segments whose files another reader's object still holds (the slots of
+/// `log/list.rs`). Every record a reader accepts carries, in its value, the offset it was
+/// written at; every read of a batch holds whole batches with valid CRCs from the batch holding
+/// the offset asked for; the only error is an offset out of range (the log moved under the
+/// reader). The truncation-count rule for the active segment's bytes is checked where it can be
+/// made to fail: segment-store's `publish_tests` and `tests/loom_publish.rs`.
+mod readers_beside_the_writer {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    fn batch(base: i64, generation: u64) -> Vec<u8> {
+        let mut b = RecordBatchBuilder::new(base).partition_leader_epoch(0);
+        for i in 0..3 {
+            let offset = base + i;
+            let mut value = offset.to_be_bytes().to_vec();
+            value.extend_from_slice(&generation.to_be_bytes());
+            value.resize(120, 0xab);
+            b.append(1_000 + offset, Some(b"k"), Some(&value), &[])
+                .unwrap();
+        }
+        b.build()
+    }
+
+    fn check(bytes: &[u8], offset: i64) {
+        let mut first = true;
+        let mut next_base = i64::MIN;
+        for e in Batches::new(bytes, 0) {
+            let Ok(LogEntry::V2(b)) = e else {
+                panic!("not a whole v2 batch at offset {offset}: {e:?}")
+            };
+            b.validate().expect("a batch with its CRC");
+            assert!(b.base_offset() >= next_base, "batches in offset order");
+            if first {
+                assert!(b.last_offset() >= offset, "the batch holding {offset}");
+                first = false;
+            }
+            next_base = b.last_offset() + 1;
+            let records = b
+                .records(&record_format::DecodeLimits::default())
+                .expect("records");
+            for r in records.iter() {
+                let r = r.expect("record");
+                let value = r.value().expect("a value");
+                let written_at = i64::from_be_bytes(value[..8].try_into().unwrap());
+                assert_eq!(written_at, r.offset(), "a record read where it was written");
+            }
+        }
+    }
+
+    #[test]
+    fn every_read_returns_what_was_written_at_its_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 4_096,
+            index_interval_bytes: 512,
+            retention_ms: -1,
+            retention_bytes: 160_000,
+            max_open_inactive_segments: 2,
+            file_delete_delay_ms: 0,
+            ..LogConfig::default()
+        };
+        let log = Arc::new(LocalLog::open(dir.path(), config, 0).unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let accepted = Arc::new(AtomicU64::new(0));
+        let readers: Vec<_> = (0..3u64)
+            .map(|seed| {
+                let (log, stop, accepted) = (log.clone(), stop.clone(), accepted.clone());
+                std::thread::spawn(move || {
+                    let mut x = seed * 7_919 + 1;
+                    while !stop.load(Ordering::Relaxed) {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let (start, end) = (log.log_start_offset(), log.log_end_offset());
+                        if end <= start {
+                            continue;
+                        }
+                        let offset = start + (x % (end - start) as u64) as i64;
+                        let r = match x % 4 {
+                            0 => log.read(offset, 2_000, true).map(|d| d.records),
+                            1 => log
+                                .read_exact(offset, 2_000, true, end)
+                                .map(|e| e.map(|e| e.data.records).unwrap_or_default())
+                                .map(|v| {
+                                    let whole = whole_len(&v);
+                                    v[..whole].to_vec()
+                                }),
+                            2 => log
+                                .fetch_offset_by_timestamp(1_000 + offset)
+                                .map(|_| Vec::new()),
+                            _ => log.collect_aborted_txns(offset, end).map(|_| Vec::new()),
+                        };
+                        match r {
+                            Ok(bytes) => {
+                                check(&bytes, offset);
+                                accepted.fetch_add(1, Ordering::Relaxed);
+                            }
+                            Err(SegmentError::OffsetOutOfRange { .. }) => {}
+                            Err(e) => panic!("read at {offset}: {e}"),
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut generation = 0u64;
+        let mut x = 99u64;
+        for step in 0..3_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let end = log.log_end_offset();
+            match step % 50 {
+                // Into an older segment now and then (a follower's truncation), by batches.
+                17 => {
+                    let back = 3 * (1 + (x % 30) as i64);
+                    let target = (end - back).max(log.log_start_offset());
+                    let target = target - (target % 3);
+                    if target >= log.log_start_offset() {
+                        log.truncate_to(target).unwrap();
+                        generation += 1;
+                    }
+                }
+                33 => {
+                    log.delete_old_segments(end).unwrap();
+                }
+                _ => {
+                    log.append(&batch(end, generation)).unwrap();
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for r in readers {
+            r.join().expect("a reader");
+        }
+        assert!(log.segment_bases().len() > 3, "{:?}", log.segment_bases());
+        assert!(log.log_start_offset() > 0, "retention deleted segments");
+        assert!(accepted.load(Ordering::Relaxed) > 100);
+    }
+
+    fn whole_len(bytes: &[u8]) -> usize {
+        let mut len = 0;
+        for e in Batches::new(bytes, 0) {
+            match e {
+                Ok(e) => len += e.size_in_bytes(),
+                Err(_) => break,
+            }
+        }
+        len
+    }
+}
