@@ -9,9 +9,10 @@ use super::newest::NewestOffsets;
 use super::pass::log_delete_retention;
 use super::reader::{first_control_type, format_err, head, BatchReader};
 use super::segments::segment_path;
+use super::survey::{removed_unread, BatchSurvey};
 use super::{CleanedTransactionMetadata, OffsetMap};
-use super::{CleanerConfig, GroupReport, LastRecord, LogToClean};
-use record_format::internals::{LOG_OVERHEAD, RECORD_BATCH_OVERHEAD};
+use super::{CleanerConfig, GroupReport, LastRecord};
+use record_format::internals::{LOG_OVERHEAD, NO_PRODUCER_ID, RECORD_BATCH_OVERHEAD};
 use record_format::{DecodeLimits, Header, RecordBatch, RecordBatchBuilder, TimestampType};
 use segment_store::internals::{FileKind, TempSuffix};
 use segment_store::AbortedTxn;
@@ -176,154 +177,199 @@ pub(super) enum Mode {
     Apply,
 }
 
-/// Kafka's `cleanInto` over one source segment, whose batches below `checked_below` were
-/// CRC-checked when the offset map was built.
+/// What the cleaning of every batch of a pass reads: the offset map and what its read learned,
+/// the log's producers, where the pass ends, and its clock.
+pub(super) struct PassInputs<'a> {
+    pub(super) map: &'a OffsetMap,
+    pub(super) newest: &'a NewestOffsets,
+    pub(super) survey: &'a BatchSurvey,
+    pub(super) last_records: &'a BTreeMap<i64, LastRecord>,
+    /// The first uncleanable offset: the batch ending below it is kept, emptied if need be.
+    pub(super) upper_bound: i64,
+    pub(super) now_ms: i64,
+    pub(super) config: &'a CleanerConfig,
+}
+
+/// Kafka's `cleanInto` over one source segment (based at `segment_base`), whose batches below
+/// `checked_below` were CRC-checked when the offset map was built. The batches the survey says
+/// are removed whole are passed over unread.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn clean_into(
     storage: &dyn Storage,
     path: &Path,
+    segment_base: i64,
     checked_below: u64,
     dest: &mut CleanedSegment,
-    (map, newest): (&OffsetMap, &NewestOffsets),
+    inputs: &PassInputs<'_>,
     meta: &mut CleanedTransactionMetadata,
-    last_records: &BTreeMap<i64, LastRecord>,
-    upper_bound: i64,
-    log: &LogToClean,
-    config: &CleanerConfig,
     report: &mut GroupReport,
 ) -> Result<()> {
-    let now = log.now_ms;
-    let mut reader = BatchReader::open(storage, path, config)?.checked_below(checked_below);
-    while let Some((_, b)) = reader.next_batch()? {
-        let h = head(&b);
-        report.bytes_read += b.size_in_bytes() as u64;
-        let first = if h.control {
-            first_control_type(path, &b)?
-        } else {
-            None
-        };
-        // checkBatchRetention
-        let can_discard = if h.control {
-            meta.on_control_batch_read(h.last_offset, h.producer_id, first)
-        } else {
-            meta.on_batch_read(h.last_offset, h.producer_id, h.transactional)
-        };
-        let horizon = b.delete_horizon_ms();
-        let discard_records = if h.control {
-            can_discard && horizon.is_some_and(|d| d <= now)
-        } else {
-            can_discard
-        };
-        let is_last_of_producer =
-            last_records
-                .get(&h.producer_id)
-                .is_some_and(|l| match l.last_data_offset {
-                    Some(o) => h.last_offset == o,
-                    None => h.control && h.producer_epoch == l.producer_epoch,
-                });
-        #[derive(PartialEq)]
-        enum Retention {
-            RetainEmpty,
-            Delete,
-            DeleteEmpty,
-        }
-        // The last batch of a producer keeps its sequence and epoch; the last batch of the
-        // round keeps the round's last offset.
-        let retain_empty =
-            (b.has_producer_id() && is_last_of_producer) || h.last_offset + 1 == upper_bound;
-        let retention = if retain_empty {
-            Retention::RetainEmpty
-        } else if discard_records {
-            Retention::Delete
-        } else {
-            Retention::DeleteEmpty
-        };
-        let contains_marker_for_empty_txn = can_discard && h.control;
-        if retention == Retention::Delete {
-            report.batches_removed += 1;
-            report.records_read += b.records_count().max(0) as u64;
-            continue;
-        }
-        // filterBatch
-        let records = b
-            .records(&DecodeLimits::default())
-            .map_err(|e| format_err(path, e))?;
-        let mut retained = Vec::new();
-        let mut all_retained = true;
-        let mut contains_tombstones = false;
-        for r in records.iter() {
-            let r = r.map_err(|e| format_err(path, e))?;
-            report.records_read += 1;
-            let keep = if discard_records {
-                false
-            } else if h.control || r.offset() > map.latest_offset() {
-                // Markers stay with their batch; records past the map were not looked at.
-                true
-            } else if let Some(key) = r.key() {
-                let is_newest = newest
-                    .is_newest(r.offset())
-                    .unwrap_or_else(|| r.offset() >= map.get(key));
-                let keep_deletes = horizon.is_none_or(|d| now < d);
-                is_newest && (r.value().is_some() || keep_deletes)
-            } else {
-                false
-            };
-            if keep {
-                if r.value().is_none() {
-                    contains_tombstones = true;
-                }
-                retained.push(r);
-            } else {
-                all_retained = false;
-            }
-        }
-        if !retained.is_empty() {
-            report.records_retained += retained.len() as u64;
-            let set_horizon =
-                (contains_tombstones || contains_marker_for_empty_txn) && horizon.is_none();
-            if all_retained && !set_horizon {
-                dest.append(b.as_bytes(), h.last_offset, h.max_timestamp)?;
+    let mut reader = BatchReader::open(storage, path, inputs.config)?.checked_below(checked_below);
+    let surveyed = inputs.survey.segment(segment_base);
+    // The surveyed batch the reader is at, if any, and its position.
+    let (mut next, mut at) = (0usize, 0u64);
+    loop {
+        if let Some(s) = surveyed.get(next).filter(|_| reader.position() == at) {
+            let removed =
+                removed_unread(s, segment_base, inputs.newest, inputs.map.latest_offset())
+                    .filter(|(_, last)| last.checked_add(1) != Some(inputs.upper_bound));
+            next += 1;
+            at += u64::from(s.size);
+            if let Some((_, last)) = removed {
+                // What `clean_batch` does with it: a data batch that is not transactional, not
+                // kept for its producer, none of whose records is the newest of its key.
+                meta.on_batch_read(last, NO_PRODUCER_ID, false);
+                report.bytes_read += u64::from(s.size);
+                report.records_read += u64::from(s.plain_records());
+                report.batches_removed += 1;
+                reader.skip_to(at);
                 continue;
             }
-            let new_horizon = if set_horizon {
-                Some(now.saturating_add(log_delete_retention(config)))
-            } else {
-                horizon
-            };
-            let mut builder = RecordBatchBuilder::new(b.base_offset())
-                .partition_leader_epoch(b.partition_leader_epoch())
-                .compression(b.compression().map_err(|e| format_err(path, e))?)
-                .producer(b.producer_id(), b.producer_epoch(), b.base_sequence())
-                .transactional(b.is_transactional())
-                .control(b.is_control())
-                .delete_horizon_ms(new_horizon);
-            if b.timestamp_type() == TimestampType::LogAppendTime {
-                builder = builder.log_append_time(b.max_timestamp());
-            }
-            for r in &retained {
-                let headers: Vec<Header<'_>> = r.headers().collect();
-                builder
-                    .append_record_with_offset(
-                        r.offset(),
-                        r.timestamp(),
-                        r.key(),
-                        r.value(),
-                        &headers,
-                    )
-                    .map_err(|e| format_err(path, e))?;
-            }
-            builder
-                .override_last_offset(b.last_offset())
-                .map_err(|e| format_err(path, e))?;
-            let bytes = builder.build();
-            let rebuilt = RecordBatch::new(&bytes, 0).map_err(|e| format_err(path, e))?;
-            dest.append(&bytes, rebuilt.last_offset(), rebuilt.max_timestamp())?;
-        } else if retention == Retention::RetainEmpty {
-            let bytes = empty_batch(&b);
-            dest.append(&bytes, h.last_offset, h.max_timestamp)?;
-        } else {
-            report.batches_removed += 1;
         }
+        let Some((position, b)) = reader.next_batch()? else {
+            break;
+        };
+        if position + b.size_in_bytes() as u64 != at {
+            // Not the batch surveyed here (or none was): the survey is not followed further.
+            next = surveyed.len();
+        }
+        clean_batch(path, &b, dest, inputs, meta, report)?;
+    }
+    Ok(())
+}
+
+/// Kafka's `checkBatchRetention` and `filterBatch` of one batch, and the append of what it keeps.
+fn clean_batch(
+    path: &Path,
+    b: &RecordBatch<'_>,
+    dest: &mut CleanedSegment,
+    inputs: &PassInputs<'_>,
+    meta: &mut CleanedTransactionMetadata,
+    report: &mut GroupReport,
+) -> Result<()> {
+    let (map, newest, now) = (inputs.map, inputs.newest, inputs.now_ms);
+    let h = head(b);
+    report.bytes_read += b.size_in_bytes() as u64;
+    let first = if h.control {
+        first_control_type(path, b)?
+    } else {
+        None
+    };
+    // checkBatchRetention
+    let can_discard = if h.control {
+        meta.on_control_batch_read(h.last_offset, h.producer_id, first)
+    } else {
+        meta.on_batch_read(h.last_offset, h.producer_id, h.transactional)
+    };
+    let horizon = b.delete_horizon_ms();
+    let discard_records = if h.control {
+        can_discard && horizon.is_some_and(|d| d <= now)
+    } else {
+        can_discard
+    };
+    let is_last_of_producer =
+        inputs
+            .last_records
+            .get(&h.producer_id)
+            .is_some_and(|l| match l.last_data_offset {
+                Some(o) => h.last_offset == o,
+                None => h.control && h.producer_epoch == l.producer_epoch,
+            });
+    #[derive(PartialEq)]
+    enum Retention {
+        RetainEmpty,
+        Delete,
+        DeleteEmpty,
+    }
+    // The last batch of a producer keeps its sequence and epoch; the last batch of the
+    // round keeps the round's last offset.
+    let retain_empty =
+        (b.has_producer_id() && is_last_of_producer) || h.last_offset + 1 == inputs.upper_bound;
+    let retention = if retain_empty {
+        Retention::RetainEmpty
+    } else if discard_records {
+        Retention::Delete
+    } else {
+        Retention::DeleteEmpty
+    };
+    let contains_marker_for_empty_txn = can_discard && h.control;
+    if retention == Retention::Delete {
+        report.batches_removed += 1;
+        report.records_read += b.records_count().max(0) as u64;
+        return Ok(());
+    }
+    // filterBatch
+    let records = b
+        .records(&DecodeLimits::default())
+        .map_err(|e| format_err(path, e))?;
+    let mut retained = Vec::new();
+    let mut all_retained = true;
+    let mut contains_tombstones = false;
+    for r in records.iter() {
+        let r = r.map_err(|e| format_err(path, e))?;
+        report.records_read += 1;
+        let keep = if discard_records {
+            false
+        } else if h.control || r.offset() > map.latest_offset() {
+            // Markers stay with their batch; records past the map were not looked at.
+            true
+        } else if let Some(key) = r.key() {
+            let is_newest = newest
+                .is_newest(r.offset())
+                .unwrap_or_else(|| r.offset() >= map.get(key));
+            let keep_deletes = horizon.is_none_or(|d| now < d);
+            is_newest && (r.value().is_some() || keep_deletes)
+        } else {
+            false
+        };
+        if keep {
+            if r.value().is_none() {
+                contains_tombstones = true;
+            }
+            retained.push(r);
+        } else {
+            all_retained = false;
+        }
+    }
+    if !retained.is_empty() {
+        report.records_retained += retained.len() as u64;
+        let set_horizon =
+            (contains_tombstones || contains_marker_for_empty_txn) && horizon.is_none();
+        if all_retained && !set_horizon {
+            return dest.append(b.as_bytes(), h.last_offset, h.max_timestamp);
+        }
+        let new_horizon = if set_horizon {
+            Some(now.saturating_add(log_delete_retention(inputs.config)))
+        } else {
+            horizon
+        };
+        let mut builder = RecordBatchBuilder::new(b.base_offset())
+            .partition_leader_epoch(b.partition_leader_epoch())
+            .compression(b.compression().map_err(|e| format_err(path, e))?)
+            .producer(b.producer_id(), b.producer_epoch(), b.base_sequence())
+            .transactional(b.is_transactional())
+            .control(b.is_control())
+            .delete_horizon_ms(new_horizon);
+        if b.timestamp_type() == TimestampType::LogAppendTime {
+            builder = builder.log_append_time(b.max_timestamp());
+        }
+        for r in &retained {
+            let headers: Vec<Header<'_>> = r.headers().collect();
+            builder
+                .append_record_with_offset(r.offset(), r.timestamp(), r.key(), r.value(), &headers)
+                .map_err(|e| format_err(path, e))?;
+        }
+        builder
+            .override_last_offset(b.last_offset())
+            .map_err(|e| format_err(path, e))?;
+        let bytes = builder.build();
+        let rebuilt = RecordBatch::new(&bytes, 0).map_err(|e| format_err(path, e))?;
+        dest.append(&bytes, rebuilt.last_offset(), rebuilt.max_timestamp())?;
+    } else if retention == Retention::RetainEmpty {
+        let bytes = empty_batch(b);
+        dest.append(&bytes, h.last_offset, h.max_timestamp)?;
+    } else {
+        report.batches_removed += 1;
     }
     Ok(())
 }

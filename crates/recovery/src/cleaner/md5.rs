@@ -115,9 +115,188 @@ pub fn md5(data: &[u8]) -> [u8; 16] {
     out
 }
 
+/// Keys whose digests [`md5_each`] computes side by side (four 32-bit lanes: one SSE2 register).
+const LANES: usize = 4;
+
+/// The longest key MD5 pads into one block (the rest of a block is the padding and the length).
+const ONE_BLOCK: usize = 55;
+
+/// [`block`] of `LANES` messages at once, each word of the state one per message: the same
+/// steps, written out one by one so that each has its constants and the compiler keeps the
+/// lanes in vector registers.
+#[allow(
+    clippy::needless_range_loop,
+    reason = "each lane indexes several arrays at once"
+)]
+fn block_lanes(state: &mut [[u32; LANES]; 4], m: &[[u32; LANES]; 16]) {
+    let [mut a, mut b, mut c, mut d] = *state;
+    macro_rules! step {
+        ($f:expr, $i:expr, $g:expr) => {{
+            let mut next = [0u32; LANES];
+            for l in 0..LANES {
+                let f: u32 = $f(b[l], c[l], d[l]);
+                let f = f
+                    .wrapping_add(a[l])
+                    .wrapping_add(k($i))
+                    .wrapping_add(m[$g][l]);
+                next[l] = b[l].wrapping_add(f.rotate_left(S[$i]));
+            }
+            a = d;
+            d = c;
+            c = b;
+            b = next;
+        }};
+    }
+    macro_rules! round {
+        ($f:expr, $g:expr, $($i:expr),*) => {
+            $( step!($f, $i, $g($i)); )*
+        };
+    }
+    round!(
+        |b: u32, c: u32, d: u32| (b & c) | (!b & d),
+        |i: usize| i,
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15
+    );
+    round!(
+        |b: u32, c: u32, d: u32| (d & b) | (!d & c),
+        |i: usize| (5 * i + 1) % 16,
+        16,
+        17,
+        18,
+        19,
+        20,
+        21,
+        22,
+        23,
+        24,
+        25,
+        26,
+        27,
+        28,
+        29,
+        30,
+        31
+    );
+    round!(
+        |b: u32, c: u32, d: u32| b ^ c ^ d,
+        |i: usize| (3 * i + 5) % 16,
+        32,
+        33,
+        34,
+        35,
+        36,
+        37,
+        38,
+        39,
+        40,
+        41,
+        42,
+        43,
+        44,
+        45,
+        46,
+        47
+    );
+    round!(
+        |b: u32, c: u32, d: u32| c ^ (b | !d),
+        |i: usize| (7 * i) % 16,
+        48,
+        49,
+        50,
+        51,
+        52,
+        53,
+        54,
+        55,
+        56,
+        57,
+        58,
+        59,
+        60,
+        61,
+        62,
+        63
+    );
+    for l in 0..LANES {
+        state[0][l] = state[0][l].wrapping_add(a[l]);
+        state[1][l] = state[1][l].wrapping_add(b[l]);
+        state[2][l] = state[2][l].wrapping_add(c[l]);
+        state[3][l] = state[3][l].wrapping_add(d[l]);
+    }
+}
+
+/// The digests of `LANES` keys of at most [`ONE_BLOCK`] bytes each, computed side by side.
+#[expect(
+    clippy::little_endian_bytes,
+    reason = "MD5 reads its words and writes its length and state little-endian"
+)]
+fn md5_one_block_lanes(keys: &[&[u8]; LANES]) -> [[u8; 16]; LANES] {
+    let mut m = [[0u32; LANES]; 16];
+    for (l, key) in keys.iter().enumerate() {
+        let mut block = [0u8; 64];
+        block[..key.len()].copy_from_slice(key);
+        block[key.len()] = 0x80;
+        block[56..].copy_from_slice(&(key.len() as u64 * 8).to_le_bytes());
+        for (i, w) in block.chunks_exact(4).enumerate() {
+            m[i][l] = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        }
+    }
+    let mut state = [
+        [0x67452301; LANES],
+        [0xefcdab89; LANES],
+        [0x98badcfe; LANES],
+        [0x10325476; LANES],
+    ];
+    block_lanes(&mut state, &m);
+    let mut out = [[0u8; 16]; LANES];
+    for (l, digest) in out.iter_mut().enumerate() {
+        for (i, word) in state.iter().enumerate() {
+            digest[i * 4..i * 4 + 4].copy_from_slice(&word[l].to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The MD5 digest of each key, in order, appended to `out`: keys of one block, `LANES` at a
+/// time, side by side; the others one by one ([`md5`]).
+pub fn md5_each<'a>(keys: impl IntoIterator<Item = &'a [u8]>, out: &mut Vec<[u8; 16]>) {
+    let mut lanes: [&[u8]; LANES] = [&[]; LANES];
+    let mut n = 0;
+    for key in keys {
+        if key.len() > ONE_BLOCK {
+            out.extend(lanes[..n].iter().map(|k| md5(k)));
+            n = 0;
+            out.push(md5(key));
+            continue;
+        }
+        lanes[n] = key;
+        n += 1;
+        if n == LANES {
+            out.extend_from_slice(&md5_one_block_lanes(&lanes));
+            n = 0;
+        }
+    }
+    out.extend(lanes[..n].iter().map(|k| md5(k)));
+}
+
 #[cfg(test)]
 mod tests {
-    use super::md5;
+    use super::{md5, md5_each};
 
     fn hex(d: [u8; 16]) -> String {
         d.iter().map(|b| format!("{b:02x}")).collect()
@@ -138,5 +317,28 @@ mod tests {
             )),
             "57edf4a22be3c955ac49da2e2107b67a"
         );
+    }
+
+    /// Keys of every length around one and two blocks, in runs of every length around the
+    /// lanes: each digest is [`md5`]'s, in order.
+    #[test]
+    fn digests_side_by_side_are_md5s() {
+        let mut rng = testkit::XorShift::new(3);
+        for run in 0..40usize {
+            let keys: Vec<Vec<u8>> = (0..run)
+                .map(|_| {
+                    let len = (rng.next_u64() % 130) as usize;
+                    (0..len).map(|_| rng.next_u64() as u8).collect()
+                })
+                .collect();
+            let mut out = Vec::new();
+            md5_each(keys.iter().map(Vec::as_slice), &mut out);
+            let one_by_one: Vec<[u8; 16]> = keys.iter().map(|k| md5(k)).collect();
+            assert_eq!(out, one_by_one, "a run of {run}");
+        }
+        let mut out = Vec::new();
+        md5_each((0..=64usize).map(|n| &[b'x'; 64][..n]), &mut out);
+        let one_by_one: Vec<[u8; 16]> = (0..=64usize).map(|n| md5(&[b'x'; 64][..n])).collect();
+        assert_eq!(out, one_by_one, "every length up to a block");
     }
 }

@@ -31,12 +31,14 @@ use segment_store::internals::FileKind;
 use segment_store::Storage;
 use segment_store::TopicPartition;
 
+mod build;
 mod clean;
 mod error;
 mod newest;
 mod pass;
 mod reader;
 mod segments;
+mod survey;
 
 use clean::Mode;
 pub use error::CleanerError;

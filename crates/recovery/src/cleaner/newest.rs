@@ -39,10 +39,7 @@ impl NewestOffsets {
 
     /// The word and bit of `offset`, if covered.
     fn bit(&self, offset: i64) -> Option<(usize, u64)> {
-        let rel = u64::try_from(offset.checked_sub(self.start)?).ok()?;
-        if rel >= self.len {
-            return None;
-        }
+        let rel = self.relative(offset)?;
         Some((usize::try_from(rel / 64).ok()?, 1 << (rel % 64)))
     }
 
@@ -73,6 +70,39 @@ impl NewestOffsets {
             return None;
         }
         Some(self.replaced.get(w)? & b == 0)
+    }
+
+    /// Whether every offset of `[first, last]` is covered, was taken, and was replaced: the
+    /// answer of [`Self::is_newest`] is `Some(false)` for each.
+    pub(super) fn all_replaced(&self, first: i64, last: i64) -> bool {
+        let (Some(from), Some(to)) = (self.relative(first), self.relative(last)) else {
+            return false;
+        };
+        if from > to {
+            return false;
+        }
+        let (Ok(first_word), Ok(last_word)) =
+            (usize::try_from(from / 64), usize::try_from(to / 64))
+        else {
+            return false;
+        };
+        (first_word..=last_word).all(|w| {
+            let low = if w == first_word { from % 64 } else { 0 };
+            let high = if w == last_word { to % 64 } else { 63 };
+            // Bits low..=high.
+            let mask = (u64::MAX >> (63 - high)) & (u64::MAX << low);
+            let both = match (self.put.get(w), self.replaced.get(w)) {
+                (Some(p), Some(r)) => p & r,
+                _ => 0,
+            };
+            both & mask == mask
+        })
+    }
+
+    /// `offset` less the start, if covered.
+    fn relative(&self, offset: i64) -> Option<u64> {
+        let rel = u64::try_from(offset.checked_sub(self.start)?).ok()?;
+        (rel < self.len).then_some(rel)
     }
 }
 
@@ -123,6 +153,25 @@ mod tests {
         assert!(taken
             .iter()
             .any(|(o, k)| *o < start + 4_000 && *o < map.get(k.as_bytes())));
+        // Ranges within a word and across words, some past the covered offsets.
+        let mut all = 0;
+        for i in 0..20_000u64 {
+            let first = start - 2 + (rng.next_u64() % 4_200) as i64;
+            let len = 1 + [rng.next_u64() % 3, rng.next_u64() % 140][(i % 2) as usize] as i64;
+            let last = first + len - 1;
+            let expected = (first..=last).all(|o| bits.is_newest(o) == Some(false));
+            assert_eq!(
+                bits.all_replaced(first, last),
+                expected,
+                "[{first}, {last}]"
+            );
+            all += u32::from(expected && len > 1);
+        }
+        assert!(
+            all > 100,
+            "{all} ranges of two or more offsets all replaced"
+        );
+        assert!(!bits.all_replaced(start + 10, start + 9), "an empty range");
         assert_eq!(bits.is_newest(start - 1), None);
         assert_eq!(bits.is_newest(end), None);
     }

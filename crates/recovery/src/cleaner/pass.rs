@@ -4,80 +4,18 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use super::clean::{clean_into, CleanedSegment, Mode};
+use super::build::{build_offset_map, MapRead};
+use super::clean::{clean_into, CleanedSegment, Mode, PassInputs};
 use super::error::Result;
 use super::newest::NewestOffsets;
-use super::reader::{
-    collect_aborted, first_control_type, format_err, head, read_txn_indexes, BatchReader,
-};
-use super::segments::{
-    group_segments_by_size, list_segments, segment_path, segments_in, SegmentFiles,
-};
+use super::reader::{collect_aborted, read_txn_indexes, BatchReader};
+use super::segments::{group_segments_by_size, list_segments, segment_path, SegmentFiles};
+use super::survey::BatchSurvey;
 use super::{CleanReport, CleanerConfig, GroupReport, LogToClean};
 use super::{CleanedTransactionMetadata, OffsetMap};
-use record_format::DecodeLimits;
 use segment_store::internals::OffsetIndexView;
 use segment_store::internals::{FileKind, TempSuffix};
-use segment_store::AbortedTxn;
 use segment_store::{OpenMode, Storage};
-
-/// Kafka's `Cleaner.buildOffsetMap` over `[start, end)`: returns whether the map filled up.
-/// `checked` gets, per segment base offset, the position below which every batch was
-/// CRC-checked here (the cleaning that follows does not check them again).
-#[allow(clippy::too_many_arguments)]
-fn build_offset_map(
-    storage: &dyn Storage,
-    dir: &Path,
-    segments: &[SegmentFiles],
-    txns: &BTreeMap<i64, Vec<AbortedTxn>>,
-    start: i64,
-    end: i64,
-    map: &mut OffsetMap,
-    config: &CleanerConfig,
-    checked: &mut BTreeMap<i64, u64>,
-    newest: &mut NewestOffsets,
-) -> Result<bool> {
-    map.clear();
-    let dirty: Vec<&SegmentFiles> = segments_in(segments, start, end);
-    let mut meta = CleanedTransactionMetadata::default();
-    meta.add_aborted_transactions(collect_aborted(txns, start, end));
-    let max_desired = (map.slots() as f64 * config.io_buffer_load_factor) as usize;
-    for (i, seg) in dirty.iter().enumerate() {
-        let next_start = dirty.get(i + 1).map_or(end, |s| s.base_offset);
-        let path = segment_path(dir, seg.base_offset, FileKind::Log, None);
-        let mut reader = BatchReader::open(storage, &path, config)?;
-        while let Some((at, b)) = reader.next_batch()? {
-            let h = head(&b);
-            if h.control {
-                let t = first_control_type(&path, &b)?;
-                meta.on_control_batch_read(h.last_offset, h.producer_id, t);
-            } else if !meta.on_batch_read(h.last_offset, h.producer_id, h.transactional) {
-                let records = b
-                    .records(&DecodeLimits::default())
-                    .map_err(|e| format_err(&path, e))?;
-                for r in records.iter() {
-                    let r = r.map_err(|e| format_err(&path, e))?;
-                    if let Some(key) = r.key() {
-                        if r.offset() >= start {
-                            if map.size() < max_desired {
-                                newest.record(r.offset(), map.put_replacing(key, r.offset()));
-                            } else {
-                                checked.insert(seg.base_offset, at + b.size_in_bytes() as u64);
-                                return Ok(true);
-                            }
-                        }
-                    }
-                }
-            }
-            if h.last_offset >= start {
-                map.update_latest_offset(h.last_offset);
-            }
-        }
-        checked.insert(seg.base_offset, reader.position());
-        map.update_latest_offset(next_start - 1);
-    }
-    Ok(false)
-}
 
 pub(super) fn log_delete_retention(config: &CleanerConfig) -> i64 {
     config.delete_retention_ms
@@ -123,31 +61,46 @@ pub(super) fn run_pass(
     mode: Mode,
     replace: &Replace<'_>,
 ) -> Result<CleanReport> {
+    let memory = OffsetMap::memory_for(config.dedupe_buffer_size, config.threads);
+    let survey_budget = memory / BatchSurvey::BUDGET_SHARE;
+    let range = (first_dirty, first_uncleanable);
+    run_pass_surveying(storage, log, range, config, mode, replace, survey_budget)
+}
+
+/// [`run_pass`] with `survey_budget` bytes for the [`BatchSurvey`].
+fn run_pass_surveying(
+    storage: &dyn Storage,
+    log: &LogToClean,
+    (first_dirty, first_uncleanable): (i64, i64),
+    config: &CleanerConfig,
+    mode: Mode,
+    replace: &Replace<'_>,
+    survey_budget: usize,
+) -> Result<CleanReport> {
     let dir = &log.dir;
     let segments = list_segments(storage, dir)?;
     let txns = read_txn_indexes(storage, dir, &segments)?;
-    let mut map = OffsetMap::new(OffsetMap::memory_for(
-        config.dedupe_buffer_size,
-        config.threads,
-    ));
-    let mut checked = BTreeMap::new();
-    let mut newest = NewestOffsets::new(
-        first_dirty,
-        first_uncleanable,
-        OffsetMap::memory_for(config.dedupe_buffer_size, config.threads)
-            / NewestOffsets::BUDGET_SHARE,
-    );
+    let memory = OffsetMap::memory_for(config.dedupe_buffer_size, config.threads);
+    let mut map = OffsetMap::new(memory);
+    let mut read = MapRead {
+        checked: BTreeMap::new(),
+        newest: NewestOffsets::new(
+            first_dirty,
+            first_uncleanable,
+            memory / NewestOffsets::BUDGET_SHARE,
+        ),
+        survey: BatchSurvey::new(survey_budget),
+    };
     build_offset_map(
         storage,
         dir,
         &segments,
         &txns,
-        first_dirty,
-        first_uncleanable,
+        (first_dirty, first_uncleanable),
+        &log.last_records,
         &mut map,
         config,
-        &mut checked,
-        &mut newest,
+        &mut read,
     )?;
     let end_offset = map.latest_offset() + 1;
     let mut report = CleanReport {
@@ -168,6 +121,15 @@ pub(super) fn run_pass(
         log.segments.max_index_size,
         first_uncleanable,
     );
+    let inputs = PassInputs {
+        map: &map,
+        newest: &read.newest,
+        survey: &read.survey,
+        last_records: &log.last_records,
+        upper_bound: first_uncleanable,
+        now_ms: log.now_ms,
+        config,
+    };
     let mut meta = CleanedTransactionMetadata::default();
     for group in groups {
         let base = group.first().map_or(0, |s| s.base_offset);
@@ -199,14 +161,11 @@ pub(super) fn run_pass(
             clean_into(
                 storage,
                 &path,
-                checked.get(&seg.base_offset).copied().unwrap_or(0),
+                seg.base_offset,
+                read.checked.get(&seg.base_offset).copied().unwrap_or(0),
                 &mut dest,
-                (&map, &newest),
+                &inputs,
                 &mut meta,
-                &log.last_records,
-                first_uncleanable,
-                log,
-                config,
                 &mut g,
             )?;
         }
@@ -282,8 +241,8 @@ fn next_offset_from(
 ) -> Option<i64> {
     let mut reader = BatchReader::open(storage, path, config)
         .ok()?
-        .checked_below(u64::MAX)
-        .seek(position);
+        .checked_below(u64::MAX);
+    reader.skip_to(position);
     let mut next = match reader.next_batch().ok()? {
         Some((_, b)) if b.base_offset() <= offset && offset <= b.last_offset() => {
             b.last_offset() + 1
@@ -408,5 +367,275 @@ mod tests {
         }
         std::fs::remove_file(&index).expect("remove");
         assert!(next().is_err(), "no index: read from the start");
+    }
+}
+
+#[cfg(test)]
+mod survey_tests {
+    use super::*;
+    use crate::cleaner::LastRecord;
+    use record_format::{
+        end_txn_marker_batch, CompressionType, ControlRecordType, RecordBatchBuilder,
+    };
+    use record_format::{DecodeLimits, RecordBatch};
+    use segment_store::internals::file_name;
+    use segment_store::AbortedTxn;
+    use segment_store::StdFs;
+    use testkit::XorShift;
+
+    /// Segments of assorted batches over 40 keys: one record or several, keyless records,
+    /// tombstones, offsets with gaps, idempotent producers (the last batch of one of them is the
+    /// last producer state holds), transactions committed and aborted, compressed batches; then
+    /// an empty active segment. Returns the directory's log end offset and producer state.
+    fn write_log(dir: &Path, rng: &mut XorShift) -> (i64, BTreeMap<i64, LastRecord>) {
+        let mut segments: Vec<(i64, Vec<u8>, Vec<AbortedTxn>)> = vec![(0, Vec::new(), Vec::new())];
+        let mut offset = 0i64;
+        let mut last_records = BTreeMap::new();
+        let key = |rng: &mut XorShift| format!("key-{}", rng.next_u64() % 40);
+        for i in 0..3_000i64 {
+            if segments.last().is_some_and(|s| s.1.len() > 60_000) {
+                segments.push((offset, Vec::new(), Vec::new()));
+            }
+            let value = vec![b'v'; 100 + (rng.next_u64() % 200) as usize];
+            let mut b = RecordBatchBuilder::new(offset);
+            let mut txn = None;
+            match rng.next_u64() % 10 {
+                0..=4 => {
+                    b.append(i, Some(key(rng).as_bytes()), Some(&value), &[])
+                        .expect("append");
+                }
+                5 => {
+                    for j in 0..2 + rng.next_u64() % 4 {
+                        let k = key(rng);
+                        let (k, v) = match (j, rng.next_u64() % 4) {
+                            (1, 0) => (None, Some(&value[..])),
+                            (_, 1) => (Some(k.as_bytes()), None),
+                            _ => (Some(k.as_bytes()), Some(&value[..])),
+                        };
+                        b.append(i, k, v, &[]).expect("append");
+                    }
+                }
+                6 => {
+                    // Records at offset and offset + 2, the batch's last offset at offset + 3.
+                    for d in [0, 2] {
+                        b.append_record_with_offset(
+                            offset + d,
+                            i,
+                            Some(key(rng).as_bytes()),
+                            Some(&value),
+                            &[],
+                        )
+                        .expect("append");
+                    }
+                    b.override_last_offset(offset + 3).expect("last offset");
+                }
+                7 => {
+                    let pid = 1 + (rng.next_u64() % 3) as i64;
+                    b = b.producer(pid, 0, i as i32);
+                    b.append(i, Some(key(rng).as_bytes()), Some(&value), &[])
+                        .expect("append");
+                    last_records.insert(
+                        pid,
+                        LastRecord {
+                            last_data_offset: Some(offset),
+                            producer_epoch: 0,
+                        },
+                    );
+                }
+                8 => {
+                    b = b.producer(100, 0, 0).transactional(true);
+                    b.append(i, Some(key(rng).as_bytes()), Some(&value), &[])
+                        .expect("append");
+                    txn = Some(rng.next_u64().is_multiple_of(2));
+                }
+                _ => {
+                    b = b.compression(CompressionType::Lz4);
+                    for _ in 0..3 {
+                        b.append(i, Some(key(rng).as_bytes()), Some(&value), &[])
+                            .expect("append");
+                    }
+                }
+            }
+            let bytes = b.build();
+            let batch = RecordBatch::new(&bytes, 0).expect("batch");
+            let first = offset;
+            offset = batch.last_offset() + 1;
+            let seg = segments.last_mut().expect("a segment");
+            seg.1.extend_from_slice(&bytes);
+            if let Some(abort) = txn {
+                let t = if abort {
+                    ControlRecordType::Abort
+                } else {
+                    ControlRecordType::Commit
+                };
+                seg.1
+                    .extend_from_slice(&end_txn_marker_batch(offset, i, 0, 100, 0, t, 0));
+                if abort {
+                    seg.2.push(AbortedTxn {
+                        version: 0,
+                        producer_id: 100,
+                        first_offset: first,
+                        last_offset: offset,
+                        last_stable_offset: offset + 1,
+                    });
+                }
+                offset += 1;
+            }
+        }
+        segments.push((offset, Vec::new(), Vec::new()));
+        for (base, log, txns) in segments {
+            std::fs::write(dir.join(file_name(base, FileKind::Log, None)), log).expect("write");
+            if !txns.is_empty() {
+                let bytes: Vec<u8> = txns.iter().flat_map(|t| t.to_bytes()).collect();
+                std::fs::write(dir.join(file_name(base, FileKind::TxnIndex, None)), bytes)
+                    .expect("write");
+            }
+        }
+        (offset, last_records)
+    }
+
+    fn files(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+        std::fs::read_dir(dir)
+            .expect("read_dir")
+            .map(|e| e.expect("entry").path())
+            .map(|p| {
+                let name = p.file_name().expect("name").to_string_lossy().into_owned();
+                (name, std::fs::read(&p).expect("read"))
+            })
+            .collect()
+    }
+
+    /// A pass that passes over the batches its survey says are removed whole writes what a pass
+    /// reading every batch writes, byte for byte, and reports the same: with the survey covering
+    /// every batch, some, or none; with an offset map that holds every key, and with one that
+    /// fills up and ends the pass early.
+    #[test]
+    fn passing_over_surveyed_batches_changes_nothing_cleaned() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut rng = XorShift::new(0x5eed);
+        let original = tmp.path().join("original");
+        std::fs::create_dir_all(&original).expect("mkdir");
+        let (end, last_records) = write_log(&original, &mut rng);
+        let entry = std::mem::size_of::<super::super::survey::SurveyedBatch>();
+        for dedupe in [1u64 << 20, 24 * 30] {
+            let config = CleanerConfig {
+                dedupe_buffer_size: dedupe,
+                ..CleanerConfig::default()
+            };
+            let mut outputs = Vec::new();
+            for (i, budget) in [usize::MAX, 300 * entry, 0].into_iter().enumerate() {
+                let dir = tmp.path().join(format!("{dedupe}-{i}"));
+                std::fs::create_dir_all(&dir).expect("mkdir");
+                for (name, bytes) in files(&original) {
+                    std::fs::write(dir.join(name), bytes).expect("copy");
+                }
+                let segments = list_segments(&StdFs, &dir).expect("segments");
+                let active = segments.last().expect("active").base_offset;
+                let log = LogToClean {
+                    dir: dir.clone(),
+                    log_start_offset: 0,
+                    last_stable_offset: end,
+                    last_records: last_records.clone(),
+                    now_ms: 1_000_000,
+                    segments: crate::cleaner::SegmentSettings::default(),
+                };
+                let report = run_pass_surveying(
+                    &StdFs,
+                    &log,
+                    (0, active),
+                    &config,
+                    Mode::Apply,
+                    &Replace::Files,
+                    budget,
+                )
+                .expect("pass");
+                outputs.push((report, files(&dir)));
+            }
+            let (reference_report, reference_files) = outputs.pop().expect("unsurveyed pass");
+            let removed: u64 = reference_report
+                .groups
+                .iter()
+                .map(|g| g.batches_removed)
+                .sum();
+            if dedupe == 1 << 20 {
+                assert!(removed > 1_000, "{reference_report:?}");
+            } else {
+                assert!(
+                    reference_report.end_offset < end / 10,
+                    "the map fills up early"
+                );
+            }
+            for (report, files) in outputs {
+                assert_eq!(report, reference_report);
+                assert!(
+                    files == reference_files,
+                    "dedupe {dedupe}: the files differ"
+                );
+            }
+        }
+    }
+
+    /// The survey of the log above marks as removed whole only plain batches none of whose
+    /// records is its key's newest, and most of them.
+    #[test]
+    fn the_survey_marks_plain_batches_none_of_whose_records_survive() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut rng = XorShift::new(0x5eed);
+        let (_, last_records) = write_log(tmp.path(), &mut rng);
+        let segments = list_segments(&StdFs, tmp.path()).expect("segments");
+        let active = segments.last().expect("active").base_offset;
+        let txns = read_txn_indexes(&StdFs, tmp.path(), &segments).expect("txns");
+        let config = CleanerConfig::default();
+        let mut map = OffsetMap::new(1 << 20);
+        let mut read = MapRead {
+            checked: BTreeMap::new(),
+            newest: NewestOffsets::new(0, active, 1 << 20),
+            survey: BatchSurvey::new(1 << 20),
+        };
+        let full = build_offset_map(
+            &StdFs,
+            tmp.path(),
+            &segments,
+            &txns,
+            (0, active),
+            &last_records,
+            &mut map,
+            &config,
+            &mut read,
+        )
+        .expect("map");
+        assert!(!full);
+        let (mut removed, mut batches) = (0, 0);
+        for seg in &segments {
+            let path = segment_path(tmp.path(), seg.base_offset, FileKind::Log, None);
+            let mut reader = BatchReader::open(&StdFs, &path, &config).expect("open");
+            let surveyed = read.survey.segment(seg.base_offset);
+            let mut i = 0;
+            while let Some((_, b)) = reader.next_batch().expect("batch") {
+                let s = surveyed.get(i).expect("every batch surveyed");
+                i += 1;
+                batches += 1;
+                assert_eq!(s.size as usize, b.size_in_bytes());
+                let Some((first, last)) = super::super::survey::removed_unread(
+                    s,
+                    seg.base_offset,
+                    &read.newest,
+                    map.latest_offset(),
+                ) else {
+                    continue;
+                };
+                removed += 1;
+                assert_eq!((first, last), (b.base_offset(), b.last_offset()));
+                assert!(!b.is_control() && !b.is_transactional());
+                let records = b.records(&DecodeLimits::default()).expect("records");
+                for r in records.iter() {
+                    let r = r.expect("record");
+                    let key = r.key().expect("a key");
+                    assert!(map.get(key) > r.offset(), "a newer offset of its key");
+                }
+            }
+            assert_eq!(i, surveyed.len());
+        }
+        assert!(removed * 2 > batches, "{removed} of {batches} batches");
     }
 }

@@ -84,10 +84,10 @@ impl<'a> BatchReader<'a> {
         self
     }
 
-    /// Reads on from `position`, which must be where a batch starts.
-    pub(super) fn seek(mut self, position: u64) -> Self {
+    /// Goes on at `position`, which must be where a batch starts, past the batches before it
+    /// unread.
+    pub(super) fn skip_to(&mut self, position: u64) {
         self.position = position;
-        self
     }
 
     /// The position after the last batch returned.
