@@ -310,8 +310,8 @@ fn the_active_segment_publishes_its_indexes_through_appends_rolls_truncations_an
     );
 }
 
-/// Readers that take the active segment's published tail and read through it without the
-/// segment list's lock, beside a writer that appends and truncates, following the truncation
+/// Readers that take the active segment's published tail from the published list and read
+/// through it without a lock, beside a writer that appends and truncates, following the truncation
 /// count rule (`publish.rs`): every read they accept holds whole, valid batches in offset order,
 /// from the batch holding the offset asked for (or the next).
 #[test]
