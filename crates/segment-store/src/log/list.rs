@@ -105,7 +105,15 @@ impl SealedSlot {
         };
         loop {
             match held.map(Arc::try_unwrap) {
-                None => return open_retrying(open_closed),
+                None => {
+                    let opened = open_retrying(open_closed);
+                    if opened.is_err() {
+                        // Not taken after all: readers that still reach the slot open it (and
+                        // meet the error) rather than wait for a list that may not change.
+                        *self.opening() = Some(Weak::new());
+                    }
+                    return opened;
+                }
                 Some(Ok(seg)) => return Ok(seg),
                 Some(Err(seg)) => {
                     held = Some(seg);
