@@ -212,10 +212,15 @@ impl TransactionIndex {
         Ok(())
     }
 
-    /// The file, shared (`None` until the first entry is written), and the bytes of its whole
-    /// entries: what the active segment's published tail reads.
-    pub(crate) fn published(&self) -> (Option<Arc<dyn FileHandle>>, u64) {
-        (self.handle.clone(), round_down(self.len, ENTRY_SIZE))
+    /// The file, shared (`None` until the first entry is written): what the active segment's
+    /// published tail reads, up to [`Self::whole_entries_len`].
+    pub(crate) fn shared_handle(&self) -> Option<&Arc<dyn FileHandle>> {
+        self.handle.as_ref()
+    }
+
+    /// The bytes of the whole entries this index wrote or found.
+    pub(crate) fn whole_entries_len(&self) -> u64 {
+        round_down(self.len, ENTRY_SIZE)
     }
 
     /// Calls `f` with every complete entry and its byte position, in order, until it returns

@@ -117,7 +117,7 @@ impl LocalLog {
         let base = seg.base_offset();
         inner.log_end_offset = s.last_offset + 1;
         if rolled.is_some() {
-            self.trim(&mut inner)?;
+            self.trim_cache();
         }
         Ok(AppendOutcome {
             first_offset: s.first_offset,

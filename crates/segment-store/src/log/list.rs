@@ -248,29 +248,15 @@ impl SegmentList {
     /// The index of the segment holding `offset`: the last whose base offset is at most
     /// `offset`; `None` if every base is above it.
     pub(super) fn floor(&self, offset: i64) -> Option<usize> {
-        let n = self.len();
-        let above = partition_point(n, |i| self.get(i).is_some_and(|e| e.base() <= offset));
-        above.checked_sub(1)
+        let sealed = self.sealed.partition_point(|s| s.base <= offset);
+        let active = self.active.as_ref().is_some_and(|a| a.base <= offset);
+        (sealed + usize::from(active)).checked_sub(1)
     }
 
     /// The active segment's base and size; (0, 0) with none.
     pub(super) fn active_base_and_size(&self) -> (i64, u64) {
         self.active.as_ref().map_or((0, 0), |a| (a.base, a.size()))
     }
-}
-
-/// The first `i` in `0..n` for which `pred` is false (`pred` true on a prefix).
-fn partition_point(n: usize, pred: impl Fn(usize) -> bool) -> usize {
-    let (mut lo, mut hi) = (0, n);
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if pred(mid) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 /// The writer's segment map: every change to it but the active segment's own (appends, opening

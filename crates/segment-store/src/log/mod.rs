@@ -373,7 +373,7 @@ pub struct LocalLog {
     /// The segment list readers read, swapped in whole at the end of every write section that
     /// changed it.
     list: ArcSwap<SegmentList>,
-    /// The sealed segments opened on demand since the last [`LocalLog::trim`], oldest first.
+    /// The sealed segments opened on demand since the last `LocalLog::trim_cache`, oldest first.
     opened: Mutex<Vec<Arc<SealedSlot>>>,
     /// Files of removed segments renamed `.deleted`, each with the time (on the clock) from which
     /// it may be removed, oldest first (Kafka's scheduled `delete-file` tasks).

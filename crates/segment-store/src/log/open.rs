@@ -349,6 +349,7 @@ impl LocalLog {
             };
             self.with_seg_mut(&mut inner, base, |seg| seg.update_txn_index(txn))?;
         }
-        self.trim(&mut inner)
+        self.trim_cache();
+        Ok(())
     }
 }

@@ -90,6 +90,16 @@ macro_rules! view {
     };
 }
 
+/// The value of a step that completed; any other ends the attempt with it.
+macro_rules! done {
+    ($step:expr) => {
+        match $step {
+            Step::Done(v) => v,
+            other => return Ok(other.cast()),
+        }
+    };
+}
+
 impl Held {
     fn size(&self) -> u64 {
         match self {
@@ -228,7 +238,7 @@ impl LocalLog {
         let found = self.with_snapshot(|snap| {
             self.find_batches(snap, start_offset, max_bytes, min_one_message)
         });
-        self.trim_after_read()?;
+        self.trim_cache();
         Ok(match found? {
             Found::Owned(info) => f(info),
             Found::Sealed(seg, b) => {
@@ -266,11 +276,7 @@ impl LocalLog {
         }
         for i in snap.floor(start_offset)?..snap.list.len() {
             let Some(entry) = snap.list.get(i) else { break };
-            let held = match self.hold(&snap.list, entry)? {
-                Step::Done(h) => h,
-                Step::Again => return Ok(Step::Again),
-                Step::OpenActive => return Ok(Step::OpenActive),
-            };
+            let held = done!(self.hold(&snap.list, entry)?);
             let bounds = view!(&held, |v| v.read_bounds(
                 start_offset,
                 max_bytes,
@@ -314,7 +320,7 @@ impl LocalLog {
             max_offset,
             |held, b| held.read_vec(b),
         );
-        self.trim_after_read()?;
+        self.trim_cache();
         let Some(e) = r? else {
             return Ok(None);
         };
@@ -346,7 +352,7 @@ impl LocalLog {
             max_offset,
             |held, b| Ok(held.slice(b)),
         );
-        self.trim_after_read()?;
+        self.trim_cache();
         Ok(r?.map(|e| {
             let (slice, next_fetch_offset) = e.data.unzip();
             ExactSlice {
@@ -375,11 +381,7 @@ impl LocalLog {
             snap.check_in_range(start_offset)?;
             let floor = snap.floor(start_offset)?;
             let bound = max_offset.min(snap.log_end_offset);
-            let (bound_base, bound_position) = match self.offset_position(snap, bound)? {
-                Step::Done(p) => p,
-                Step::Again => return Ok(Step::Again),
-                Step::OpenActive => return Ok(Step::OpenActive),
-            };
+            let (bound_base, bound_position) = done!(self.offset_position(snap, bound)?);
             if start_offset >= max_offset {
                 return Ok(Step::Done(Some(Exact {
                     fetch_offset_metadata: LogOffsetMetadata {
@@ -395,11 +397,7 @@ impl LocalLog {
             for i in floor..snap.list.len() {
                 let Some(entry) = snap.list.get(i) else { break };
                 let base = entry.base();
-                let held = match self.hold(&snap.list, entry)? {
-                    Step::Done(h) => h,
-                    Step::Again => return Ok(Step::Again),
-                    Step::OpenActive => return Ok(Step::OpenActive),
-                };
+                let held = done!(self.hold(&snap.list, entry)?);
                 let max_position = match base.cmp(&bound_base) {
                     std::cmp::Ordering::Less => held.size(),
                     std::cmp::Ordering::Equal => bound_position,
@@ -451,10 +449,7 @@ impl LocalLog {
         for i in floor..snap.list.len() {
             let Some(entry) = snap.list.get(i) else { break };
             let base = entry.base();
-            let held = match self.hold(&snap.list, entry)? {
-                Step::Done(h) => h,
-                other => return Ok(other.cast()),
-            };
+            let held = done!(self.hold(&snap.list, entry)?);
             if let Some(p) = view!(&held, |v| v.translate_offset(offset, 0))? {
                 return Ok(Step::Done((base, p.position)));
             }
@@ -483,10 +478,7 @@ impl LocalLog {
         let r = self.with_snapshot(|snap| {
             for i in 0..snap.list.len() {
                 let Some(entry) = snap.list.get(i) else { break };
-                let held = match self.hold(&snap.list, entry)? {
-                    Step::Done(h) => h,
-                    other => return Ok(other.cast()),
-                };
+                let held = done!(self.hold(&snap.list, entry)?);
                 if held.largest_timestamp() >= timestamp {
                     let start = snap.log_start_offset;
                     let found = view!(&held, |v| v.find_offset_by_timestamp(timestamp, start))?;
@@ -497,7 +489,7 @@ impl LocalLog {
             }
             Ok(Step::Done(None))
         });
-        self.trim_after_read()?;
+        self.trim_cache();
         r
     }
 
@@ -509,10 +501,7 @@ impl LocalLog {
             let mut best: Option<(Held, i64)> = None;
             for i in 0..snap.list.len() {
                 let Some(entry) = snap.list.get(i) else { break };
-                let held = match self.hold(&snap.list, entry)? {
-                    Step::Done(h) => h,
-                    other => return Ok(other.cast()),
-                };
+                let held = done!(self.hold(&snap.list, entry)?);
                 let max = held.max_timestamp_so_far();
                 // The first segment with the largest (Kafka keeps the first on ties).
                 if best.as_ref().is_none_or(|(_, m)| max > *m) {
@@ -525,7 +514,7 @@ impl LocalLog {
                 None => None,
             }))
         });
-        self.trim_after_read()?;
+        self.trim_cache();
         r
     }
 
@@ -542,14 +531,9 @@ impl LocalLog {
             let mut out = Vec::new();
             for i in snap.list.floor(start_offset).unwrap_or(0)..snap.list.len() {
                 let Some(entry) = snap.list.get(i) else { break };
-                let found = match self.hold(&snap.list, entry)? {
-                    Step::Done(Held::Sealed(s)) => {
-                        s.collect_aborted_txns(start_offset, upper_bound_offset)?
-                    }
-                    Step::Done(Held::Active(t)) => {
-                        t.collect_aborted_txns(start_offset, upper_bound_offset)?
-                    }
-                    other => return Ok(other.cast()),
+                let found = match done!(self.hold(&snap.list, entry)?) {
+                    Held::Sealed(s) => s.collect_aborted_txns(start_offset, upper_bound_offset)?,
+                    Held::Active(t) => t.collect_aborted_txns(start_offset, upper_bound_offset)?,
                 };
                 out.extend(found.aborted_transactions);
                 if found.is_complete {
@@ -559,7 +543,7 @@ impl LocalLog {
             }
             Ok(Step::Done(out))
         });
-        self.trim_after_read()?;
+        self.trim_cache();
         r
     }
 }

@@ -121,7 +121,7 @@ impl LocalLog {
                 .collect();
             for base in kept {
                 self.seg(&inner, base)?.flush()?;
-                self.trim(&mut inner)?;
+                self.trim_cache();
             }
         }
         // Nothing is cut before this point: readers read on during the flushes above.
@@ -148,7 +148,7 @@ impl LocalLog {
             // (overlapping offsets).
             self.active_mut(&mut inner)?.flush()?;
         }
-        self.trim(&mut inner)?;
+        self.trim_cache();
         Ok(true)
     }
 
@@ -290,7 +290,7 @@ impl LocalLog {
             let breach = match rule {
                 Rule::Time => {
                     let largest = self.seg(inner, base)?.largest_timestamp();
-                    self.trim(inner)?;
+                    self.trim_cache();
                     now.saturating_sub(largest) > self.config.retention_ms
                 }
                 Rule::Size => {
@@ -330,7 +330,7 @@ impl LocalLog {
         if let Some(&first) = inner.segments.keys().next() {
             inner.log_start_offset = inner.log_start_offset.max(first);
         }
-        self.trim(inner)?;
+        self.trim_cache();
         Ok(deletable.len())
     }
 
@@ -363,7 +363,7 @@ impl LocalLog {
             self.seg(&inner, base)?.flush()?;
             drop(inner);
             // Segments opened only to be flushed are closed as the flush goes.
-            self.trim_after_read()?;
+            self.trim_cache();
             next = base.saturating_add(1);
         }
         let dir_changes = {
@@ -400,7 +400,7 @@ impl LocalLog {
         for base in bases {
             self.seg(inner, base)?.flush()?;
             // Segments opened only to be flushed are closed as the flush goes.
-            self.trim(inner)?;
+            self.trim_cache();
         }
         if inner.dir_dirty {
             self.ctx.storage.sync_dir(&self.dir)?;

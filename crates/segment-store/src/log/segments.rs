@@ -99,11 +99,14 @@ impl LocalLog {
                 if let Some(seg) = seg.get() {
                     return Ok(SegmentRef::Active(seg));
                 }
-                let opened = self.open_active_segment(base, self.truncations())?;
-                // Under the writer's lock for reading, beside another such opener: the first
-                // one's stays (a second object of the segment could not lock its indexes, so
-                // at most one exists).
-                let _ = seg.set(Box::new(opened));
+                // Under the writer's lock for reading (a flush, `with_segments`), openers of the
+                // released active segment take turns on the cache's lock: a second object of the
+                // segment could not lock its indexes.
+                let _opening = self.opened();
+                if seg.get().is_none() {
+                    let opened = self.open_active_segment(base, self.truncations())?;
+                    let _ = seg.set(Box::new(opened));
+                }
                 seg.get()
                     .map(|s| SegmentRef::Active(s))
                     .ok_or_else(|| self.no_segment(inner, base))
@@ -197,18 +200,7 @@ impl LocalLog {
 
     /// Closes the inactive segments opened on demand beyond the
     /// [`LogConfig::max_open_inactive_segments`] read last (a reader holding one reads on; its
-    /// files close when it lets go).
-    pub(super) fn trim(&self, _inner: &mut Inner) -> Result<()> {
-        self.trim_cache();
-        Ok(())
-    }
-
-    /// [`Self::trim`] after a read: no lock but the cache's.
-    pub(super) fn trim_after_read(&self) -> Result<()> {
-        self.trim_cache();
-        Ok(())
-    }
-
+    /// files close when it lets go). Takes no lock but the cache's.
     pub(super) fn trim_cache(&self) {
         let max_open = self.max_open();
         let closed: Vec<_> = {
@@ -346,7 +338,7 @@ impl LocalLog {
             let bases = inner.window_after(after);
             if bases.is_empty() || after == i64::MAX {
                 drop(inner);
-                self.trim_after_read()?;
+                self.trim_cache();
                 return Ok(out);
             }
             for base in bases {
@@ -360,7 +352,7 @@ impl LocalLog {
                 });
             }
             drop(inner);
-            self.trim_after_read()?;
+            self.trim_cache();
         }
     }
 
@@ -395,7 +387,7 @@ impl LocalLog {
                 .range(from..)
                 .map(|(&b, _)| self.seg(inner, b)))
         };
-        self.trim_after_read()?;
+        self.trim_cache();
         Ok(r)
     }
 

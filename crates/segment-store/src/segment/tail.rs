@@ -118,7 +118,7 @@ impl LogSegment {
         for e in (0..self.time_index.entries()).filter_map(|n| self.time_index.entry(n)) {
             tail.push_time_entry(e.timestamp, self.relative(e.offset));
         }
-        let (txn, _) = self.txn_index.published();
+        let txn = self.txn_index.shared_handle().cloned();
         let tail = Arc::new(PublishedTail {
             base_offset: self.base_offset,
             created_ms: self.created_ms,
@@ -150,7 +150,7 @@ impl LogSegment {
     /// index file was created by it (the tail holds its handle), else the new length.
     pub(super) fn publish_txn_index(&mut self) {
         let Some(tail) = &self.tail else { return };
-        if tail.txn.is_none() && self.txn_index.published().0.is_some() {
+        if tail.txn.is_none() && self.txn_index.shared_handle().is_some() {
             self.republish_tail();
         } else {
             self.publish_state();
@@ -164,7 +164,7 @@ impl LogSegment {
                 self.size(),
                 self.max_timestamp_so_far.timestamp,
                 self.max_timestamp_so_far.offset,
-                self.txn_index.published().1,
+                self.txn_index.whole_entries_len(),
             );
         }
     }

@@ -2061,13 +2061,10 @@ mod readers_beside_the_writer {
                         let offset = start + (x % (end - start) as u64) as i64;
                         let r = match x % 4 {
                             0 => log.read(offset, 2_000, true).map(|d| d.records),
+                            // The last batch may be cut short: `check` reads whole ones.
                             1 => log
                                 .read_exact(offset, 2_000, true, end)
-                                .map(|e| e.map(|e| e.data.records).unwrap_or_default())
-                                .map(|v| {
-                                    let whole = whole_len(&v);
-                                    v[..whole].to_vec()
-                                }),
+                                .map(|e| e.map(|e| e.data.records).unwrap_or_default()),
                             2 => log
                                 .fetch_offset_by_timestamp(1_000 + offset)
                                 .map(|_| Vec::new()),
@@ -2118,16 +2115,5 @@ mod readers_beside_the_writer {
         assert!(log.segment_bases().len() > 3, "{:?}", log.segment_bases());
         assert!(log.log_start_offset() > 0, "retention deleted segments");
         assert!(accepted.load(Ordering::Relaxed) > 100);
-    }
-
-    fn whole_len(bytes: &[u8]) -> usize {
-        let mut len = 0;
-        for e in Batches::new(bytes, 0) {
-            match e {
-                Ok(e) => len += e.size_in_bytes(),
-                Err(_) => break,
-            }
-        }
-        len
     }
 }
