@@ -480,3 +480,45 @@ fn cleaning_passes_run_beside_a_writer_and_readers() {
     }
     log.close().unwrap();
 }
+
+/// A `read_committed` read beside a writer that rolls a segment every few appends never fails:
+/// a roll adds a segment and takes nothing away, so the read's check that no segment went
+/// between its bytes and its aborted transactions (`LocalLog::generation`) does not count it.
+/// Counted, the read failed as out of range once 16 attempts in a row saw a roll.
+#[test]
+fn read_committed_reads_beside_a_rolling_writer_do_not_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::default().with_log_config(LogConfig {
+        segment_bytes: 600,
+        ..LogConfig::default()
+    });
+    let log = Log::open(dir.path().join("rolls-0"), config.clone()).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (log, stop) = (log.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let range = log.readable_range(IsolationLevel::ReadCommitted);
+                for offset in [range.start, range.end.saturating_sub(1).max(range.start)] {
+                    log.read(offset, 1 << 16, IsolationLevel::ReadCommitted)
+                        .expect("a read_committed read beside rolls");
+                    reads += 1;
+                }
+            }
+            reads
+        })
+    };
+    let now = config.env.clock.now_ms();
+    for n in 0..3_000i64 {
+        let mut b = RecordBatchBuilder::new(log.log_end_offset());
+        b.append(now, Some(b"k"), Some(&[n as u8; 200]), &[])
+            .unwrap();
+        log.append(&b.build()).unwrap();
+        if n % 10 == 0 {
+            log.flush().unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(reader.join().expect("the reader") > 0);
+}

@@ -201,9 +201,9 @@ impl View<'_> {
         }
     }
 
-    /// Runs `read` until no segment was added, removed or truncated while it ran, for a
-    /// `ReadCommitted` read: its bytes and its aborted transactions are two reads of the
-    /// segments, and a deletion or truncation between them (the writer goes on beside readers)
+    /// Runs `read` until no segment was removed, replaced or truncated while it ran (a roll does
+    /// not count), for a `ReadCommitted` read: its bytes and its aborted transactions are two
+    /// reads of the segments, and a deletion or truncation between them (the writer goes on beside readers)
     /// could take away the transaction index entry of an ABORT marker whose records the bytes
     /// hold. After [`CONSISTENT_READ_ATTEMPTS`] changed layouts the read fails as out of range
     /// (a reader asks again, as after a deletion).

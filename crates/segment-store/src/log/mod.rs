@@ -315,6 +315,9 @@ struct Inner {
     /// How many times an entry of the directory changed: a flush that synced the directory
     /// clears `dir_dirty` only if none changed since.
     dir_changes: u64,
+    /// How many times segments were removed or replaced (retention, the cleaner, recovery's
+    /// quarantine): a segment added by a roll takes nothing away from a reader.
+    removals: u64,
     /// Closed through [`LocalLog::close_shared`]: no segment left, every access refused.
     closed: bool,
 }
@@ -329,6 +332,12 @@ impl Inner {
     fn mark_dir_dirty(&mut self) {
         self.dir_dirty = true;
         self.dir_changes = self.dir_changes.wrapping_add(1);
+    }
+
+    /// [`Self::mark_dir_dirty`] for segments removed or replaced ([`LocalLog::generation`]).
+    fn mark_segments_removed(&mut self) {
+        self.mark_dir_dirty();
+        self.removals = self.removals.wrapping_add(1);
     }
 }
 
@@ -345,7 +354,7 @@ struct PublishedBounds {
     /// How many times the log end moved down (truncations): a flush that ran beside one does not
     /// move the recovery point, since what it synced may not be what the log now holds.
     truncations: publish::TruncationCount,
-    dir_changes: AtomicU64,
+    removals: AtomicU64,
 }
 
 impl PublishedBounds {
@@ -354,7 +363,7 @@ impl PublishedBounds {
         self.log_start_offset.store(inner.log_start_offset, release);
         self.log_end_offset.store(inner.log_end_offset, release);
         self.recovery_point.store(inner.recovery_point, release);
-        self.dir_changes.store(inner.dir_changes, release);
+        self.removals.store(inner.removals, release);
     }
 }
 

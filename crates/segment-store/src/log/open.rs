@@ -154,6 +154,7 @@ impl LocalLog {
                 recovery_point: recovery_point.min(log_end_offset),
                 dir_dirty: false,
                 dir_changes: 0,
+                removals: 0,
                 closed: false,
             }),
             published: PublishedBounds::default(),
@@ -327,7 +328,9 @@ impl LocalLog {
         // The active segment's next offset is its scan's: no header is read again.
         let created = self.reactivate_last(&mut inner, from_base, active_next)?;
         // Installing a scan rewrites files in place; only moved or created files change entries.
-        if created || !moved.is_empty() {
+        if !moved.is_empty() {
+            inner.mark_segments_removed();
+        } else if created {
             inner.mark_dir_dirty();
         }
         Ok((outcomes, moved))

@@ -71,7 +71,7 @@ impl LocalLog {
                 drop(s.take(|| LogSegment::open(&self.ctx, &self.dir, base))?);
             }
         }
-        inner.mark_dir_dirty();
+        inner.mark_segments_removed();
         let mut deleted = Vec::new();
         for &base in old_bases {
             let mut files = Vec::new();

@@ -320,13 +320,14 @@ impl LocalLog {
             // would restart at offset 0 below offsets it had handed out.
             self.ctx.storage.sync_dir(&self.dir)?;
         }
+        // Entries of the directory go (and readers combining two reads see a new layout),
+        // counted before the first, so that a removal that fails part-way is counted too.
+        inner.mark_segments_removed();
         for &base in &deletable {
             if let Some(slot) = inner.segments.remove(&base) {
                 self.delete_segment(slot.into_segment(self, base)?)?;
             }
         }
-        // Entries of the directory went (and readers combining two reads see a new layout).
-        inner.mark_dir_dirty();
         if let Some(&first) = inner.segments.keys().next() {
             inner.log_start_offset = inner.log_start_offset.max(first);
         }

@@ -276,14 +276,15 @@ impl LocalLog {
     pub fn recovery_point(&self) -> i64 {
         self.published.recovery_point.load(Ordering::Acquire)
     }
-    /// A number that changes whenever segments are added, removed or renamed, or the log end
-    /// moves down (a truncation): a reader that combines two reads (a fetch's bytes and its
-    /// aborted transactions) compares it before and after to know that both saw one layout.
-    /// Loaded without a lock.
+    /// A number that changes whenever segments are removed or replaced (retention, the
+    /// cleaner) or the log end moves down (a truncation), not when a roll adds one: a reader
+    /// that combines two reads (a fetch's bytes and its aborted transactions) compares it before
+    /// and after to know that nothing it read was taken away between them. Loaded without a
+    /// lock.
     pub fn generation(&self) -> u64 {
         let truncations = self.truncations();
         self.published
-            .dir_changes
+            .removals
             .load(Ordering::Acquire)
             .wrapping_add(truncations)
     }
