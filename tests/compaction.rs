@@ -836,3 +836,95 @@ fn a_pass_over_mapped_segments_writes_what_a_pass_reading_them_writes() {
         assert!(bytes == &sb[name], "{name} differs");
     }
 }
+
+/// The `.log` file and position of the batch based at `base`, and its size.
+fn find_batch(dir: &Path, base: i64) -> (std::path::PathBuf, usize, usize) {
+    for (name, bytes) in segment_files(dir) {
+        if !name.ends_with(".log") {
+            continue;
+        }
+        let mut at = 0usize;
+        while at + 12 <= bytes.len() {
+            let len = i32::from_be_bytes(bytes[at + 8..at + 12].try_into().unwrap()) as usize;
+            let b = RecordBatch::new(&bytes[at..at + 12 + len], at as u64).unwrap();
+            if b.base_offset() == base {
+                return (dir.join(name), at, 12 + len);
+            }
+            at += 12 + len;
+        }
+    }
+    panic!("no batch at {base}");
+}
+
+/// The cleaner CRC-checks every batch whose bytes it writes: a corrupt value in a batch it
+/// keeps fails the pass at that batch's CRC and leaves its segment as it was. A batch all of
+/// whose records have a newer version is removed unread, as Kafka's cleaner removes it: a
+/// corrupt value there is removed with it, and the kept records are those of the sound log.
+#[test]
+fn a_corrupt_batch_is_never_written_by_the_cleaner() {
+    use seglog::record_format::FormatErrorKind;
+    let ops: Vec<Op> = (0..40)
+        .map(|i| Op::Data(0, vec![((i % 4) as u8, false)]))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let dir = tmp.path().join("sound").join("table-0");
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.set_high_watermark(end).unwrap();
+    log.close().unwrap();
+    let copy = |name: &str| {
+        let to = tmp.path().join(name);
+        copy_dir(&tmp.path().join("sound"), &to);
+        to.join("table-0")
+    };
+    let corrupt = |dir: &Path, base: i64| {
+        let (path, at, size) = find_batch(dir, base);
+        let mut bytes = std::fs::read(&path).unwrap();
+        // A byte of the value (the record ends with the value and a header count of 0).
+        bytes[at + size - 2] ^= 0x55;
+        std::fs::write(&path, &bytes).unwrap();
+        (path, at as u64)
+    };
+    let (kept, removed) = (copy("kept"), copy("removed"));
+
+    // Offset 38 holds the newest value of its key: the pass fails at its CRC.
+    let (path, at) = corrupt(&kept, 38);
+    let before = std::fs::read(&path).unwrap();
+    let log = Log::open(&kept, config(&clock, 1 << 20)).unwrap();
+    match log.compact() {
+        Err(seglog::Error::Cleaner(seglog::recovery::CleanerError::Format { source, .. })) => {
+            assert!(
+                matches!(source.kind, FormatErrorKind::CrcMismatch { .. }),
+                "{source:?}"
+            );
+            assert_eq!(
+                source.position,
+                at + seglog::record_format::internals::CRC_OFFSET as u64
+            );
+        }
+        other => panic!("a corrupt kept batch: {other:?}"),
+    }
+    log.close().unwrap();
+    // Groups before the corrupt batch's may be cleaned; its segment is as it was.
+    assert!(std::fs::read(&path).unwrap() == before, "{path:?} changed");
+
+    // Offset 5 has a newer version of its key: it goes, and the pass keeps what it keeps of
+    // the sound log.
+    corrupt(&removed, 5);
+    for dir in [&dir, &removed] {
+        let log = Log::open(dir, config(&clock, 1 << 20)).unwrap();
+        assert_eq!(log.compact().unwrap().end_offset, end);
+        log.close().unwrap();
+    }
+    let (sound, cleaned) = (segment_files(&dir), segment_files(&removed));
+    assert_eq!(
+        sound.keys().collect::<Vec<_>>(),
+        cleaned.keys().collect::<Vec<_>>()
+    );
+    for (name, bytes) in &sound {
+        assert!(bytes == &cleaned[name], "{name} differs");
+    }
+}

@@ -23,12 +23,10 @@ use segment_store::internals::FileKind;
 use segment_store::AbortedTxn;
 use segment_store::Storage;
 
-/// What [`build_offset_map`] learns beside the map: per segment base offset, the position below
-/// which every batch was CRC-checked (the cleaning that follows does not check them again),
-/// which offsets are their key's newest, and the batches it read.
+/// What [`build_offset_map`] learns beside the map: which offsets are their key's newest, and
+/// the batches it read.
 #[derive(Debug)]
 pub(super) struct MapRead {
-    pub(super) checked: BTreeMap<i64, u64>,
     pub(super) newest: NewestOffsets,
     pub(super) survey: BatchSurvey,
 }
@@ -39,12 +37,8 @@ const HELD_KEYS: usize = 32;
 /// What the map is told, in order, for the batches held back.
 #[derive(Debug)]
 enum Step {
-    /// The key `keys[key]` at `offset`, in the batch ending at position `batch_end`.
-    Put {
-        key: Range<usize>,
-        offset: i64,
-        batch_end: u64,
-    },
+    /// The key `keys[key]` at `offset`.
+    Put { key: Range<usize>, offset: i64 },
     /// The end of a batch of `size` bytes based at `base`, its last offset, its records if plain.
     BatchEnd {
         size: u64,
@@ -73,13 +67,12 @@ struct Target<'a> {
 }
 
 impl Held {
-    fn put(&mut self, key: &[u8], offset: i64, batch_end: u64) {
+    fn put(&mut self, key: &[u8], offset: i64) {
         let from = self.keys.len();
         self.keys.extend_from_slice(key);
         self.steps.push(Step::Put {
             key: from..self.keys.len(),
             offset,
-            batch_end,
         });
         self.puts += 1;
     }
@@ -102,12 +95,9 @@ impl Held {
         let mut full = false;
         for step in &self.steps {
             match *step {
-                Step::Put {
-                    offset, batch_end, ..
-                } => {
+                Step::Put { offset, .. } => {
                     let Some(hash) = digests.next() else { break };
                     if t.map.size() >= t.max_desired {
-                        t.read.checked.insert(t.segment_base, batch_end);
                         full = true;
                         break;
                     }
@@ -171,11 +161,18 @@ pub(super) fn build_offset_map(
             start,
             max_desired,
         };
-        let mut reader = BatchReader::open(storage, &path, config)?;
+        // Batches are not CRC-checked here, only framed (as Kafka's cleaner reads them): the
+        // cleaning checks each batch it reads, so what it writes never comes from a corrupt
+        // batch, and passes over unread the batches whose every record has a newer version.
+        // A batch whose records do not decode is reported at its CRC where that is wrong.
+        let mut reader = BatchReader::open(storage, &path, config)?.checked_below(u64::MAX);
         loop {
             let held_read = match reader.next_batch() {
-                Ok(Some((at, b))) => {
-                    hold_batch(&path, &b, at, start, last_records, &mut meta, &mut held)
+                Ok(Some((_, b))) => {
+                    hold_batch(&path, &b, start, last_records, &mut meta, &mut held).map_err(|e| {
+                        b.validate()
+                            .map_or_else(|crc| format_err(&path, crc), |()| e)
+                    })
                 }
                 Ok(None) => break,
                 Err(e) => Err(e),
@@ -192,17 +189,15 @@ pub(super) fn build_offset_map(
         if held.apply(&mut t) {
             return Ok(true);
         }
-        read.checked.insert(seg.base_offset, reader.position());
         map.update_latest_offset(next_start - 1);
     }
     Ok(false)
 }
 
-/// The steps of one batch read at position `at`, held.
+/// The steps of one batch read, held.
 fn hold_batch(
     path: &Path,
     b: &RecordBatch<'_>,
-    at: u64,
     start: i64,
     last_records: &BTreeMap<i64, LastRecord>,
     meta: &mut CleanedTransactionMetadata,
@@ -211,7 +206,6 @@ fn hold_batch(
     let h = head(b);
     let base = b.base_offset();
     let size = b.size_in_bytes() as u64;
-    let batch_end = at + size;
     let last_of_producer = b.has_producer_id()
         && last_records
             .get(&h.producer_id)
@@ -229,7 +223,7 @@ fn hold_batch(
             let r = r.map_err(|e| format_err(path, e))?;
             let taken = match r.key() {
                 Some(key) if r.offset() >= start => {
-                    held.put(key, r.offset(), batch_end);
+                    held.put(key, r.offset());
                     true
                 }
                 _ => false,

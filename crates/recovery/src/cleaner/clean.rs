@@ -190,21 +190,20 @@ pub(super) struct PassInputs<'a> {
     pub(super) config: &'a CleanerConfig,
 }
 
-/// Kafka's `cleanInto` over one source segment (based at `segment_base`), whose batches below
-/// `checked_below` were CRC-checked when the offset map was built. The batches the survey says
-/// are removed whole are passed over unread.
+/// Kafka's `cleanInto` over one source segment (based at `segment_base`). Every batch it reads is
+/// CRC-checked first, so nothing it writes, kept whole or rewritten with a new CRC, comes from a
+/// corrupt batch; the batches the survey says are removed whole are passed over unread.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn clean_into(
     storage: &dyn Storage,
     path: &Path,
     segment_base: i64,
-    checked_below: u64,
     dest: &mut CleanedSegment,
     inputs: &PassInputs<'_>,
     meta: &mut CleanedTransactionMetadata,
     report: &mut GroupReport,
 ) -> Result<()> {
-    let mut reader = BatchReader::open(storage, path, inputs.config)?.checked_below(checked_below);
+    let mut reader = BatchReader::open(storage, path, inputs.config)?;
     let surveyed = inputs.survey.segment(segment_base);
     // The surveyed batch the reader is at, if any, and its position.
     let (mut next, mut at) = (0usize, 0u64);

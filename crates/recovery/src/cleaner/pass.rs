@@ -1,7 +1,6 @@
 //! One cleaning pass: the offset map built over the dirty range, each group cleaned, and the
 //! cleaned segments swapped in.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::build::{build_offset_map, MapRead};
@@ -83,7 +82,6 @@ fn run_pass_surveying(
     let memory = OffsetMap::memory_for(config.dedupe_buffer_size, config.threads);
     let mut map = OffsetMap::new(memory);
     let mut read = MapRead {
-        checked: BTreeMap::new(),
         newest: NewestOffsets::new(
             first_dirty,
             first_uncleanable,
@@ -162,7 +160,6 @@ fn run_pass_surveying(
                 storage,
                 &path,
                 seg.base_offset,
-                read.checked.get(&seg.base_offset).copied().unwrap_or(0),
                 &mut dest,
                 &inputs,
                 &mut meta,
@@ -381,6 +378,7 @@ mod survey_tests {
     use segment_store::internals::file_name;
     use segment_store::AbortedTxn;
     use segment_store::StdFs;
+    use std::collections::BTreeMap;
     use testkit::XorShift;
 
     /// Segments of assorted batches over 40 keys: one record or several, keyless records,
@@ -588,7 +586,6 @@ mod survey_tests {
         let config = CleanerConfig::default();
         let mut map = OffsetMap::new(1 << 20);
         let mut read = MapRead {
-            checked: BTreeMap::new(),
             newest: NewestOffsets::new(0, active, 1 << 20),
             survey: BatchSurvey::new(1 << 20),
         };
