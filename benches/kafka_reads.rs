@@ -22,6 +22,7 @@
 //!
 //! Then the fetches beside a writer, 1 and 4 reader threads: each side's readers fetch at random
 //! offsets of the readable range while its own writer appends and flushes every 100 appends,
+//! each answer read into the reader's buffer (`copy`) or kept as the slice it is (`slice`),
 //! rounds with and without the writer alternating (harness `bench-read-writer`; see
 //! [`seglog_beside_writer`]). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 3) rounds of
 //! `SEGLOG_KAFKA_BENCH_WRITER_SECONDS` (default 1) per condition; `SEGLOG_BENCH_MAX_OPEN_SEGMENTS`
@@ -90,14 +91,13 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// library's default).
 fn reader_config() -> Config {
     let config = Config::default().with_segment_bytes(64 << 20);
-    let mut log_config = config.log.log.clone();
-    if let Some(n) = std::env::var("SEGLOG_BENCH_MAX_OPEN_SEGMENTS")
+    match std::env::var("SEGLOG_BENCH_MAX_OPEN_SEGMENTS")
         .ok()
         .and_then(|v| v.parse().ok())
     {
-        log_config.max_open_inactive_segments = n;
+        Some(n) => config.with_max_open_inactive_segments(n),
+        None => config,
     }
-    config.with_log_config(log_config)
 }
 
 /// [`POOL`] batches of [`RECORDS`] records with [`VALUE`] random bytes each, timestamped now.
@@ -251,8 +251,8 @@ struct Round {
 /// seglog's side of `bench-read-writer` (see `ReadHarness.benchReadWriter`): one untimed round
 /// with the writer, then `2 * rounds` rounds alternating with and without it. `readers` threads
 /// fetch at offsets drawn uniformly from the readable range (`read_uncommitted`), 1 MiB at most,
-/// `min_one_message`, each answer's slice read into the thread's reused buffer (Kafka's `copy`);
-/// the writer appends the pool's batches with `Log::append` and calls `Log::flush` every
+/// `min_one_message`, each answer's slice read into the thread's reused buffer (Kafka's `copy`)
+/// when `copy`, else kept unread (Kafka's `slice`: what a server hands to `sendfile`); the writer appends the pool's batches with `Log::append` and calls `Log::flush` every
 /// `flush_every` appends (the high watermark follows the flushed log end, the default policy).
 fn seglog_beside_writer(
     dir: &Path,
@@ -260,6 +260,7 @@ fn seglog_beside_writer(
     rounds: usize,
     seconds: f64,
     flush_every: u64,
+    copy: bool,
 ) -> Vec<Round> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let log = Log::open(dir, reader_config()).expect("open");
@@ -304,8 +305,13 @@ fn seglog_beside_writer(
                                     true,
                                 )
                                 .expect("fetch_slices");
-                            if let Some(s) = &a.slice {
-                                std::hint::black_box(s.read_into(&mut buf).expect("read"));
+                            match &a.slice {
+                                Some(s) if copy => {
+                                    std::hint::black_box(s.read_into(&mut buf).expect("read"));
+                                }
+                                _ => {
+                                    std::hint::black_box(&a);
+                                }
                             }
                             fetches += 1;
                         }
@@ -364,12 +370,13 @@ fn beside_writer(home: &Path, dir: &Path) {
     );
     println!();
     println!(
-        "| readers | writer | seglog fetches/s | Kafka fetches/s | seglog / Kafka | per reader: \
-         seglog / Kafka fetches/s | appends/s: seglog / Kafka |"
+        "| answer | readers | writer | seglog fetches/s | Kafka fetches/s | seglog / Kafka | \
+         per reader: seglog / Kafka fetches/s | appends/s: seglog / Kafka |"
     );
-    println!("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
-    for readers in [1usize, 4] {
-        let ours = seglog_beside_writer(dir, readers, rounds, seconds, flush_every);
+    println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    for (answer, readers) in [("copy", 1usize), ("copy", 4), ("slice", 1), ("slice", 4)] {
+        let copy = answer == "copy";
+        let ours = seglog_beside_writer(dir, readers, rounds, seconds, flush_every, copy);
         let k = harness(
             home,
             &[
@@ -379,6 +386,7 @@ fn beside_writer(home: &Path, dir: &Path) {
                 &rounds.to_string(),
                 &seconds.to_string(),
                 &flush_every.to_string(),
+                answer,
             ],
         );
         let theirs: Vec<Round> = k
@@ -400,7 +408,8 @@ fn beside_writer(home: &Path, dir: &Path) {
                 String::new()
             };
             println!(
-                "| {readers} | {} | {f:.0} | {kf:.0} | **{:.2}x** | {:.0} / {:.0} | {appends} |",
+                "| {answer} | {readers} | {} | {f:.0} | {kf:.0} | **{:.2}x** | {:.0} / {:.0} | \
+                 {appends} |",
                 if writer { "appending" } else { "none" },
                 f / kf,
                 f / n,

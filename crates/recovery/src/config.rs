@@ -185,7 +185,18 @@ impl Config {
         self.high_watermark = policy;
         self
     }
-    /// Segment-level settings.
+    /// How many inactive segments a log keeps open at most, those used last
+    /// ([`LogConfig::max_open_inactive_segments`]; each holds up to four descriptors): raise it
+    /// for readers that jump between more segments, lower it for many partitions under a low
+    /// descriptor limit.
+    #[must_use]
+    pub fn with_max_open_inactive_segments(mut self, segments: usize) -> Self {
+        self.log.log.max_open_inactive_segments = segments;
+        self
+    }
+    /// Segment-level settings, all of them: this replaces what earlier calls set there
+    /// ([`Self::with_segment_bytes`], [`Self::with_max_open_inactive_segments`]); start from
+    /// `config.log.log` to change one.
     #[must_use]
     pub fn with_log_config(mut self, log: LogConfig) -> Self {
         self.log.log = log;

@@ -169,6 +169,52 @@ pub struct HeaderIter<'a> {
     position: u64,
     end: u64,
     done: bool,
+    /// Where the file is not mapped: bytes read ahead from `ahead_start` (one `pread` of up to
+    /// [`HEADER_READ_AHEAD`] bytes serves the headers of the batches it holds).
+    ahead: Vec<u8>,
+    ahead_start: u64,
+}
+
+/// How far a [`HeaderIter`] over a file that is not mapped reads at once: an offset index entry
+/// every 4 KiB (Kafka's `index.interval.bytes`) puts most walks within one read.
+pub const HEADER_READ_AHEAD: usize = 8 << 10;
+
+impl HeaderIter<'_> {
+    /// The header bytes at the iterator's position: from the map, or from the bytes read ahead
+    /// (read again from there when they do not hold them).
+    fn head(&mut self, remaining: u64) -> Result<&[u8]> {
+        if let Some(s) = self.records.map_slice(self.position, RECORD_BATCH_OVERHEAD) {
+            return Ok(s);
+        }
+        let want = (RECORD_BATCH_OVERHEAD as u64).min(remaining) as usize;
+        let held = self
+            .position
+            .checked_sub(self.ahead_start)
+            .and_then(|at| usize::try_from(at).ok())
+            .filter(|at| at.saturating_add(want) <= self.ahead.len());
+        let at = match held {
+            Some(at) => at,
+            None => {
+                let len = (HEADER_READ_AHEAD as u64).min(remaining) as usize;
+                self.ahead.resize(len, 0);
+                let n = self
+                    .records
+                    .handle
+                    .read_at(self.position, &mut self.ahead)?;
+                self.ahead.truncate(n);
+                self.ahead_start = self.position;
+                if n < want {
+                    // The file ends inside the header: `read_exact_at` reports it (or reads it
+                    // whole, had the file grown since).
+                    self.ahead.resize(want, 0);
+                    let dst = self.ahead.get_mut(..want).unwrap_or_default();
+                    self.records.handle.read_exact_at(self.position, dst)?;
+                }
+                0
+            }
+        };
+        Ok(self.ahead.get(at..at + want).unwrap_or_default())
+    }
 }
 
 impl Iterator for HeaderIter<'_> {
@@ -179,20 +225,15 @@ impl Iterator for HeaderIter<'_> {
             return None;
         }
         let remaining = self.end.saturating_sub(self.position);
-        let mut buf = [0u8; RECORD_BATCH_OVERHEAD];
-        let head: &[u8] = match self.records.map_slice(self.position, RECORD_BATCH_OVERHEAD) {
-            Some(s) => s,
-            None => {
-                let want = (RECORD_BATCH_OVERHEAD as u64).min(remaining) as usize;
-                let dst = buf.get_mut(..want)?;
-                if let Err(e) = self.records.handle.read_exact_at(self.position, dst) {
-                    self.done = true;
-                    return Some(Err(e));
-                }
-                dst
+        let position = self.position;
+        let head = match self.head(remaining) {
+            Ok(head) => head,
+            Err(e) => {
+                self.done = true;
+                return Some(Err(e));
             }
         };
-        match parse_header(head, self.position, remaining) {
+        match parse_header(head, position, remaining) {
             Ok(Some(h)) => {
                 self.position = h.end();
                 Some(Ok(h))
@@ -567,6 +608,8 @@ impl FileRecords {
             position,
             end: self.size,
             done: false,
+            ahead: Vec::new(),
+            ahead_start: 0,
         }
     }
 

@@ -174,7 +174,7 @@ impl LocalLog {
                     let size = seg.as_ref().map_or(size, LogSegment::size);
                     let slot = Arc::new(SealedSlot::new(base, size, seg));
                     if slot.is_open() {
-                        self.opened().push(Arc::clone(&slot));
+                        self.note_opened(&slot);
                     }
                     inner.segments.insert(base, Slot::Sealed(slot));
                 }

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use arc_swap::ArcSwapOption;
@@ -33,6 +34,9 @@ pub(super) struct SealedSlot {
     /// the slot closed it (its mapped indexes stay locked until it is dropped: a second object
     /// of the same segment could not open them). `None`: taken by the writer, gone.
     opening: Mutex<Option<Weak<LogSegment>>>,
+    /// When a reader or the writer last reached the segment through the slot, on the log's use
+    /// count: the cache of open segments closes the least recently used first.
+    last_used: AtomicU64,
 }
 
 impl SealedSlot {
@@ -44,7 +48,18 @@ impl SealedSlot {
             size,
             opening: Mutex::new(Some(seg.as_ref().map_or_else(Weak::new, Arc::downgrade))),
             seg: ArcSwapOption::new(seg),
+            last_used: AtomicU64::new(0),
         }
+    }
+
+    /// Notes a use of the segment at `tick` of the log's use count.
+    pub(super) fn touch(&self, tick: u64) {
+        self.last_used.store(tick, Ordering::Relaxed);
+    }
+
+    /// The tick of the last use.
+    pub(super) fn last_used(&self) -> u64 {
+        self.last_used.load(Ordering::Relaxed)
     }
 
     fn opening(&self) -> MutexGuard<'_, Option<Weak<LogSegment>>> {

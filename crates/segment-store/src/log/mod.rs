@@ -225,10 +225,10 @@ pub struct SegmentInfo {
 }
 
 /// The default of [`LogConfig::max_open_inactive_segments`]: inactive segments a log keeps open
-/// at most once an operation is over (a fetch, an append), those read last. Each holds up to four
+/// at most once an operation is over (a fetch, an append), those used last. Each holds up to four
 /// descriptors and three maps (the `.log`'s handle and read-only map, the mapped `.index` and
-/// `.timeindex`).
-pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 8;
+/// `.timeindex`): 128 descriptors a log at most, beside its active segment's.
+pub const MAX_OPEN_INACTIVE_SEGMENTS: usize = 32;
 
 /// One segment of the log, open or not: a segment's files are opened when the log first needs
 /// them (as Kafka opens its indexes lazily) and closed again when more than
@@ -382,8 +382,11 @@ pub struct LocalLog {
     /// The segment list readers read, swapped in whole at the end of every write section that
     /// changed it.
     list: ArcSwap<SegmentList>,
-    /// The sealed segments opened on demand since the last `LocalLog::trim_cache`, oldest first.
+    /// The sealed segments opened on demand and not closed by `LocalLog::trim_cache` since.
     opened: Mutex<Vec<Arc<SealedSlot>>>,
+    /// Counts the uses of sealed segments through their slots: the clock of the least recently
+    /// used order in which the cache closes them.
+    uses: AtomicU64,
     /// Files of removed segments renamed `.deleted`, each with the time (on the clock) from which
     /// it may be removed, oldest first (Kafka's scheduled `delete-file` tasks).
     pending_deletes: Mutex<Vec<(i64, DeletedFiles)>>,

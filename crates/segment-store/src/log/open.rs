@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
 
 use arc_swap::ArcSwap;
@@ -160,6 +161,7 @@ impl LocalLog {
             published: PublishedBounds::default(),
             list: ArcSwap::from_pointee(SegmentList::default()),
             opened: Mutex::new(Vec::new()),
+            uses: AtomicU64::new(0),
             pending_deletes: Mutex::new(Vec::new()),
         };
         // Publishes the list and the bounds.

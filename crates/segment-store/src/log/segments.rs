@@ -76,12 +76,19 @@ impl LocalLog {
     /// A sealed slot's segment, opened if it is not (noted in the cache of open segments).
     /// `None` if the writer took it.
     pub(super) fn open_slot(&self, slot: &Arc<SealedSlot>) -> Result<Option<Arc<LogSegment>>> {
+        slot.touch(self.uses.fetch_add(1, Ordering::Relaxed));
         Ok(slot.open(self)?.map(|(seg, opened)| {
             if opened {
                 self.opened().push(Arc::clone(slot));
             }
             seg
         }))
+    }
+
+    /// Puts a slot whose segment was just opened in the cache of open segments, as just used.
+    pub(super) fn note_opened(&self, slot: &Arc<SealedSlot>) {
+        slot.touch(self.uses.fetch_add(1, Ordering::Relaxed));
+        self.opened().push(Arc::clone(slot));
     }
 
     /// The segment at `base` (which must be in `inner`), opened if it is not.
@@ -187,7 +194,7 @@ impl LocalLog {
         let mapped = r.is_ok() && seg.map_log().is_ok();
         let slot = Arc::new(SealedSlot::new(base, size, mapped.then_some(seg)));
         if mapped {
-            self.opened().push(Arc::clone(&slot));
+            self.note_opened(&slot);
         }
         inner.segments.insert(base, Slot::Sealed(slot));
         r
@@ -199,7 +206,7 @@ impl LocalLog {
     }
 
     /// Closes the inactive segments opened on demand beyond the
-    /// [`LogConfig::max_open_inactive_segments`] read last (a reader holding one reads on; its
+    /// [`LogConfig::max_open_inactive_segments`] used last (a reader holding one reads on; its
     /// files close when it lets go). Takes no lock but the cache's.
     pub(super) fn trim_cache(&self) {
         let max_open = self.max_open();
@@ -208,23 +215,18 @@ impl LocalLog {
             if opened.len() <= max_open {
                 return;
             }
-            // The most recently opened are kept (each slot once).
-            let mut keep: Vec<Arc<SealedSlot>> = Vec::with_capacity(max_open);
-            let mut close: Vec<Arc<SealedSlot>> = Vec::new();
-            for slot in opened.iter().rev() {
-                let seen = |v: &Vec<Arc<SealedSlot>>| v.iter().any(|o| Arc::ptr_eq(o, slot));
-                if seen(&keep) || seen(&close) {
-                    continue;
-                }
-                if keep.len() < max_open.div_ceil(2) {
-                    keep.push(Arc::clone(slot));
-                } else {
-                    close.push(Arc::clone(slot));
-                }
-            }
-            keep.reverse();
-            *opened = keep;
-            close.iter().map(|s| s.close()).collect()
+            // The most recently used are kept, each slot once. Readers touch slots meanwhile:
+            // the order is of the ticks read once here (a sort by a key that moves may panic).
+            let mut by_use: Vec<(u64, usize, Arc<SealedSlot>)> = opened
+                .drain(..)
+                .map(|s| (s.last_used(), Arc::as_ptr(&s) as usize, s))
+                .collect();
+            by_use.sort_unstable_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+            by_use.dedup_by(|a, b| a.1 == b.1);
+            let keep = max_open.min(by_use.len());
+            let close = by_use.split_off(keep);
+            opened.extend(by_use.into_iter().map(|(_, _, s)| s));
+            close.iter().map(|(_, _, s)| s.close()).collect()
         };
         // Unmapped and closed out of the cache's lock.
         drop(closed);
@@ -254,6 +256,16 @@ impl LocalLog {
             .values()
             .filter(|s| s.is_open())
             .count()
+    }
+
+    /// The base offsets of the segments whose files are open now (the active one included).
+    pub fn open_segment_bases(&self) -> Vec<i64> {
+        self.read_inner()
+            .segments
+            .iter()
+            .filter(|(_, s)| s.is_open())
+            .map(|(b, _)| *b)
+            .collect()
     }
 
     /// The partition directory.

@@ -1078,6 +1078,46 @@ mod local_log {
         );
     }
 
+    /// Beyond the bound, the cache closes the segments used least recently, not those opened
+    /// first: a segment read again stays open while others come and go.
+    #[test]
+    fn the_segments_used_least_recently_are_closed_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let bs = batches(12, 1, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let cfg = LogConfig {
+            max_open_inactive_segments: 3,
+            ..config(size)
+        };
+        let log = open_log(dir.path(), cfg.clone(), &clock);
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        log.close().unwrap();
+        let log = open_log(dir.path(), cfg, &clock);
+        let active = log.active_segment_base();
+        let read = |o: i64| {
+            assert_eq!(log.read(o, 1 << 20, false).unwrap().records, bs[o as usize]);
+        };
+        for o in [0, 1, 2] {
+            read(o);
+        }
+        assert_eq!(log.open_segment_bases(), [0, 1, 2, active]);
+        // 0 read again, then 3 and 4: 1 and 2 go, 0 stays.
+        read(0);
+        read(3);
+        assert_eq!(log.open_segment_bases(), [0, 2, 3, active]);
+        read(0);
+        read(4);
+        assert_eq!(log.open_segment_bases(), [0, 3, 4, active]);
+        // A segment read as often as the others but longest ago goes.
+        for o in [5, 3, 4, 6] {
+            read(o);
+        }
+        assert_eq!(log.open_segment_bases(), [3, 4, 6, active]);
+    }
+
     /// A partition inside a directory whose `.lock` a log directory holds (exclusively) cannot
     /// be opened on its own, and a log directory cannot be locked while one of its partitions is
     /// open on its own (which holds that `.lock` shared).

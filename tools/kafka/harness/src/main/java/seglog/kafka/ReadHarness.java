@@ -166,13 +166,14 @@ final class ReadHarness {
     }
 
     /**
-     * `bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY`: Kafka's read path beside Kafka's own
+     * `bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY [copy|slice]`: Kafka's read path beside Kafka's own
      * writer, for `benches/kafka_reads.rs`. The partition is loaded as a broker loads it, its high
      * watermark at the log end. One untimed warm-up round with the writer, then 2 * ROUNDS rounds of
      * SECONDS each, alternating with and without the writer, each printed as one JSON line. In a round
      * READERS threads each fetch in a loop: `UnifiedLog.read` at an offset drawn uniformly from
      * [log start, high watermark), 1 MiB at most, `HIGH_WATERMARK`, `minOneMessage`, the bytes read
-     * into the thread's reused direct buffer (the `copy` of `bench-read`). The writer appends batches of
+     * into the thread's reused direct buffer (the `copy` of `bench-read`; with `slice`, the `FileRecords`
+     * slice kept and no byte read, what a broker hands to `sendfile`). The writer appends batches of
      * 10 records of 100 random bytes with `appendAsLeader` (leader epoch 0, client origin), and every
      * FLUSH_EVERY appends flushes and moves the high watermark to the flushed log end (seglog's default
      * high-watermark policy).
@@ -183,6 +184,7 @@ final class ReadHarness {
         int rounds = Integer.parseInt(a[2]);
         double seconds = Double.parseDouble(a[3]);
         int flushEvery = Integer.parseInt(a[4]);
+        boolean copy = a.length < 6 || !a[5].equals("slice");
         KafkaScheduler scheduler = Harness.scheduler();
         UnifiedLog log = Harness.open(dir, false, scheduler, new BrokerTopicStats(), null);
         log.updateHighWatermark(log.logEndOffset());
@@ -225,7 +227,7 @@ final class ReadHarness {
                             long offset = start + random.nextLong(Math.max(1, hw - start));
                             FetchDataInfo info = log.read(offset, 1 << 20, FetchIsolation.HIGH_WATERMARK, true);
                             int size = info.records.sizeInBytes();
-                            if (size > 0 && info.records instanceof FileRecords f) {
+                            if (copy && size > 0 && info.records instanceof FileRecords f) {
                                 buf.clear();
                                 buf.limit(Math.min(size, buf.capacity()));
                                 f.readInto(buf, 0);
