@@ -221,7 +221,7 @@ impl LocalLog {
                 .drain(..)
                 .map(|s| (s.last_used(), Arc::as_ptr(&s) as usize, s))
                 .collect();
-            by_use.sort_unstable_by(|a, b| (b.0, b.1).cmp(&(a.0, a.1)));
+            by_use.sort_unstable_by_key(|&(tick, at, _)| std::cmp::Reverse((tick, at)));
             by_use.dedup_by(|a, b| a.1 == b.1);
             let keep = max_open.min(by_use.len());
             let close = by_use.split_off(keep);
