@@ -177,7 +177,7 @@ pub struct HeaderIter<'a> {
 
 /// How far a [`HeaderIter`] over a file that is not mapped reads at once: an offset index entry
 /// every 4 KiB (Kafka's `index.interval.bytes`) puts most walks within one read.
-pub const HEADER_READ_AHEAD: usize = 8 << 10;
+pub const HEADER_READ_AHEAD: usize = 4 << 10;
 
 impl HeaderIter<'_> {
     /// The header bytes at the iterator's position: from the map, or from the bytes read ahead
