@@ -466,6 +466,7 @@ fn a_pass_stopped_at_any_mutation_loses_nothing() {
     let to_clean = |dir: &Path, log: &Log| LogToClean {
         dir: dir.to_path_buf(),
         log_start_offset: log.log_start_offset(),
+        log_end_offset: log.log_end_offset(),
         last_stable_offset: log.last_stable_offset(),
         last_records: last_records(&log.producer_state().unwrap()),
         now_ms: T0 + 10_000,
@@ -927,4 +928,69 @@ fn a_corrupt_batch_is_never_written_by_the_cleaner() {
     for (name, bytes) in &sound {
         assert!(bytes == &cleaned[name], "{name} differs");
     }
+}
+
+/// The cleaner never reads the active segment: a torn tail there (bytes of a batch a crash cut
+/// short, after a clean shutdown's marker) stops neither the dry run of `seglog compact` nor
+/// `Log::compact`, which clean the sealed segments below it; the log end is the loaded log's.
+#[test]
+fn a_torn_active_segment_does_not_stop_compaction() {
+    use seglog::cli::compact::{run, CompactArgs};
+    use seglog::cli::Status;
+    let ops: Vec<Op> = (0..60)
+        .map(|i| Op::Data(0, vec![((i % 6) as u8, false)]))
+        .collect();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("table-0");
+    let clock = Arc::new(ManualClock::new(T0 + 10_000));
+    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    write(&mut log, &ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    log.close().unwrap();
+    let active = segment_files(&dir)
+        .into_keys()
+        .filter(|n| n.ends_with(".log"))
+        .max()
+        .unwrap();
+    // A batch header claiming more bytes than follow.
+    let mut torn = std::fs::read(dir.join(&active)).unwrap();
+    torn.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 60, 0, 0, 1, 0, 0, 0]);
+    std::fs::write(dir.join(&active), &torn).unwrap();
+    let args = CompactArgs {
+        dir: dir.clone(),
+        dry_run: true,
+        now_ms: Some(T0 + 10_000),
+        dedupe_buffer_size: 1 << 20,
+        delete_retention_ms: 86_400_000,
+        min_compaction_lag_ms: 0,
+        segment_bytes: 1024,
+        topic: Vec::new(),
+        all_topics: false,
+        due: false,
+        min_cleanable_dirty_ratio: 0.5,
+        max_compaction_lag_ms: i64::MAX,
+        threads: 1,
+        io_max_bytes_per_second: None,
+    };
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let status = run(&args, &mut out, &mut err);
+    let (out, err) = (
+        String::from_utf8(out).unwrap(),
+        String::from_utf8(err).unwrap(),
+    );
+    assert_eq!(status, Status::Success, "{err}");
+    assert!(
+        out.contains(&format!("would clean up to offset {end}")),
+        "{out}"
+    );
+    let log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
+    log.set_high_watermark(end).unwrap();
+    assert_eq!(log.compact().unwrap().end_offset, end);
+    let kept: Vec<i64> = consume_all(&log, IsolationLevel::ReadUncommitted)
+        .iter()
+        .map(|r| r.offset)
+        .collect();
+    assert_eq!(kept, (end - 6..end).collect::<Vec<_>>());
+    log.close().unwrap();
 }

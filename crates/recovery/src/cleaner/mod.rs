@@ -27,7 +27,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use segment_store::internals::FileKind;
 use segment_store::Storage;
 use segment_store::TopicPartition;
 
@@ -43,7 +42,7 @@ mod survey;
 use clean::Mode;
 pub use error::CleanerError;
 use error::Result;
-use pass::{largest_timestamp, read_first_batch_timestamp, read_next_offset, run_pass};
+use pass::{largest_timestamp, read_first_batch_timestamp, run_pass};
 use segments::segment_path;
 pub use segments::{
     cleanable_offsets, first_dirty_offset, first_uncleanable_segment, list_segments,
@@ -116,6 +115,10 @@ pub struct LogToClean {
     pub dir: PathBuf,
     /// The log start offset.
     pub log_start_offset: i64,
+    /// The log end offset, as the loaded log (or its recovery plan) has it: the cleaner never
+    /// reads the active segment, whose tail a writer may be appending to or a crash may have
+    /// torn.
+    pub log_end_offset: i64,
     /// The last stable offset (first offset of the oldest open transaction, else the high
     /// watermark).
     pub last_stable_offset: i64,
@@ -201,20 +204,11 @@ fn range(
     config: &CleanerConfig,
 ) -> Result<(i64, i64)> {
     let segments = list_segments(storage.as_ref(), &log.dir)?;
-    let log_end = match segments.last() {
-        Some(s) => read_next_offset(
-            storage.as_ref(),
-            &segment_path(&log.dir, s.base_offset, FileKind::Log, None),
-            s.base_offset,
-            config,
-        )?,
-        None => log.log_start_offset,
-    };
     let checkpointed = read_cleaner_checkpoint(storage, &log.dir, tp)?;
     let (dirty, uncleanable) = cleanable_offsets(
         log,
         &segments,
-        log_end,
+        log.log_end_offset,
         checkpointed,
         config.min_compaction_lag_ms,
         |s| largest_timestamp(storage.as_ref(), &log.dir, s, config),
@@ -342,6 +336,7 @@ impl crate::PartitionLog {
             log: LogToClean {
                 dir: self.dir().to_path_buf(),
                 log_start_offset: self.log_start_offset(),
+                log_end_offset: self.log_end_offset(),
                 last_stable_offset: self.last_stable_offset(),
                 last_records: last_records(self.producer_state()),
                 now_ms: self.clock.now_ms(),

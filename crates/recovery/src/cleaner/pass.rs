@@ -532,6 +532,7 @@ mod survey_tests {
                 let log = LogToClean {
                     dir: dir.clone(),
                     log_start_offset: 0,
+                    log_end_offset: end,
                     last_stable_offset: end,
                     last_records: last_records.clone(),
                     now_ms: 1_000_000,

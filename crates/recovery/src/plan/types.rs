@@ -526,6 +526,7 @@ impl crate::cleaner::LogToClean {
         crate::cleaner::LogToClean {
             dir: plan.dir.clone(),
             log_start_offset: plan.log_start_offset,
+            log_end_offset: plan.log_end_offset,
             last_stable_offset: plan.last_stable_offset,
             last_records: crate::cleaner::last_records(&plan.producers),
             now_ms,
