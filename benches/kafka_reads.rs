@@ -355,6 +355,28 @@ fn rates(rounds: &[Round], writer: bool) -> (f64, f64) {
     )
 }
 
+/// A copy of the partition directory `dir` (its parent's files too), under `<parent>-run`, in
+/// place of the last one.
+fn fresh_copy(dir: &Path) -> PathBuf {
+    let parent = dir.parent().expect("parent");
+    let to_parent = parent.with_file_name(format!(
+        "{}-run",
+        parent.file_name().expect("name").to_string_lossy()
+    ));
+    let _ = std::fs::remove_dir_all(&to_parent);
+    let to = to_parent.join(dir.file_name().expect("name"));
+    std::fs::create_dir_all(&to).expect("mkdir");
+    for (from, into) in [(parent, &to_parent), (dir, &to)] {
+        for e in std::fs::read_dir(from).expect("read_dir") {
+            let e = e.expect("entry");
+            if e.file_type().expect("type").is_file() {
+                std::fs::copy(e.path(), into.join(e.file_name())).expect("copy");
+            }
+        }
+    }
+    to
+}
+
 /// The fetches beside a writer, seglog against Kafka, 1 and 4 readers.
 fn beside_writer(home: &Path, dir: &Path) {
     let rounds = env_usize("SEGLOG_KAFKA_BENCH_WRITER_ROUNDS", 3).max(1);
@@ -376,12 +398,22 @@ fn beside_writer(home: &Path, dir: &Path) {
     println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
     for (answer, readers) in [("copy", 1usize), ("copy", 4), ("slice", 1), ("slice", 4)] {
         let copy = answer == "copy";
-        let ours = seglog_beside_writer(dir, readers, rounds, seconds, flush_every, copy);
+        // Each side starts from a copy of the partition as written: the writers grow it (by
+        // about 100 MB a second), and neither side reads what the other appended.
+        let ours = seglog_beside_writer(
+            &fresh_copy(dir),
+            readers,
+            rounds,
+            seconds,
+            flush_every,
+            copy,
+        );
+        let theirs_dir = fresh_copy(dir);
         let k = harness(
             home,
             &[
                 "bench-read-writer",
-                &dir.display().to_string(),
+                &theirs_dir.display().to_string(),
                 &readers.to_string(),
                 &rounds.to_string(),
                 &seconds.to_string(),

@@ -445,3 +445,103 @@ fn a_segment_closed_and_reopened_under_a_held_slice_maps_again() {
     log.close().unwrap();
     assert_eq!(slice.to_vec().unwrap(), records);
 }
+
+/// The active segment is read out of a read-only map of its grown file (taken from 1 MiB on,
+/// again as it grows), through the gate a sealed segment's map has: fetches and slices of it
+/// hold the appended bytes; truncations of the active segment under readers and held slices
+/// give short reads and whole answers, never a fault; appends after them are read back.
+#[test]
+fn the_active_segment_is_read_through_its_map_beside_truncations() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t-0");
+    let config = Config::default()
+        .with_clock(Arc::new(ManualClock::new(T0)))
+        .with_high_watermark(HighWatermark::Manual)
+        .with_segment_bytes(64 << 20);
+    let log = Log::open(&dir, config).unwrap();
+    // One producer, one record a batch: batch `i` holds offset `i` and sequence `i`.
+    let bs: Vec<Vec<u8>> = (0..3_000).map(|i| batch(5, i, 1, 1_000, false)).collect();
+    for b in &bs {
+        log.append(b).unwrap();
+    }
+    if cfg!(target_os = "linux") {
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let active = dir.join("00000000000000000000.log");
+        assert!(
+            maps.contains(active.to_str().unwrap()),
+            "the active segment's .log is mapped"
+        );
+    }
+    let held: Vec<(FileSlice, Vec<u8>)> = (0..100)
+        .map(|k| {
+            let (records, slice) = fetched_and_slice(&log, k * 30);
+            assert_eq!(slice.to_vec().unwrap(), records, "offset {}", k * 30);
+            (slice, records)
+        })
+        .collect();
+    let held = Arc::new(held);
+    let bs = Arc::new(bs);
+    let stop = Arc::new(AtomicBool::new(false));
+    // Odd while the writer truncates or appends again: only answers taken between two such
+    // changes, with the log whole, are compared byte for byte.
+    let changing = Arc::new(AtomicU64::new(0));
+    let readers: Vec<_> = (0..3u64)
+        .map(|r| {
+            let (log, held, bs) = (log.clone(), Arc::clone(&held), Arc::clone(&bs));
+            let (stop, changing) = (Arc::clone(&stop), Arc::clone(&changing));
+            std::thread::spawn(move || {
+                let mut rng = XorShift::new(r + 1);
+                let mut buf = vec![0u8; 1 << 20];
+                let mut compared = 0u64;
+                while !stop.load(Ordering::Relaxed) || compared < 200 {
+                    let before = changing.load(Ordering::SeqCst);
+                    let (slice, bytes) = &held[rng.next_u64() as usize % held.len()];
+                    let n = slice.read_into(&mut buf).unwrap();
+                    assert!(n <= bytes.len());
+                    let offset = (rng.next_u64() % 3_000) as i64;
+                    let fetched = log.fetch(offset, 4_096, FetchIsolation::LogEnd, true);
+                    let after = changing.load(Ordering::SeqCst);
+                    if before == after && before % 4 == 0 {
+                        assert!(buf[..n] == bytes[..n] && n == bytes.len());
+                        // The batch as appended: its base offset assigned, the rest from its
+                        // magic byte on as built (the leader epoch is the log's).
+                        let fetched = fetched.unwrap().records;
+                        let first = &bs[offset as usize];
+                        assert_eq!(fetched[..8], offset.to_be_bytes(), "offset {offset}");
+                        assert!(fetched[16..first.len()] == first[16..], "offset {offset}");
+                        compared += 1;
+                    }
+                }
+                compared
+            })
+        })
+        .collect();
+    // Truncate the active segment from its end down, below most held slices, then append the
+    // same batches again; four changes a round (cut, cut done, appends, appends done).
+    for round in 0..6i64 {
+        let cut = 2_900 - round * 450;
+        changing.fetch_add(1, Ordering::SeqCst);
+        assert!(log.truncate_to(cut).unwrap());
+        changing.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        changing.fetch_add(1, Ordering::SeqCst);
+        for b in &bs[cut as usize..] {
+            log.append(b).unwrap();
+        }
+        changing.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().unwrap() >= 200);
+    }
+    // A cut below a held slice: a short read of what is left, then the bytes appended again.
+    let (slice, bytes) = &held[50];
+    assert!(log.truncate_to(1_510).unwrap());
+    let mut buf = vec![0u8; bytes.len()];
+    let left = bs[1_500..1_510].iter().map(Vec::len).sum::<usize>();
+    assert_eq!(slice.read_into(&mut buf).unwrap(), left.min(bytes.len()));
+    assert_eq!(buf[..left.min(bytes.len())], bytes[..left.min(bytes.len())]);
+    log.close().unwrap();
+}

@@ -194,6 +194,16 @@ impl HeaderIter<'_> {
             .filter(|at| at.saturating_add(want) <= self.ahead.len());
         let at = match held {
             Some(at) => at,
+            None if self.records.gate().is_some_and(|g| {
+                self.ahead.resize(want, 0);
+                let dst = self.ahead.get_mut(..want).unwrap_or_default();
+                g.copy_to(self.position, dst).is_some()
+            }) =>
+            {
+                // Out of the map: this header's bytes alone.
+                self.ahead_start = self.position;
+                0
+            }
             None => {
                 let len = (HEADER_READ_AHEAD as u64).min(remaining) as usize;
                 self.ahead.resize(len, 0);
@@ -382,9 +392,10 @@ impl Drop for ReadOnlyBytes {
     }
 }
 
-/// A sealed `.log`'s read-only map, shared by its [`FileRecords`] and the [`FileSlice`]s it hands
-/// out, so a slice of a sealed segment is read by a copy out of the map, as a plain fetch is,
-/// instead of a `pread`.
+/// A `.log`'s read-only map, shared by its [`FileRecords`] and the [`FileSlice`]s it hands out (a
+/// sealed segment's map, or the active segment's map of its first bytes, which readers of the
+/// published tail also find batch headers through), so a slice is read by a copy out of the
+/// map, as a plain fetch is, instead of a `pread`.
 ///
 /// A slice may be held long after the segment changed, and the map must never be read past a
 /// length the file no longer has (`SIGBUS`). So the segment **retires** the map before anything
@@ -459,6 +470,15 @@ pub struct FileRecords {
     /// The read-only map of a sealed segment, and its share with the [`FileSlice`]s (retired
     /// before the map is dropped).
     map: Option<(Arc<MmapFile>, Arc<SharedMap>)>,
+    /// The active segment's read-only map of the file's first `tail_len` bytes, taken as the
+    /// file grew ([`Self::refresh_tail_map`]), shared with readers of the published tail and
+    /// the slices they take; reached only through its gate, retired before the file's length
+    /// drops or the segment seals.
+    tail: Option<Arc<SharedMap>>,
+    tail_len: u64,
+    /// A reader's view of the writer's `tail` map ([`Self::shared`]): read through its gate,
+    /// never retired here.
+    tail_view: Option<Arc<SharedMap>>,
     /// Shared with the [`FileSlice`]s handed out, which keep the file open.
     handle: Arc<dyn FileHandle>,
     path: PathBuf,
@@ -476,6 +496,9 @@ impl FileRecords {
         let size = handle.len()?;
         Ok(FileRecords {
             map: None,
+            tail: None,
+            tail_len: 0,
+            tail_view: None,
             handle,
             path: path.to_path_buf(),
             size,
@@ -484,16 +507,74 @@ impl FileRecords {
     }
 
     /// A read-only view of the `.log` open as `handle`, of `size` bytes (the active segment's
-    /// published size), never mapped: what a reader without a lock reads the active segment
-    /// through.
-    pub(crate) fn shared(handle: Arc<dyn FileHandle>, size: u64) -> FileRecords {
+    /// published size): what a reader without a lock reads the active segment through, out of
+    /// the writer's `tail` map where it covers the bytes, else with `pread`.
+    pub(crate) fn shared(
+        handle: Arc<dyn FileHandle>,
+        size: u64,
+        tail: Option<Arc<SharedMap>>,
+    ) -> FileRecords {
         FileRecords {
             map: None,
+            tail: None,
+            tail_len: 0,
+            tail_view: tail,
             path: handle.path().to_path_buf(),
             handle,
             size,
             synced: AtomicBool::new(true),
         }
+    }
+
+    /// The gate of a map that may hold the file's bytes: the sealed segment's, the active
+    /// segment's tail map, or a reader's view of the latter.
+    fn gate(&self) -> Option<&Arc<SharedMap>> {
+        self.map
+            .as_ref()
+            .map(|(_, s)| s)
+            .or(self.tail.as_ref())
+            .or(self.tail_view.as_ref())
+    }
+
+    /// Maps the active segment's file again, read-only at its current length, once it has grown
+    /// past the last map by an eighth of that map's length (1 to 16 MiB), from [`MAP_MIN_BYTES`]
+    /// on:
+    /// readers of the published tail then find batch headers and copy slices out of the map
+    /// below that length instead of reading them with `pread`. The old map is retired first (its
+    /// file lock goes with it). Returns whether the map changed; a map that cannot be made is
+    /// no map (reads go through the handle). Only for real files; `lock` must cover the file.
+    pub(crate) fn refresh_tail_map(&mut self, lock: &DirLock) -> bool {
+        let next = if self.tail_len == 0 {
+            MAP_MIN_BYTES
+        } else {
+            self.tail_len + (self.tail_len / 8).clamp(MAP_MIN_BYTES, 16 << 20)
+        };
+        if self.size < next || self.map.is_some() {
+            return false;
+        }
+        self.retire_tail_map();
+        if let Ok(map) = MmapFile::open(lock, &self.path, false) {
+            if map.len() == self.size {
+                self.tail = Some(Arc::new(SharedMap::new(Arc::new(map))));
+            }
+        }
+        // Not tried again before the file grows as much, mapped or not.
+        self.tail_len = self.size;
+        true
+    }
+
+    /// The active segment's tail map, to publish to readers.
+    pub(crate) fn tail_map(&self) -> Option<Arc<SharedMap>> {
+        self.tail.clone()
+    }
+
+    /// Retires the tail map (`SharedMap`): readers and slices holding it read through the handle
+    /// from now on, and the file's length may change.
+    pub(crate) fn retire_tail_map(&mut self) {
+        if let Some(shared) = self.tail.take() {
+            shared.retire();
+        }
+        self.tail_len = 0;
     }
 
     /// The open file, shared with the slices handed out.
@@ -581,8 +662,12 @@ impl FileRecords {
     /// segment's map while the segment keeps it (`SharedMap`), else through the handle.
     pub fn slice(&self, position: u64, len: usize) -> FileSlice {
         let len = (len as u64).min(self.size.saturating_sub(position));
-        let shared = self.map.as_ref().map(|(_, s)| Arc::clone(s));
-        FileSlice::new(Arc::clone(&self.handle), shared, position, len)
+        FileSlice::new(
+            Arc::clone(&self.handle),
+            self.gate().cloned(),
+            position,
+            len,
+        )
     }
 
     /// All bytes from `position` to the end, to iterate with record-format's iterator.
@@ -702,6 +787,7 @@ impl FileRecords {
             // Invariant 3 of MmapFile: unmap (the slices' copies retired) before the length
             // changes.
             self.unmap();
+            self.retire_tail_map();
             *self.synced.get_mut() = false;
             self.handle.set_len(target_size)?;
             self.size = target_size;
@@ -726,5 +812,6 @@ impl Drop for FileRecords {
     /// handle, so a later open of the same file may change its length.
     fn drop(&mut self) {
         self.unmap();
+        self.retire_tail_map();
     }
 }

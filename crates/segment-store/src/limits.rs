@@ -12,7 +12,8 @@
 
 /// Descriptors an open inactive segment holds at most: the `.log`'s handle and its read-only
 /// map, the mapped `.index` and `.timeindex` (each map keeps its file locked; the `.txnindex` is
-/// opened when it is used).
+/// opened when it is used). The active segment holds as many (its `.log`'s map once the file
+/// reaches 1 MiB).
 pub const DESCRIPTORS_PER_SEGMENT: u64 = 4;
 
 #[cfg(test)]

@@ -38,7 +38,10 @@ const WRITE_THROUGH_FILE_BYTES: usize = 64 * 1024;
 ///    views borrow `&self`, and `resize` takes `&mut self`. A sealed `.log`'s read-only map that
 ///    file slices share (`SharedMap` in `file_records.rs`) is reached by them only through a gate
 ///    the segment retires (waiting for the copies in flight) before it drops its map and before
-///    the file's length changes.
+///    the file's length changes. So is the active segment's read-only map of its `.log` (mapped
+///    at the length the file had, again as it grows: appends only lengthen the file), which
+///    readers of the published tail share: the segment retires it before any truncation of the
+///    file, before it seals, and when it is dropped.
 /// 4. **Other processes must not modify the file.** This is a convention the lock files make
 ///    checkable for seglog processes; it cannot be enforced against arbitrary programs (nor
 ///    against a running Kafka broker, whose JVM locks do not interact with `flock`). Do not run

@@ -90,6 +90,7 @@ impl LogSegment {
                 offset: offset_of_max_timestamp,
             };
         }
+        self.refresh_tail_map();
         self.publish_state();
         Ok(start)
     }

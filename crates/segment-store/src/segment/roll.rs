@@ -58,6 +58,9 @@ impl LogSegment {
     /// read-only so later reads are zero-copy.
     pub fn on_become_inactive_segment(&mut self) -> Result<()> {
         self.tail = None;
+        // Slices of the tail read through the handle from now on; the sealed map below takes
+        // the file's lock.
+        self.log.retire_tail_map();
         self.force_final_time_index_entry()?;
         self.offset_index.trim_to_valid_size()?;
         self.time_index.trim_to_valid_size()?;

@@ -4,10 +4,12 @@
 
 use std::sync::Arc;
 
+use arc_swap::ArcSwapOption;
+
 use super::view::SegmentView;
 use super::LogSegment;
 use crate::error::Result;
-use crate::file_records::FileRecords;
+use crate::file_records::{FileRecords, SharedMap};
 use crate::index::txn::collect_aborted_in;
 use crate::index::TimestampOffset;
 use crate::index::TxnIndexSearchResult;
@@ -23,6 +25,9 @@ pub(crate) struct PublishedTail {
     /// [`LogSegment::created_ms`] (a change makes a new tail: [`LogSegment::become_active`]).
     created_ms: i64,
     log: Arc<dyn FileHandle>,
+    /// The writer's read-only map of the `.log`'s first bytes (`FileRecords::refresh_tail_map`),
+    /// read through its gate; swapped when the writer maps the grown file again.
+    map: ArcSwapOption<SharedMap>,
     tail: ActiveTail,
     /// The transaction index, read up to the published `txn_bytes`; `None` while it has no file.
     txn: Option<Arc<dyn FileHandle>>,
@@ -92,7 +97,11 @@ impl PublishedTail {
     ) -> R {
         let snapshot = self.tail.snapshot();
         let index = TailIndex::new(self.base_offset, snapshot);
-        let log = FileRecords::shared(Arc::clone(&self.log), snapshot.state.size);
+        let log = FileRecords::shared(
+            Arc::clone(&self.log),
+            snapshot.state.size,
+            self.map.load_full(),
+        );
         f(SegmentView {
             base_offset: self.base_offset,
             log: &log,
@@ -119,10 +128,14 @@ impl LogSegment {
             tail.push_time_entry(e.timestamp, self.relative(e.offset));
         }
         let txn = self.txn_index.shared_handle().cloned();
+        if self.ctx.storage.supports_mmap() {
+            self.log.refresh_tail_map(&self.ctx.lock);
+        }
         let tail = Arc::new(PublishedTail {
             base_offset: self.base_offset,
             created_ms: self.created_ms,
             log: Arc::clone(self.log.handle()),
+            map: ArcSwapOption::new(self.log.tail_map()),
             tail,
             txn,
             txn_path: self.txn_index.path().to_path_buf(),
@@ -154,6 +167,19 @@ impl LogSegment {
             self.republish_tail();
         } else {
             self.publish_state();
+        }
+    }
+
+    /// Maps the grown `.log` again for readers of the tail when it has grown enough
+    /// (`FileRecords::refresh_tail_map`), and publishes the map.
+    pub(super) fn refresh_tail_map(&mut self) {
+        if self.tail.is_some()
+            && self.ctx.storage.supports_mmap()
+            && self.log.refresh_tail_map(&self.ctx.lock)
+        {
+            if let Some(tail) = &self.tail {
+                tail.map.store(self.log.tail_map());
+            }
         }
     }
 
