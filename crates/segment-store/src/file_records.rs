@@ -538,8 +538,7 @@ impl FileRecords {
 
     /// Maps the active segment's file again, read-only at its current length, once it has grown
     /// past the last map by an eighth of that map's length (1 to 16 MiB), from [`MAP_MIN_BYTES`]
-    /// on:
-    /// readers of the published tail then find batch headers and copy slices out of the map
+    /// on: readers of the published tail then find batch headers and copy slices out of the map
     /// below that length instead of reading them with `pread`. The old map is retired first (its
     /// file lock goes with it). Returns whether the map changed; a map that cannot be made is
     /// no map (reads go through the handle). Only for real files; `lock` must cover the file.
