@@ -216,17 +216,18 @@ impl LocalLog {
                 return;
             }
             // The most recently used are kept, each slot once. Readers touch slots meanwhile:
-            // the order is of the ticks read once here (a sort by a key that moves may panic).
-            let mut by_use: Vec<(u64, usize, Arc<SealedSlot>)> = opened
-                .drain(..)
-                .map(|s| (s.last_used(), Arc::as_ptr(&s) as usize, s))
-                .collect();
-            by_use.sort_unstable_by_key(|&(tick, at, _)| std::cmp::Reverse((tick, at)));
-            by_use.dedup_by(|a, b| a.1 == b.1);
+            // the order is of the ticks read once here, one per slot (a sort by a key that moves
+            // may panic).
+            let mut slots: Vec<Arc<SealedSlot>> = opened.drain(..).collect();
+            slots.sort_unstable_by_key(|s| Arc::as_ptr(s) as usize);
+            slots.dedup_by(|a, b| Arc::ptr_eq(a, b));
+            let mut by_use: Vec<(u64, Arc<SealedSlot>)> =
+                slots.into_iter().map(|s| (s.last_used(), s)).collect();
+            by_use.sort_unstable_by_key(|&(tick, _)| std::cmp::Reverse(tick));
             let keep = max_open.min(by_use.len());
             let close = by_use.split_off(keep);
-            opened.extend(by_use.into_iter().map(|(_, _, s)| s));
-            close.iter().map(|(_, _, s)| s.close()).collect()
+            opened.extend(by_use.into_iter().map(|(_, s)| s));
+            close.iter().map(|(_, s)| s.close()).collect()
         };
         // Unmapped and closed out of the cache's lock.
         drop(closed);
