@@ -317,6 +317,27 @@ fn tree(dir: &Path) -> BTreeMap<std::path::PathBuf, Vec<u8>> {
     out
 }
 
+/// `seglog compact --dry-run DIR` with the cleaner's defaults, the clock at `T0 + 10 s` and
+/// `segment_bytes` for grouping.
+fn compact_args(dir: &Path, segment_bytes: u64) -> seglog::cli::compact::CompactArgs {
+    seglog::cli::compact::CompactArgs {
+        dir: dir.to_path_buf(),
+        dry_run: true,
+        now_ms: Some(T0 + 10_000),
+        dedupe_buffer_size: 1 << 20,
+        delete_retention_ms: 86_400_000,
+        min_compaction_lag_ms: 0,
+        segment_bytes,
+        topic: Vec::new(),
+        all_topics: false,
+        due: false,
+        min_cleanable_dirty_ratio: 0.5,
+        max_compaction_lag_ms: i64::MAX,
+        threads: 1,
+        io_max_bytes_per_second: None,
+    }
+}
+
 #[test]
 fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
     use seglog::cli::compact::{run, CompactArgs};
@@ -332,22 +353,7 @@ fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
     write(&mut log, &ops);
     log.roll().unwrap();
     log.close().unwrap();
-    let args = CompactArgs {
-        dir: dir.clone(),
-        dry_run: true,
-        now_ms: Some(T0 + 10_000),
-        dedupe_buffer_size: 1 << 20,
-        delete_retention_ms: 86_400_000,
-        min_compaction_lag_ms: 0,
-        segment_bytes: 1024,
-        topic: Vec::new(),
-        all_topics: false,
-        due: false,
-        min_cleanable_dirty_ratio: 0.5,
-        max_compaction_lag_ms: i64::MAX,
-        threads: 1,
-        io_max_bytes_per_second: None,
-    };
+    let args = compact_args(&dir, 1024);
     let before = tree(tmp.path());
     let (mut out, mut err) = (Vec::new(), Vec::new());
     assert_eq!(run(&args, &mut out, &mut err), Status::Success);
@@ -611,20 +617,8 @@ fn seglog_compact_on_a_log_directory_cleans_the_topics_named() {
     let segments_before = logs("table-0");
     assert!(segments_before > 2, "{segments_before} segments");
     let args = CompactArgs {
-        dir: data.clone(),
         dry_run: false,
-        now_ms: Some(T0 + 10_000),
-        dedupe_buffer_size: 1 << 20,
-        delete_retention_ms: 86_400_000,
-        min_compaction_lag_ms: 0,
-        segment_bytes: 1 << 20,
-        topic: Vec::new(),
-        all_topics: false,
-        due: false,
-        min_cleanable_dirty_ratio: 0.5,
-        max_compaction_lag_ms: i64::MAX,
-        threads: 1,
-        io_max_bytes_per_second: None,
+        ..compact_args(&data, 1 << 20)
     };
     let (mut out, mut err) = (Vec::new(), Vec::new());
     assert_eq!(run(&args, &mut out, &mut err), Status::Usage);
@@ -935,7 +929,7 @@ fn a_corrupt_batch_is_never_written_by_the_cleaner() {
 /// `Log::compact`, which clean the sealed segments below it; the log end is the loaded log's.
 #[test]
 fn a_torn_active_segment_does_not_stop_compaction() {
-    use seglog::cli::compact::{run, CompactArgs};
+    use seglog::cli::compact::run;
     use seglog::cli::Status;
     let ops: Vec<Op> = (0..60)
         .map(|i| Op::Data(0, vec![((i % 6) as u8, false)]))
@@ -957,22 +951,7 @@ fn a_torn_active_segment_does_not_stop_compaction() {
     let mut torn = std::fs::read(dir.join(&active)).unwrap();
     torn.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 60, 0, 0, 1, 0, 0, 0]);
     std::fs::write(dir.join(&active), &torn).unwrap();
-    let args = CompactArgs {
-        dir: dir.clone(),
-        dry_run: true,
-        now_ms: Some(T0 + 10_000),
-        dedupe_buffer_size: 1 << 20,
-        delete_retention_ms: 86_400_000,
-        min_compaction_lag_ms: 0,
-        segment_bytes: 1024,
-        topic: Vec::new(),
-        all_topics: false,
-        due: false,
-        min_cleanable_dirty_ratio: 0.5,
-        max_compaction_lag_ms: i64::MAX,
-        threads: 1,
-        io_max_bytes_per_second: None,
-    };
+    let args = compact_args(&dir, 1024);
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let status = run(&args, &mut out, &mut err);
     let (out, err) = (

@@ -543,12 +543,7 @@ impl FileRecords {
     /// file lock goes with it). Returns whether the map changed; a map that cannot be made is
     /// no map (reads go through the handle). Only for real files; `lock` must cover the file.
     pub(crate) fn refresh_tail_map(&mut self, lock: &DirLock) -> bool {
-        let next = if self.tail_len == 0 {
-            MAP_MIN_BYTES
-        } else {
-            self.tail_len + (self.tail_len / 8).clamp(MAP_MIN_BYTES, 16 << 20)
-        };
-        if self.size < next || self.map.is_some() {
+        if !self.tail_map_due() {
             return false;
         }
         self.retire_tail_map();
@@ -560,6 +555,17 @@ impl FileRecords {
         // Not tried again before the file grows as much, mapped or not.
         self.tail_len = self.size;
         true
+    }
+
+    /// Whether [`Self::refresh_tail_map`] would map the file again now: a comparison, for the
+    /// append path.
+    pub(crate) fn tail_map_due(&self) -> bool {
+        let next = if self.tail_len == 0 {
+            MAP_MIN_BYTES
+        } else {
+            self.tail_len + (self.tail_len / 8).clamp(MAP_MIN_BYTES, 16 << 20)
+        };
+        self.size >= next && self.map.is_none()
     }
 
     /// The active segment's tail map, to publish to readers.

@@ -128,9 +128,7 @@ impl LogSegment {
             tail.push_time_entry(e.timestamp, self.relative(e.offset));
         }
         let txn = self.txn_index.shared_handle().cloned();
-        if self.ctx.storage.supports_mmap() {
-            self.log.refresh_tail_map(&self.ctx.lock);
-        }
+        self.remap_log_if_due();
         let tail = Arc::new(PublishedTail {
             base_offset: self.base_offset,
             created_ms: self.created_ms,
@@ -173,14 +171,19 @@ impl LogSegment {
     /// Maps the grown `.log` again for readers of the tail when it has grown enough
     /// (`FileRecords::refresh_tail_map`), and publishes the map.
     pub(super) fn refresh_tail_map(&mut self) {
-        if self.tail.is_some()
-            && self.ctx.storage.supports_mmap()
-            && self.log.refresh_tail_map(&self.ctx.lock)
-        {
+        if self.tail.is_some() && self.remap_log_if_due() {
             if let Some(tail) = &self.tail {
                 tail.map.store(self.log.tail_map());
             }
         }
+    }
+
+    /// `FileRecords::refresh_tail_map` where the storage maps files and the `.log` has grown
+    /// enough: whether the map changed.
+    fn remap_log_if_due(&mut self) -> bool {
+        self.log.tail_map_due()
+            && self.ctx.storage.supports_mmap()
+            && self.log.refresh_tail_map(&self.ctx.lock)
     }
 
     /// Publishes the size and max timestamp with the entries pushed so far.

@@ -992,6 +992,19 @@ mod segment {
 mod local_log {
     use super::*;
 
+    /// A closed log in `dir` of `count` one-record batches, a segment each (the last one
+    /// active): the batches, and the size of one.
+    fn one_batch_segments(dir: &Path, count: i64, clock: &Arc<ManualClock>) -> (Vec<Vec<u8>>, u64) {
+        let bs = batches(count, 1, 1_000, 10);
+        let size = bs[0].len() as u64;
+        let log = open_log(dir, config(size), clock);
+        for b in &bs {
+            log.append(b).unwrap();
+        }
+        log.close().unwrap();
+        (bs, size)
+    }
+
     /// `LogConfig::max_open_inactive_segments` sets the bound: with 2, reading every segment
     /// in turn keeps at most 2 inactive ones open; with 64, reading 20 segments twice keeps
     /// all 20 open at once.
@@ -999,13 +1012,7 @@ mod local_log {
     fn the_open_segment_bound_is_the_configured_one() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(0));
-        let bs = batches(20, 1, 1_000, 10);
-        let size = bs[0].len() as u64;
-        let log = open_log(dir.path(), config(size), &clock);
-        for b in &bs {
-            log.append(b).unwrap();
-        }
-        log.close().unwrap();
+        let (bs, size) = one_batch_segments(dir.path(), 20, &clock);
         for (max, most_open) in [(2usize, 3usize), (64, 20)] {
             let config = LogConfig {
                 max_open_inactive_segments: max,
@@ -1101,17 +1108,11 @@ mod local_log {
     fn the_segments_used_least_recently_are_closed_first() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(0));
-        let bs = batches(12, 1, 1_000, 10);
-        let size = bs[0].len() as u64;
+        let (bs, size) = one_batch_segments(dir.path(), 12, &clock);
         let cfg = LogConfig {
             max_open_inactive_segments: 3,
             ..config(size)
         };
-        let log = open_log(dir.path(), cfg.clone(), &clock);
-        for b in &bs {
-            log.append(b).unwrap();
-        }
-        log.close().unwrap();
         let log = open_log(dir.path(), cfg, &clock);
         let active = log.active_segment_base();
         let read = |o: i64| {
