@@ -760,3 +760,46 @@ fn fetches_may_end_in_a_batch_cut_short_and_the_next_fetch_goes_on_from_it() {
     assert!(seglog::recovery::consume(&short).unwrap().is_empty());
     log.close().unwrap();
 }
+
+/// A torn tail in the active segment after a clean shutdown (bytes of a batch cut short, as a
+/// copy or a hand edit leaves them): the open recovers the segment, cutting the torn bytes into
+/// quarantine and reporting them, instead of taking the segment's end from its last index entry
+/// (which, when that entry's batch is the torn one, is the segment's base offset) and appending
+/// after the torn bytes.
+#[test]
+fn a_torn_active_segment_after_a_clean_shutdown_is_recovered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data").join("torn-0");
+    let (config, _) = config();
+    let log = Log::open(&dir, config.clone()).unwrap();
+    let value = [7u8; 1_000];
+    for i in 0..20 {
+        log.append(&batch(1, i, &[&value])).unwrap();
+    }
+    log.close().unwrap();
+    let segment = dir.join("00000000000000000000.log");
+    let size = std::fs::metadata(&segment).unwrap().len();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&segment)
+        .unwrap();
+    file.set_len(size - 500).unwrap();
+    drop(file);
+
+    let log = Log::open(&dir, config).unwrap();
+    let report = log.recovery_report().clone();
+    assert!(report.had_clean_shutdown);
+    assert_eq!(report.cut.len(), 1, "{report}");
+    assert!(report.quarantine_dir.is_some(), "{report}");
+    assert_eq!(log.log_end_offset(), 19, "the 19 whole batches");
+    log.append(&batch(1, 19, &[b"after"])).unwrap();
+    log.flush().unwrap();
+    let values = values(&log, IsolationLevel::ReadUncommitted);
+    assert_eq!(values.len(), 20);
+    assert_eq!(
+        values[19],
+        b"after".to_vec(),
+        "read back where it was written"
+    );
+    log.close().unwrap();
+}

@@ -6,7 +6,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use record_format::internals::{ScannedBatch, READ_CHUNK_BYTES};
-use record_format::{Batches, LogEntry};
+use record_format::{Batches, IterEnd, LogEntry};
 use segment_store::internals::{file_name, segment_file_path, FileKind};
 use segment_store::internals::{
     scan_segment, OffsetIndexView, ReadOnlyBytes, RecoveryVisitor, SegmentScan, SegmentScanner,
@@ -237,17 +237,22 @@ impl<'a> Sources<'a> {
 
 /// Kafka's `readNextOffset` over bytes: from the last offset-index entry's position, the offset
 /// after the last batch whose header parses; `None` if a batch after that position does not
-/// parse.
+/// parse, or the bytes end inside a batch (a torn tail: Kafka's `readNextOffset` stops before
+/// it, and appends would follow it; recovery cuts it instead).
 fn read_next_offset(base: i64, log: &[u8], index: &[u8]) -> Option<i64> {
     let from = OffsetIndexView::new(base, index).last_entry().position.0;
     let Some(rest) = log.get(usize::try_from(from).unwrap_or(usize::MAX)..) else {
         return Some(base);
     };
     let mut next = base;
-    for entry in Batches::new(rest, u64::from(from)) {
+    let mut batches = Batches::new(rest, u64::from(from));
+    for entry in batches.by_ref() {
         next = entry.ok()?.last_offset().saturating_add(1);
     }
-    Some(next)
+    match batches.stopped_at() {
+        Some(IterEnd::IncompleteTrailing { .. }) => None,
+        _ => Some(next),
+    }
 }
 
 /// The segments of a plan (after the leftovers are handled) and what reading them found.
