@@ -183,6 +183,61 @@ pub(super) struct SegmentList {
     pub(super) truncations: u64,
     /// The log was closed.
     pub(super) closed: bool,
+    /// Where the read bounds readers asked for last lie in this list's segments.
+    pub(super) bound_positions: BoundPositions,
+}
+
+/// Where an offset's batch lies: the base offset of the segment holding it and the batch's byte
+/// position there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct BoundPosition {
+    pub(super) offset: i64,
+    pub(super) segment_base: i64,
+    pub(super) position: u64,
+}
+
+/// The positions of the last two read bounds readers looked up in one [`SegmentList`] (Kafka
+/// keeps the high watermark's and the last stable offset's `LogOffsetMetadata` for the same
+/// reason): a fetch bounded by the high watermark or the last stable offset needs the byte
+/// position of the batch holding it, which is in the active segment near its newest bytes
+/// while a writer appends, and finding it walks batch headers there, often past the
+/// segment's map, with a `pread`. A bound moves only when the writer moves it (a flush, a
+/// committed transaction), so most fetches find its position here.
+///
+/// An entry is kept in the list it was found in: a position stays right as long as that list
+/// is the published one at its truncation count (appends write after every batch the list
+/// already holds; a roll, retention, the cleaner or a truncation publishes a new list, whose
+/// entries start empty). A position found in an attempt that a truncation then voids is stored
+/// in a list no later attempt uses (its truncation count is behind).
+#[derive(Debug, Default)]
+pub(super) struct BoundPositions {
+    /// Most recently found first.
+    recent: [ArcSwapOption<BoundPosition>; 2],
+}
+
+impl BoundPositions {
+    /// The position of `offset`, if found in this list before.
+    pub(super) fn get(&self, offset: i64) -> Option<BoundPosition> {
+        self.recent.iter().find_map(|slot| {
+            slot.load()
+                .as_deref()
+                .copied()
+                .filter(|p| p.offset == offset)
+        })
+    }
+
+    /// Keeps `found` as the most recent, the previous most recent second. Readers storing at
+    /// once may each lose the other's: a later reader finds it again.
+    pub(super) fn put(&self, found: BoundPosition) {
+        let [first, second] = &self.recent;
+        let previous = first.swap(Some(Arc::new(found)));
+        if previous
+            .as_deref()
+            .is_some_and(|p| p.offset != found.offset)
+        {
+            second.store(previous);
+        }
+    }
 }
 
 /// One segment of a [`SegmentList`], as a reader takes it.
@@ -224,6 +279,7 @@ impl SegmentList {
             active,
             truncations,
             closed,
+            bound_positions: BoundPositions::default(),
         }
     }
 

@@ -13,7 +13,7 @@
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use super::list::{ListEntry, SegmentList};
+use super::list::{BoundPosition, ListEntry, SegmentList};
 use super::{ExactFetch, ExactSlice, FetchData, LocalLog};
 use crate::error::{Result, SegmentError};
 use crate::file_records::{whole_batches_len, TimestampAndOffset};
@@ -438,11 +438,16 @@ impl LocalLog {
 
     /// Kafka's `convertToOffsetMetadataOrThrow`: the segment holding `offset` and the byte
     /// position of its batch holding it; the active segment's end for the log end offset (or an
-    /// offset no batch holds).
+    /// offset no batch holds). A position found is kept in the list for the next fetch with the
+    /// same bound ([`super::list::BoundPositions`]), as Kafka keeps the high watermark's offset
+    /// metadata.
     fn offset_position(&self, snap: &Snapshot, offset: i64) -> Result<Step<(i64, u64)>> {
         let (active_base, active_size) = snap.list.active_base_and_size();
         if offset >= snap.log_end_offset {
             return Ok(Step::Done((active_base, active_size)));
+        }
+        if let Some(p) = snap.list.bound_positions.get(offset) {
+            return Ok(Step::Done((p.segment_base, p.position)));
         }
         let last = snap.list.len().saturating_sub(1);
         let floor = snap.list.floor(offset).unwrap_or(last);
@@ -451,6 +456,11 @@ impl LocalLog {
             let base = entry.base();
             let held = done!(self.hold(&snap.list, entry)?);
             if let Some(p) = view!(&held, |v| v.translate_offset(offset, 0))? {
+                snap.list.bound_positions.put(BoundPosition {
+                    offset,
+                    segment_base: base,
+                    position: p.position,
+                });
                 return Ok(Step::Done((base, p.position)));
             }
         }

@@ -1936,6 +1936,40 @@ mod file_slice {
         assert!(nones > 0);
     }
 
+    /// A fetch bounded below the log end (by a high watermark) stops before the batch holding
+    /// the bound, and the log keeps where that batch lies for the next fetch with the same bound:
+    /// after a truncation below it and appends of other batches, the same bound lies elsewhere,
+    /// and the answer must follow the batches now there.
+    #[test]
+    fn the_same_bound_after_a_truncation_stops_at_the_batch_now_holding_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(0));
+        let log = open_log(dir.path(), config(1 << 20), &clock);
+        let ones = batches(20, 1, 1_000, 10);
+        for b in &ones {
+            log.append(b).unwrap();
+        }
+        let bound = 15;
+        let fetch = |log: &LocalLog| {
+            let s = log.slice_exact(0, 1 << 20, true, bound).unwrap().unwrap();
+            bytes_of(&s.slice)
+        };
+        for _ in 0..2 {
+            assert!(fetch(&log) == ones[..15].concat());
+        }
+        assert!(log.truncate_to(10).unwrap());
+        // Batches of 3 records from offset 10: offset 15 is now in the batch from 13.
+        let threes: Vec<Vec<u8>> = (0..4).map(|i| batch(10 + 3 * i, 3, 2_000)).collect();
+        for b in &threes {
+            log.append(b).unwrap();
+        }
+        let expected = [ones[..10].concat(), threes[..1].concat()].concat();
+        assert!(fetch(&log) == expected, "{} bytes", fetch(&log).len());
+        // The next segment: the bound in a sealed one, then in the active one again.
+        log.roll(None).unwrap();
+        assert!(fetch(&log) == expected);
+    }
+
     #[test]
     fn a_slice_holds_the_bytes_read_exact_copies_on_real_files() {
         let dir = tempfile::tempdir().unwrap();
