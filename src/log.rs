@@ -698,7 +698,9 @@ impl Log {
     ///   crate's simulated one).
     ///
     /// [`FetchSlices::next_fetch_offset`](recovery::FetchSlices::next_fetch_offset) is
-    /// [`FetchResult::next_fetch_offset`], found without reading the slice.
+    /// [`FetchResult::next_fetch_offset`], found when asked from the headers of the slice's last
+    /// batches (a read of a few KiB), not by the fetch: a server that only hands the slice to
+    /// `sendfile` does not pay for it.
     pub fn fetch_slices(
         &self,
         offset: i64,

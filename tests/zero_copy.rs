@@ -128,7 +128,11 @@ fn assert_same_answer(slices: &FetchSlices, fetch: &FetchResult, ctx: &str) {
         slices.aborted_transactions, fetch.aborted_transactions,
         "{ctx}"
     );
-    assert_eq!(slices.next_fetch_offset, fetch.next_fetch_offset, "{ctx}");
+    assert_eq!(
+        slices.next_fetch_offset().expect("next fetch offset"),
+        fetch.next_fetch_offset,
+        "{ctx}"
+    );
 }
 
 #[test]

@@ -59,7 +59,7 @@ pub struct TimestampAndOffset {
 /// Parses a header from `head` (at least the first 17 bytes of the batch, up to 61), given the
 /// bytes available in the file from `position` (`remaining`). `Ok(None)` means "stop": an
 /// incomplete trailing batch, as in Kafka's `nextBatch`.
-fn parse_header(
+pub(crate) fn parse_header(
     head: &[u8],
     position: u64,
     remaining: u64,
@@ -673,6 +673,19 @@ impl FileRecords {
             position,
             len,
         )
+    }
+
+    /// [`Self::slice`] whose [`FileSlice::next_offset`] walks batch headers from `walk_from`
+    /// (a batch start inside the slice, before its last whole batch).
+    pub(crate) fn slice_walking_from(
+        &self,
+        position: u64,
+        len: usize,
+        walk_from: u64,
+    ) -> FileSlice {
+        let mut slice = self.slice(position, len);
+        slice.walk_from = walk_from.max(position);
+        slice
     }
 
     /// All bytes from `position` to the end, to iterate with record-format's iterator.

@@ -22,9 +22,15 @@ use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
 
+use record_format::internals::RECORD_BATCH_OVERHEAD;
+
 use crate::error::{Result, SegmentError};
-use crate::file_records::SharedMap;
+use crate::file_records::{parse_header, SharedMap};
 use crate::io::FileHandle;
+
+/// How many bytes [`FileSlice::next_offset`] reads at once: the batches an offset-index entry
+/// before the slice's end leads to (two of Kafka's default 4 KiB intervals) in one read.
+const NEXT_OFFSET_WINDOW: usize = 16 << 10;
 
 /// A range of a segment's `.log`, kept readable while it is held (see the module docs).
 #[derive(Clone)]
@@ -34,6 +40,9 @@ pub struct FileSlice {
     map: Option<Arc<SharedMap>>,
     position: u64,
     len: u64,
+    /// Where [`Self::next_offset`] starts its walk of batch headers: a batch start, at or after
+    /// `position`, at or before the start of the slice's last whole batch.
+    pub(crate) walk_from: u64,
 }
 
 impl fmt::Debug for FileSlice {
@@ -59,6 +68,7 @@ impl FileSlice {
             map,
             position,
             len,
+            walk_from: position,
         }
     }
 
@@ -102,6 +112,61 @@ impl FileSlice {
         self.handle.read_at(at, dst)
     }
 
+    /// One past the last offset of the last whole batch in the slice (the offset a reader of
+    /// the slice fetches next), `None` if it holds no whole batch. Reads only the headers of
+    /// the slice's last batches: a slice a fetch hands out walks from the offset-index entry
+    /// before the entry below its end (one read of a few KiB), not the whole slice. Stops at a
+    /// header it cannot parse, as a reader of the bytes stops at a batch it cannot read.
+    /// [`SegmentError::SliceTruncated`] if the file now ends before the slice's last whole
+    /// batch (a truncation after the slice was taken).
+    pub fn next_offset(&self) -> Result<Option<i64>> {
+        let end = self.position.saturating_add(self.len);
+        let mut at = self.walk_from.clamp(self.position, end);
+        let mut next = None;
+        let mut buf =
+            vec![0u8; NEXT_OFFSET_WINDOW.min(usize::try_from(end - at).unwrap_or(usize::MAX))];
+        loop {
+            let left = end - at;
+            let want = usize::try_from(left).map_or(buf.len(), |l| l.min(buf.len()));
+            let Some(window) = buf.get_mut(..want) else {
+                return Ok(next);
+            };
+            if window.is_empty() {
+                return Ok(next);
+            }
+            let read = self.read_at(at - self.position, window)?;
+            if read < window.len() {
+                return Err(SegmentError::SliceTruncated {
+                    path: self.path().to_path_buf(),
+                    position: self.position,
+                    len: self.len,
+                    read: at - self.position + read as u64,
+                });
+            }
+            let mut p = 0usize;
+            loop {
+                let position = at + p as u64;
+                let head = window.get(p..).unwrap_or_default();
+                if head.len() < RECORD_BATCH_OVERHEAD && position + (head.len() as u64) < end {
+                    // A header cut by the window: read again from it.
+                    break;
+                }
+                let head = head.get(..RECORD_BATCH_OVERHEAD).unwrap_or(head);
+                match parse_header(head, position, end - position) {
+                    Ok(Some(h)) => {
+                        next = Some(h.next_offset());
+                        p = usize::try_from(h.end() - at).unwrap_or(usize::MAX);
+                        if p >= window.len() {
+                            break;
+                        }
+                    }
+                    _ => return Ok(next),
+                }
+            }
+            at += p as u64;
+        }
+    }
+
     /// Reads the slice from its start into `buf` ([`Self::read_at`] from 0): the first
     /// `min(buf.len(), len)` bytes, fewer if the file was truncated inside the slice.
     pub fn read_into(&self, buf: &mut [u8]) -> Result<usize> {
@@ -143,5 +208,114 @@ impl FileSlice {
     #[cfg(unix)]
     pub fn as_raw_fd(&self) -> Option<std::os::fd::RawFd> {
         self.as_fd().map(|fd| std::os::fd::AsRawFd::as_raw_fd(&fd))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use record_format::{Batches, RecordBatchBuilder};
+
+    use super::*;
+    use crate::file_records::FileRecords;
+    use crate::io::{OpenMode, StdFs};
+
+    /// Batches whose sizes vary (1 to 40 records of 100 bytes), so that over a 16 KiB window
+    /// some header is cut by the window's end and some batch spans windows.
+    fn log_bytes() -> Vec<u8> {
+        let mut bytes = Vec::new();
+        let mut offset = 0i64;
+        for i in 0..120i64 {
+            let n = 1 + (i * 7) % 40;
+            let mut b = RecordBatchBuilder::new(offset);
+            for r in 0..n {
+                b.append(r, None, Some(&[i as u8; 100]), &[]).unwrap();
+            }
+            bytes.extend_from_slice(&b.build());
+            offset += n + i % 3; // gaps between batches, as compaction leaves
+        }
+        bytes
+    }
+
+    /// The oracle: one past the last offset of the last whole batch, by record-format's parser.
+    fn parsed_next(bytes: &[u8]) -> Option<i64> {
+        Batches::new(bytes, 0)
+            .map_while(std::result::Result::ok)
+            .last()
+            .map(|b| b.last_offset() + 1)
+    }
+
+    #[test]
+    fn the_next_offset_is_past_the_last_whole_batch_of_any_slice() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let bytes = log_bytes();
+        assert!(bytes.len() > 3 * NEXT_OFFSET_WINDOW);
+        std::fs::write(&path, &bytes).unwrap();
+        let records = FileRecords::open(&StdFs, &path, OpenMode::Read).unwrap();
+        let starts: Vec<u64> = Batches::new(&bytes, 0)
+            .map(|b| b.unwrap().position())
+            .collect();
+        let mut checked = 0;
+        for &start in starts.iter().step_by(17) {
+            for len in (0..bytes.len() as u64 - start).step_by(997) {
+                let s = start as usize;
+                let want = parsed_next(&bytes[s..s + len as usize]);
+                // Walking from the slice's start and from a batch start inside it.
+                let whole = records.slice(start, len as usize);
+                assert_eq!(whole.next_offset().unwrap(), want, "{start} +{len}");
+                let last_whole = Batches::new(&bytes[s..s + len as usize], 0)
+                    .map_while(std::result::Result::ok)
+                    .last()
+                    .map(|b| start + b.position());
+                let inner = starts.iter().copied().filter(|&p| p > start);
+                for from in inner
+                    .filter(|&p| last_whole.is_some_and(|l| p <= l))
+                    .rev()
+                    .take(2)
+                {
+                    let walked = records.slice_walking_from(start, len as usize, from);
+                    assert_eq!(
+                        walked.next_offset().unwrap(),
+                        want,
+                        "{start} +{len} from {from}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 500, "{checked}");
+        // The whole file walked from each of the first batches: the window's ends fall at every
+        // place in a batch, a header's first bytes among them.
+        let all = records.slice(0, bytes.len());
+        for &from in &starts[..60] {
+            let walked = records.slice_walking_from(0, bytes.len(), from);
+            assert_eq!(
+                walked.next_offset().unwrap(),
+                parsed_next(&bytes),
+                "from {from}"
+            );
+        }
+        assert_eq!(all.next_offset().unwrap(), parsed_next(&bytes));
+    }
+
+    #[test]
+    fn a_slice_cut_by_a_truncation_says_so() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000000.log");
+        let bytes = log_bytes();
+        std::fs::write(&path, &bytes).unwrap();
+        let records = FileRecords::open(&StdFs, &path, OpenMode::Read).unwrap();
+        let slice = records.slice(0, bytes.len());
+        assert_eq!(slice.next_offset().unwrap(), parsed_next(&bytes));
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(bytes.len() as u64 / 2)
+            .unwrap();
+        assert!(matches!(
+            slice.next_offset(),
+            Err(SegmentError::SliceTruncated { .. })
+        ));
     }
 }

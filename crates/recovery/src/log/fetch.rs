@@ -146,13 +146,23 @@ pub struct FetchSlices {
     pub log_start_offset: i64,
     /// `TxnCommitted`: the aborted transactions [`PartitionLog::fetch`] returns with the bytes.
     pub aborted_transactions: Option<Vec<AbortedTxn>>,
-    /// [`FetchResult::next_fetch_offset`]: one past the last offset of the last whole batch in
-    /// the slice, `fetch_offset` when it holds none (found from the offset index and the
-    /// headers of the slice's last batches, without reading the rest of it).
-    pub next_fetch_offset: i64,
 }
 
 impl FetchSlices {
+    /// [`FetchResult::next_fetch_offset`]: one past the last offset of the last whole batch in
+    /// the slice, `fetch_offset` when it holds none. Found when asked, not by the fetch: it
+    /// reads the headers of the slice's last batches (a few KiB from an offset-index entry
+    /// before the slice's end, [`FileSlice::next_offset`]), which a server that hands the slice
+    /// to `sendfile` does not need. Fails only as a read of the slice fails (after a truncation
+    /// below its end, `SliceTruncated`).
+    pub fn next_fetch_offset(&self) -> Result<i64, PartitionLogError> {
+        let next = match &self.slice {
+            Some(s) => s.next_offset()?,
+            None => None,
+        };
+        Ok(next.unwrap_or(self.fetch_offset))
+    }
+
     /// The slice's length in bytes (0 without one).
     pub fn len(&self) -> u64 {
         self.slice.as_ref().map_or(0, FileSlice::len)
@@ -380,11 +390,14 @@ impl View<'_> {
                         self.local
                             .slice_exact(start_offset, max_bytes, min_one_message, bound)?;
                     Ok(exact.map(|e| {
-                        let data = Some((e.slice, e.next_fetch_offset));
-                        (data, e.first_entry_incomplete, e.upper_bound_offset)
+                        (
+                            Some(e.slice),
+                            e.first_entry_incomplete,
+                            e.upper_bound_offset,
+                        )
                     }))
                 })?;
-                let (slice, next_fetch_offset) = parts.data.unwrap_or((None, start_offset));
+                let slice = parts.data.flatten();
                 Ok(FetchSlices {
                     fetch_offset: start_offset,
                     isolation: isolation_level(isolation),
@@ -394,7 +407,6 @@ impl View<'_> {
                     last_stable_offset: parts.last_stable_offset,
                     log_start_offset: parts.log_start_offset,
                     aborted_transactions: parts.aborted_transactions,
-                    next_fetch_offset,
                 })
             },
         )

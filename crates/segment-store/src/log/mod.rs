@@ -204,9 +204,20 @@ pub struct ExactSlice {
     pub first_entry_incomplete: bool,
     /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with the bytes.
     pub upper_bound_offset: i64,
+}
+
+impl ExactSlice {
     /// One past the last offset of the last whole batch in the slice (the offset a reader of
-    /// it fetches next); the fetch offset when it holds no whole batch.
-    pub next_fetch_offset: i64,
+    /// it fetches next); the fetch offset when it holds no whole batch. Found when asked, from
+    /// the headers of the slice's last batches ([`FileSlice::next_offset`]): a server that
+    /// hands the slice to `sendfile` need not.
+    pub fn next_fetch_offset(&self) -> Result<i64> {
+        let next = match &self.slice {
+            Some(s) => s.next_offset()?,
+            None => None,
+        };
+        Ok(next.unwrap_or(self.fetch_offset_metadata.message_offset))
+    }
 }
 
 /// Summary of one segment, for iteration without holding the lock.

@@ -218,7 +218,15 @@ fn check_reads<O, T>(
                         .expect("bounds");
                     assert_eq!(got, want, "{step}: read_bounds({offset}, {max_size})");
                     let Some(b) = want else { continue };
-                    assert_eq!(tail.next_fetch_offset(&b), own.next_fetch_offset(&b));
+                    let (t, o) = (tail.fetch_slice(&b), own.fetch_slice(&b));
+                    assert_eq!(
+                        (t.position(), t.len(), t.walk_from),
+                        (o.position(), o.len(), o.walk_from)
+                    );
+                    assert_eq!(
+                        t.next_offset().expect("next"),
+                        o.next_offset().expect("next")
+                    );
                     let (o, p) = (offset, b.position);
                     assert_eq!(
                         tail.fetch_upper_bound_offset(o, p, b.fetch_size),

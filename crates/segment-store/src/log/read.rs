@@ -132,13 +132,10 @@ impl Held {
         }
     }
 
-    /// The bytes `b` names as a slice of the `.log`, and the offset a reader of them fetches
-    /// next.
-    fn slice(&self, b: &ReadBounds) -> (FileSlice, i64) {
-        view!(self, |v| (
-            v.log.slice(b.position, b.fetch_size),
-            v.next_fetch_offset(b)
-        ))
+    /// The bytes `b` names as a slice of the `.log` that finds the offset a reader of them
+    /// fetches next when asked ([`FileSlice::next_offset`]).
+    fn slice(&self, b: &ReadBounds) -> FileSlice {
+        view!(self, |v| v.fetch_slice(b))
     }
 }
 
@@ -353,15 +350,11 @@ impl LocalLog {
             |held, b| Ok(held.slice(b)),
         );
         self.trim_cache();
-        Ok(r?.map(|e| {
-            let (slice, next_fetch_offset) = e.data.unzip();
-            ExactSlice {
-                fetch_offset_metadata: e.fetch_offset_metadata,
-                slice: slice.filter(|s| !s.is_empty()),
-                first_entry_incomplete: e.first_entry_incomplete,
-                upper_bound_offset: e.upper_bound_offset,
-                next_fetch_offset: next_fetch_offset.unwrap_or(start_offset),
-            }
+        Ok(r?.map(|e| ExactSlice {
+            fetch_offset_metadata: e.fetch_offset_metadata,
+            slice: e.data.filter(|s| !s.is_empty()),
+            first_entry_incomplete: e.first_entry_incomplete,
+            upper_bound_offset: e.upper_bound_offset,
         }))
     }
 

@@ -11,6 +11,7 @@ use super::append_read::ReadBounds;
 use super::LogOffsetMetadata;
 use crate::error::{Result, SegmentError};
 use crate::file_records::{FileRecords, LogOffsetPosition, TimestampAndOffset};
+use crate::file_slice::FileSlice;
 use crate::index::TimestampOffset;
 use crate::index::{self, FilePosition, OffsetEntries, OffsetPosition, TimeEntries};
 
@@ -84,22 +85,15 @@ impl<O: OffsetEntries, T: TimeEntries> SegmentView<'_, O, T> {
         }))
     }
 
-    /// One past the last offset of the last whole batch in the bytes `bounds` name (the offset
-    /// a reader of them fetches next), the fetch offset if none is whole: the batch headers
-    /// from the offset-index entry before the bytes' end ([`index::scan_start_before`]),
-    /// not every header of the range. Stops at a header it cannot read, as a reader of the
-    /// bytes stops at a batch it cannot read.
-    pub(crate) fn next_fetch_offset(&self, bounds: &ReadBounds) -> i64 {
+    /// The bytes `bounds` name as a [`FileSlice`] of the `.log` whose
+    /// [`FileSlice::next_offset`] walks the headers from the offset-index entry before the
+    /// last entry below the bytes' end ([`index::scan_start_before`]), not every header of the
+    /// range.
+    pub(crate) fn fetch_slice(&self, bounds: &ReadBounds) -> FileSlice {
         let end = bounds.position + bounds.fetch_size as u64;
         let from = index::scan_start_before(self.offsets, end).max(bounds.position);
-        let mut next = bounds.fetch_offset_metadata.message_offset;
-        for h in self.log.headers_from(from) {
-            match h {
-                Ok(h) if h.end() <= end => next = h.next_offset(),
-                _ => break,
-            }
-        }
-        next
+        self.log
+            .slice_walking_from(bounds.position, bounds.fetch_size, from)
     }
 
     /// Kafka's `LogSegment.fetchUpperBoundOffset`: the offset of the first offset-index entry at

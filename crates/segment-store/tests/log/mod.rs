@@ -1925,7 +1925,7 @@ mod file_slice {
                             .map_while(Result::ok)
                             .last()
                             .map_or(start, |e| e.last_offset() + 1);
-                        assert_eq!(slice.next_fetch_offset, next, "{ctx}");
+                        assert_eq!(slice.next_fetch_offset().unwrap(), next, "{ctx}");
                         non_empty += usize::from(!read.data.records.is_empty());
                     }
                 }
