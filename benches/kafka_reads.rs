@@ -24,7 +24,10 @@
 //! offsets of the readable range while its own writer appends and flushes every 100 appends,
 //! each answer read into the reader's buffer (`copy`) or kept as the slice it is (`slice`),
 //! rounds with and without the writer alternating (harness `bench-read-writer`; see
-//! [`seglog_beside_writer`]). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 3) rounds of
+//! [`seglog_beside_writer`]). Each is run twice: with each side's writer as fast as it can (so
+//! the faster writer takes more of the machine from its readers), then with both writers kept
+//! to the same pace, `SEGLOG_KAFKA_BENCH_WRITER_RATE` appends a second (default 20,000, about
+//! 23 MB/s: the same work beside both sides' readers). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 3) rounds of
 //! `SEGLOG_KAFKA_BENCH_WRITER_SECONDS` (default 1) per condition; `SEGLOG_BENCH_MAX_OPEN_SEGMENTS`
 //! sets seglog's `LogConfig::max_open_inactive_segments` for every read; `SEGLOG_KAFKA_BENCH_NO_WRITER`
 //! skips them.
@@ -261,6 +264,7 @@ fn seglog_beside_writer(
     seconds: f64,
     flush_every: u64,
     copy: bool,
+    rate: Option<f64>,
 ) -> Vec<Round> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let log = Log::open(dir, reader_config()).expect("open");
@@ -273,6 +277,7 @@ fn seglog_beside_writer(
         let (fetches, secs, appends) = std::thread::scope(|scope| {
             let writer = writing.then(|| {
                 scope.spawn(|| {
+                    let started = Instant::now();
                     let mut n = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         log.append(&pool[(n % POOL as u64) as usize])
@@ -280,6 +285,9 @@ fn seglog_beside_writer(
                         n += 1;
                         if n.is_multiple_of(flush_every) {
                             log.flush().expect("flush");
+                            if let Some(rate) = rate {
+                                pace(started, n, rate);
+                            }
                         }
                     }
                     n
@@ -336,6 +344,15 @@ fn seglog_beside_writer(
     }
     log.close().expect("close");
     out
+}
+
+/// Sleeps until `n` appends from `started` on are at `rate` appends per second (the writer of a
+/// paced round: the same work on both sides, whatever each writer's speed).
+fn pace(started: Instant, n: u64, rate: f64) {
+    let due = started + std::time::Duration::from_secs_f64(n as f64 / rate);
+    if let Some(wait) = due.checked_duration_since(Instant::now()) {
+        std::thread::sleep(wait);
+    }
 }
 
 /// Fetches/s and appends/s, medians over the rounds of one condition.
@@ -396,57 +413,76 @@ fn beside_writer(home: &Path, dir: &Path) {
          per reader: seglog / Kafka fetches/s | appends/s: seglog / Kafka |"
     );
     println!("| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    let paced = std::env::var("SEGLOG_KAFKA_BENCH_WRITER_RATE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000.0f64);
     for (answer, readers) in [("copy", 1usize), ("copy", 4), ("slice", 1), ("slice", 4)] {
         let copy = answer == "copy";
-        // Each side starts from a copy of the partition as written: the writers grow it (by
-        // about 100 MB a second), and neither side reads what the other appended.
-        let ours = seglog_beside_writer(
-            &fresh_copy(dir),
-            readers,
-            rounds,
-            seconds,
-            flush_every,
-            copy,
-        );
-        let theirs_dir = fresh_copy(dir);
-        let k = harness(
-            home,
-            &[
-                "bench-read-writer",
-                &theirs_dir.display().to_string(),
-                &readers.to_string(),
-                &rounds.to_string(),
-                &seconds.to_string(),
-                &flush_every.to_string(),
-                answer,
-            ],
-        );
-        let theirs: Vec<Round> = k
-            .iter()
-            .map(|x| Round {
-                writer: x["writer"].as_bool().expect("writer"),
-                fetches: x["fetches"].as_u64().expect("fetches"),
-                seconds: x["seconds"].as_f64().expect("seconds"),
-                appends: x["appends"].as_u64().expect("appends"),
-            })
-            .collect();
-        for writer in [true, false] {
-            let (f, a) = rates(&ours, writer);
-            let (kf, ka) = rates(&theirs, writer);
-            let n = readers as f64;
-            let appends = if writer {
-                format!("{a:.0} / {ka:.0}")
-            } else {
-                String::new()
-            };
-            println!(
-                "| {answer} | {readers} | {} | {f:.0} | {kf:.0} | **{:.2}x** | {:.0} / {:.0} | \
-                 {appends} |",
-                if writer { "appending" } else { "none" },
-                f / kf,
-                f / n,
-                kf / n,
+        // The writers as fast as each can, then both at the same pace.
+        for rate in [None, Some(paced)] {
+            // Each side starts from a copy of the partition as written: the writers grow it (by
+            // up to about 150 MB a second), and neither side reads what the other appended.
+            let ours = seglog_beside_writer(
+                &fresh_copy(dir),
+                readers,
+                rounds,
+                seconds,
+                flush_every,
+                copy,
+                rate,
             );
+            let theirs_dir = fresh_copy(dir);
+            let k = harness(
+                home,
+                &[
+                    "bench-read-writer",
+                    &theirs_dir.display().to_string(),
+                    &readers.to_string(),
+                    &rounds.to_string(),
+                    &seconds.to_string(),
+                    &flush_every.to_string(),
+                    answer,
+                    &rate.unwrap_or(0.0).to_string(),
+                ],
+            );
+            let theirs: Vec<Round> = k
+                .iter()
+                .map(|x| Round {
+                    writer: x["writer"].as_bool().expect("writer"),
+                    fetches: x["fetches"].as_u64().expect("fetches"),
+                    seconds: x["seconds"].as_f64().expect("seconds"),
+                    appends: x["appends"].as_u64().expect("appends"),
+                })
+                .collect();
+            // The rounds without the writer are the same condition in both runs: shown once.
+            let conditions: &[bool] = if rate.is_none() {
+                &[true, false]
+            } else {
+                &[true]
+            };
+            for &writer in conditions {
+                let (f, a) = rates(&ours, writer);
+                let (kf, ka) = rates(&theirs, writer);
+                let n = readers as f64;
+                let appends = if writer {
+                    format!("{a:.0} / {ka:.0}")
+                } else {
+                    String::new()
+                };
+                let label = match (writer, rate) {
+                    (false, _) => "none".to_string(),
+                    (true, None) => "as fast as it can".to_string(),
+                    (true, Some(r)) => format!("{r:.0} appends/s"),
+                };
+                println!(
+                    "| {answer} | {readers} | {label} | {f:.0} | {kf:.0} | **{:.2}x** | {:.0} / {:.0} | \
+                     {appends} |",
+                    f / kf,
+                    f / n,
+                    kf / n,
+                );
+            }
         }
     }
 }

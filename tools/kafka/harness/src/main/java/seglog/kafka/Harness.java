@@ -78,7 +78,7 @@ import org.apache.kafka.storage.log.metrics.BrokerTopicStats;
  * compact-bench NOW DEDUPE_BYTES SEGMENT_BYTES   Kafka's log cleaner timed, one pass per stdin line: see CleanerHarness
  * read DIR HW REQUESTS                   UnifiedLog.read per request line, as an oracle: see ReadHarness
  * bench-read DIR HW REQUESTS WARMUP TIMED UnifiedLog.read timed over the request lines: see ReadHarness
- * bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY [copy|slice]   UnifiedLog.read beside appendAsLeader: see ReadHarness
+ * bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY [copy|slice] [RATE]   UnifiedLog.read beside appendAsLeader: see ReadHarness
  * </pre>
  *
  * JSON is printed on stdout, one object per line; diagnostics go to stderr.

@@ -166,7 +166,7 @@ final class ReadHarness {
     }
 
     /**
-     * `bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY [copy|slice]`: Kafka's read path beside Kafka's own
+     * `bench-read-writer DIR READERS ROUNDS SECONDS FLUSH_EVERY [copy|slice] [RATE]`: Kafka's read path beside Kafka's own
      * writer, for `benches/kafka_reads.rs`. The partition is loaded as a broker loads it, its high
      * watermark at the log end. One untimed warm-up round with the writer, then 2 * ROUNDS rounds of
      * SECONDS each, alternating with and without the writer, each printed as one JSON line. In a round
@@ -176,7 +176,8 @@ final class ReadHarness {
      * slice kept and no byte read, what a broker hands to `sendfile`). The writer appends batches of
      * 10 records of 100 random bytes with `appendAsLeader` (leader epoch 0, client origin), and every
      * FLUSH_EVERY appends flushes and moves the high watermark to the flushed log end (seglog's default
-     * high-watermark policy).
+     * high-watermark policy). With RATE above 0 the writer keeps to RATE appends per second (it waits
+     * after a flush until its appends are due), as fast as it can otherwise.
      */
     static void benchReadWriter(String[] a) throws Exception {
         File dir = new File(a[0]);
@@ -185,6 +186,7 @@ final class ReadHarness {
         double seconds = Double.parseDouble(a[3]);
         int flushEvery = Integer.parseInt(a[4]);
         boolean copy = a.length < 6 || !a[5].equals("slice");
+        double rate = a.length < 7 ? 0 : Double.parseDouble(a[6]);
         KafkaScheduler scheduler = Harness.scheduler();
         UnifiedLog log = Harness.open(dir, false, scheduler, new BrokerTopicStats(), null);
         log.updateHighWatermark(log.logEndOffset());
@@ -196,6 +198,7 @@ final class ReadHarness {
             java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
             Thread writer = new Thread(() -> {
                 try {
+                    long started = System.nanoTime();
                     long n = 0;
                     while (!stop.get()) {
                         log.appendAsLeader(Harness.reset(pool.get((int) (n % pool.size()))), 0,
@@ -204,6 +207,10 @@ final class ReadHarness {
                         if (n % flushEvery == 0) {
                             log.flush(false);
                             log.updateHighWatermark(log.logEndOffset());
+                            if (rate > 0) {
+                                long wait = started + (long) (n / rate * 1e9) - System.nanoTime();
+                                if (wait > 0) java.util.concurrent.locks.LockSupport.parkNanos(wait);
+                            }
                         }
                     }
                     appends.set(n);
