@@ -344,9 +344,13 @@ impl View<'_> {
         min_one_message: bool,
     ) -> Result<FetchResult, PartitionLogError> {
         let parts = self.fetch_parts(start_offset, isolation, |bound| {
-            let exact = self
-                .local
-                .read_exact(start_offset, max_bytes, min_one_message, bound)?;
+            let exact = self.local.read_exact_with(
+                start_offset,
+                max_bytes,
+                min_one_message,
+                bound,
+                isolation == FetchIsolation::TxnCommitted,
+            )?;
             Ok(exact.map(|e| {
                 let d = e.data;
                 (d.records, d.first_entry_incomplete, e.upper_bound_offset)
@@ -386,9 +390,13 @@ impl View<'_> {
             start_offset,
             || {
                 let parts = self.fetch_parts(start_offset, isolation, |bound| {
-                    let exact =
-                        self.local
-                            .slice_exact(start_offset, max_bytes, min_one_message, bound)?;
+                    let exact = self.local.slice_exact_with(
+                        start_offset,
+                        max_bytes,
+                        min_one_message,
+                        bound,
+                        isolation == FetchIsolation::TxnCommitted,
+                    )?;
                     Ok(exact.map(|e| {
                         (
                             Some(e.slice),

@@ -187,7 +187,9 @@ pub struct FetchData {
 pub struct ExactFetch {
     /// The bytes (the last batch may be cut short) and where they start.
     pub data: FetchData,
-    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with them.
+    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with them (the
+    /// fetch offset itself, an empty range, from [`LocalLog::read_exact_with`] without
+    /// `aborted_range`).
     pub upper_bound_offset: i64,
 }
 
@@ -202,7 +204,9 @@ pub struct ExactSlice {
     pub slice: Option<FileSlice>,
     /// The first batch did not fit `max_bytes`.
     pub first_entry_incomplete: bool,
-    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with the bytes.
+    /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with the bytes
+    /// (the fetch offset itself, an empty range, from [`LocalLog::slice_exact_with`] without
+    /// `aborted_range`).
     pub upper_bound_offset: i64,
 }
 

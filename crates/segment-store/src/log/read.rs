@@ -310,11 +310,27 @@ impl LocalLog {
         min_one_message: bool,
         max_offset: i64,
     ) -> Result<Option<ExactFetch>> {
+        self.read_exact_with(start_offset, max_bytes, min_one_message, max_offset, true)
+    }
+
+    /// [`Self::read_exact`], whose `upper_bound_offset` is looked up only with `aborted_range`
+    /// (Kafka's `fetchUpperBoundOffset`, an offset-index search, which Kafka makes for
+    /// `read_committed` fetches only); without it, it is the fetch offset: no aborted
+    /// transaction goes with the bytes.
+    pub fn read_exact_with(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        max_offset: i64,
+        aborted_range: bool,
+    ) -> Result<Option<ExactFetch>> {
         let r = self.exact_inner(
             start_offset,
             max_bytes,
             min_one_message,
             max_offset,
+            aborted_range,
             |held, b| held.read_vec(b),
         );
         self.trim_cache();
@@ -342,11 +358,25 @@ impl LocalLog {
         min_one_message: bool,
         max_offset: i64,
     ) -> Result<Option<ExactSlice>> {
+        self.slice_exact_with(start_offset, max_bytes, min_one_message, max_offset, true)
+    }
+
+    /// [`Self::slice_exact`], whose `upper_bound_offset` is looked up only with `aborted_range`,
+    /// as in [`Self::read_exact_with`].
+    pub fn slice_exact_with(
+        &self,
+        start_offset: i64,
+        max_bytes: usize,
+        min_one_message: bool,
+        max_offset: i64,
+        aborted_range: bool,
+    ) -> Result<Option<ExactSlice>> {
         let r = self.exact_inner(
             start_offset,
             max_bytes,
             min_one_message,
             max_offset,
+            aborted_range,
             |held, b| Ok(held.slice(b)),
         );
         self.trim_cache();
@@ -368,6 +398,7 @@ impl LocalLog {
         max_bytes: usize,
         min_one_message: bool,
         max_offset: i64,
+        aborted_range: bool,
         mut take: impl FnMut(&Held, &ReadBounds) -> Result<T>,
     ) -> Result<Option<Exact<T>>> {
         self.with_snapshot(|snap| {
@@ -408,16 +439,20 @@ impl LocalLog {
                     continue;
                 };
                 let meta = b.fetch_offset_metadata;
-                let upper_bound_offset = view!(&held, |v| v.fetch_upper_bound_offset(
-                    meta.message_offset,
-                    meta.relative_position_in_segment,
-                    b.fetch_size
-                ))
-                .unwrap_or_else(|| {
-                    snap.list
-                        .get(i + 1)
-                        .map_or(snap.log_end_offset, |e| e.base())
-                });
+                let upper_bound_offset = if aborted_range {
+                    view!(&held, |v| v.fetch_upper_bound_offset(
+                        meta.message_offset,
+                        meta.relative_position_in_segment,
+                        b.fetch_size
+                    ))
+                    .unwrap_or_else(|| {
+                        snap.list
+                            .get(i + 1)
+                            .map_or(snap.log_end_offset, |e| e.base())
+                    })
+                } else {
+                    start_offset
+                };
                 return Ok(Step::Done(Some(Exact {
                     fetch_offset_metadata: meta,
                     data: Some(take(&held, &b)?),

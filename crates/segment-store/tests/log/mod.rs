@@ -1921,6 +1921,24 @@ mod file_slice {
                             "{ctx}"
                         );
                         assert_eq!(slice.upper_bound_offset, read.upper_bound_offset, "{ctx}");
+                        // Without the aborted range: the same answer, an empty range.
+                        let plain = log
+                            .slice_exact_with(start, max_bytes, min_one, max_offset, false)
+                            .unwrap()
+                            .unwrap();
+                        let plain_read = log
+                            .read_exact_with(start, max_bytes, min_one, max_offset, false)
+                            .unwrap()
+                            .unwrap();
+                        assert!(bytes_of(&plain.slice) == bytes, "{ctx}");
+                        assert!(plain_read.data == read.data, "{ctx}");
+                        assert_eq!(plain.fetch_offset_metadata, slice.fetch_offset_metadata);
+                        assert_eq!(plain.first_entry_incomplete, slice.first_entry_incomplete);
+                        assert_eq!(
+                            (plain.upper_bound_offset, plain_read.upper_bound_offset),
+                            (start, start),
+                            "{ctx}"
+                        );
                         let next = Batches::new(&read.data.records, 0)
                             .map_while(Result::ok)
                             .last()
