@@ -27,7 +27,7 @@
 //! [`seglog_beside_writer`]). Each is run twice: with each side's writer as fast as it can (so
 //! the faster writer takes more of the machine from its readers), then with both writers kept
 //! to the same pace, `SEGLOG_KAFKA_BENCH_WRITER_RATE` appends a second (default 20,000, about
-//! 23 MB/s: the same work beside both sides' readers). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 3) rounds of
+//! 23 MB/s: the same work beside both sides' readers). `SEGLOG_KAFKA_BENCH_WRITER_ROUNDS` (default 5) rounds of
 //! `SEGLOG_KAFKA_BENCH_WRITER_SECONDS` (default 1) per condition; `SEGLOG_BENCH_MAX_OPEN_SEGMENTS`
 //! sets seglog's `LogConfig::max_open_inactive_segments` for every read; `SEGLOG_KAFKA_BENCH_NO_WRITER`
 //! skips them.
@@ -396,7 +396,7 @@ fn fresh_copy(dir: &Path) -> PathBuf {
 
 /// The fetches beside a writer, seglog against Kafka, 1 and 4 readers.
 fn beside_writer(home: &Path, dir: &Path) {
-    let rounds = env_usize("SEGLOG_KAFKA_BENCH_WRITER_ROUNDS", 3).max(1);
+    let rounds = env_usize("SEGLOG_KAFKA_BENCH_WRITER_ROUNDS", 5).max(1);
     let seconds = std::env::var("SEGLOG_KAFKA_BENCH_WRITER_SECONDS")
         .ok()
         .and_then(|v| v.parse().ok())
