@@ -142,6 +142,16 @@ fn config(clock: &Arc<ManualClock>, dedupe: u64) -> Config {
         })
 }
 
+/// A log at `dir` with `ops` written and its segment rolled, so the cleaner may take all of
+/// it; still open, with its log end offset.
+fn written(dir: &Path, clock: &Arc<ManualClock>, ops: &[Op]) -> (Log, i64) {
+    let mut log = Log::open(dir, config(clock, 1 << 20)).unwrap();
+    write(&mut log, ops);
+    log.roll().unwrap();
+    let end = log.log_end_offset();
+    (log, end)
+}
+
 fn write(log: &mut Log, ops: &[Op]) {
     let mut seq = [0i32; 5];
     let mut in_txn = [false; 5];
@@ -286,10 +296,7 @@ fn compaction_removes_superseded_values() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data").join("table-0");
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
-    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
-    write(&mut log, &ops);
-    log.roll().unwrap();
-    let end = log.log_end_offset();
+    let (log, end) = written(&dir, &clock, &ops);
     log.set_high_watermark(end).unwrap();
     let report = log.compact().unwrap();
     assert_eq!(report.end_offset, end);
@@ -349,9 +356,7 @@ fn seglog_compact_dry_run_writes_nothing_and_the_run_does_what_it_planned() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data").join("table-0");
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
-    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
-    write(&mut log, &ops);
-    log.roll().unwrap();
+    let (log, _) = written(&dir, &clock, &ops);
     log.close().unwrap();
     let args = compact_args(&dir, 1024);
     let before = tree(tmp.path());
@@ -463,10 +468,7 @@ fn a_pass_stopped_at_any_mutation_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let base = tmp.path().join("base").join("table-0");
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
-    let mut log = Log::open(&base, config(&clock, 1 << 20)).unwrap();
-    write(&mut log, &ops);
-    log.roll().unwrap();
-    let end = log.log_end_offset();
+    let (log, end) = written(&base, &clock, &ops);
     log.set_high_watermark(end).unwrap();
     let (want_newest, want_producers) = (newest(&log), producers(&log));
     let to_clean = |dir: &Path, log: &Log| LogToClean {
@@ -538,10 +540,7 @@ fn verify_reports_cleaner_leftovers_and_a_cleaner_checkpoint_past_the_end() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data").join("table-0");
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
-    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
-    write(&mut log, &ops);
-    log.roll().unwrap();
-    let end = log.log_end_offset();
+    let (log, end) = written(&dir, &clock, &ops);
     let want = consume_all(&log, IsolationLevel::ReadUncommitted);
     log.close().unwrap();
 
@@ -598,9 +597,7 @@ fn seglog_compact_on_a_log_directory_cleans_the_topics_named() {
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
     for name in ["table-0", "table-1", "other-0"] {
         let alone = tmp.path().join(format!("alone-{name}")).join(name);
-        let mut log = Log::open(&alone, config(&clock, 1 << 20)).unwrap();
-        write(&mut log, &ops);
-        log.roll().unwrap();
+        let (log, _) = written(&alone, &clock, &ops);
         log.close().unwrap();
         std::fs::rename(&alone, data.join(name)).unwrap();
     }
@@ -690,10 +687,7 @@ fn compact_due_cleans_the_logs_kafkas_cleaner_manager_would_pick() {
     // dirty section ~0.9 of it), `small` 4 (below the default min.cleanable.dirty.ratio 0.5).
     for (name, more) in [("big-0", &many), ("small-0", &few)] {
         let alone = tmp.path().join(format!("alone-{name}")).join(name);
-        let mut log = Log::open(&alone, config(&clock, 1 << 20)).unwrap();
-        write(&mut log, &many);
-        log.roll().unwrap();
-        let end = log.log_end_offset();
+        let (mut log, end) = written(&alone, &clock, &many);
         log.set_high_watermark(end).unwrap();
         log.compact().unwrap();
         write(&mut log, more);
@@ -864,10 +858,7 @@ fn a_corrupt_batch_is_never_written_by_the_cleaner() {
     let tmp = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
     let dir = tmp.path().join("sound").join("table-0");
-    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
-    write(&mut log, &ops);
-    log.roll().unwrap();
-    let end = log.log_end_offset();
+    let (log, end) = written(&dir, &clock, &ops);
     log.set_high_watermark(end).unwrap();
     log.close().unwrap();
     let copy = |name: &str| {
@@ -937,10 +928,7 @@ fn a_torn_active_segment_does_not_stop_compaction() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data").join("table-0");
     let clock = Arc::new(ManualClock::new(T0 + 10_000));
-    let mut log = Log::open(&dir, config(&clock, 1 << 20)).unwrap();
-    write(&mut log, &ops);
-    log.roll().unwrap();
-    let end = log.log_end_offset();
+    let (log, end) = written(&dir, &clock, &ops);
     log.close().unwrap();
     let active = segment_files(&dir)
         .into_keys()

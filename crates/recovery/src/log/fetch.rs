@@ -343,13 +343,13 @@ impl View<'_> {
         isolation: FetchIsolation,
         min_one_message: bool,
     ) -> Result<FetchResult, PartitionLogError> {
-        let parts = self.fetch_parts(start_offset, isolation, |bound| {
-            let exact = self.local.read_exact_with(
+        let parts = self.fetch_parts(start_offset, isolation, |bound, committed| {
+            let exact = self.local.read_exact(
                 start_offset,
                 max_bytes,
                 min_one_message,
                 bound,
-                isolation == FetchIsolation::TxnCommitted,
+                committed,
             )?;
             Ok(exact.map(|e| {
                 let d = e.data;
@@ -389,13 +389,13 @@ impl View<'_> {
             isolation == FetchIsolation::TxnCommitted,
             start_offset,
             || {
-                let parts = self.fetch_parts(start_offset, isolation, |bound| {
-                    let exact = self.local.slice_exact_with(
+                let parts = self.fetch_parts(start_offset, isolation, |bound, committed| {
+                    let exact = self.local.slice_exact(
                         start_offset,
                         max_bytes,
                         min_one_message,
                         bound,
-                        isolation == FetchIsolation::TxnCommitted,
+                        committed,
                     )?;
                     Ok(exact.map(|e| {
                         (
@@ -421,13 +421,14 @@ impl View<'_> {
     }
 
     /// The one fetch behind [`Self::fetch`] and [`Self::fetch_slices`]: the bound of
-    /// `isolation`, Kafka's exact bytes up to it as `read` gives them (read or sliced), and the
+    /// `isolation`, Kafka's exact bytes up to it as `read` gives them (read or sliced; told
+    /// whether the aborted transactions' range is wanted, `read_committed` only), and the
     /// aborted transactions that go with them.
     fn fetch_parts<T: Default>(
         &self,
         start_offset: i64,
         isolation: FetchIsolation,
-        read: impl FnOnce(i64) -> Result<ExactParts<T>, PartitionLogError>,
+        read: impl FnOnce(i64, bool) -> Result<ExactParts<T>, PartitionLogError>,
     ) -> Result<FetchParts<T>, PartitionLogError> {
         let high_watermark = self.high_watermark;
         let last_stable_offset = self.last_stable_offset;
@@ -438,7 +439,7 @@ impl View<'_> {
             FetchIsolation::TxnCommitted => last_stable_offset,
         };
         let committed = isolation == FetchIsolation::TxnCommitted;
-        let (data, first_entry_incomplete, aborted_transactions) = match read(bound)? {
+        let (data, first_entry_incomplete, aborted_transactions) = match read(bound, committed)? {
             // No segment holds a batch at or after the offset: no records, no list.
             None => (T::default(), false, None),
             Some((data, incomplete, upper_bound_offset)) => {

@@ -188,7 +188,7 @@ pub struct ExactFetch {
     /// The bytes (the last batch may be cut short) and where they start.
     pub data: FetchData,
     /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with them (the
-    /// fetch offset itself, an empty range, from [`LocalLog::read_exact_with`] without
+    /// fetch offset itself, an empty range, from [`LocalLog::read_exact`] without
     /// `aborted_range`).
     pub upper_bound_offset: i64,
 }
@@ -205,7 +205,7 @@ pub struct ExactSlice {
     /// The first batch did not fit `max_bytes`.
     pub first_entry_incomplete: bool,
     /// Aborted transactions that overlap `[fetch offset, upper_bound_offset)` go with the bytes
-    /// (the fetch offset itself, an empty range, from [`LocalLog::slice_exact_with`] without
+    /// (the fetch offset itself, an empty range, from [`LocalLog::slice_exact`] without
     /// `aborted_range`).
     pub upper_bound_offset: i64,
 }

@@ -472,8 +472,10 @@ fn every_read_completes_while_the_writer_holds_its_lock() {
             all.extend_from_slice(&got.records);
             offset = last + 1;
         }
-        let exact = log.read_exact(10, 1 << 20, true, end).expect("exact");
-        let slice = log.slice_exact(10, 1 << 20, true, end).expect("slice");
+        let exact = log.read_exact(10, 1 << 20, true, end, true).expect("exact");
+        let slice = log
+            .slice_exact(10, 1 << 20, true, end, true)
+            .expect("slice");
         let sliced = slice
             .and_then(|s| s.slice)
             .map(|s| s.to_vec().expect("slice read"));

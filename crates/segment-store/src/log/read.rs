@@ -302,22 +302,12 @@ impl LocalLog {
     /// a batch at or after it), stopping at the byte position of the batch holding `max_offset`,
     /// at most `max_bytes` (at least the first batch with `min_one_message`), the last batch
     /// possibly cut short. `None` when no segment holds a batch at or after `start_offset` (Kafka
-    /// then answers with no records and no aborted-transaction list). See [`ExactFetch`].
+    /// then answers with no records and no aborted-transaction list). The answer's
+    /// `upper_bound_offset` is looked up only with `aborted_range` (Kafka's
+    /// `fetchUpperBoundOffset`, an offset-index search, which Kafka makes for `read_committed`
+    /// fetches only); without it, it is the fetch offset: no aborted transaction goes with the
+    /// bytes. See [`ExactFetch`].
     pub fn read_exact(
-        &self,
-        start_offset: i64,
-        max_bytes: usize,
-        min_one_message: bool,
-        max_offset: i64,
-    ) -> Result<Option<ExactFetch>> {
-        self.read_exact_with(start_offset, max_bytes, min_one_message, max_offset, true)
-    }
-
-    /// [`Self::read_exact`], whose `upper_bound_offset` is looked up only with `aborted_range`
-    /// (Kafka's `fetchUpperBoundOffset`, an offset-index search, which Kafka makes for
-    /// `read_committed` fetches only); without it, it is the fetch offset: no aborted
-    /// transaction goes with the bytes.
-    pub fn read_exact_with(
         &self,
         start_offset: i64,
         max_bytes: usize,
@@ -352,18 +342,6 @@ impl LocalLog {
     /// slice of its `FileRecords`). The slice is `None` when the answer has no bytes. See
     /// [`ExactSlice`].
     pub fn slice_exact(
-        &self,
-        start_offset: i64,
-        max_bytes: usize,
-        min_one_message: bool,
-        max_offset: i64,
-    ) -> Result<Option<ExactSlice>> {
-        self.slice_exact_with(start_offset, max_bytes, min_one_message, max_offset, true)
-    }
-
-    /// [`Self::slice_exact`], whose `upper_bound_offset` is looked up only with `aborted_range`,
-    /// as in [`Self::read_exact_with`].
-    pub fn slice_exact_with(
         &self,
         start_offset: i64,
         max_bytes: usize,

@@ -1895,10 +1895,10 @@ mod file_slice {
                 for &max_bytes in &limits {
                     for min_one in [false, true] {
                         let read = log
-                            .read_exact(start, max_bytes, min_one, max_offset)
+                            .read_exact(start, max_bytes, min_one, max_offset, true)
                             .unwrap();
                         let slice = log
-                            .slice_exact(start, max_bytes, min_one, max_offset)
+                            .slice_exact(start, max_bytes, min_one, max_offset, true)
                             .unwrap();
                         let ctx = format!("{start} {max_bytes} {min_one} {max_offset}");
                         let (read, slice) = match (read, slice) {
@@ -1923,11 +1923,11 @@ mod file_slice {
                         assert_eq!(slice.upper_bound_offset, read.upper_bound_offset, "{ctx}");
                         // Without the aborted range: the same answer, an empty range.
                         let plain = log
-                            .slice_exact_with(start, max_bytes, min_one, max_offset, false)
+                            .slice_exact(start, max_bytes, min_one, max_offset, false)
                             .unwrap()
                             .unwrap();
                         let plain_read = log
-                            .read_exact_with(start, max_bytes, min_one, max_offset, false)
+                            .read_exact(start, max_bytes, min_one, max_offset, false)
                             .unwrap()
                             .unwrap();
                         assert!(bytes_of(&plain.slice) == bytes, "{ctx}");
@@ -1969,7 +1969,10 @@ mod file_slice {
         }
         let bound = 15;
         let fetch = |log: &LocalLog| {
-            let s = log.slice_exact(0, 1 << 20, true, bound).unwrap().unwrap();
+            let s = log
+                .slice_exact(0, 1 << 20, true, bound, true)
+                .unwrap()
+                .unwrap();
             bytes_of(&s.slice)
         };
         for _ in 0..2 {
@@ -2002,7 +2005,7 @@ mod file_slice {
         let (log, bs) = sliced_log(&real, sim_env(&sim));
         assert_slices_equal_reads(&log, bs[0].len());
         let s = log
-            .slice_exact(0, 1 << 20, true, i64::MAX)
+            .slice_exact(0, 1 << 20, true, i64::MAX, true)
             .unwrap()
             .unwrap();
         #[cfg(unix)]
@@ -2020,7 +2023,7 @@ mod file_slice {
         let clock = Arc::new(ManualClock::new(0));
         let (log, bs) = sliced_log(dir.path(), env(&clock));
         let s = log
-            .slice_exact(4, 1 << 20, true, i64::MAX)
+            .slice_exact(4, 1 << 20, true, i64::MAX, true)
             .unwrap()
             .unwrap();
         let slice = s.slice.unwrap();
@@ -2039,7 +2042,7 @@ mod file_slice {
         let clock = Arc::new(ManualClock::new(0));
         let (log, bs) = sliced_log(dir.path(), env(&clock));
         let slice = log
-            .slice_exact(0, 1 << 20, true, i64::MAX)
+            .slice_exact(0, 1 << 20, true, i64::MAX, true)
             .unwrap()
             .unwrap();
         let slice = slice.slice.unwrap();
@@ -2058,7 +2061,7 @@ mod file_slice {
         let (log, bs) = sliced_log(dir.path(), env(&clock));
         let end = log.log_end_offset();
         let s = log
-            .slice_exact(end - 3, 1 << 20, true, end)
+            .slice_exact(end - 3, 1 << 20, true, end, true)
             .unwrap()
             .unwrap();
         let slice = s.slice.unwrap();
@@ -2173,7 +2176,7 @@ mod readers_beside_the_writer {
                             0 => log.read(offset, 2_000, true).map(|d| d.records),
                             // The last batch may be cut short: `check` reads whole ones.
                             1 => log
-                                .read_exact(offset, 2_000, true, end)
+                                .read_exact(offset, 2_000, true, end, true)
                                 .map(|e| e.map(|e| e.data.records).unwrap_or_default()),
                             2 => log
                                 .fetch_offset_by_timestamp(1_000 + offset)
