@@ -105,6 +105,10 @@ pub struct PartitionCheck {
     pub cuts: Vec<serde_json::Value>,
     /// Problems, in check order.
     pub findings: Vec<Finding>,
+    /// The log directory holds a clean-shutdown marker: `seglog recover` (as Kafka's broker at
+    /// startup) then leaves the sealed segments unread, so what is found in them stays; `seglog
+    /// recover --full` recovers every segment, as the findings say.
+    pub shut_down_cleanly: bool,
 }
 
 impl PartitionCheck {
@@ -120,6 +124,7 @@ impl PartitionCheck {
             producers: 0,
             cuts: Vec::new(),
             findings: vec![finding],
+            shut_down_cleanly: false,
         }
     }
 }
@@ -512,6 +517,7 @@ pub fn check_partition(dir: &Path) -> Result<PartitionCheck, PartitionLogError> 
                 .into_iter()
                 .chain(cleaner_checkpoint_finding(dir, &plan))
                 .collect(),
+            shut_down_cleanly: plan.had_clean_shutdown,
         }),
         Err(e) if is_io(&e) => Err(e),
         Err(e) => Ok(PartitionCheck::refused(partition, refusal(&e))),
@@ -690,6 +696,7 @@ fn print(args: &VerifyArgs, c: &PartitionCheck, out: &mut impl Write) -> io::Res
                 "producers": c.producers,
                 "cut": c.cuts,
                 "problems": c.findings.len(),
+                "shutDownCleanly": c.shut_down_cleanly,
             }),
         );
     }
@@ -714,6 +721,16 @@ fn print(args: &VerifyArgs, c: &PartitionCheck, out: &mut impl Write) -> io::Res
             c.findings.len(),
             c.segments,
             c.batches,
-        )
+        )?;
+        if c.shut_down_cleanly {
+            writeln!(
+                out,
+                "{}: its log directory was shut down cleanly: `seglog recover` trusts that, as \
+                 Kafka's broker does, and leaves sealed segments unread; `seglog recover --full` \
+                 recovers every segment",
+                c.partition
+            )?;
+        }
+        Ok(())
     }
 }

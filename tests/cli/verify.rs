@@ -244,3 +244,38 @@ fn producer_id_collisions_are_problems() {
         super::producers::collision_log(root.path(), super::producers::Scenario::Restart, true);
     assert_eq!(verify_read_only(root.path(), &dir).status, Status::Success);
 }
+
+/// A segment damaged after a broker's clean shutdown: verify finds it (it checks every segment,
+/// the dry run of `recover --full`) and says that plain `recover` trusts the marker and leaves
+/// it, as Kafka's broker does; plain `recover` indeed leaves it and `recover --full` cuts it.
+#[test]
+fn damage_after_a_clean_shutdown_says_which_recover_fixes_it() {
+    let root = tempdir();
+    let (dir, _) = build_partition(root.path(), "orders-0");
+    let loaded = recovery::load_log_dir(root.path(), &recovery::Config::default()).unwrap();
+    loaded.close().unwrap();
+    damage(&dir, Damage::FlippedByte);
+    let hint = "orders-0: its log directory was shut down cleanly: `seglog recover` trusts that, \
+                as Kafka's broker does, and leaves sealed segments unread; `seglog recover \
+                --full` recovers every segment";
+    let out = verify_read_only(root.path(), &dir);
+    assert_eq!(out.status, Status::Damaged, "{out:?}");
+    assert_eq!(out.stdout.lines().last(), Some(hint), "{}", out.stdout);
+    let json = verify(&["--json".as_ref(), dir.as_os_str()]);
+    let partition = json
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|v| v["type"] == "partition")
+        .unwrap();
+    assert_eq!(partition["shutDownCleanly"], true, "{partition}");
+
+    let out = super::logs::recover(&[root.path().as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    assert_eq!(verify(&[dir.as_os_str()]).status, Status::Damaged);
+    let out = super::logs::recover(&["--full".as_ref(), root.path().as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stderr);
+    let out = verify(&[dir.as_os_str()]);
+    assert_eq!(out.status, Status::Success, "{}", out.stdout);
+    assert!(!out.stdout.contains("shut down cleanly"), "{}", out.stdout);
+}
