@@ -111,7 +111,7 @@ pub mod internals {
     };
     pub use crate::limits::{open_files, DESCRIPTORS_PER_SEGMENT};
     pub use crate::log::MAX_OPEN_INACTIVE_SEGMENTS;
-    pub use crate::mmap::{GuardedMap, MmapFile};
+    pub use crate::mmap::{huge_pages, GuardedMap, HugePageAlloc, MmapFile};
     pub use crate::segment::{
         scan_segment, RecoveryVisitor, SegmentContext, SegmentScan, SegmentScanner,
     };

@@ -1,5 +1,6 @@
 //! The only module in seglog with `unsafe`: memory-mapping files ([`MmapFile`] under the
-//! directory lock, [`GuardedMap`] without it).
+//! directory lock, [`GuardedMap`] without it), and anonymous mappings on huge pages for large
+//! tables ([`HugePageAlloc`]).
 //!
 //! Mapping a file is `unsafe` in `memmap2` because the bytes behind a map can change, or vanish,
 //! under the program: another process may write or truncate the file (a read of a page past the
@@ -703,6 +704,140 @@ pub mod guard {
     }
 }
 
+/// Anonymous memory on transparent huge pages, for large tables probed at random (the producer
+/// table of a partition with many producers: every append looks up a different entry).
+///
+/// Probing a table of tens of MiB at random misses the TLB on nearly every lookup with 4 KiB
+/// pages, and in a virtual machine each miss is a two-level page walk; a 2 MiB page covers what
+/// 512 small ones do, so the table's pages stay in the TLB. An allocation of at least
+/// [`huge_pages::HUGE_PAGE`] is an anonymous private mapping aligned to a huge page, its length
+/// rounded up to whole huge pages, advised `MADV_HUGEPAGE` (the kernel's `madvise` setting of
+/// transparent huge pages; with `never`, or where `madvise` fails, the memory is ordinary pages).
+/// Smaller allocations, and every allocation off Linux, come from the global allocator.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HugePageAlloc;
+
+/// Sizes and the mapping calls behind [`HugePageAlloc`].
+pub mod huge_pages {
+    use std::alloc::Layout;
+    use std::ptr::NonNull;
+
+    /// The size of a transparent huge page on x86_64 and aarch64 with 4 KiB base pages.
+    pub const HUGE_PAGE: usize = 2 << 20;
+
+    /// Whether an allocation of `layout` is mapped rather than taken from the global allocator.
+    pub(super) fn mapped(layout: Layout) -> bool {
+        cfg!(target_os = "linux") && layout.size() >= HUGE_PAGE && layout.align() <= HUGE_PAGE
+    }
+
+    /// The length mapped for `layout` (whole huge pages).
+    pub(super) fn mapped_len(layout: Layout) -> Option<usize> {
+        layout.size().checked_next_multiple_of(HUGE_PAGE)
+    }
+
+    /// A fresh mapping of `len` bytes (a multiple of [`HUGE_PAGE`]) starting on a huge-page
+    /// boundary, advised `MADV_HUGEPAGE`; `None` if the kernel refuses the mapping.
+    #[cfg(target_os = "linux")]
+    pub(super) fn map(len: usize) -> Option<NonNull<u8>> {
+        let padded = len.checked_add(HUGE_PAGE)?;
+        // SAFETY: an anonymous private mapping at an address the kernel picks aliases nothing;
+        // the result is checked against MAP_FAILED before use.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                padded,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return None;
+        }
+        let addr = base as usize;
+        let start = addr.next_multiple_of(HUGE_PAGE);
+        let head = start - addr;
+        let tail = padded - head - len;
+        // SAFETY: both ranges lie inside the mapping just made, which nothing else refers to,
+        // and are page-aligned (the mapping's start and `start` are; so are `len` and `padded`);
+        // unmapping them leaves exactly `start .. start + len` mapped.
+        unsafe {
+            if head > 0 {
+                libc::munmap(base, head);
+            }
+            if tail > 0 {
+                libc::munmap((start + len) as *mut libc::c_void, tail);
+            }
+            // A hint: where transparent huge pages are off, the advice fails and the memory
+            // stays on ordinary pages, which is still correct memory.
+            libc::madvise(start as *mut libc::c_void, len, libc::MADV_HUGEPAGE);
+        }
+        NonNull::new(start as *mut u8)
+    }
+
+    /// Never called off Linux ([`mapped`] is false there).
+    #[cfg(not(target_os = "linux"))]
+    pub(super) fn map(_len: usize) -> Option<NonNull<u8>> {
+        None
+    }
+
+    /// Unmaps what [`map`] returned for `len`.
+    ///
+    /// # Safety
+    ///
+    /// `ptr` was returned by [`map`] for this `len`, and nothing uses the memory any more.
+    #[cfg(target_os = "linux")]
+    pub(super) unsafe fn unmap(ptr: NonNull<u8>, len: usize) {
+        // SAFETY: `ptr .. ptr + len` is a whole mapping `map` made, unused from here on (the
+        // function's contract).
+        unsafe {
+            libc::munmap(ptr.as_ptr().cast(), len);
+        }
+    }
+
+    /// Never called off Linux ([`mapped`] is false there).
+    ///
+    /// # Safety
+    ///
+    /// None needed: it does nothing.
+    #[cfg(not(target_os = "linux"))]
+    pub(super) unsafe fn unmap(_ptr: NonNull<u8>, _len: usize) {}
+}
+
+// SAFETY: memory returned by `allocate` is valid for the layout's size and alignment until
+// `deallocate`: a mapping starts on a huge-page boundary (at least the layout's alignment, as
+// `mapped` requires) and is at least the layout's size, or the global allocator's own block;
+// `deallocate` tells the two apart by the layout alone (the caller passes the one it allocated
+// with), and a copy of the allocator (a unit struct) frees what another copy allocated, as the
+// trait asks.
+unsafe impl allocator_api2::alloc::Allocator for HugePageAlloc {
+    fn allocate(
+        &self,
+        layout: std::alloc::Layout,
+    ) -> std::result::Result<std::ptr::NonNull<[u8]>, allocator_api2::alloc::AllocError> {
+        if !huge_pages::mapped(layout) {
+            return allocator_api2::alloc::Global.allocate(layout);
+        }
+        let len = huge_pages::mapped_len(layout).ok_or(allocator_api2::alloc::AllocError)?;
+        let ptr = huge_pages::map(len).ok_or(allocator_api2::alloc::AllocError)?;
+        Ok(std::ptr::NonNull::slice_from_raw_parts(ptr, len))
+    }
+
+    unsafe fn deallocate(&self, ptr: std::ptr::NonNull<u8>, layout: std::alloc::Layout) {
+        if !huge_pages::mapped(layout) {
+            // SAFETY: `ptr` came from the global allocator with this layout (`allocate` above).
+            unsafe { allocator_api2::alloc::Global.deallocate(ptr, layout) };
+            return;
+        }
+        if let Some(len) = huge_pages::mapped_len(layout) {
+            // SAFETY: `ptr` came from `allocate` with this layout, so from `map` with this
+            // `len`, and the caller is done with it (the trait's contract).
+            unsafe { huge_pages::unmap(ptr, len) };
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -896,6 +1031,74 @@ mod tests {
                 return child.wait().unwrap();
             }
             std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The `VmFlags` of the mapping of `/proc/self/smaps` that starts at `start`, with its end.
+    #[cfg(target_os = "linux")]
+    fn smaps_of(start: usize) -> Option<(usize, String)> {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").ok()?;
+        let mut end = None;
+        for line in smaps.lines() {
+            let range = line.split_whitespace().next().unwrap_or("");
+            if let Some((a, b)) = range.split_once('-') {
+                if let (Ok(a), Ok(b)) = (usize::from_str_radix(a, 16), usize::from_str_radix(b, 16))
+                {
+                    end = (a == start).then_some(b);
+                    continue;
+                }
+            }
+            if let (Some(e), Some(flags)) = (end, line.strip_prefix("VmFlags:")) {
+                return Some((e, flags.trim().to_string()));
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn huge_page_allocations_hold_their_bytes_and_large_ones_are_advised_huge_pages() {
+        use allocator_api2::alloc::Allocator;
+        use std::alloc::Layout;
+        let alloc = HugePageAlloc;
+        // Below a huge page: the global allocator's block. From one huge page up: a mapping of
+        // whole huge pages on a huge-page boundary.
+        for size in [64, 100_000, huge_pages::HUGE_PAGE, 21 * 1024 * 1024 + 7] {
+            let layout = Layout::from_size_align(size, 16).unwrap();
+            let block = alloc.allocate(layout).unwrap();
+            assert!(block.len() >= size);
+            let ptr = block.cast::<u8>();
+            assert_eq!(ptr.as_ptr() as usize % 16, 0);
+            // SAFETY: `block` is valid for `block.len()` bytes until deallocated (the trait's
+            // promise, which this test checks by using all of them).
+            let bytes = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), block.len()) };
+            for (i, b) in bytes.iter_mut().enumerate() {
+                *b = (i % 251) as u8;
+            }
+            assert!(bytes.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+            #[cfg(target_os = "linux")]
+            if size >= huge_pages::HUGE_PAGE {
+                let start = ptr.as_ptr() as usize;
+                assert_eq!(start % huge_pages::HUGE_PAGE, 0, "{size}");
+                assert_eq!(block.len() % huge_pages::HUGE_PAGE, 0, "{size}");
+                let (end, flags) = smaps_of(start).expect("a mapping of its own");
+                assert_eq!(end - start, block.len(), "{size}: {flags}");
+                // `hg`: advised MADV_HUGEPAGE (where the kernel has transparent huge pages).
+                if Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+                    assert!(
+                        flags.split_whitespace().any(|f| f == "hg"),
+                        "{size}: {flags}"
+                    );
+                }
+            }
+            // SAFETY: allocated above with this layout, no longer used.
+            unsafe { alloc.deallocate(ptr, layout) };
+            #[cfg(target_os = "linux")]
+            if size >= huge_pages::HUGE_PAGE {
+                assert!(
+                    smaps_of(ptr.as_ptr() as usize).is_none(),
+                    "{size}: unmapped"
+                );
+            }
         }
     }
 
