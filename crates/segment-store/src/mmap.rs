@@ -1082,8 +1082,10 @@ mod tests {
                 assert_eq!(block.len() % huge_pages::HUGE_PAGE, 0, "{size}");
                 let (end, flags) = smaps_of(start).expect("a mapping of its own");
                 assert_eq!(end - start, block.len(), "{size}: {flags}");
-                // `hg`: advised MADV_HUGEPAGE (where the kernel has transparent huge pages).
-                if Path::new("/sys/kernel/mm/transparent_hugepage").exists() {
+                // `hg`: advised MADV_HUGEPAGE (where the kernel has transparent huge pages and
+                // they are not off).
+                let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
+                if thp.is_ok_and(|t| !t.contains("[never]")) {
                     assert!(
                         flags.split_whitespace().any(|f| f == "hg"),
                         "{size}: {flags}"
