@@ -419,16 +419,24 @@ fn prefetch_headers(bytes: &[u8], start: usize, header: &[u8]) {
             if at - start > HEADER_READ_AHEAD {
                 break;
             }
-            // The header's first and last bytes: it may straddle two lines.
-            for byte in [at, at.saturating_add(RECORD_BATCH_OVERHEAD - 1)] {
-                if let Some(b) = bytes.get(byte) {
-                    safe_arch::prefetch_t0(b);
-                }
-            }
+            prefetch_lines(bytes, at);
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = (bytes, start, header);
+}
+
+/// Asks the CPU for the lines of a batch header at `start` in `bytes`: its first and last
+/// bytes, as it may straddle two lines. A hint; a no-op off x86_64 or outside `bytes`.
+fn prefetch_lines(bytes: &[u8], start: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for byte in [start, start.saturating_add(RECORD_BATCH_OVERHEAD - 1)] {
+        if let Some(b) = bytes.get(byte) {
+            safe_arch::prefetch_t0(b);
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (bytes, start);
 }
 
 /// A `.log`'s read-only map, shared by its [`FileRecords`] and the [`FileSlice`]s it hands out (a
@@ -490,6 +498,15 @@ impl SharedMap {
             prefetch_headers(map.as_slice(), start, dst);
             Some(())
         })
+    }
+
+    /// Asks the CPU for the lines of a batch header at `position` (a hint: nothing is read),
+    /// unless the map was retired.
+    pub(crate) fn prefetch_header(&self, position: u64) {
+        let _ = self.announced(|map| {
+            prefetch_lines(map.as_slice(), usize::try_from(position).ok()?);
+            Some(())
+        });
     }
 
     /// Runs `f` on the map unless it was retired, announced in `copies` (the gate above).
@@ -585,6 +602,22 @@ impl FileRecords {
 
     /// The gate of a map that may hold the file's bytes: the sealed segment's, the active
     /// segment's tail map, or a reader's view of the latter.
+    /// Asks the CPU for the lines of the batch header at `position` where the bytes are
+    /// mapped (a hint: nothing is read; see `SegmentView::read_bounds`).
+    pub(crate) fn prefetch_header(&self, position: u64) {
+        if let Some((all, start)) = self.mapped_at(position) {
+            prefetch_lines(all, start);
+        } else if let Some(gate) = self.gate() {
+            gate.prefetch_header(position);
+        }
+    }
+
+    /// The whole map and `position` in it, where the file is mapped.
+    fn mapped_at(&self, position: u64) -> Option<(&[u8], usize)> {
+        let (m, _) = self.map.as_ref()?;
+        Some((m.as_slice(), usize::try_from(position).ok()?))
+    }
+
     fn gate(&self) -> Option<&Arc<SharedMap>> {
         self.map
             .as_ref()

@@ -22,6 +22,9 @@ pub(crate) struct ReadBounds {
     pub(crate) fetch_size: usize,
     /// The first batch is larger than `fetch_size`.
     pub(crate) first_entry_incomplete: bool,
+    /// A batch start at or before the bytes' end from which a walk of headers finds the next
+    /// fetch offset: an offset-index entry, or `position` (see `SegmentView::fetch_slice`).
+    pub(crate) walk_from: u64,
 }
 
 impl LogSegment {

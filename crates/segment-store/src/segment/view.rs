@@ -55,7 +55,21 @@ impl<O: OffsetEntries, T: TimeEntries> SegmentView<'_, O, T> {
         max_position: Option<u64>,
         min_one_message: bool,
     ) -> Result<Option<ReadBounds>> {
-        let Some(start) = self.translate_offset(start_offset, 0)? else {
+        // Kafka's `translateOffset`, with the slice's walk point looked up while the first
+        // header comes: that header, at the offset-index entry, is in no cache when readers
+        // jump at random, and nothing else can start before it is read.
+        let mapping = index::lookup(self.offsets, start_offset);
+        let from = u64::from(mapping.position.0);
+        self.log.prefetch_header(from);
+        let max_position = max_position.unwrap_or(self.log.size()).min(self.log.size());
+        // An entry below `from + max_size` is below the bytes' end, wherever in the walk from
+        // `from` the batch holding the offset is (a start at or after `from`, a size of at
+        // least `max_size` unless `max_position` cuts it): a walk from it reaches that end.
+        let walk_from = index::scan_start_before(
+            self.offsets,
+            from.saturating_add(max_size as u64).min(max_position),
+        );
+        let Some(start) = self.log.search_for_offset_with_size(start_offset, from)? else {
             return Ok(None);
         };
         let fetch_offset_metadata = LogOffsetMetadata {
@@ -68,13 +82,14 @@ impl<O: OffsetEntries, T: TimeEntries> SegmentView<'_, O, T> {
         } else {
             max_size
         };
-        let max_position = max_position.unwrap_or(self.log.size()).min(self.log.size());
+        let walk_from = walk_from.max(start.position);
         if adjusted == 0 || max_position <= start.position {
             return Ok(Some(ReadBounds {
                 fetch_offset_metadata,
                 position: start.position,
                 fetch_size: 0,
                 first_entry_incomplete: false,
+                walk_from,
             }));
         }
         Ok(Some(ReadBounds {
@@ -82,18 +97,17 @@ impl<O: OffsetEntries, T: TimeEntries> SegmentView<'_, O, T> {
             position: start.position,
             fetch_size: ((max_position - start.position) as usize).min(adjusted),
             first_entry_incomplete: adjusted < start.size as usize,
+            walk_from,
         }))
     }
 
     /// The bytes `bounds` name as a [`FileSlice`] of the `.log` whose
-    /// [`FileSlice::next_offset`] walks the headers from the offset-index entry before the
-    /// last entry below the bytes' end ([`index::scan_start_before`]), not every header of the
+    /// [`FileSlice::next_offset`] walks the headers from [`ReadBounds::walk_from`] (an
+    /// offset-index entry before the bytes' end, or their start), not every header of the
     /// range.
     pub(crate) fn fetch_slice(&self, bounds: &ReadBounds) -> FileSlice {
-        let end = bounds.position + bounds.fetch_size as u64;
-        let from = index::scan_start_before(self.offsets, end).max(bounds.position);
         self.log
-            .slice_walking_from(bounds.position, bounds.fetch_size, from)
+            .slice_walking_from(bounds.position, bounds.fetch_size, bounds.walk_from)
     }
 
     /// Kafka's `LogSegment.fetchUpperBoundOffset`: the offset of the first offset-index entry at
