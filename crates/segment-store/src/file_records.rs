@@ -600,8 +600,6 @@ impl FileRecords {
         }
     }
 
-    /// The gate of a map that may hold the file's bytes: the sealed segment's, the active
-    /// segment's tail map, or a reader's view of the latter.
     /// Asks the CPU for the lines of the batch header at `position` where the bytes are
     /// mapped (a hint: nothing is read; see `SegmentView::read_bounds`).
     pub(crate) fn prefetch_header(&self, position: u64) {
@@ -618,6 +616,8 @@ impl FileRecords {
         Some((m.as_slice(), usize::try_from(position).ok()?))
     }
 
+    /// The gate of a map that may hold the file's bytes: the sealed segment's, the active
+    /// segment's tail map, or a reader's view of the latter.
     fn gate(&self) -> Option<&Arc<SharedMap>> {
         self.map
             .as_ref()
