@@ -19,9 +19,14 @@ use super::{LocalLog, Slot};
 use crate::error::{Result, SegmentError};
 use crate::segment::{LogSegment, PublishedTail};
 
-/// How many times an opener tries again when the files of a segment it opens are still locked
-/// by an object of that segment being dropped on another thread.
-const LOCKED_ATTEMPTS: usize = 10_000;
+/// How long an opener tries again when the files of a segment it opens are still locked by an
+/// object of that segment being dropped on another thread: that drop is under way, but a loaded
+/// machine may not run its thread for a while (a count of quick retries ran out under a parallel
+/// test run). Files locked by anything else are reported once this has passed.
+const LOCKED_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Retries that only yield before the opener sleeps between tries (1 ms).
+const LOCKED_YIELDS: usize = 1_000;
 
 /// One sealed segment: its base offset and size (fixed: a sealed segment that changes becomes a
 /// new slot), and its files, opened when first needed.
@@ -141,12 +146,17 @@ impl SealedSlot {
 
 /// `open`, again while the segment's files are locked by an object of it being dropped.
 fn open_retrying(mut open: impl FnMut() -> Result<LogSegment>) -> Result<LogSegment> {
+    let started = std::time::Instant::now();
     let mut attempts = 0;
     loop {
         match open() {
-            Err(SegmentError::Locked { .. }) if attempts < LOCKED_ATTEMPTS => {
+            Err(SegmentError::Locked { .. }) if started.elapsed() < LOCKED_WAIT => {
                 attempts += 1;
-                std::thread::yield_now();
+                if attempts < LOCKED_YIELDS {
+                    std::thread::yield_now();
+                } else {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
             }
             r => return r,
         }
