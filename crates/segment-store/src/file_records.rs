@@ -403,10 +403,7 @@ const HEADERS_AHEAD: usize = 3;
 fn prefetch_headers(bytes: &[u8], start: usize, header: &[u8]) {
     #[cfg(target_arch = "x86_64")]
     {
-        let Some(&[a, b, c, d]) = header.get(SIZE_OFFSET..SIZE_OFFSET + 4) else {
-            return;
-        };
-        let length = i32::from_be_bytes([a, b, c, d]);
+        let length = be_i32(header, SIZE_OFFSET);
         let Ok(size) = usize::try_from(i64::from(length) + LOG_OVERHEAD as i64) else {
             return;
         };
@@ -716,9 +713,7 @@ impl FileRecords {
     }
 
     fn map_slice(&self, position: u64, len: usize) -> Option<&[u8]> {
-        let (m, _) = self.map.as_ref()?;
-        let start = usize::try_from(position).ok()?;
-        let all = m.as_slice();
+        let (all, start) = self.mapped_at(position)?;
         let end = start.checked_add(len)?.min(all.len());
         all.get(start..end)
     }
